@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Installs the Debian packages the integration tests need, when they are missing:
+# prometheus (prometheus, promtool) and prometheus-alertmanager (alertmanager, amtool).
+set -euo pipefail
+missing=()
+command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
+  || missing+=(prometheus-alertmanager)
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+echo "installing Debian packages: ${missing[*]}"
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null 2>&1 || { echo "need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,39 @@
+# One entry point for people and CI. Every target creates the environment it needs.
+PYTHON ?= python3
+VENV   := .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.installed
+
+.PHONY: run test bench lint venv debs clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test,dev,plots]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+## Debian packages the integration tests use (prometheus, promtool, alertmanager, amtool).
+debs:
+	bash .ci/install-debian-packages.sh
+
+## The demo: a synthetic world whose states change within a minute; Ctrl-C stops it.
+run: $(STAMP)
+	$(PY) -m monitor demo
+
+## Lint, type-check and the whole test suite (slow and integration tests included).
+test: $(STAMP) debs lint
+	$(PY) -m pytest -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check monitor tests bench
+	$(VENV)/bin/ruff format --check monitor tests bench
+	$(VENV)/bin/mypy
+
+## Benchmarks: prints time and memory ratios measured side by side in one run.
+bench: $(STAMP)
+	$(PY) bench/run.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

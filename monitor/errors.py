@@ -1,0 +1,112 @@
+"""Every error this package raises on purpose.
+
+::
+
+    MonitorError
+    ├── ConfigError            the configuration is invalid (all problems, each with its path)
+    ├── StatsInputError        a statistics function was misused (bad shape, NaN, bad option)
+    ├── InsufficientDataError  too little data to decide: a state (`insufficient_data`), not a bug
+    └── SourceError            a log could not be read as the data contract says (state `error`)
+        ├── SourceNotFoundError    path, glob or URI matches nothing
+        ├── SourcePermissionError  a file exists but may not be read
+        ├── CorruptFileError       not a parquet file, or a truncated one
+        ├── SchemaError            a column is missing, has the wrong type, or schemas clash
+        └── BadValuesError         too many NaN/inf/null values in a window
+
+``StatsInputError`` is also a ``ValueError`` so that callers treating it as one keep working.
+Each class builds its message from the data it carries.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BadValuesError",
+    "ConfigError",
+    "CorruptFileError",
+    "InsufficientDataError",
+    "MonitorError",
+    "SchemaError",
+    "SourceError",
+    "SourceNotFoundError",
+    "SourcePermissionError",
+    "StatsInputError",
+]
+
+
+class MonitorError(Exception):
+    """Base class of every error raised on purpose by ``monitor``."""
+
+
+class ConfigError(MonitorError):
+    """The configuration is invalid; ``problems`` lists every one, each prefixed with its path."""
+
+    def __init__(self, problems: list[str], *, source: str | None = None) -> None:
+        self.problems = list(problems)
+        self.source = source
+        where = f"{source}: " if source else ""
+        lines = "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(f"{where}{len(self.problems)} configuration problem(s):\n{lines}")
+
+
+class StatsInputError(MonitorError, ValueError):
+    """A statistics function was called with invalid arguments (misuse, not lack of data)."""
+
+
+class InsufficientDataError(MonitorError):
+    """Too little data to decide; the monitor's state becomes ``insufficient_data``."""
+
+    def __init__(self, message: str, *, needed: int | None = None, got: int | None = None) -> None:
+        self.needed = needed
+        self.got = got
+        super().__init__(message)
+
+
+class SourceError(MonitorError):
+    """A log could not be read as the data contract says; the monitor's state becomes ``error``.
+
+    ``path`` is the file, directory or URI concerned, ``column`` the column (if any), and
+    ``hint`` what to do about it.
+    """
+
+    def __init__(
+        self,
+        problem: str,
+        *,
+        path: str | None = None,
+        column: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.problem = problem
+        self.path = path
+        self.column = column
+        self.hint = hint
+        parts = []
+        if path is not None:
+            parts.append(f"{path}")
+        if column is not None:
+            parts.append(f"column {column!r}")
+        prefix = ": ".join(parts)
+        message = f"{prefix}: {problem}" if prefix else problem
+        if hint:
+            message += f" ({hint})"
+        super().__init__(message)
+
+
+class SourceNotFoundError(SourceError):
+    """The path, glob or URI matches no file."""
+
+
+class SourcePermissionError(SourceError):
+    """A file exists but this process may not read it."""
+
+
+class CorruptFileError(SourceError):
+    """A file is not parquet, or is truncated."""
+
+
+class SchemaError(SourceError):
+    """A column is missing, has the wrong type, or files have incompatible schemas."""
+
+
+class BadValuesError(SourceError):
+    """More NaN, infinite or null values in a window than the configured share allows."""

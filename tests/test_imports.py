@@ -1,0 +1,62 @@
+"""Architecture: where the heavy libraries may be imported."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import monitor
+
+PACKAGE = Path(monitor.__file__).resolve().parent
+
+# Each heavy library is imported by exactly one module.
+OWNERS = {
+    "pyarrow": "monitor/sources.py",
+    "prometheus_client": "monitor/exporter.py",
+    "apscheduler": "monitor/daemon.py",
+}
+
+
+def _imported_roots(path: Path) -> set[str]:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    roots: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            roots.add(node.module.split(".")[0])
+    return roots
+
+
+def test_stats_imports_no_io_library() -> None:
+    code = (
+        "import sys, monitor.stats\n"
+        "bad = sorted(m for m in ('pyarrow', 'prometheus_client', 'apscheduler') if m in sys.modules)\n"
+        "print(','.join(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
+
+
+@pytest.mark.parametrize("library", sorted(OWNERS))
+def test_each_heavy_library_has_one_owner(library: str) -> None:
+    importers = sorted(
+        str(path.relative_to(PACKAGE.parent))
+        for path in PACKAGE.rglob("*.py")
+        if library in _imported_roots(path)
+    )
+    assert importers in ([], [OWNERS[library]])
+
+
+def test_package_all_lists_only_existing_names() -> None:
+    import monitor.stats
+
+    for module in (monitor, monitor.stats):
+        for name in module.__all__:
+            assert hasattr(module, name), f"{module.__name__}.__all__ names missing {name!r}"
