@@ -1,3 +1,70 @@
-"""Pure statistics: numpy and scipy in, frozen result dataclasses out. No I/O, clock or global RNG."""
+"""Pure statistics: numpy and scipy in, frozen result dataclasses out. No I/O, clock or global RNG.
 
-__all__: list[str] = []
+Modules: ``drift`` (PSI, KS, point-mass rate), ``paired`` (decay tests on per-query outcomes),
+``multiple`` (adjusted p-values), ``sequential`` (CUSUM alarm design). Conventions and formulas
+are in ``docs/statistics.md``.
+"""
+
+from monitor.stats.drift import (
+    DriftBaseline,
+    DriftResult,
+    KSResult,
+    ProportionResult,
+    PSIResult,
+    build_baseline,
+    drift_tests,
+    ks_2samp,
+    proportion_test,
+    proportion_test_counts,
+    psi,
+    psi_from_counts,
+)
+from monitor.stats.multiple import adjust_pvalues
+from monitor.stats.paired import (
+    ConfidenceInterval,
+    PairedResult,
+    PermutationResult,
+    TTestResult,
+    bca_interval,
+    minimum_detectable_effect,
+    paired_test,
+    required_sample_size,
+    sign_flip_test,
+)
+from monitor.stats.sequential import (
+    arl_for_budget,
+    cusum_arl,
+    cusum_step,
+    cusum_threshold,
+    z_from_pvalue,
+)
+
+__all__ = [
+    "ConfidenceInterval",
+    "DriftBaseline",
+    "DriftResult",
+    "KSResult",
+    "PSIResult",
+    "PairedResult",
+    "PermutationResult",
+    "ProportionResult",
+    "TTestResult",
+    "adjust_pvalues",
+    "arl_for_budget",
+    "bca_interval",
+    "build_baseline",
+    "cusum_arl",
+    "cusum_step",
+    "cusum_threshold",
+    "drift_tests",
+    "ks_2samp",
+    "minimum_detectable_effect",
+    "paired_test",
+    "proportion_test",
+    "proportion_test_counts",
+    "psi",
+    "psi_from_counts",
+    "required_sample_size",
+    "sign_flip_test",
+    "z_from_pvalue",
+]

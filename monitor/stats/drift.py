@@ -1,0 +1,564 @@
+"""Drift of a score distribution: PSI against a frozen baseline, two-sample KS, point-mass rate.
+
+Conventions (see ``docs/statistics.md``):
+
+* Bin edges are the reference quantiles at k/B, k = 1..B-1 (linear interpolation, numpy's default
+  ``method='linear'``), with duplicates collapsed (``np.unique``); B_eff = len(edges) + 1.
+* Bins are right-closed with open ends: (-inf, e1], (e1, e2], ..., (ek, +inf). A point mass at the
+  reference minimum (e.g. exact-zero BM25 scores) gets its own bin, and values outside the reference
+  range land in the outer bins instead of being dropped.
+* PSI = sum_b (p_b - q_b) ln(p_b / q_b), p = current and q = reference proportions after adding
+  ``smoothing`` (default 0.5) to every count of both vectors.
+* Under H0 (same distribution) N_eff * PSI ~ chi2(B_eff - 1) with N_eff = n m / (n + m); the
+  tolerance null H0: PSI <= tolerance uses a noncentral chi2 with noncentrality tolerance * N_eff.
+* KS: D = sup |F_x - F_y| over the pooled sample with right-continuous ECDFs, computed on integers
+  (i m - j n) so ties and float round-off cannot move it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import special, stats
+
+from monitor.errors import InsufficientDataError, StatsInputError
+from monitor.stats import _validation as v
+
+__all__ = [
+    "DriftBaseline",
+    "DriftResult",
+    "KSResult",
+    "PSIResult",
+    "ProportionResult",
+    "build_baseline",
+    "drift_tests",
+    "ks_2samp",
+    "proportion_test",
+    "proportion_test_counts",
+    "psi",
+    "psi_from_counts",
+]
+
+# Elements per chunk in the streaming loops: bounds temporary memory to a few tens of MB.
+_CHUNK = 1 << 20
+# scipy's `ks_2samp(method='auto')` switches to the asymptotic p-value above this sample size.
+_KS_EXACT_MAX_N = 10_000
+
+
+# --------------------------------------------------------------------------------------------
+# PSI
+
+
+@dataclass(frozen=True, slots=True)
+class DriftBaseline:
+    """The frozen reference of a drift check: its sorted sample and its bin edges.
+
+    ``edges`` are the inner edges (unique reference quantiles at k/B, k = 1..B-1, linear
+    interpolation); ``reference_counts`` the reference counts in the right-closed bins
+    (-inf, e1], (e1, e2], ..., (ek, +inf). Arrays are read-only.
+    """
+
+    sorted_reference: NDArray[np.float64]
+    edges: NDArray[np.float64]
+    reference_counts: NDArray[np.int64]
+    bins: int
+
+    @property
+    def n_reference(self) -> int:
+        """Size of the reference sample."""
+        return int(self.sorted_reference.size)
+
+    @property
+    def n_bins(self) -> int:
+        """B_eff = len(edges) + 1, the number of bins after collapsing duplicate quantiles."""
+        return int(self.edges.size) + 1
+
+    @property
+    def reference_min(self) -> float:
+        """Smallest reference value."""
+        return float(self.sorted_reference[0])
+
+    @property
+    def reference_max(self) -> float:
+        """Largest reference value."""
+        return float(self.sorted_reference[-1])
+
+
+def build_baseline(reference: ArrayLike, *, bins: int = 10) -> DriftBaseline:
+    """Freeze a reference sample: sort it once and compute its quantile bin edges.
+
+    Edges are ``np.unique(np.quantile(reference, np.arange(1, B) / B))`` (linear, type 7),
+    computed directly on the sorted array (bit-identical to ``np.quantile``, no extra copy).
+    """
+    bins = v.integer(bins, "bins", minimum=2)
+    ref = v.sample(reference, "reference")
+    ordered = np.sort(ref)
+    probs = np.arange(1, bins) / bins
+    edges = np.unique(_sorted_quantiles(ordered, probs))
+    upper = np.searchsorted(ordered, edges, side="right")
+    counts = np.diff(np.concatenate(([0], upper, [ordered.size]))).astype(np.int64)
+    for arr in (ordered, edges, counts):
+        arr.flags.writeable = False
+    return DriftBaseline(sorted_reference=ordered, edges=edges, reference_counts=counts, bins=bins)
+
+
+def _sorted_quantiles(
+    ordered: NDArray[np.float64], probs: NDArray[np.float64]
+) -> NDArray[np.float64]:
+    """numpy's ``method='linear'`` quantiles of an already sorted array, with numpy's arithmetic.
+
+    virtual index h = (n - 1) q; value = a + (b - a) g, or b - (b - a)(1 - g) when g >= 0.5, with
+    a = x[floor(h)], b = x[floor(h) + 1] and g = h - floor(h) (numpy's ``_lerp``).
+    """
+    n = ordered.size
+    virtual = (n - 1) * probs
+    below = np.floor(virtual)
+    gamma = virtual - below
+    lo = below.astype(np.intp)
+    hi = np.minimum(lo + 1, n - 1)
+    a, b = ordered[lo], ordered[hi]
+    diff = b - a
+    out = a + diff * gamma
+    upper = gamma >= 0.5
+    out[upper] = (b - diff * (1 - gamma))[upper]
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class PSIResult:
+    """PSI of a current sample against a baseline, with its null calibration.
+
+    ``empty_bins`` counts bins empty in the current sample; ``empty_reference_bins`` those empty in
+    the reference (possible with few reference values). ``noise_floor`` = (B_eff - 1)(1/n + 1/m),
+    the expected PSI under H0; ``debiased`` = max(PSI - noise_floor, 0).
+    """
+
+    statistic: float
+    pvalue: float
+    n_bins: int
+    reference_counts: NDArray[np.int64]
+    current_counts: NDArray[np.int64]
+    n_reference: int
+    n_current: int
+    n_eff: float
+    empty_bins: int
+    out_of_range_rate: float
+    noise_floor: float
+    debiased: float
+    tolerance: float
+    smoothing: float
+    empty_reference_bins: int
+
+
+def psi_from_counts(
+    reference_counts: ArrayLike, current_counts: ArrayLike, *, smoothing: float = 0.5
+) -> float:
+    """PSI = sum_b (p_b - q_b) ln(p_b / q_b) of two count vectors over the same bins.
+
+    p_b = (c_b + s) / (m + s B), q_b = (r_b + s) / (n + s B), s = ``smoothing`` (additive, on both
+    vectors). With ``smoothing=0`` a bin empty on one side only gives +inf; a bin empty on both
+    sides contributes 0.
+    """
+    smoothing = v.real(smoothing, "smoothing", low=0.0)
+    ref = _counts(reference_counts, "reference_counts")
+    cur = _counts(current_counts, "current_counts")
+    if ref.size != cur.size:
+        raise StatsInputError(
+            f"`reference_counts` and `current_counts` must have the same length; "
+            f"got {ref.size} and {cur.size}."
+        )
+    return _psi_value(ref, cur, smoothing)
+
+
+def _counts(x: ArrayLike, name: str) -> NDArray[np.float64]:
+    arr = v.sample(x, name)
+    if arr.size < 2:
+        raise StatsInputError(f"`{name}` must have at least 2 bins; got {arr.size}.")
+    if (arr < 0).any():
+        raise StatsInputError(f"`{name}` must be non-negative counts; got min {arr.min():g}.")
+    if arr.sum() <= 0:
+        raise InsufficientDataError(f"`{name}` holds no observations (all counts are 0).", got=0)
+    return arr
+
+
+def _psi_value(ref: NDArray[np.float64], cur: NDArray[np.float64], smoothing: float) -> float:
+    bins = ref.size
+    q = (ref + smoothing) / (ref.sum() + smoothing * bins)
+    p = (cur + smoothing) / (cur.sum() + smoothing * bins)
+    if smoothing == 0.0:
+        both = (p == 0) & (q == 0)
+        if ((p == 0) != (q == 0)).any():
+            return math.inf
+        p, q = p[~both], q[~both]
+    return float(max(np.sum((p - q) * np.log(p / q)), 0.0))
+
+
+def psi(
+    baseline: DriftBaseline,
+    current: ArrayLike,
+    *,
+    tolerance: float = 0.0,
+    smoothing: float = 0.5,
+    assume_sorted: bool = False,
+) -> PSIResult:
+    """PSI of ``current`` against ``baseline`` with a p-value for H0: PSI <= ``tolerance``.
+
+    p = ncx2.sf(N_eff PSI, B_eff - 1, tolerance N_eff) (``chi2.sf`` when tolerance is 0), with
+    N_eff = n m / (n + m) (Yurdakul 2018; see ``docs/statistics.md``). Counts use the right-closed
+    bins of the baseline; unsorted input is binned in chunks (memory O(chunk)).
+    """
+    _check_baseline(baseline)
+    tolerance = v.real(tolerance, "tolerance", low=0.0)
+    smoothing = v.real(smoothing, "smoothing", low=0.0)
+    cur = v.sample(current, "current")
+    if assume_sorted:
+        _check_sorted(cur, "current")
+        counts, outside = _sorted_counts(baseline, cur)
+    else:
+        counts, outside = _chunked_counts(baseline, cur)
+    return _psi_result(baseline, counts, outside, tolerance, smoothing)
+
+
+def _check_baseline(baseline: object) -> None:
+    if not isinstance(baseline, DriftBaseline):
+        raise StatsInputError(
+            f"`baseline` must be a DriftBaseline from build_baseline(); "
+            f"got {type(baseline).__name__}."
+        )
+
+
+def _check_sorted(x: NDArray[np.float64], name: str) -> None:
+    if x.size > 1 and not bool(np.all(x[1:] >= x[:-1])):
+        raise StatsInputError(f"`{name}` must be sorted ascending when `assume_sorted=True`.")
+
+
+def _sorted_counts(
+    baseline: DriftBaseline, ordered: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], int]:
+    upper = np.searchsorted(ordered, baseline.edges, side="right")
+    counts = np.diff(np.concatenate(([0], upper, [ordered.size]))).astype(np.int64)
+    below = int(np.searchsorted(ordered, baseline.reference_min, side="left"))
+    above = ordered.size - int(np.searchsorted(ordered, baseline.reference_max, side="right"))
+    return counts, below + above
+
+
+def _chunked_counts(
+    baseline: DriftBaseline, x: NDArray[np.float64]
+) -> tuple[NDArray[np.int64], int]:
+    counts = np.zeros(baseline.n_bins, dtype=np.int64)
+    outside = 0
+    lo, hi = baseline.reference_min, baseline.reference_max
+    for start in range(0, x.size, _CHUNK):
+        part = x[start : start + _CHUNK]
+        idx = np.searchsorted(baseline.edges, part, side="left")
+        counts += np.bincount(idx, minlength=baseline.n_bins)
+        outside += int(np.count_nonzero(part < lo)) + int(np.count_nonzero(part > hi))
+    return counts, outside
+
+
+def _psi_result(
+    baseline: DriftBaseline,
+    counts: NDArray[np.int64],
+    outside: int,
+    tolerance: float,
+    smoothing: float,
+) -> PSIResult:
+    n, m = baseline.n_reference, int(counts.sum())
+    ref = baseline.reference_counts
+    value = _psi_value(ref.astype(np.float64), counts.astype(np.float64), smoothing)
+    n_eff = n * m / (n + m)
+    df = baseline.n_bins - 1
+    floor = df * (1.0 / n + 1.0 / m)
+    if math.isinf(value):
+        pvalue = 0.0
+    elif tolerance > 0:
+        pvalue = float(stats.ncx2.sf(n_eff * value, df, tolerance * n_eff))
+    else:
+        pvalue = float(stats.chi2.sf(n_eff * value, df))
+    counts.flags.writeable = False
+    return PSIResult(
+        statistic=value,
+        pvalue=min(max(pvalue, 0.0), 1.0),
+        n_bins=baseline.n_bins,
+        reference_counts=ref,
+        current_counts=counts,
+        n_reference=n,
+        n_current=m,
+        n_eff=n_eff,
+        empty_bins=int(np.count_nonzero(counts == 0)),
+        out_of_range_rate=outside / m,
+        noise_floor=floor,
+        debiased=max(value - floor, 0.0),
+        tolerance=tolerance,
+        smoothing=smoothing,
+        empty_reference_bins=int(np.count_nonzero(ref == 0)),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# KS
+
+
+@dataclass(frozen=True, slots=True)
+class KSResult:
+    """Two-sample Kolmogorov-Smirnov test (scipy's field names).
+
+    ``statistic_location`` is the pooled value where D is attained (first in x-then-y order, as
+    scipy), ``statistic_sign`` +1 when F_x - F_y is largest there, -1 when F_y - F_x is;
+    ``method`` is 'exact' or 'asymp'.
+    """
+
+    statistic: float
+    pvalue: float
+    statistic_location: float
+    statistic_sign: int
+    method: str
+
+
+def ks_2samp(
+    x: ArrayLike,
+    y: ArrayLike,
+    *,
+    alternative: str = "two-sided",
+    method: str = "auto",
+    assume_sorted: bool = False,
+) -> KSResult:
+    """Two-sample KS test of x against y; D exact with ties, in O((n+m) log(n+m)) time.
+
+    D = max |i m - j n| / (n m) where i, j count x and y values <= each pooled value (scipy's
+    right-continuous ECDFs). 'greater' uses D+ = max(F_x - F_y), 'less' D- = max(F_y - F_x).
+    p-values as ``scipy.stats.ks_2samp``: 'exact' counts lattice paths (Hodges 1958) and returns
+    1 - P(inside), so it is accurate to about 1e-13 absolute; 'asymp' uses kstwo.sf(D, round(N_eff))
+    two-sided and Hodges' eq. 5.3 one-sided; 'auto' is exact when max(n, m) <= 10 000. The
+    p-values assume continuous data and are conservative with ties.
+    """
+    alternative = v.alternative(alternative)
+    method = v.choice(method, "method", ("auto", "exact", "asymp"))
+    xs = v.sample(x, "x")
+    ys = v.sample(y, "y")
+    if assume_sorted:
+        _check_sorted(xs, "x")
+        _check_sorted(ys, "y")
+    else:
+        xs, ys = np.sort(xs), np.sort(ys)
+    return _ks_sorted(xs, ys, alternative, method)
+
+
+def _ks_sorted(
+    xs: NDArray[np.float64], ys: NDArray[np.float64], alternative: str, method: str
+) -> KSResult:
+    n, m = xs.size, ys.size
+    k_pos, loc_pos, k_neg, loc_neg = _ks_extremes(xs, ys)
+    if alternative == "less" or (alternative == "two-sided" and k_neg > k_pos):
+        k, loc, sign = k_neg, loc_neg, -1
+    else:
+        k, loc, sign = k_pos, loc_pos, 1
+    d = k / (n * m)
+    if method == "auto":
+        method = "exact" if max(n, m) <= _KS_EXACT_MAX_N else "asymp"
+    if method == "exact":
+        pvalue = _ks_exact_sf(k, n, m, alternative)
+    else:
+        pvalue = _ks_asymp_sf(d, n, m, alternative)
+    return KSResult(
+        statistic=d,
+        pvalue=min(max(pvalue, 0.0), 1.0),
+        statistic_location=loc,
+        statistic_sign=sign,
+        method=method,
+    )
+
+
+def _ks_extremes(xs: NDArray[np.float64], ys: NDArray[np.float64]) -> tuple[int, float, int, float]:
+    """max(i m - j n) and max(j n - i m) over the pooled points, with where they first occur.
+
+    Streams over x then y in chunks, so the temporaries are O(chunk), not O(n + m).
+    """
+    n, m = xs.size, ys.size
+    best_pos, loc_pos = -1, math.nan
+    best_neg, loc_neg = -1, math.nan
+    for data in (xs, ys):
+        for start in range(0, data.size, _CHUNK):
+            part = data[start : start + _CHUNK]
+            diff = np.searchsorted(xs, part, side="right").astype(np.int64) * m
+            diff -= np.searchsorted(ys, part, side="right").astype(np.int64) * n
+            i_max, i_min = int(np.argmax(diff)), int(np.argmin(diff))
+            if int(diff[i_max]) > best_pos:
+                best_pos, loc_pos = int(diff[i_max]), float(part[i_max])
+            if -int(diff[i_min]) > best_neg:
+                best_neg, loc_neg = -int(diff[i_min]), float(part[i_min])
+    return max(best_pos, 0), loc_pos, max(best_neg, 0), loc_neg
+
+
+def _ks_exact_sf(k: int, n: int, m: int, alternative: str) -> float:
+    """P(D >= k / (n m)) under H0 by counting monotone lattice paths that stay inside the band.
+
+    Row i of the path-count table over j = 0..m is the cumulative sum of row i - 1 over the
+    allowed interval of j (|i m - j n| < k two-sided, i m - j n < k 'greater', j n - i m < k
+    'less'); rows are rescaled to avoid overflow and the total is divided by C(n+m, n).
+    """
+    if k <= 0:
+        return 1.0
+    row = np.zeros(m + 1)
+    log_scale = 0.0
+    for i in range(n + 1):
+        lo = 0 if alternative == "less" else max((i * m - k) // n + 1, 0)
+        hi = m if alternative == "greater" else min((i * m + k - 1) // n, m)
+        new = np.zeros(m + 1)
+        if lo <= hi:
+            if i == 0:
+                new[lo : hi + 1] = 1.0 if lo == 0 else 0.0
+            else:
+                np.cumsum(row[lo : hi + 1], out=new[lo : hi + 1])
+        row = new
+        top = float(row.max())
+        if top == 0.0:
+            return 1.0
+        row /= top
+        log_scale += math.log(top)
+    inside = row[m] * math.exp(
+        log_scale - (special.gammaln(n + m + 1) - special.gammaln(n + 1) - special.gammaln(m + 1))
+    )
+    return float(1.0 - inside)
+
+
+def _ks_asymp_sf(d: float, n: int, m: int, alternative: str) -> float:
+    """scipy's asymptotic p-values: kstwo.sf(D, round(N_eff)) or Hodges' eq. 5.3 one-sided."""
+    big, small = float(max(n, m)), float(min(n, m))
+    en = big * small / (big + small)
+    if alternative == "two-sided":
+        return float(stats.kstwo.sf(d, np.round(en)))
+    z = math.sqrt(en) * d
+    expt = -2 * z**2 - 2 * z * (big + 2 * small) / math.sqrt(big * small * (big + small)) / 3.0
+    return math.exp(expt)
+
+
+# --------------------------------------------------------------------------------------------
+# The fast path: PSI and KS on one sort of the current window
+
+
+@dataclass(frozen=True, slots=True)
+class DriftResult:
+    """PSI and KS of one current window against one baseline."""
+
+    psi: PSIResult
+    ks: KSResult
+
+
+def drift_tests(
+    baseline: DriftBaseline,
+    current: ArrayLike,
+    *,
+    tolerance: float = 0.0,
+    smoothing: float = 0.5,
+) -> DriftResult:
+    """PSI and two-sided KS of ``current`` against ``baseline``, sorting ``current`` once.
+
+    Bin counts come from ``searchsorted`` of the edges in the sorted window, and KS runs against
+    ``baseline.sorted_reference`` (x = reference, y = current; method 'auto').
+    """
+    _check_baseline(baseline)
+    tolerance = v.real(tolerance, "tolerance", low=0.0)
+    smoothing = v.real(smoothing, "smoothing", low=0.0)
+    ordered = np.sort(v.sample(current, "current"))
+    counts, outside = _sorted_counts(baseline, ordered)
+    return DriftResult(
+        psi=_psi_result(baseline, counts, outside, tolerance, smoothing),
+        ks=_ks_sorted(baseline.sorted_reference, ordered, "two-sided", "auto"),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# Point-mass rate
+
+
+@dataclass(frozen=True, slots=True)
+class ProportionResult:
+    """Pooled two-proportion z-test; ``difference`` = rate_current - rate_reference."""
+
+    rate_reference: float
+    rate_current: float
+    difference: float
+    statistic: float
+    pvalue: float
+    n_reference: int
+    n_current: int
+
+
+def proportion_test(
+    reference: ArrayLike,
+    current: ArrayLike,
+    *,
+    value: float = 0.0,
+    alternative: str = "two-sided",
+) -> ProportionResult:
+    """Test whether the share of values equal to ``value`` (e.g. exact-zero scores) changed.
+
+    Counts exact equality; see :func:`proportion_test_counts` for the statistic.
+    """
+    value = v.real(value, "value")
+    alternative = v.alternative(alternative)
+    ref = v.sample(reference, "reference")
+    cur = v.sample(current, "current")
+    return proportion_test_counts(
+        int(np.count_nonzero(ref == value)),
+        ref.size,
+        int(np.count_nonzero(cur == value)),
+        cur.size,
+        alternative=alternative,
+    )
+
+
+def proportion_test_counts(
+    k_reference: int,
+    n_reference: int,
+    k_current: int,
+    n_current: int,
+    *,
+    alternative: str = "two-sided",
+) -> ProportionResult:
+    """Pooled two-proportion z-test from counts.
+
+    z = (k2/n2 - k1/n1) / sqrt(p (1 - p)(1/n1 + 1/n2)), p = (k1 + k2)/(n1 + n2); 'greater' tests
+    H1: rate_current > rate_reference. When p is 0 or 1 (no variation) z = 0 and p-value = 1.
+    """
+    alternative = v.alternative(alternative)
+    n1 = v.integer(n_reference, "n_reference", minimum=0)
+    n2 = v.integer(n_current, "n_current", minimum=0)
+    k1 = v.integer(k_reference, "k_reference", minimum=0)
+    k2 = v.integer(k_current, "k_current", minimum=0)
+    if k1 > n1:
+        raise StatsInputError(f"`k_reference` must be <= `n_reference` ({n1}); got {k1}.")
+    if k2 > n2:
+        raise StatsInputError(f"`k_current` must be <= `n_current` ({n2}); got {k2}.")
+    if n1 == 0 or n2 == 0:
+        raise InsufficientDataError(
+            f"a proportion test needs observations on both sides; got n_reference={n1}, "
+            f"n_current={n2}.",
+            needed=1,
+            got=min(n1, n2),
+        )
+    r1, r2 = k1 / n1, k2 / n2
+    pooled = (k1 + k2) / (n1 + n2)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    z = (r2 - r1) / se if se > 0 else 0.0
+    if alternative == "greater":
+        p = float(stats.norm.sf(z))
+    elif alternative == "less":
+        p = float(stats.norm.cdf(z))
+    else:
+        p = float(min(2 * stats.norm.sf(abs(z)), 1.0))
+    if se == 0:
+        p = 1.0
+    return ProportionResult(
+        rate_reference=r1,
+        rate_current=r2,
+        difference=r2 - r1,
+        statistic=z,
+        pvalue=p,
+        n_reference=n1,
+        n_current=n2,
+    )
