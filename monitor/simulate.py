@@ -1,0 +1,780 @@
+"""World simulator: retrieval logs with known drift and decay, for the demo, tests and benchmarks.
+
+Two logs come out of a world, as the daemon reads them:
+
+* **scores**: one top-1 retrieval score per served query. Each query is *easy* or *hard*; its score
+  is 0 with probability ``p0`` (a point mass: nothing matched), otherwise lognormal (skewed):
+
+  ``p0_easy = zero_share - hard_share * ZERO_GAP``, ``p0_hard = p0_easy + ZERO_GAP``,
+  ``score | easy, > 0 ~ exp(N(ln 11, 0.35²))``, ``score | hard, > 0 ~ exp(N(ln 6.5, 0.45²))``,
+
+  so the baseline zero share is exactly ``zero_share``. The share of hard queries at time ``t`` is
+
+  ``h(t) = hard_share + mix_daily_amplitude * cos(2π (hour(t) - 3) / 24)
+  + mix_weekend_shift * weekend(t) + drift_strength * drift_level(t)``
+
+  (the drift term only in ``drift_segments``). Traffic per hour is Poisson with mean
+
+  ``scores_per_hour * (1 + volume_daily_amplitude * cos(2π (hour - 14) / 24))
+  * (volume_weekend_factor if weekend else 1) / ((5 + 2 * volume_weekend_factor) / 7)``,
+
+  i.e. a daily peak at 14:00 UTC, quieter weekends, and a weekly mean of ``scores_per_hour``.
+  Timestamps are uniform within the hour. Covariate shift (drift) is *only* a change of the mix:
+  the score model per query type never changes.
+
+* **outcomes**: a FIXED golden set of ``golden_set_size`` labelled queries (``"q0001"``, ...),
+  evaluated ``evaluations_per_day`` times a day from ``evaluation_hour`` (UTC) on, each run spread
+  over 15 minutes; a share ``repeat_share`` of the queries is evaluated a second time in the same
+  run (15-20 minutes after it starts) so that consumers must average by query id. The outcome of
+  query ``q`` at a run at time ``t`` is
+
+  ``clip(theta_q - drop_q * decay_level(t) + eps, 0, 1)``, ``theta_q ~ Beta`` with mean
+  ``quality_mean`` and sd ``quality_sd`` (between queries), ``eps ~ N(0, evaluation_noise_sd²)``
+  (between evaluations), ``drop_q ~ N(decay_size, (decay_spread * decay_size)²)``.
+
+  ``decay_size`` is the mean drop *before* clipping; clipping at 0 makes the realised mean drop
+  slightly smaller (a few per mille of it at the defaults). Because the golden set is fixed, drift
+  leaves outcomes untouched: under covariate shift the paired difference is exactly zero in
+  expectation (the outcomes are the very same numbers as in the stationary world with that seed).
+
+Time. ``drift_start`` and ``decay_start`` are offsets from the world's *origin* (by default the
+``start`` of the span generated). ``drift_level`` / ``decay_level`` are 0 before the start, then 1
+(abrupt) or a linear ramp to 1 over ``*_ramp`` (gradual). Timestamps are ``datetime64[us]`` in UTC;
+naive ``datetime`` arguments are taken as UTC.
+
+Randomness. A world is a function of (scenario, origin, seed): every whole UTC day is generated from
+its own stream ``SeedSequence(seed, spawn_key=(stream, day_since_epoch))`` and the golden set from
+``spawn_key=(GOLDEN,)``, then cropped to ``[start, end)``. Two spans of one world therefore agree
+exactly where they overlap, and the golden-set qualities do not depend on the span. A
+``numpy.random.Generator`` passed as ``rng`` is consumed once to draw the world's seed.
+
+Generation is pure numpy; only :func:`write_world` touches parquet (through ``monitor.sources``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Literal, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.errors import ConfigError, StatsInputError
+
+__all__ = [
+    "SCENARIOS",
+    "OutcomeLog",
+    "Scenario",
+    "ScoreLog",
+    "World",
+    "generate_outcomes",
+    "generate_scores",
+    "golden_qualities",
+    "write_world",
+]
+
+DriftKind = Literal["none", "abrupt", "gradual"]
+TimeLike: TypeAlias = datetime | np.datetime64
+RngLike: TypeAlias = np.random.Generator | np.random.SeedSequence | int
+
+#: Difference between the zero-score probabilities of hard and easy queries.
+ZERO_GAP = 0.20
+#: Lognormal (log-mean, log-sd) of the positive top-1 score of easy and of hard queries.
+EASY_LOGNORMAL = (math.log(11.0), 0.35)
+HARD_LOGNORMAL = (math.log(6.5), 0.45)
+#: Hour (UTC) of the daily traffic peak and of the daily hard-query peak.
+VOLUME_PEAK_HOUR = 14.0
+MIX_PEAK_HOUR = 3.0
+#: Length of an evaluation run, and the window in which repeated evaluations happen.
+RUN_LENGTH = timedelta(minutes=15)
+REPEAT_LENGTH = timedelta(minutes=5)
+
+_US_PER_HOUR = 3_600_000_000
+_US_PER_DAY = 24 * _US_PER_HOUR
+_DRIFT_KINDS = ("none", "abrupt", "gradual")
+# Stream ids in the seed's spawn key; never renumber them (it would change every world).
+_STREAM_SCORES = 0
+_STREAM_OUTCOMES = 1
+_STREAM_GOLDEN = 2
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    """A simulated world: how its score log and its golden-set outcomes behave over time.
+
+    See the module docstring for the model. Every field is validated at construction; all
+    problems are reported together in one :class:`~monitor.errors.ConfigError`.
+    Change the effect size with :meth:`with_effect` (or ``dataclasses.replace``).
+    """
+
+    name: str
+    # drift: covariate shift of the query mix towards hard queries
+    drift_kind: DriftKind = "none"
+    drift_start: timedelta | None = None
+    drift_ramp: timedelta = timedelta(0)
+    drift_strength: float = 0.0
+    drift_segments: tuple[str, ...] | None = None
+    # decay: per-query outcomes drop on the fixed golden set
+    decay_start: timedelta | None = None
+    decay_ramp: timedelta = timedelta(0)
+    decay_size: float = 0.0
+    decay_spread: float = 0.5
+    decay_segments: tuple[str, ...] | None = None
+    # golden set and its evaluations
+    golden_set_size: int = 300
+    quality_mean: float = 0.55
+    quality_sd: float = 0.22
+    evaluation_noise_sd: float = 0.02
+    evaluations_per_day: int = 1
+    evaluation_hour: int = 2
+    repeat_share: float = 0.02
+    # traffic and score distribution
+    scores_per_hour: float = 2000.0
+    zero_share: float = 0.20
+    hard_share: float = 0.25
+    volume_daily_amplitude: float = 0.5
+    volume_weekend_factor: float = 0.75
+    mix_daily_amplitude: float = 0.03
+    mix_weekend_shift: float = 0.01
+    # segments (e.g. locales); () means the logs carry no segment column
+    segments: tuple[str, ...] = ()
+    segment_weights: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        problems = _scenario_problems(self)
+        if problems:
+            raise ConfigError(problems, source=f"Scenario {self.name!r}")
+
+    @property
+    def has_segments(self) -> bool:
+        """Whether the logs carry a ``segment`` column."""
+        return bool(self.segments)
+
+    def with_effect(
+        self, *, drift_strength: float | None = None, decay_size: float | None = None
+    ) -> Scenario:
+        """This scenario with another effect size (``None`` keeps the current one).
+
+        ``drift_strength = 0`` or ``decay_size = 0`` gives the matching null world with the same
+        timing, which the benchmark uses to measure false alarms.
+        """
+        return dataclasses.replace(
+            self,
+            drift_strength=self.drift_strength if drift_strength is None else drift_strength,
+            decay_size=self.decay_size if decay_size is None else decay_size,
+        )
+
+    def drift_level(self, elapsed: npt.ArrayLike | timedelta) -> npt.NDArray[np.float64]:
+        """Share of ``drift_strength`` in effect ``elapsed`` (timedelta64/timedelta) after origin.
+
+        0 before ``drift_start``; then 1 (abrupt) or ``min(1, (elapsed - drift_start) / ramp)``.
+        """
+        return _level(self.drift_start, self.drift_ramp, _elapsed_us(elapsed))
+
+    def decay_level(self, elapsed: npt.ArrayLike | timedelta) -> npt.NDArray[np.float64]:
+        """Share of ``decay_size`` in effect ``elapsed`` after origin (as :meth:`drift_level`)."""
+        return _level(self.decay_start, self.decay_ramp, _elapsed_us(elapsed))
+
+
+@dataclass(frozen=True, slots=True)
+class ScoreLog:
+    """Top-1 scores: ``timestamps`` (datetime64[us], UTC, sorted), ``scores`` (float64, >= 0)."""
+
+    timestamps: npt.NDArray[np.datetime64]
+    scores: npt.NDArray[np.float64]
+    segments: npt.NDArray[np.str_] | None
+
+    def __len__(self) -> int:
+        return int(self.scores.shape[0])
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns as written to parquet: ``timestamp``, ``score`` [, ``segment``]."""
+        cols: dict[str, np.ndarray] = {"timestamp": self.timestamps, "score": self.scores}
+        if self.segments is not None:
+            cols["segment"] = self.segments
+        return cols
+
+
+@dataclass(frozen=True, slots=True)
+class OutcomeLog:
+    """Golden-set evaluations: ``timestamps`` (sorted), ``query_ids`` ("q0001"...), ``outcomes``.
+
+    ``outcomes`` are float64 in [0, 1] (an nDCG@10-like metric); a query may appear more than once
+    in a run (``Scenario.repeat_share``).
+    """
+
+    timestamps: npt.NDArray[np.datetime64]
+    query_ids: npt.NDArray[np.str_]
+    outcomes: npt.NDArray[np.float64]
+    segments: npt.NDArray[np.str_] | None
+
+    def __len__(self) -> int:
+        return int(self.outcomes.shape[0])
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The columns as written to parquet: timestamp, query_id, outcome [, segment]."""
+        cols: dict[str, np.ndarray] = {
+            "timestamp": self.timestamps,
+            "query_id": self.query_ids,
+            "outcome": self.outcomes,
+        }
+        if self.segments is not None:
+            cols["segment"] = self.segments
+        return cols
+
+
+@dataclass(frozen=True, slots=True)
+class World:
+    """A world written to disk by :func:`write_world`; ``start``/``end`` are aware UTC datetimes."""
+
+    directory: Path
+    config_path: Path
+    scores_path: Path
+    outcomes_path: Path
+    scenario: Scenario
+    start: datetime
+    end: datetime
+    seed: int
+
+
+# --------------------------------------------------------------------------------------------
+# validation
+
+
+def _scenario_problems(s: Scenario) -> list[str]:
+    problems: list[str] = []
+
+    def bad(field: str, constraint: str, value: object) -> None:
+        problems.append(f"`{field}` must be {constraint}; got {value!r}.")
+
+    def unit(field: str, value: float, *, closed_high: bool = False) -> None:
+        ok = 0.0 <= value <= 1.0 if closed_high else 0.0 <= value < 1.0
+        if not (isinstance(value, int | float) and math.isfinite(value) and ok):
+            bad(field, "in [0, 1]" if closed_high else "in [0, 1)", value)
+
+    if not s.name:
+        bad("name", "a non-empty string", s.name)
+    if s.drift_kind not in _DRIFT_KINDS:
+        bad("drift_kind", f"one of {set(_DRIFT_KINDS)}", s.drift_kind)
+    elif (s.drift_kind == "none") != (s.drift_start is None):
+        bad("drift_start", "None exactly when `drift_kind` is 'none'", s.drift_start)
+    if s.drift_start is not None and s.drift_start < timedelta(0):
+        bad("drift_start", "a non-negative timedelta or None", s.drift_start)
+    if s.drift_kind == "gradual" and s.drift_ramp <= timedelta(0):
+        bad("drift_ramp", "a positive timedelta when `drift_kind` is 'gradual'", s.drift_ramp)
+    if s.drift_kind != "gradual" and s.drift_ramp != timedelta(0):
+        bad("drift_ramp", "timedelta(0) unless `drift_kind` is 'gradual'", s.drift_ramp)
+    if s.decay_start is not None and s.decay_start < timedelta(0):
+        bad("decay_start", "a non-negative timedelta or None", s.decay_start)
+    if s.decay_ramp < timedelta(0):
+        bad("decay_ramp", "a non-negative timedelta (0 = abrupt)", s.decay_ramp)
+    unit("drift_strength", s.drift_strength)
+    unit("decay_size", s.decay_size)
+    if not (math.isfinite(s.decay_spread) and s.decay_spread >= 0):
+        bad("decay_spread", "a finite number >= 0", s.decay_spread)
+    if s.decay_start is None and s.decay_size != 0:
+        bad("decay_size", "0 when `decay_start` is None", s.decay_size)
+    if not (isinstance(s.golden_set_size, int) and s.golden_set_size >= 1):
+        bad("golden_set_size", "an integer >= 1", s.golden_set_size)
+    if not (0.0 < s.quality_mean < 1.0):
+        bad("quality_mean", "in (0, 1)", s.quality_mean)
+    elif not (0.0 < s.quality_sd**2 < s.quality_mean * (1 - s.quality_mean)):
+        bad(
+            "quality_sd",
+            f"in (0, {math.sqrt(s.quality_mean * (1 - s.quality_mean)):.4g}) "
+            "(a Beta distribution with mean `quality_mean`)",
+            s.quality_sd,
+        )
+    if not (math.isfinite(s.evaluation_noise_sd) and s.evaluation_noise_sd >= 0):
+        bad("evaluation_noise_sd", "a finite number >= 0", s.evaluation_noise_sd)
+    if not (isinstance(s.evaluations_per_day, int) and 1 <= s.evaluations_per_day <= 24):
+        bad("evaluations_per_day", "an integer in [1, 24]", s.evaluations_per_day)
+    if not (isinstance(s.evaluation_hour, int) and 0 <= s.evaluation_hour <= 23):
+        bad("evaluation_hour", "an integer in [0, 23]", s.evaluation_hour)
+    unit("repeat_share", s.repeat_share, closed_high=True)
+    if not (math.isfinite(s.scores_per_hour) and s.scores_per_hour > 0):
+        bad("scores_per_hour", "a finite number > 0", s.scores_per_hour)
+    unit("hard_share", s.hard_share)
+    lo, hi = s.hard_share * ZERO_GAP, 1.0 - (1.0 - s.hard_share) * ZERO_GAP
+    if not (lo <= s.zero_share <= hi):
+        bad(
+            "zero_share",
+            f"in [{lo:.4g}, {hi:.4g}] (hard_share * 0.2, 1 - easy share * 0.2)",
+            s.zero_share,
+        )
+    unit("volume_daily_amplitude", s.volume_daily_amplitude)
+    if not (0.0 < s.volume_weekend_factor <= 10.0):
+        bad("volume_weekend_factor", "in (0, 10]", s.volume_weekend_factor)
+    peak = s.hard_share + abs(s.mix_daily_amplitude) + abs(s.mix_weekend_shift) + s.drift_strength
+    trough = s.hard_share - abs(s.mix_daily_amplitude) - abs(s.mix_weekend_shift)
+    if not (trough >= 0.0 and peak <= 1.0):
+        bad(
+            "hard_share",
+            "such that the hard-query share, seasonality and drift included, stays in [0, 1] "
+            f"(range [{trough:.4g}, {peak:.4g}])",
+            s.hard_share,
+        )
+    if len(set(s.segments)) != len(s.segments) or not all(s.segments):
+        bad("segments", "distinct non-empty names", s.segments)
+    if s.segment_weights and (
+        len(s.segment_weights) != len(s.segments)
+        or not all(math.isfinite(w) and w > 0 for w in s.segment_weights)
+    ):
+        bad("segment_weights", "() or one positive weight per segment", s.segment_weights)
+    for field, chosen in (
+        ("drift_segments", s.drift_segments),
+        ("decay_segments", s.decay_segments),
+    ):
+        if chosen is not None and not set(chosen) <= set(s.segments):
+            bad(field, f"None or a subset of `segments` {s.segments}", chosen)
+    return problems
+
+
+#: Named presets. Effects start on day 15 of a 30-day month (after a 7-day reference and a week of
+#: healthy days); change their size with :meth:`Scenario.with_effect`.
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in (
+        Scenario("stationary"),
+        Scenario(
+            "covariate_shift",
+            drift_kind="abrupt",
+            drift_start=timedelta(days=15),
+            drift_strength=0.35,
+        ),
+        Scenario(
+            "gradual_drift",
+            drift_kind="gradual",
+            drift_start=timedelta(days=10),
+            drift_ramp=timedelta(days=10),
+            drift_strength=0.35,
+        ),
+        Scenario("abrupt_decay", decay_start=timedelta(days=15), decay_size=0.04),
+        Scenario("subtle_decay", decay_start=timedelta(days=15), decay_size=0.015),
+        Scenario(
+            "drift_and_decay",
+            drift_kind="abrupt",
+            drift_start=timedelta(days=15),
+            drift_strength=0.35,
+            decay_start=timedelta(days=15),
+            decay_size=0.04,
+        ),
+        Scenario(
+            "small_golden_set", decay_start=timedelta(days=15), decay_size=0.04, golden_set_size=10
+        ),
+        Scenario(
+            "segment_drift",
+            drift_kind="abrupt",
+            drift_start=timedelta(days=15),
+            drift_strength=0.35,
+            drift_segments=("fr",),
+            segments=("en", "de", "fr"),
+            segment_weights=(0.6, 0.25, 0.15),
+        ),
+    )
+}
+
+
+def _utc_us(value: TimeLike, name: str) -> np.datetime64:
+    """``value`` as a naive-UTC ``datetime64[us]``; naive datetimes are taken as UTC."""
+    if isinstance(value, datetime):
+        if value.tzinfo is not None:
+            value = value.astimezone(UTC).replace(tzinfo=None)
+        return np.datetime64(value, "us")
+    if isinstance(value, np.datetime64) and not np.isnat(value):
+        converted: np.datetime64 = value.astype("datetime64[us]")
+        return converted
+    raise StatsInputError(f"`{name}` must be a datetime or a numpy datetime64; got {value!r}.")
+
+
+def _span(
+    start: TimeLike, end: TimeLike, origin: TimeLike | None
+) -> tuple[np.datetime64, np.datetime64, np.datetime64]:
+    t0, t1 = _utc_us(start, "start"), _utc_us(end, "end")
+    if not t0 < t1:
+        raise StatsInputError(f"`end` must be after `start`; got start={t0}, end={t1}.")
+    o = t0 if origin is None else _utc_us(origin, "origin")
+    return t0, t1, o
+
+
+def _seed_sequence(rng: RngLike) -> np.random.SeedSequence:
+    if isinstance(rng, np.random.SeedSequence):
+        return rng
+    if isinstance(rng, np.random.Generator):
+        return np.random.SeedSequence(rng.integers(0, 2**63, size=2).tolist())
+    if isinstance(rng, int | np.integer) and not isinstance(rng, bool) and rng >= 0:
+        return np.random.SeedSequence(int(rng))
+    raise StatsInputError(
+        f"`rng` must be a numpy Generator, a SeedSequence or a non-negative integer; got {rng!r}."
+    )
+
+
+def _stream(ss: np.random.SeedSequence, *key: int) -> np.random.Generator:
+    child = np.random.SeedSequence(ss.entropy, spawn_key=(*ss.spawn_key, *key))
+    return np.random.Generator(np.random.PCG64(child))
+
+
+# --------------------------------------------------------------------------------------------
+# time helpers
+
+
+def _elapsed_us(elapsed: npt.ArrayLike | timedelta) -> npt.NDArray[np.int64]:
+    if isinstance(elapsed, timedelta):
+        elapsed = np.timedelta64(elapsed, "us")
+    arr = np.asarray(elapsed)
+    if not np.issubdtype(arr.dtype, np.timedelta64):
+        raise StatsInputError(f"`elapsed` must be timedelta64 or timedelta; got dtype {arr.dtype}.")
+    return arr.astype("timedelta64[us]").astype(np.int64)
+
+
+def _level(
+    start: timedelta | None, ramp: timedelta, elapsed_us: npt.NDArray[np.int64]
+) -> npt.NDArray[np.float64]:
+    """0 before ``start``, then 1 (``ramp == 0``) or a linear ramp to 1 over ``ramp``."""
+    if start is None:
+        return np.zeros(elapsed_us.shape)
+    since = (elapsed_us - _td_us(start)).astype(np.float64)
+    ramp_us = _td_us(ramp)
+    if ramp_us == 0:
+        return (since >= 0).astype(np.float64)
+    ramped: npt.NDArray[np.float64] = np.clip(since / ramp_us, 0.0, 1.0)
+    return ramped
+
+
+def _td_us(td: timedelta) -> int:
+    return (td.days * 86_400 + td.seconds) * 1_000_000 + td.microseconds
+
+
+def _days(t0: np.datetime64, t1: np.datetime64) -> range:
+    """Epoch-day numbers of the UTC days that intersect ``[t0, t1)``."""
+    first = int(t0.astype("datetime64[D]").astype(np.int64))
+    last = int((t1 - np.timedelta64(1, "us")).astype("datetime64[D]").astype(np.int64))
+    return range(first, last + 1)
+
+
+def _is_weekend(epoch_day: int) -> bool:
+    return (epoch_day + 3) % 7 >= 5  # 1970-01-01 was a Thursday (weekday 3, Monday = 0)
+
+
+def _segment_probs(s: Scenario) -> npt.NDArray[np.float64]:
+    w = np.asarray(s.segment_weights or [1.0] * len(s.segments), dtype=np.float64)
+    probs: npt.NDArray[np.float64] = w / w.sum()
+    return probs
+
+
+def _in_segments(
+    codes: npt.NDArray[np.intp] | None, s: Scenario, chosen: tuple[str, ...] | None
+) -> npt.NDArray[np.bool_] | bool:
+    if codes is None or chosen is None:
+        return True
+    wanted = np.isin(np.arange(len(s.segments)), [s.segments.index(c) for c in chosen])
+    return wanted[codes]
+
+
+# --------------------------------------------------------------------------------------------
+# scores
+
+
+def _hourly_rate(s: Scenario, epoch_day: int) -> npt.NDArray[np.float64]:
+    """Mean number of scores in each hour of ``epoch_day`` (evaluated at the hour's midpoint)."""
+    hour = np.arange(24) + 0.5
+    daily = 1.0 + s.volume_daily_amplitude * np.cos(2 * np.pi * (hour - VOLUME_PEAK_HOUR) / 24)
+    weekly = s.volume_weekend_factor if _is_weekend(epoch_day) else 1.0
+    norm = (5.0 + 2.0 * s.volume_weekend_factor) / 7.0
+    rate: npt.NDArray[np.float64] = s.scores_per_hour * daily * weekly / norm
+    return rate
+
+
+def _scores_for_day(
+    s: Scenario, ss: np.random.SeedSequence, epoch_day: int, origin_us: int
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.intp] | None]:
+    """One whole UTC day of scores: (microseconds since epoch, scores, segment codes or None)."""
+    rng = _stream(ss, _STREAM_SCORES, epoch_day)
+    counts = rng.poisson(_hourly_rate(s, epoch_day))
+    n = int(counts.sum())
+    day_us = epoch_day * _US_PER_DAY
+    us = np.repeat(np.arange(24, dtype=np.int64) * _US_PER_HOUR, counts)
+    us += rng.integers(0, _US_PER_HOUR, size=n, dtype=np.int64)
+    us.sort()
+    codes = (
+        rng.choice(len(s.segments), size=n, p=_segment_probs(s)).astype(np.intp)
+        if s.segments
+        else None
+    )
+    u_type, u_zero, z = rng.random(n), rng.random(n), rng.standard_normal(n)
+
+    hour = us / _US_PER_HOUR
+    hard_share = (
+        s.hard_share
+        + s.mix_daily_amplitude * np.cos(2 * np.pi * (hour - MIX_PEAK_HOUR) / 24)
+        + (s.mix_weekend_shift if _is_weekend(epoch_day) else 0.0)
+    )
+    if s.drift_start is not None and s.drift_strength > 0:
+        level = _level(s.drift_start, s.drift_ramp, day_us + us - origin_us)
+        hard_share = hard_share + s.drift_strength * level * _in_segments(
+            codes, s, s.drift_segments
+        )
+    hard = u_type < hard_share
+    p0_easy = s.zero_share - s.hard_share * ZERO_GAP
+    zero = u_zero < np.where(hard, p0_easy + ZERO_GAP, p0_easy)
+    log_mu = np.where(hard, HARD_LOGNORMAL[0], EASY_LOGNORMAL[0])
+    log_sd = np.where(hard, HARD_LOGNORMAL[1], EASY_LOGNORMAL[1])
+    scores = np.where(zero, 0.0, np.exp(log_mu + log_sd * z))
+    return us + day_us, scores, codes
+
+
+def generate_scores(
+    scenario: Scenario,
+    start: TimeLike,
+    end: TimeLike,
+    *,
+    rng: RngLike,
+    origin: TimeLike | None = None,
+) -> ScoreLog:
+    """The top-1 score log of ``scenario`` in ``[start, end)``.
+
+    ``origin`` is the world's start, from which ``drift_start`` counts (default: ``start``).
+    ``rng`` is a seed (int or SeedSequence: the same world for every span) or a Generator (one
+    draw from it makes the seed). Whole UTC days are generated and then cropped, so spans of one
+    world agree where they overlap. Cost: about 5 random draws per row.
+    """
+    if not isinstance(scenario, Scenario):
+        raise StatsInputError(f"`scenario` must be a Scenario; got {scenario!r}.")
+    t0, t1, o = _span(start, end, origin)
+    ss = _seed_sequence(rng)
+    lo, hi, origin_us = int(t0.astype(np.int64)), int(t1.astype(np.int64)), int(o.astype(np.int64))
+    parts_us, parts_scores, parts_codes = [], [], []
+    for day in _days(t0, t1):
+        us, scores, codes = _scores_for_day(scenario, ss, day, origin_us)
+        keep = slice(np.searchsorted(us, lo, side="left"), np.searchsorted(us, hi, side="left"))
+        parts_us.append(us[keep])
+        parts_scores.append(scores[keep])
+        if codes is not None:
+            parts_codes.append(codes[keep])
+    segments = (
+        np.asarray(scenario.segments)[np.concatenate(parts_codes)] if scenario.segments else None
+    )
+    return ScoreLog(
+        timestamps=np.concatenate(parts_us).astype("datetime64[us]"),
+        scores=np.concatenate(parts_scores),
+        segments=segments,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# outcomes
+
+
+def _beta_params(mean: float, sd: float) -> tuple[float, float]:
+    kappa = mean * (1 - mean) / sd**2 - 1
+    return mean * kappa, (1 - mean) * kappa
+
+
+def golden_qualities(
+    scenario: Scenario, *, rng: RngLike
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64], npt.NDArray[np.intp] | None]:
+    """The fixed golden set of a world: (``theta``, ``drop``, segment codes or None), one per query.
+
+    ``theta_q ~ Beta(a, b)`` with mean ``quality_mean`` and sd ``quality_sd``;
+    ``drop_q = decay_size * (1 + decay_spread * z_q)``, ``z_q ~ N(0, 1)`` (zero outside
+    ``decay_segments``). Depends only on the scenario and the seed, never on a time span.
+    """
+    ss = _seed_sequence(rng)
+    g = _stream(ss, _STREAM_GOLDEN)
+    n = scenario.golden_set_size
+    theta = g.beta(*_beta_params(scenario.quality_mean, scenario.quality_sd), size=n)
+    z = g.standard_normal(n)
+    codes = (
+        g.choice(len(scenario.segments), size=n, p=_segment_probs(scenario)).astype(np.intp)
+        if scenario.segments
+        else None
+    )
+    drop = scenario.decay_size * (1.0 + scenario.decay_spread * z)
+    drop = drop * _in_segments(codes, scenario, scenario.decay_segments)
+    return theta, drop, codes
+
+
+def _query_ids(n: int) -> npt.NDArray[np.str_]:
+    return np.asarray([f"q{i:04d}" for i in range(1, n + 1)])
+
+
+def generate_outcomes(
+    scenario: Scenario,
+    start: TimeLike,
+    end: TimeLike,
+    *,
+    rng: RngLike,
+    origin: TimeLike | None = None,
+) -> OutcomeLog:
+    """The golden-set evaluations of ``scenario`` whose timestamps fall in ``[start, end)``.
+
+    A run at time ``t`` (``evaluation_hour`` + k * 24 h / ``evaluations_per_day``) uses
+    ``decay_level(t - origin)`` for every query of the run. Same seed conventions as
+    :func:`generate_scores`; the golden set is :func:`golden_qualities`.
+    """
+    if not isinstance(scenario, Scenario):
+        raise StatsInputError(f"`scenario` must be a Scenario; got {scenario!r}.")
+    t0, t1, o = _span(start, end, origin)
+    ss = _seed_sequence(rng)
+    theta, drop, codes = golden_qualities(scenario, rng=ss)
+    n, runs = scenario.golden_set_size, scenario.evaluations_per_day
+    run_offsets = (
+        scenario.evaluation_hour * _US_PER_HOUR
+        + np.arange(runs, dtype=np.int64) * _US_PER_DAY // runs
+    )
+    lo, hi, origin_us = int(t0.astype(np.int64)), int(t1.astype(np.int64)), int(o.astype(np.int64))
+    run_us, repeat_us = _td_us(RUN_LENGTH), _td_us(REPEAT_LENGTH)
+    parts_us, parts_q, parts_y = [], [], []
+    for day in _days(t0, t1):
+        g = _stream(ss, _STREAM_OUTCOMES, day)
+        # fixed-size draws per day, so the stream layout never depends on the span
+        first_at = g.integers(0, run_us, size=(runs, n), dtype=np.int64)
+        first_eps = g.standard_normal((runs, n))
+        repeated = g.random((runs, n)) < scenario.repeat_share
+        again_at = run_us + g.integers(0, repeat_us, size=(runs, n), dtype=np.int64)
+        again_eps = g.standard_normal((runs, n))
+        starts = day * _US_PER_DAY + run_offsets  # (runs,)
+        level = _level(scenario.decay_start, scenario.decay_ramp, starts - origin_us)
+        quality = theta[None, :] - level[:, None] * drop[None, :]
+        query = np.broadcast_to(np.arange(n), (runs, n))
+        us = np.concatenate(
+            [(starts[:, None] + first_at).ravel(), (starts[:, None] + again_at)[repeated]]
+        )
+        q = np.concatenate([query.ravel(), query[repeated]])
+        y = np.concatenate(
+            [
+                (quality + scenario.evaluation_noise_sd * first_eps).ravel(),
+                (quality + scenario.evaluation_noise_sd * again_eps)[repeated],
+            ]
+        )
+        order = np.argsort(us, kind="stable")
+        us, q, y = us[order], q[order], y[order]
+        keep = (us >= lo) & (us < hi)
+        parts_us.append(us[keep])
+        parts_q.append(q[keep])
+        parts_y.append(y[keep])
+    q_all = np.concatenate(parts_q).astype(np.intp)
+    return OutcomeLog(
+        timestamps=np.concatenate(parts_us).astype("datetime64[us]"),
+        query_ids=_query_ids(n)[q_all],
+        outcomes=np.clip(np.concatenate(parts_y), 0.0, 1.0),
+        segments=None if codes is None else np.asarray(scenario.segments)[codes[q_all]],
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# files
+
+
+def _toml_string(value: str) -> str:
+    # JSON string escapes (\", \\, \n, \uXXXX) are valid TOML basic-string escapes.
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _config_text(
+    scenario: Scenario, *, monitor_name: str, schedule: str, listen: str, seed: int, extra: str
+) -> str:
+    lines = [
+        "[server]",
+        f"listen = {_toml_string(listen)}",
+        'state_dir = "state"',
+        "",
+        "[[monitors]]",
+        f"name = {_toml_string(monitor_name)}",
+        f"schedule = {_toml_string(schedule)}",
+        f"seed = {seed}",
+        'scores.path = "scores"',
+        'scores.timestamp_column = "timestamp"',
+        'scores.score_column = "score"',
+    ]
+    if scenario.has_segments:
+        lines.append('scores.segment_column = "segment"')
+    lines += [
+        'outcomes.path = "outcomes"',
+        'outcomes.timestamp_column = "timestamp"',
+        'outcomes.query_column = "query_id"',
+        'outcomes.outcome_column = "outcome"',
+    ]
+    if scenario.has_segments:
+        lines.append('outcomes.segment_column = "segment"')
+    lines += ['windows.current = "1d"', 'windows.reference = "7d"']
+    text = "\n".join(lines) + "\n"
+    if extra:
+        text += extra if extra.endswith("\n") else extra + "\n"
+    return text
+
+
+def _split_by_day(
+    timestamps: npt.NDArray[np.datetime64], columns: dict[str, np.ndarray]
+) -> Sequence[tuple[str, dict[str, np.ndarray]]]:
+    days = timestamps.astype("datetime64[D]")
+    if days.size == 0:
+        return []
+    cuts = np.flatnonzero(days[1:] != days[:-1]) + 1
+    bounds = np.concatenate([[0], cuts, [days.size]])
+    return [
+        (str(days[a]), {k: v[a:b] for k, v in columns.items()})
+        for a, b in itertools.pairwise(bounds.tolist())
+    ]
+
+
+def write_world(
+    directory: str | Path,
+    scenario: Scenario,
+    *,
+    start: TimeLike,
+    end: TimeLike,
+    seed: int,
+    monitor_name: str = "demo",
+    schedule: str = "1h",
+    listen: str = "127.0.0.1:9464",
+    extra_monitor_toml: str = "",
+) -> World:
+    """Write the world ``(scenario, origin=start, seed)`` over ``[start, end)`` under ``directory``.
+
+    Layout: ``scores/date=YYYY-MM-DD/part-0.parquet`` (timestamp, score[, segment]),
+    ``outcomes/date=YYYY-MM-DD/part-0.parquet`` (timestamp, query_id, outcome[, segment]), one file
+    per UTC day that has rows, and ``monitor.toml`` (paths relative to it; ``seed`` is the world's
+    seed; ``extra_monitor_toml`` is appended verbatim inside the ``[[monitors]]`` table).
+    Existing files at those paths are overwritten.
+    """
+    if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
+        raise StatsInputError(f"`seed` must be a non-negative integer; got {seed!r}.")
+    # Imported here so that generating worlds in memory (the benchmark) never loads pyarrow.
+    from monitor.sources import write_parquet
+
+    root = Path(directory)
+    t0, t1, _ = _span(start, end, None)
+    scores = generate_scores(scenario, t0, t1, rng=seed)
+    outcomes = generate_outcomes(scenario, t0, t1, rng=seed)
+    for name, log in (("scores", scores), ("outcomes", outcomes)):
+        for date, cols in _split_by_day(log.timestamps, log.columns()):
+            write_parquet(root / name / f"date={date}" / "part-0.parquet", cols)
+    config_path = root / "monitor.toml"
+    config_path.write_text(
+        _config_text(
+            scenario,
+            monitor_name=monitor_name,
+            schedule=schedule,
+            listen=listen,
+            seed=seed,
+            extra=extra_monitor_toml,
+        )
+    )
+    return World(
+        directory=root,
+        config_path=config_path,
+        scores_path=root / "scores",
+        outcomes_path=root / "outcomes",
+        scenario=scenario,
+        start=t0.astype(datetime).replace(tzinfo=UTC),
+        end=t1.astype(datetime).replace(tzinfo=UTC),
+        seed=seed,
+    )
