@@ -8,7 +8,8 @@ Two logs come out of a world, as the daemon reads them:
   ``p0_easy = zero_share - hard_share * ZERO_GAP``, ``p0_hard = p0_easy + ZERO_GAP``,
   ``score | easy, > 0 ~ exp(N(ln 11, 0.35²))``, ``score | hard, > 0 ~ exp(N(ln 6.5, 0.45²))``,
 
-  so the baseline zero share is exactly ``zero_share``. The share of hard queries at time ``t`` is
+  so the zero share at the base mix is exactly ``zero_share``. The share of hard queries at
+  time ``t`` is
 
   ``h(t) = hard_share + mix_daily_amplitude * cos(2π (hour(t) - 3) / 24)
   + mix_weekend_shift * weekend(t) + drift_strength * drift_level(t)``
@@ -57,6 +58,7 @@ import dataclasses
 import itertools
 import json
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -743,7 +745,9 @@ def write_world(
     ``outcomes/date=YYYY-MM-DD/part-0.parquet`` (timestamp, query_id, outcome[, segment]), one file
     per UTC day that has rows, and ``monitor.toml`` (paths relative to it; ``seed`` is the world's
     seed; ``extra_monitor_toml`` is appended verbatim inside the ``[[monitors]]`` table).
-    Existing files at those paths are overwritten.
+    Existing files at those paths are replaced atomically (write, then rename), so a demo may
+    call this again with a later ``end`` to let its world grow under a running daemon: the
+    world is deterministic, so earlier days are rewritten identically.
     """
     if not (isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0):
         raise StatsInputError(f"`seed` must be a non-negative integer; got {seed!r}.")
@@ -756,7 +760,12 @@ def write_world(
     outcomes = generate_outcomes(scenario, t0, t1, rng=seed)
     for name, log in (("scores", scores), ("outcomes", outcomes)):
         for date, cols in _split_by_day(log.timestamps, log.columns()):
-            write_parquet(root / name / f"date={date}" / "part-0.parquet", cols)
+            target = root / name / f"date={date}" / "part-0.parquet"
+            # Write beside and rename, so a daemon reading while a demo rewrites its world never
+            # sees half a file (readers skip names that start with a dot, as pyarrow does).
+            hidden = target.with_name(f".{target.name}.tmp")
+            write_parquet(hidden, cols)
+            os.replace(hidden, target)
     config_path = root / "monitor.toml"
     config_path.write_text(
         _config_text(

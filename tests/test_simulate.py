@@ -583,3 +583,16 @@ def test_write_world_config_with_segments_and_extras(tmp_path: Path) -> None:
     assert monitor["outcomes"]["segment_column"] == "segment"
     assert monitor["decay"] == {"margin": 0.01}
     assert monitor["alerts"] == {"channel": "x"}
+
+
+def test_write_world_again_with_a_later_end_grows_the_same_world(tmp_path: Path) -> None:
+    sc = SCENARIOS["abrupt_decay"]
+    first = write_world(tmp_path, sc, start=START, end=START + timedelta(hours=36), seed=5)
+    day0 = first.scores_path / "date=2024-01-01" / "part-0.parquet"
+    before = pq.read_table(day0)
+    partial = pq.read_table(first.scores_path / "date=2024-01-02" / "part-0.parquet").num_rows
+    write_world(tmp_path, sc, start=START, end=START + 2 * DAY, seed=5)
+    assert pq.read_table(day0).equals(before)
+    grown = pq.read_table(first.scores_path / "date=2024-01-02" / "part-0.parquet").num_rows
+    assert grown > partial
+    assert not list(tmp_path.rglob(".*"))  # no temporary files left behind
