@@ -1,0 +1,527 @@
+"""The TOML configuration, validated up front: every problem at once, each with its path.
+
+Shape (``monitor.toml``; relative paths resolve against the file's directory)::
+
+    [server]
+    listen = "127.0.0.1:9464"        # /metrics, /healthz, /status
+    state_dir = "state"              # persisted sequential state; survives restarts
+
+    [[monitors]]
+    name = "web-search"              # the `monitor` label
+    schedule = "1h"                  # interval or 5-field cron (UTC)
+    scores.path = "data/scores"
+    outcomes.path = "data/outcomes"
+    windows.current = "1d"
+    windows.reference = "7d"         # rolling; or windows.reference_start/_end (RFC 3339)
+
+Every threshold has a default; ``docs/configuration.md`` lists each key with its default and why.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from monitor.errors import ConfigError
+from monitor.schedule import Schedule, parse_duration, parse_schedule
+from monitor.sources import OutcomeSpec, ScoreSpec
+
+__all__ = [
+    "BudgetConfig",
+    "Config",
+    "DecayConfig",
+    "DriftConfig",
+    "MonitorConfig",
+    "ServerConfig",
+    "WindowConfig",
+    "load_config",
+    "parse_config",
+]
+
+_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """The HTTP endpoint and the state directory."""
+
+    host: str = "127.0.0.1"
+    port: int = 9464
+    state_dir: Path = Path("state")
+    tls_cert_file: Path | None = None
+    tls_key_file: Path | None = None
+    shutdown_timeout: timedelta = timedelta(seconds=30)
+
+
+@dataclass(frozen=True, slots=True)
+class WindowConfig:
+    """Current window ``[at - current, at)``; reference rolling (``reference`` before it, after
+    ``gap``) or fixed ``[reference_start, reference_end)``."""
+
+    current: timedelta = timedelta(days=1)
+    reference: timedelta | None = timedelta(days=7)
+    gap: timedelta = timedelta(0)
+    reference_start: datetime | None = None
+    reference_end: datetime | None = None
+
+    @property
+    def fixed_reference(self) -> bool:
+        """True when the reference is a fixed healthy baseline period."""
+        return self.reference_start is not None
+
+
+@dataclass(frozen=True, slots=True)
+class DriftConfig:
+    """Input drift on top-1 scores (PSI tolerance null + CUSUM/immediate alarm; see README)."""
+
+    bins: int = 10
+    tolerance: float = 0.02
+    smoothing: float = 0.5
+    min_reference_samples: int = 1000
+    min_current_samples: int = 200
+    min_block_samples: int = 200
+    cusum_k: float = 0.5
+    cusum_share: float = 0.8
+    clear_after: int = 3
+
+
+@dataclass(frozen=True, slots=True)
+class DecayConfig:
+    """Model decay on paired outcomes (one-sided sign-flip test of current < reference - margin)."""
+
+    margin: float = 0.01
+    min_pairs: int = 20
+    min_coverage: float = 0.8
+    n_resamples: int | None = None
+    confidence_level: float = 0.95
+    power: float = 0.8
+    looks: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetConfig:
+    """False-alarm budget: at most ``drift`` (``decay``) chance of any false alarm a ``period``."""
+
+    period: timedelta = timedelta(days=30)
+    drift: float = 0.05
+    decay: float = 0.05
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorConfig:
+    """One monitored retrieval system."""
+
+    name: str
+    schedule: Schedule
+    scores: ScoreSpec
+    outcomes: OutcomeSpec
+    seed: int = 0
+    windows: WindowConfig = field(default_factory=WindowConfig)
+    drift: DriftConfig = field(default_factory=DriftConfig)
+    decay: DecayConfig = field(default_factory=DecayConfig)
+    budget: BudgetConfig = field(default_factory=BudgetConfig)
+    max_segments: int = 20
+    max_invalid_share: float = 0.01
+    run_timeout: timedelta = timedelta(minutes=10)
+    misfire_grace: timedelta = timedelta(minutes=5)
+
+
+@dataclass(frozen=True, slots=True)
+class Config:
+    """The whole configuration."""
+
+    server: ServerConfig
+    monitors: tuple[MonitorConfig, ...]
+    path: Path | None = None
+
+    def monitor(self, name: str) -> MonitorConfig:
+        """The monitor called ``name``; ``KeyError`` listing the known names otherwise."""
+        for m in self.monitors:
+            if m.name == name:
+                return m
+        known = ", ".join(m.name for m in self.monitors)
+        raise KeyError(f"no monitor named {name!r}; known: {known}")
+
+
+class _Collector:
+    """Gathers problems while reading a TOML table, each prefixed with its path."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append(f"{path}: {message}")
+
+    def table(self, data: Any, path: str) -> dict[str, Any]:
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            self.add(path, f"must be a table; got {type(data).__name__}")
+            return {}
+        return data
+
+    def unknown(self, data: dict[str, Any], path: str, known: set[str]) -> None:
+        for key in sorted(set(data) - known):
+            where = f"{path}.{key}" if path else key
+            self.add(where, f"unknown key (known: {', '.join(sorted(known))})")
+
+    def get(
+        self,
+        data: dict[str, Any],
+        key: str,
+        path: str,
+        default: T,
+        convert: Callable[[Any], T],
+    ) -> T:
+        if key not in data:
+            return default
+        where = f"{path}.{key}" if path else key
+        try:
+            return convert(data[key])
+        except (ValueError, TypeError) as exc:
+            self.add(where, str(exc))
+            return default
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a non-empty string; got {value!r}")
+    return value
+
+
+def _optional_string(value: Any) -> str | None:
+    return _string(value)
+
+
+def _int(low: int, high: int | None = None) -> Callable[[Any], int]:
+    def convert(value: Any) -> int:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < low
+            or (high is not None and value > high)
+        ):
+            bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise ValueError(f"must be an integer {bound}; got {value!r}")
+        return value
+
+    return convert
+
+
+def _float(
+    low: float, high: float, *, open_low: bool = False, open_high: bool = False
+) -> Callable[[Any], float]:
+    def convert(value: Any) -> float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok:
+            v = float(value)
+            ok = math.isfinite(v) and (v > low if open_low else v >= low)
+            ok = ok and (v < high if open_high else v <= high)
+        if not ok:
+            lo = "(" if open_low else "["
+            hi = ")" if open_high else "]"
+            raise ValueError(f"must be a number in {lo}{low}, {high}{hi}; got {value!r}")
+        return float(value)
+
+    return convert
+
+
+def _duration(value: Any) -> timedelta:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a duration string like '1h'; got {value!r}")
+    return parse_duration(value)
+
+
+def _nonneg_duration(value: Any) -> timedelta:
+    if value in ("0", "0s", 0):
+        return timedelta(0)
+    return _duration(value)
+
+
+def _timestamp(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(f"must be an RFC 3339 timestamp; got {value!r}") from None
+    else:
+        raise ValueError(f"must be an RFC 3339 timestamp; got {value!r}")
+    if parsed.tzinfo is None:
+        raise ValueError(f"must carry a timezone (e.g. 'Z'); got {value!r}")
+    return parsed.astimezone(UTC)
+
+
+def _unit(value: Any) -> Any:
+    if value not in ("s", "ms", "us", "ns"):
+        raise ValueError(f"must be one of 's', 'ms', 'us', 'ns'; got {value!r}")
+    return str(value)
+
+
+def _resolve(base: Path, text: str) -> str:
+    if "://" in text or Path(text).is_absolute():
+        return text
+    return str(base / text)
+
+
+def _parse_server(c: _Collector, data: Any, base: Path) -> ServerConfig:
+    t = c.table(data, "server")
+    c.unknown(
+        t, "server", {"listen", "state_dir", "tls_cert_file", "tls_key_file", "shutdown_timeout"}
+    )
+    host, port = "127.0.0.1", 9464
+    if "listen" in t:
+        listen = t["listen"]
+        match = (
+            re.fullmatch(r"\[?([^\]]*?)\]?:(\d{1,5})", listen) if isinstance(listen, str) else None
+        )
+        if match is None or not 0 <= int(match.group(2)) <= 65535:
+            c.add("server.listen", f"must be 'host:port' with a port in [0, 65535]; got {listen!r}")
+        else:
+            host, port = match.group(1) or "127.0.0.1", int(match.group(2))
+    state_dir = Path(_resolve(base, c.get(t, "state_dir", "server", "state", _string)))
+    cert = c.get(t, "tls_cert_file", "server", None, _optional_string)
+    key = c.get(t, "tls_key_file", "server", None, _optional_string)
+    if (cert is None) != (key is None):
+        c.add("server", "tls_cert_file and tls_key_file must be given together")
+    return ServerConfig(
+        host=host,
+        port=port,
+        state_dir=state_dir,
+        tls_cert_file=Path(_resolve(base, cert)) if cert else None,
+        tls_key_file=Path(_resolve(base, key)) if key else None,
+        shutdown_timeout=c.get(t, "shutdown_timeout", "server", timedelta(seconds=30), _duration),
+    )
+
+
+def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorConfig | None:
+    t = c.table(data, path)
+    c.unknown(
+        t,
+        path,
+        {
+            "name",
+            "schedule",
+            "seed",
+            "scores",
+            "outcomes",
+            "windows",
+            "drift",
+            "decay",
+            "budget",
+            "max_segments",
+            "max_invalid_share",
+            "run_timeout",
+            "misfire_grace",
+        },
+    )
+    before = len(c.problems)
+    name = c.get(t, "name", path, "", _string)
+    if "name" not in t:
+        c.add(f"{path}.name", "is required")
+    elif name and not _NAME.match(name):
+        c.add(f"{path}.name", f"must match {_NAME.pattern} (it becomes a label); got {name!r}")
+    schedule = c.get(t, "schedule", path, parse_schedule("1h"), _schedule)
+    max_invalid = c.get(t, "max_invalid_share", path, 0.01, _float(0.0, 1.0))
+
+    st = c.table(t.get("scores"), f"{path}.scores")
+    c.unknown(
+        st,
+        f"{path}.scores",
+        {"path", "timestamp_column", "score_column", "segment_column", "timestamp_unit"},
+    )
+    if "path" not in st:
+        c.add(f"{path}.scores.path", "is required")
+    sp = f"{path}.scores"
+    scores = ScoreSpec(
+        path=_resolve(base, c.get(st, "path", sp, "", _string)),
+        timestamp_column=c.get(st, "timestamp_column", sp, "timestamp", _string),
+        score_column=c.get(st, "score_column", sp, "score", _string),
+        segment_column=c.get(st, "segment_column", sp, None, _optional_string),
+        timestamp_unit=c.get(st, "timestamp_unit", sp, None, _unit),
+        max_invalid_share=max_invalid,
+    )
+    ot = c.table(t.get("outcomes"), f"{path}.outcomes")
+    op = f"{path}.outcomes"
+    c.unknown(
+        ot,
+        op,
+        {
+            "path",
+            "timestamp_column",
+            "query_column",
+            "outcome_column",
+            "segment_column",
+            "timestamp_unit",
+        },
+    )
+    if "path" not in ot:
+        c.add(f"{op}.path", "is required")
+    outcomes = OutcomeSpec(
+        path=_resolve(base, c.get(ot, "path", op, "", _string)),
+        timestamp_column=c.get(ot, "timestamp_column", op, "timestamp", _string),
+        query_column=c.get(ot, "query_column", op, "query_id", _string),
+        outcome_column=c.get(ot, "outcome_column", op, "outcome", _string),
+        segment_column=c.get(ot, "segment_column", op, None, _optional_string),
+        timestamp_unit=c.get(ot, "timestamp_unit", op, None, _unit),
+        max_invalid_share=max_invalid,
+    )
+    if (scores.segment_column is None) != (outcomes.segment_column is None):
+        c.add(path, "scores.segment_column and outcomes.segment_column must be set together")
+
+    windows = _parse_windows(c, t.get("windows"), f"{path}.windows")
+    drift = _parse_drift(c, t.get("drift"), f"{path}.drift")
+    decay = _parse_decay(c, t.get("decay"), f"{path}.decay")
+    budget = _parse_budget(c, t.get("budget"), f"{path}.budget")
+    interval = schedule.nominal_interval(budget.period)
+    run_timeout = c.get(t, "run_timeout", path, min(timedelta(minutes=10), interval), _duration)
+    misfire = c.get(t, "misfire_grace", path, min(timedelta(minutes=5), interval), _duration)
+    if len(c.problems) > before:
+        return None
+    return MonitorConfig(
+        name=name,
+        schedule=schedule,
+        seed=c.get(t, "seed", path, 0, _int(0)),
+        scores=scores,
+        outcomes=outcomes,
+        windows=windows,
+        drift=drift,
+        decay=decay,
+        budget=budget,
+        max_segments=c.get(t, "max_segments", path, 20, _int(1, 1000)),
+        max_invalid_share=max_invalid,
+        run_timeout=run_timeout,
+        misfire_grace=misfire,
+    )
+
+
+def _schedule(value: Any) -> Schedule:
+    if not isinstance(value, str):
+        raise ValueError(f"must be an interval like '1h' or a 5-field cron string; got {value!r}")
+    return parse_schedule(value)
+
+
+def _parse_windows(c: _Collector, data: Any, path: str) -> WindowConfig:
+    t = c.table(data, path)
+    c.unknown(t, path, {"current", "reference", "gap", "reference_start", "reference_end"})
+    current = c.get(t, "current", path, timedelta(days=1), _duration)
+    gap = c.get(t, "gap", path, timedelta(0), _nonneg_duration)
+    start = c.get(t, "reference_start", path, None, _timestamp)
+    end = c.get(t, "reference_end", path, None, _timestamp)
+    fixed = "reference_start" in t or "reference_end" in t
+    if fixed:
+        if "reference" in t:
+            c.add(path, "give either reference (rolling) or reference_start/reference_end (fixed)")
+        if ("reference_start" in t) != ("reference_end" in t):
+            c.add(path, "reference_start and reference_end must be given together")
+        elif start is not None and end is not None and start >= end:
+            c.add(f"{path}.reference_end", "must be after reference_start")
+        return WindowConfig(
+            current=current, reference=None, gap=gap, reference_start=start, reference_end=end
+        )
+    reference = c.get(t, "reference", path, timedelta(days=7), _duration)
+    return WindowConfig(current=current, reference=reference, gap=gap)
+
+
+def _parse_drift(c: _Collector, data: Any, path: str) -> DriftConfig:
+    t = c.table(data, path)
+    d = DriftConfig()
+    c.unknown(t, path, set(DriftConfig.__dataclass_fields__))
+    return DriftConfig(
+        bins=c.get(t, "bins", path, d.bins, _int(2, 1000)),
+        tolerance=c.get(t, "tolerance", path, d.tolerance, _float(0.0, 10.0)),
+        smoothing=c.get(t, "smoothing", path, d.smoothing, _float(0.0, 10.0, open_low=True)),
+        min_reference_samples=c.get(
+            t, "min_reference_samples", path, d.min_reference_samples, _int(2)
+        ),
+        min_current_samples=c.get(t, "min_current_samples", path, d.min_current_samples, _int(2)),
+        min_block_samples=c.get(t, "min_block_samples", path, d.min_block_samples, _int(2)),
+        cusum_k=c.get(t, "cusum_k", path, d.cusum_k, _float(0.0, 5.0, open_low=True)),
+        cusum_share=c.get(t, "cusum_share", path, d.cusum_share, _float(0.0, 1.0)),
+        clear_after=c.get(t, "clear_after", path, d.clear_after, _int(1)),
+    )
+
+
+def _parse_decay(c: _Collector, data: Any, path: str) -> DecayConfig:
+    t = c.table(data, path)
+    d = DecayConfig()
+    c.unknown(t, path, set(DecayConfig.__dataclass_fields__))
+    n_resamples = c.get(t, "n_resamples", path, None, _int(99, 10_000_000))
+    looks = c.get(t, "looks", path, None, _int(1))
+    return DecayConfig(
+        margin=c.get(t, "margin", path, d.margin, _float(0.0, 1.0)),
+        min_pairs=c.get(t, "min_pairs", path, d.min_pairs, _int(2)),
+        min_coverage=c.get(t, "min_coverage", path, d.min_coverage, _float(0.0, 1.0)),
+        n_resamples=n_resamples,
+        confidence_level=c.get(
+            t,
+            "confidence_level",
+            path,
+            d.confidence_level,
+            _float(0.0, 1.0, open_low=True, open_high=True),
+        ),
+        power=c.get(t, "power", path, d.power, _float(0.0, 1.0, open_low=True, open_high=True)),
+        looks=looks,
+    )
+
+
+def _parse_budget(c: _Collector, data: Any, path: str) -> BudgetConfig:
+    t = c.table(data, path)
+    d = BudgetConfig()
+    c.unknown(t, path, {"period", "drift", "decay"})
+    unit = _float(0.0, 0.5, open_low=True)
+    return BudgetConfig(
+        period=c.get(t, "period", path, d.period, _duration),
+        drift=c.get(t, "drift", path, d.drift, unit),
+        decay=c.get(t, "decay", path, d.decay, unit),
+    )
+
+
+def parse_config(data: dict[str, Any], *, base: Path, source: str | None = None) -> Config:
+    """Validate a parsed TOML document; raise ``ConfigError`` listing every problem."""
+    c = _Collector()
+    c.unknown(data, "", {"server", "monitors"})
+    server = _parse_server(c, data.get("server"), base)
+    raw = data.get("monitors")
+    monitors: list[MonitorConfig] = []
+    if raw is None:
+        c.add("monitors", "at least one [[monitors]] table is required")
+    elif not isinstance(raw, list) or not all(isinstance(m, dict) for m in raw):
+        c.add("monitors", "must be an array of tables ([[monitors]])")
+    else:
+        if not raw:
+            c.add("monitors", "at least one [[monitors]] table is required")
+        seen: dict[str, int] = {}
+        for i, item in enumerate(raw):
+            m = _parse_monitor(c, item, f"monitors[{i}]", base)
+            if m is None:
+                continue
+            if m.name in seen:
+                c.add(f"monitors[{i}].name", f"duplicates monitors[{seen[m.name]}].name {m.name!r}")
+            seen[m.name] = i
+            monitors.append(m)
+    if c.problems:
+        raise ConfigError(c.problems, source=source)
+    return Config(server=server, monitors=tuple(monitors), path=Path(source) if source else None)
+
+
+def load_config(path: str | Path) -> Config:
+    """Read and validate a TOML file; ``ConfigError`` if unreadable or invalid."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read the file: {exc.strerror or exc}"], source=str(p)) from exc
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError([f"not valid TOML: {exc}"], source=str(p)) from exc
+    return parse_config(data, base=p.resolve().parent, source=str(p))

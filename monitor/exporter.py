@@ -1,0 +1,280 @@
+"""Prometheus exposition: the only module that imports prometheus_client.
+
+A custom ``Collector`` builds every metric from the board's latest immutable run records at scrape
+time, so a monitor removed from the config disappears from ``/metrics`` instead of lingering, and a
+scrape never computes statistics (they are computed on each monitor's schedule; HELP says so).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from monitor import __version__
+from monitor.jobs import Board, MonitorSnapshot
+from monitor.verdict import STATES, InputReport, OutcomeReport
+
+__all__ = ["CONTENT_TYPE", "PREFIX", "MonitorCollector", "make_registry", "render"]
+
+PREFIX = "retrieval_monitor_"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+_SCHED = " Computed on the monitor's schedule, not at scrape time."
+
+# (metric suffix, help, attribute of InputReport)
+_INPUT_GAUGES: tuple[tuple[str, str, str], ...] = (
+    (
+        "psi",
+        "Population stability index of the current window's top-1 scores against the "
+        "reference's frozen quantile bins (+0.5 count smoothing).",
+        "psi",
+    ),
+    (
+        "psi_pvalue",
+        "P-value of the PSI under the tolerance null (true PSI <= tolerance).",
+        "psi_pvalue",
+    ),
+    ("psi_noise_floor", "Expected PSI under no change, (B-1)(1/n+1/m).", "psi_noise_floor"),
+    ("psi_debiased", "PSI minus its noise floor, floored at 0.", "psi_debiased"),
+    (
+        "ks_statistic",
+        "Two-sample Kolmogorov-Smirnov D of current vs reference top-1 scores.",
+        "ks_statistic",
+    ),
+    (
+        "ks_pvalue",
+        "Two-sample KS p-value (tiny on large windows even for immaterial shifts).",
+        "ks_pvalue",
+    ),
+    (
+        "out_of_range_ratio",
+        "Share of current scores outside the reference's [min, max].",
+        "out_of_range_rate",
+    ),
+    (
+        "drift_cusum",
+        "CUSUM statistic S of the drift evidence z-scores (alarm above the threshold).",
+        "cusum",
+    ),
+    ("drift_z", "Latest drift evidence z-score (from the newest block's PSI p-value).", "z"),
+)
+_OUTCOME_GAUGES: tuple[tuple[str, str, str], ...] = (
+    (
+        "outcome_mean_difference",
+        "Mean per-query outcome difference, current minus reference.",
+        "mean_difference",
+    ),
+    (
+        "outcome_pvalue",
+        "One-sided sign-flip p-value of decay beyond the margin, Holm-adjusted over segments.",
+        "pvalue_adjusted",
+    ),
+    (
+        "outcome_ci_lower",
+        "Lower end of the BCa bootstrap interval of the mean difference.",
+        "ci_low",
+    ),
+    (
+        "outcome_ci_upper",
+        "Upper end of the BCa bootstrap interval of the mean difference.",
+        "ci_high",
+    ),
+    ("outcome_effect_size", "Mean difference over its standard deviation (d_z).", "effect_size"),
+    (
+        "outcome_mde",
+        "Minimum detectable effect at the per-look alpha and the configured power.",
+        "mde",
+    ),
+)
+
+
+def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+    return GaugeMetricFamily(PREFIX + name, doc + _SCHED, labels=labels)
+
+
+def _ts(value: Any) -> float | None:
+    return value.timestamp() if value is not None else None
+
+
+class MonitorCollector(Collector):
+    """Builds the ``retrieval_monitor_*`` families from a board snapshot at each scrape."""
+
+    def __init__(self, snapshot: Callable[[], list[MonitorSnapshot]]) -> None:
+        self._snapshot = snapshot
+
+    def collect(self) -> Iterator[Metric]:
+        snaps = self._snapshot()
+        seg = ["monitor", "segment"]
+        state = _gauge(
+            "state", "1 for the monitor's current state, 0 for the others.", ["monitor", "state"]
+        )
+        since = _gauge(
+            "state_since_timestamp_seconds", "When the current state began.", ["monitor"]
+        )
+        interval = _gauge(
+            "schedule_interval_seconds", "Nominal seconds between checks.", ["monitor"]
+        )
+        tolerance = _gauge(
+            "psi_tolerance", "PSI the monitor ignores (tolerance null).", ["monitor"]
+        )
+        h = _gauge(
+            "drift_cusum_threshold", "CUSUM threshold h that holds the drift budget.", ["monitor"]
+        )
+        zthr = _gauge("drift_z_threshold", "Immediate (abrupt drift) z threshold.", ["monitor"])
+        alpha = _gauge("outcome_alpha", "Per-look alpha that holds the decay budget.", ["monitor"])
+        margin = _gauge("outcome_margin", "Tolerated decay of the mean outcome.", ["monitor"])
+        inputs = {s: _gauge(s, d, seg) for s, d, _ in _INPUT_GAUGES}
+        outcomes = {s: _gauge(s, d, seg) for s, d, _ in _OUTCOME_GAUGES}
+        zero = _gauge(
+            "zero_score_ratio", "Share of top-1 scores exactly 0.", ["monitor", "segment", "window"]
+        )
+        drift = _gauge("input_drift", "1 while a data drift alarm is active.", seg)
+        decay = _gauge("model_decay", "1 while model decay is established.", seg)
+        pairs = _gauge("outcome_pairs", "Queries paired by id between the windows.", seg)
+        coverage = _gauge(
+            "outcome_pairing_coverage_ratio",
+            "Paired queries over the reference window's queries.",
+            seg,
+        )
+        samples = _gauge(
+            "window_samples",
+            "Samples in each window (outcomes: queries).",
+            ["monitor", "source", "window"],
+        )
+        latest = _gauge(
+            "data_latest_timestamp_seconds",
+            "Newest timestamp seen in each source.",
+            ["monitor", "source"],
+        )
+        last_run = _gauge("last_run_timestamp_seconds", "When the latest run started.", ["monitor"])
+        last_ok = _gauge(
+            "last_success_timestamp_seconds",
+            "When the latest run that did not end in error started.",
+            ["monitor"],
+        )
+        duration = _gauge("last_run_duration_seconds", "Duration of the latest run.", ["monitor"])
+        runs = CounterMetricFamily(
+            PREFIX + "runs", "Checks run since start-up.", labels=["monitor"]
+        )
+        failures = CounterMetricFamily(
+            PREFIX + "run_failures",
+            "Checks that ended in error since start-up.",
+            labels=["monitor"],
+        )
+        for snap in snaps:
+            name = snap.monitor.name
+            current = snap.state.state
+            for s in STATES:
+                state.add_metric([name, s], 1.0 if s == current else 0.0)
+            if snap.state.state_since is not None:
+                since.add_metric([name], snap.state.state_since.timestamp())
+            interval.add_metric(
+                [name],
+                snap.monitor.schedule.nominal_interval(snap.monitor.budget.period).total_seconds(),
+            )
+            tolerance.add_metric([name], snap.monitor.drift.tolerance)
+            margin.add_metric([name], snap.monitor.decay.margin)
+            for metric, value in (
+                (last_run, snap.state.last_run),
+                (last_ok, snap.state.last_success),
+            ):
+                if value is not None:
+                    metric.add_metric([name], value.timestamp())
+            runs.add_metric([name], float(snap.runs_total))
+            failures.add_metric([name], float(snap.failures_total))
+            run = snap.latest
+            if run is None:
+                continue
+            duration.add_metric([name], run.duration_seconds)
+            v = run.verdict
+            if v.plan is not None:
+                h.add_metric([name], v.plan.drift_h)
+                zthr.add_metric([name], v.plan.drift_z)
+                alpha.add_metric([name], v.plan.decay_alpha)
+            for (source, window), n in run.window_samples.items():
+                samples.add_metric([name, source, window], float(n))
+            for source, t in (("scores", v.newest_score), ("outcomes", v.newest_outcome)):
+                if t is not None:
+                    latest.add_metric([name, source], t.timestamp())
+            for segment, r in v.inputs.items():
+                self._add_input(inputs, zero, drift, name, segment, r)
+            for segment, o in v.outcomes.items():
+                self._add_outcome(outcomes, decay, pairs, coverage, name, segment, o)
+        yield from (state, since, interval, tolerance, h, zthr, alpha, margin)
+        yield from inputs.values()
+        yield from (zero, drift)
+        yield from outcomes.values()
+        yield from (
+            decay,
+            pairs,
+            coverage,
+            samples,
+            latest,
+            last_run,
+            last_ok,
+            duration,
+            runs,
+            failures,
+        )
+        info = GaugeMetricFamily(
+            PREFIX + "build_info", "Build information; always 1.", labels=["version"]
+        )
+        info.add_metric([__version__], 1.0)
+        yield info
+
+    @staticmethod
+    def _add_input(
+        families: dict[str, GaugeMetricFamily],
+        zero: GaugeMetricFamily,
+        drift: GaugeMetricFamily,
+        name: str,
+        segment: str,
+        r: InputReport,
+    ) -> None:
+        drift.add_metric([name, segment], 1.0 if r.drift else 0.0)
+        if not r.decidable:
+            return
+        for suffix, _, attr in _INPUT_GAUGES:
+            value = getattr(r, attr)
+            if value is not None:
+                families[suffix].add_metric([name, segment], float(value))
+        for window, value in (
+            ("reference", r.zero_rate_reference),
+            ("current", r.zero_rate_current),
+        ):
+            if value is not None:
+                zero.add_metric([name, segment, window], float(value))
+
+    @staticmethod
+    def _add_outcome(
+        families: dict[str, GaugeMetricFamily],
+        decay: GaugeMetricFamily,
+        pairs: GaugeMetricFamily,
+        coverage: GaugeMetricFamily,
+        name: str,
+        segment: str,
+        o: OutcomeReport,
+    ) -> None:
+        decay.add_metric([name, segment], 1.0 if o.decay else 0.0)
+        pairs.add_metric([name, segment], float(o.n_pairs))
+        coverage.add_metric([name, segment], float(o.coverage))
+        for suffix, _, attr in _OUTCOME_GAUGES:
+            value = getattr(o, attr)
+            if value is not None:
+                families[suffix].add_metric([name, segment], float(value))
+
+
+def make_registry(board: Board) -> CollectorRegistry:
+    """A registry of its own holding only this monitor's collector."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(MonitorCollector(board.snapshot))
+    return registry
+
+
+def render(registry: CollectorRegistry) -> bytes:
+    """The text exposition of ``registry``."""
+    return generate_latest(registry)
