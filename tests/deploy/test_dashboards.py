@@ -1,0 +1,187 @@
+"""Static checks of the Grafana dashboards and provisioning (no Grafana needed)."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.contract import (
+    DASHBOARD_DIR,
+    METRICS,
+    REPO,
+    RUNBOOK_BASE,
+    dashboard_exprs,
+    iter_panels,
+    load_dashboards,
+    metric_names,
+    substitute,
+    variable_queries,
+)
+from tests.deploy.stack import binary
+
+DASHBOARDS = load_dashboards()
+DS_REF = {"type": "prometheus", "uid": "${datasource}"}
+
+
+def _builder() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "build_dashboards", REPO / "grafana" / "build_dashboards.py"
+    )
+    assert spec
+    assert spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_both_dashboards_exist() -> None:
+    assert sorted(DASHBOARDS) == ["drilldown.json", "overview.json"]
+
+
+def test_committed_json_is_what_the_builder_writes() -> None:
+    builder = _builder()
+    for name, build in builder.DASHBOARDS.items():
+        assert (DASHBOARD_DIR / name).read_text() == builder.render(build), (
+            f"{name} is stale: run `python grafana/build_dashboards.py`"
+        )
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_dashboard_shape(name: str) -> None:
+    dash = DASHBOARDS[name]
+    assert dash["id"] is None
+    assert re.fullmatch(r"[a-zA-Z0-9_-]{8,40}", dash["uid"])
+    assert "__inputs" not in dash
+    assert "__requires" not in dash
+    assert "${DS_" not in (DASHBOARD_DIR / name).read_text()
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource"
+    assert variables["datasource"]["query"] == "prometheus"
+    assert "monitor" in variables
+    ids = [p["id"] for p in iter_panels(dash["panels"])]
+    assert len(ids) == len(set(ids)), f"duplicate panel ids in {name}"
+    for panel in iter_panels(dash["panels"]):
+        assert panel["gridPos"]["x"] >= 0
+        assert panel["gridPos"]["x"] + panel["gridPos"]["w"] <= 24
+        if panel["type"] in {"row", "text"}:
+            continue
+        assert panel["datasource"] == DS_REF, panel["title"]
+        defaults = panel["fieldConfig"]["defaults"]
+        assert defaults.get("unit"), f"{name}: panel {panel['title']!r} has no unit"
+        steps = defaults["thresholds"]["steps"]
+        assert steps
+        assert steps[0]["value"] is None
+        assert all(s["color"] for s in steps)
+        assert panel["targets"], panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert len(refs) == len(set(refs))
+        assert all(t["datasource"] == DS_REF for t in panel["targets"])
+
+
+def test_uids_differ() -> None:
+    uids = [d["uid"] for d in DASHBOARDS.values()]
+    assert len(uids) == len(set(uids))
+
+
+def test_drilldown_has_monitor_and_segment_variables() -> None:
+    variables = {v["name"]: v for v in DASHBOARDS["drilldown.json"]["templating"]["list"]}
+    assert {"datasource", "monitor", "segment"} <= set(variables)
+    assert variables["segment"]["allValue"] == ".*"
+
+
+def test_overview_repeats_a_row_per_monitor() -> None:
+    rows = [p for p in DASHBOARDS["overview.json"]["panels"] if p["type"] == "row"]
+    assert [r.get("repeat") for r in rows] == ["monitor"]
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_text_panel_explains_drift_versus_decay_and_links_runbook(name: str) -> None:
+    texts = [p for p in DASHBOARDS[name]["panels"] if p["type"] == "text"]
+    assert len(texts) == 1
+    content: str = texts[0]["options"]["content"]
+    assert "Data drift" in content
+    assert "Model decay" in content
+    assert RUNBOOK_BASE in content
+    assert content.count("\n") <= 1  # two lines
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_only_exported_metric_names(name: str) -> None:
+    exprs = [e for _, e in dashboard_exprs(DASHBOARDS[name])] + variable_queries(DASHBOARDS[name])
+    used = set().union(*(metric_names(e) for e in exprs))
+    assert used, "no metric found: the extraction is broken"
+    assert used <= set(METRICS), sorted(used - set(METRICS))
+
+
+def test_overview_covers_the_issue_list() -> None:
+    used = set().union(*(metric_names(e) for _, e in dashboard_exprs(DASHBOARDS["overview.json"])))
+    for needed in (
+        "retrieval_monitor_state",
+        "retrieval_monitor_state_since_timestamp_seconds",
+        "retrieval_monitor_psi",
+        "retrieval_monitor_psi_tolerance",
+        "retrieval_monitor_ks_statistic",
+        "retrieval_monitor_outcome_mean_difference",
+        "retrieval_monitor_outcome_ci_lower",
+        "retrieval_monitor_outcome_ci_upper",
+        "retrieval_monitor_outcome_pairs",
+        "retrieval_monitor_outcome_mde",
+        "retrieval_monitor_data_latest_timestamp_seconds",
+        "retrieval_monitor_run_failures_total",
+        "retrieval_monitor_last_success_timestamp_seconds",
+    ):
+        assert needed in used, needed
+
+
+def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
+    """Wrap each (substituted) expression in a recording rule; promtool parses them all."""
+    rules: list[dict[str, Any]] = []
+    for name, dash in DASHBOARDS.items():
+        for i, (_, expr) in enumerate(dashboard_exprs(dash)):
+            rules.append(
+                {"record": f"check:{Path(name).stem}:{i}", "expr": substitute(expr, monitor="m")}
+            )
+    path = tmp_path / "dashboard_exprs.yml"
+    path.write_text(yaml.safe_dump({"groups": [{"name": "dashboards", "rules": rules}]}))
+    proc = subprocess.run(
+        [binary("promtool"), "check", "rules", "--lint=none", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{len(rules)} rules found" in proc.stdout
+
+
+def test_a_broken_expression_is_caught(tmp_path: Path) -> None:
+    """The check above can fail: promtool rejects an unparsable expression."""
+    path = tmp_path / "bad.yml"
+    path.write_text(
+        yaml.safe_dump({"groups": [{"name": "g", "rules": [{"record": "x", "expr": "sum(up"}]}]})
+    )
+    proc = subprocess.run(
+        [binary("promtool"), "check", "rules", str(path)], capture_output=True, check=False
+    )
+    assert proc.returncode != 0
+
+
+def test_provisioning_points_at_the_dashboards() -> None:
+    prov = REPO / "grafana" / "provisioning"
+    ds = yaml.safe_load((prov / "datasources" / "prometheus.yml").read_text())
+    assert ds["apiVersion"] == 1
+    assert [d["type"] for d in ds["datasources"]] == ["prometheus"]
+    dash = yaml.safe_load((prov / "dashboards" / "retrieval-monitor.yml").read_text())
+    (provider,) = dash["providers"]
+    assert provider["type"] == "file"
+    compose = yaml.safe_load((REPO / "deploy" / "docker" / "compose.yml").read_text())
+    volumes = compose["services"]["grafana"]["volumes"]
+    mounted = {v.split(":")[1]: v.split(":")[0] for v in volumes if ":" in v}
+    assert mounted[provider["options"]["path"]] == "../../grafana/dashboards"
+    assert mounted["/etc/grafana/provisioning"] == "../../grafana/provisioning"

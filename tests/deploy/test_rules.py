@@ -1,0 +1,146 @@
+"""Static checks: Prometheus rules, their promtool tests, Alertmanager, runbook links."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.deploy.contract import (
+    ALERTS,
+    ALERTS_TEST,
+    METRICS,
+    PROMETHEUS_SERIES,
+    REPO,
+    RUNBOOK,
+    RUNBOOK_BASE,
+    load_rules,
+    metric_names,
+)
+from tests.deploy.stack import binary
+
+RULES = {r["alert"]: r for r in load_rules()}
+REQUIRED = {
+    "RetrievalModelDecay": "critical",
+    "RetrievalDataDrift": "warning",
+    "RetrievalMonitorInsufficientData": "warning",
+    "RetrievalMonitorStale": "warning",
+    "RetrievalMonitorRunFailures": "warning",
+    "RetrievalMonitorDown": "warning",
+}
+
+
+def _run(*argv: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(list(argv), capture_output=True, text=True, check=False, cwd=REPO)
+
+
+def test_promtool_check_rules() -> None:
+    proc = _run(binary("promtool"), "check", "rules", str(ALERTS))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"{len(RULES)} rules found" in proc.stdout
+
+
+def test_promtool_test_rules() -> None:
+    proc = _run(binary("promtool"), "test", "rules", str(ALERTS_TEST))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_promtool_test_rules_can_fail(tmp_path: Path) -> None:
+    """Break the decay threshold in a copy: the unit tests must notice."""
+    (tmp_path / "alerts.yml").write_text(
+        ALERTS.read_text().replace(
+            "expr: retrieval_monitor_model_decay == 1", "expr: retrieval_monitor_model_decay == 2"
+        )
+    )
+    (tmp_path / "alerts_test.yml").write_text(ALERTS_TEST.read_text())
+    proc = _run(
+        binary("promtool"), "test", "rules", "--run=^decay", str(tmp_path / "alerts_test.yml")
+    )
+    assert proc.returncode != 0
+
+
+def test_required_alerts_and_severities() -> None:
+    assert {name: r["labels"]["severity"] for name, r in RULES.items()} == REQUIRED
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_annotations(name: str) -> None:
+    ann = RULES[name]["annotations"]
+    assert set(ann) == {"summary", "description", "runbook_url"}
+    assert ann["summary"].rstrip().endswith(".")
+    assert "{{" in ann["description"], "the description should carry the numbers that matter"
+    assert ann["runbook_url"] == f"{RUNBOOK_BASE}#{name.lower()}"
+
+
+def _runbook_anchors() -> set[str]:
+    """GitHub's heading anchors: lower case, spaces to '-', punctuation dropped."""
+    anchors = set()
+    for line in RUNBOOK.read_text().splitlines():
+        m = re.match(r"#{1,6} (.+)", line)
+        if m:
+            anchors.add(re.sub(r"[^a-z0-9 _-]", "", m.group(1).strip().lower()).replace(" ", "-"))
+    return anchors
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_runbook_anchor_exists(name: str) -> None:
+    anchor = RULES[name]["annotations"]["runbook_url"].split("#", 1)[1]
+    assert anchor in _runbook_anchors()
+
+
+def test_runbook_sections_and_decision_table() -> None:
+    text = RUNBOOK.read_text()
+    for name in REQUIRED:
+        section = text.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+        for part in ("Meaning", "Impact", "Diagnosis", "Mitigation"):
+            assert f"### {part}" in section, (name, part)
+        assert "monitor check" in section or name in {"RetrievalMonitorDown"}, name
+    assert "| " in text.split("## Drift versus decay", 1)[1].split("\n## ", 1)[0]
+
+
+def test_rules_use_only_exported_metrics() -> None:
+    used = set().union(*(metric_names(r["expr"] + str(r["annotations"])) for r in RULES.values()))
+    assert used <= set(METRICS), sorted(used - set(METRICS))
+    bare = {t for r in RULES.values() for t in re.findall(r"\b(up|ALERTS)\{", r["expr"])}
+    assert bare <= PROMETHEUS_SERIES
+
+
+def test_every_alert_is_tested_firing_and_not_firing() -> None:
+    doc = yaml.safe_load(ALERTS_TEST.read_text())
+    firing: set[str] = set()
+    quiet: set[str] = set()
+    for case in doc["tests"]:
+        for check in case.get("alert_rule_test", []):
+            (firing if check["exp_alerts"] else quiet).add(check["alertname"])
+    assert firing == set(REQUIRED)
+    assert quiet == set(REQUIRED)
+
+
+def test_amtool_check_config() -> None:
+    proc = _run(
+        binary("amtool"), "check-config", str(REPO / "deploy" / "alertmanager" / "alertmanager.yml")
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_alertmanager_routes_by_severity() -> None:
+    am = yaml.safe_load((REPO / "deploy" / "alertmanager" / "alertmanager.yml").read_text())
+    matchers = [m for route in am["route"]["routes"] for m in route["matchers"]]
+    assert 'severity="critical"' in matchers
+    assert 'severity="warning"' in matchers
+
+
+def test_prometheus_config_is_valid(tmp_path: Path) -> None:
+    """The shipped config with the container's rule path pointed at the repo's file."""
+    text = (REPO / "deploy" / "prometheus" / "prometheus.yml").read_text()
+    assert "/etc/prometheus/rules/alerts.yml" in text
+    (tmp_path / "prometheus.yml").write_text(
+        text.replace("/etc/prometheus/rules/alerts.yml", str(ALERTS))
+    )
+    proc = _run(binary("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    config = yaml.safe_load(text)
+    assert next(j["job_name"] for j in config["scrape_configs"]) == "retrieval-monitor"
