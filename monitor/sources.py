@@ -80,6 +80,12 @@ _I64_MAX = int(np.iinfo(np.int64).max)
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _DATE_VALUE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
 _CACHE_MAX_FILES = 65_536
+# pyarrow reports undecodable pages as a bare OSError (no errno); these words tell them from I/O.
+_CORRUPT = re.compile(
+    r"deserializ|thrift|corrupt|magic|truncat|unexpected end|page header|decompress|invalid|"
+    r"out of bounds|exceeds|premature|snappy|zstd|lz4|gzip|brotli",
+    re.IGNORECASE,
+)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -381,7 +387,8 @@ def _translate(exc: BaseException, path: str, doing: str) -> SourceError:
             path=path,
             hint="the file was removed or renamed during the read; retry, or check the producer",
         )
-    if isinstance(exc, pa.ArrowException | ValueError | EOFError):
+    decoding = isinstance(exc, OSError) and exc.errno is None and _CORRUPT.search(text) is not None
+    if decoding or isinstance(exc, pa.ArrowException | ValueError | EOFError):
         return CorruptFileError(
             f"cannot be read as parquet while {doing}: {text}",
             path=path,

@@ -1,0 +1,579 @@
+"""Parquet sources: real files written in ``tmp_path``; every bad input gets a named error."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from monitor import sources
+from monitor.errors import (
+    BadValuesError,
+    CorruptFileError,
+    SchemaError,
+    SourceNotFoundError,
+    SourcePermissionError,
+)
+from monitor.sources import (
+    OutcomeSpec,
+    OutcomeWindow,
+    ScoreSpec,
+    Window,
+    latest_timestamp,
+    pair_outcomes,
+    read_outcomes,
+    read_scores,
+    write_parquet,
+)
+
+T0 = datetime(2026, 11, 30, tzinfo=UTC)
+DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_cache() -> None:
+    sources.clear_cache()
+
+
+def _ts(*moments: datetime) -> np.ndarray:
+    return np.array([m.replace(tzinfo=None) for m in moments], dtype="datetime64[us]")
+
+
+def _scores(path: Path, moments: list[datetime], values: list[float], **extra: object) -> None:
+    write_parquet(path, {"timestamp": _ts(*moments), "score": np.array(values), **extra})  # type: ignore[dict-item]
+
+
+def _garble(path: Path, *, keep_stat: bool = False) -> None:
+    """Overwrite a file with bytes that are not parquet (same size and mtime when asked)."""
+    stat = path.stat()
+    path.write_bytes(b"\x00" * stat.st_size)
+    if keep_stat:
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+
+# --- Window and specs -----------------------------------------------------------------------------
+
+
+def test_window_iv() -> None:
+    with pytest.raises(ValueError, match=r"`start` must be timezone-aware .* got naive 2026-11-30"):
+        Window(datetime(2026, 11, 30), T0 + DAY)
+    with pytest.raises(ValueError, match=r"`end` must be a datetime; got '2026'"):
+        Window(T0, "2026")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"`start` must be before `end`; got \[2026-11-30"):
+        Window(T0, T0)
+    berlin = timezone(timedelta(hours=1))
+    w = Window(datetime(2026, 11, 30, 1, tzinfo=berlin), T0 + HOUR)
+    assert w.start == T0
+    assert w.start.tzinfo is UTC
+    assert w.end_ns - w.start_ns == 3_600 * 10**9
+
+
+def test_spec_iv() -> None:
+    with pytest.raises(ValueError, match=r"`timestamp_unit` must be one of .* got 'h'"):
+        ScoreSpec("x", timestamp_unit="h")  # type: ignore[arg-type]
+    with pytest.raises(
+        ValueError, match=r"`max_invalid_share` must be a number in \[0, 1\]; got 2"
+    ):
+        OutcomeSpec("x", max_invalid_share=2)
+    with pytest.raises(ValueError, match=r"`path` must be a non-empty string; got ''"):
+        ScoreSpec("")
+    with pytest.raises(ValueError, match=r"`query_column` must be a non-empty string; got ''"):
+        OutcomeSpec("x", query_column="")
+
+
+# --- Layouts --------------------------------------------------------------------------------------
+
+
+def test_single_file_half_open_window(tmp_path: Path) -> None:
+    f = tmp_path / "s.parquet"
+    w = Window(T0, T0 + DAY)
+    moments = [T0 - timedelta(microseconds=1), T0, T0 + HOUR, T0 + DAY - timedelta(microseconds=1)]
+    moments.append(T0 + DAY)  # exactly at `end`: excluded
+    _scores(f, moments, [0.1, 0.2, 0.3, 0.4, 0.5])
+    got = read_scores(ScoreSpec(str(f)), w, with_timestamps=True)
+    np.testing.assert_array_equal(got.values, [0.2, 0.3, 0.4])
+    assert got.values.dtype == np.float64
+    assert got.rows == 3
+    assert (got.dropped_nan, got.dropped_inf, got.dropped_null) == (0, 0, 0)
+    assert got.newest_timestamp == T0 + DAY
+    assert got.files_read == 1
+    assert got.timestamps is not None
+    expected = [sources._to_ns(m) for m in moments[1:4]]
+    np.testing.assert_array_equal(got.timestamps, expected)
+    assert latest_timestamp(ScoreSpec(str(f))) == T0 + DAY
+
+
+def test_many_row_groups_match_a_plain_mask(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    n = 5_000
+    offsets = np.sort(rng.integers(0, 3 * 86_400 * 10**6, n))
+    stamps = np.datetime64(T0.replace(tzinfo=None), "us") + offsets.astype("timedelta64[us]")
+    values = rng.random(n)
+    write_parquet(
+        tmp_path / "a.parquet", {"timestamp": stamps, "score": values}, row_group_size=300
+    )
+    w = Window(T0 + 13 * HOUR, T0 + 2 * DAY + 5 * HOUR)
+    got = read_scores(ScoreSpec(str(tmp_path)), w)
+    lo, hi = np.datetime64(w.start.replace(tzinfo=None)), np.datetime64(w.end.replace(tzinfo=None))
+    np.testing.assert_array_equal(got.values, values[(stamps >= lo) & (stamps < hi)])
+
+
+def test_directory_is_recursive_and_skips_hidden_and_underscore(tmp_path: Path) -> None:
+    _scores(tmp_path / "a" / "1.parquet", [T0], [1.0])
+    _scores(tmp_path / "a" / "b" / "2.parquet", [T0 + HOUR], [2.0])
+    (tmp_path / "_SUCCESS").write_text("")
+    (tmp_path / "a" / ".1.parquet.crc").write_bytes(b"junk")
+    (tmp_path / "_temporary").mkdir()
+    (tmp_path / "_temporary" / "part.parquet").write_bytes(b"half-written")
+    (tmp_path / ".staging").mkdir()
+    (tmp_path / ".staging" / "part.parquet").write_bytes(b"junk")
+    got = read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY))
+    np.testing.assert_array_equal(got.values, [1.0, 2.0])
+    assert got.files_read == 2
+
+
+def test_glob_and_file_uri(tmp_path: Path) -> None:
+    _scores(tmp_path / "scores-1.parquet", [T0], [1.0])
+    _scores(tmp_path / "scores-2.parquet", [T0 + HOUR], [2.0])
+    _scores(tmp_path / "other.parquet", [T0], [9.0])
+    w = Window(T0, T0 + DAY)
+    got = read_scores(ScoreSpec(str(tmp_path / "scores-*.parquet")), w)
+    np.testing.assert_array_equal(got.values, [1.0, 2.0])
+    got = read_scores(ScoreSpec(f"file://{tmp_path}/scores-*.parquet"), w)
+    np.testing.assert_array_equal(got.values, [1.0, 2.0])
+    got = read_scores(ScoreSpec(f"file://{tmp_path}"), w)
+    np.testing.assert_array_equal(np.sort(got.values), [1.0, 2.0, 9.0])
+
+
+def _hive(root: Path, days: int) -> list[Path]:
+    files = []
+    for d in range(days):
+        for h in (0, 12):
+            start = T0 + d * DAY + h * HOUR
+            f = root / f"date={(T0 + d * DAY):%Y-%m-%d}" / f"hour={h:02d}" / "part-0.parquet"
+            _scores(f, [start, start + 30 * timedelta(minutes=1)], [d + h / 100, d + h / 100])
+            files.append(f)
+    return files
+
+
+def test_hive_partitions_outside_the_window_are_never_opened(tmp_path: Path) -> None:
+    files = _hive(tmp_path, 4)  # 2026-11-30 .. 2026-12-03, hours 00 and 12
+    for f in files[:4]:  # the first two days: garbage if anything opened them
+        _garble(f)
+    w = Window(T0 + 2 * DAY, T0 + 3 * DAY)
+    got = read_scores(ScoreSpec(str(tmp_path)), w)
+    np.testing.assert_array_equal(got.values, [2.0, 2.0, 2.12, 2.12])
+    assert got.files_read == 2
+    assert got.newest_timestamp == T0 + 3 * DAY + 12 * HOUR + 30 * timedelta(minutes=1)
+    assert latest_timestamp(ScoreSpec(str(tmp_path))) == got.newest_timestamp
+    # Only the window's two files and the newest partition's file had their footers read.
+    assert sources._FOOTERS.opened == 3
+    # The garbage is real: a window over those days names the file.
+    with pytest.raises(CorruptFileError, match=r"date=2026-11-30/hour=00/part-0.parquet"):
+        read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY))
+
+
+def test_hive_segment_partition_and_year_month_day(tmp_path: Path) -> None:
+    for locale, v in (("en", 1.0), ("de", 2.0)):
+        f = tmp_path / "year=2026" / "month=11" / "day=30" / f"locale={locale}" / "p.parquet"
+        _scores(f, [T0 + HOUR], [v])
+    _scores(
+        tmp_path / "year=2026" / "month=12" / "day=01" / "locale=en" / "p.parquet",
+        [T0 + DAY],
+        [3.0],
+    )
+    spec = ScoreSpec(str(tmp_path), segment_column="locale")
+    got = read_scores(spec, Window(T0, T0 + DAY))
+    assert got.segment_names == ("de", "en")
+    assert {k: v.tolist() for k, v in got.by_segment().items()} == {"de": [2.0], "en": [1.0]}
+    assert got.files_read == 2
+
+
+def test_misfiled_partition_is_an_error_unless_pruning_is_off(tmp_path: Path) -> None:
+    _scores(tmp_path / "date=2026-11-30" / "p.parquet", [T0 + HOUR, T0 + DAY + HOUR], [1.0, 2.0])
+    w = Window(T0, T0 + 2 * DAY)
+    with pytest.raises(SchemaError, match=r"outside its partition date=2026-11-30") as info:
+        read_scores(ScoreSpec(str(tmp_path)), w)
+    assert "prune_partitions" in str(info.value)
+    got = read_scores(ScoreSpec(str(tmp_path), prune_partitions=False), w)
+    np.testing.assert_array_equal(got.values, [1.0, 2.0])
+
+
+def test_footer_cache_means_out_of_window_files_are_not_reopened(tmp_path: Path) -> None:
+    for d in range(3):
+        _scores(tmp_path / f"scores-{d}.parquet", [T0 + d * DAY], [float(d)])
+    spec = ScoreSpec(str(tmp_path))
+    assert read_scores(spec, Window(T0 + 2 * DAY, T0 + 3 * DAY)).values.tolist() == [2.0]
+    _garble(tmp_path / "scores-0.parquet", keep_stat=True)  # same path, size and mtime
+    assert read_scores(spec, Window(T0 + 2 * DAY, T0 + 3 * DAY)).values.tolist() == [2.0]
+    assert sources._FOOTERS.opened == 3
+    sources.clear_cache()
+    with pytest.raises(CorruptFileError, match=r"scores-0.parquet: cannot be read as parquet"):
+        read_scores(spec, Window(T0 + 2 * DAY, T0 + 3 * DAY))
+
+
+# --- Timestamps and types -------------------------------------------------------------------------
+
+
+def test_mixed_units_timezones_and_float_widths(tmp_path: Path) -> None:
+    moment = T0 + HOUR
+    tables = {
+        "s.parquet": pa.table(
+            {
+                "timestamp": pa.array([int(moment.timestamp())], pa.timestamp("s")),
+                "score": pa.array([1.0], pa.float32()),
+            }
+        ),
+        "ms_berlin.parquet": pa.table(
+            {
+                "timestamp": pa.array(
+                    [int(moment.timestamp()) * 1000], pa.timestamp("ms", "Europe/Berlin")
+                ),
+                "score": pa.array([2.0], pa.float64()),
+            }
+        ),
+        "ns_naive.parquet": pa.table(
+            {
+                "timestamp": pa.array([int(moment.timestamp()) * 10**9], pa.timestamp("ns")),
+                "score": pa.array([3.0], pa.float16()),
+            }
+        ),
+        "int96.parquet": pa.table(
+            {
+                "timestamp": pa.array([int(moment.timestamp()) * 10**6], pa.timestamp("us")),
+                "score": pa.array([4], pa.int64()),
+            }
+        ),
+    }
+    for name, table in tables.items():
+        pq.write_table(
+            table, tmp_path / name, use_deprecated_int96_timestamps=name.startswith("int96")
+        )
+    got = read_scores(ScoreSpec(str(tmp_path)), Window(moment, moment + HOUR), with_timestamps=True)
+    assert sorted(got.values.tolist()) == [1.0, 2.0, 3.0, 4.0]
+    assert got.timestamps is not None
+    assert set(got.timestamps.tolist()) == {sources._to_ns(moment)}
+    assert got.newest_timestamp == moment
+    empty = read_scores(
+        ScoreSpec(str(tmp_path)), Window(moment + timedelta(seconds=1), moment + HOUR)
+    )
+    assert empty.rows == 0
+
+
+@pytest.mark.parametrize("unit", ["s", "ms", "us", "ns"])
+def test_integer_epoch_columns(tmp_path: Path, unit: str) -> None:
+    per_s = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+    start = int(T0.timestamp()) * per_s
+    write_parquet(
+        tmp_path / "e.parquet",
+        {"ts": np.array([start - 1, start, start + per_s], dtype=np.int64), "score": np.ones(3)},
+    )
+    spec = ScoreSpec(str(tmp_path), timestamp_column="ts", timestamp_unit=unit)  # type: ignore[arg-type]
+    got = read_scores(spec, Window(T0, T0 + timedelta(seconds=1)))
+    assert got.rows == 1
+    with pytest.raises(SchemaError, match=r"'ts': is an integer column .* no `timestamp_unit`"):
+        read_scores(ScoreSpec(str(tmp_path), timestamp_column="ts"), Window(T0, T0 + DAY))
+
+
+def test_file_without_statistics_is_read_correctly(tmp_path: Path) -> None:
+    table = pa.table({"timestamp": pa.array(_ts(T0, T0 + DAY)), "score": pa.array([1.0, 2.0])})
+    pq.write_table(table, tmp_path / "nostats.parquet", write_statistics=False)
+    got = read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY))
+    assert got.values.tolist() == [1.0]
+    assert got.newest_timestamp == T0 + DAY
+
+
+@settings(max_examples=25)
+@given(
+    offsets=st.lists(st.integers(-5_000, 5_000), min_size=0, max_size=40),
+    lo=st.integers(-6_000, 6_000),
+    width=st.integers(1, 6_000),
+    rg=st.integers(1, 8),
+)
+def test_window_selection_matches_numpy(
+    tmp_path_factory: pytest.TempPathFactory, offsets: list[int], lo: int, width: int, rg: int
+) -> None:
+    root = tmp_path_factory.mktemp("prop")
+    base = np.datetime64(T0.replace(tzinfo=None), "ms")
+    stamps = base + np.array(offsets, dtype="timedelta64[ms]")
+    values = np.arange(len(offsets), dtype=np.float64)
+    write_parquet(root / "p.parquet", {"timestamp": stamps, "score": values}, row_group_size=rg)
+    w = Window(T0 + timedelta(milliseconds=lo), T0 + timedelta(milliseconds=lo + width))
+    got = read_scores(ScoreSpec(str(root)), w)
+    offs = np.array(offsets, dtype=np.int64)
+    np.testing.assert_array_equal(got.values, values[(offs >= lo) & (offs < lo + width)])
+
+
+# --- Bad input ------------------------------------------------------------------------------------
+
+
+def test_missing_path_glob_and_empty_directory(tmp_path: Path) -> None:
+    w = Window(T0, T0 + DAY)
+    with pytest.raises(SourceNotFoundError, match=r"nope: no such file or directory"):
+        read_scores(ScoreSpec(str(tmp_path / "nope")), w)
+    with pytest.raises(SourceNotFoundError, match=r"the glob matches no file"):
+        read_scores(ScoreSpec(str(tmp_path / "*.parquet")), w)
+    with pytest.raises(SourceNotFoundError, match=r"the glob's directory"):
+        latest_timestamp(ScoreSpec(str(tmp_path / "nope" / "*.parquet")))
+    empty = read_scores(ScoreSpec(str(tmp_path)), w)
+    assert (empty.rows, empty.values.size, empty.newest_timestamp) == (0, 0, None)
+
+
+def test_missing_column_names_the_columns_found(tmp_path: Path) -> None:
+    _scores(tmp_path / "s.parquet", [T0], [1.0])
+    with pytest.raises(SchemaError, match=r"s.parquet: column 'top1'.*found: 'timestamp', 'score'"):
+        read_scores(ScoreSpec(str(tmp_path), score_column="top1"), Window(T0, T0 + DAY))
+    with pytest.raises(SchemaError, match=r"column 'locale': the segment column is missing"):
+        read_scores(ScoreSpec(str(tmp_path), segment_column="locale"), Window(T0, T0 + DAY))
+    with pytest.raises(SchemaError, match=r"column 'when': the timestamp column is missing"):
+        latest_timestamp(ScoreSpec(str(tmp_path), timestamp_column="when"))
+
+
+def test_wrong_types_are_schema_errors(tmp_path: Path) -> None:
+    _scores(tmp_path / "good.parquet", [T0], [1.0])
+    write_parquet(tmp_path / "bad.parquet", {"timestamp": _ts(T0), "score": np.array(["0.5"])})
+    with pytest.raises(SchemaError, match=r"bad.parquet: column 'score': has type string"):
+        read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY))
+    write_parquet(
+        tmp_path / "t" / "x.parquet", {"timestamp": np.array(["2026"]), "score": np.array([1.0])}
+    )
+    with pytest.raises(SchemaError, match=r"'timestamp': has type string; expected a timestamp"):
+        read_scores(ScoreSpec(str(tmp_path / "t")), Window(T0, T0 + DAY))
+
+
+def test_corrupt_and_truncated_files_are_named(tmp_path: Path) -> None:
+    _scores(tmp_path / "a" / "ok.parquet", [T0], [1.0])
+    (tmp_path / "a" / "notes.parquet").write_text("this is not parquet")
+    with pytest.raises(CorruptFileError, match=r"notes.parquet: cannot be read as parquet"):
+        read_scores(ScoreSpec(str(tmp_path / "a")), Window(T0, T0 + DAY))
+    full = tmp_path / "full.parquet"
+    _scores(full, [T0] * 1000, list(np.linspace(0, 1, 1000)))
+    data = full.read_bytes()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "cut.parquet").write_bytes(data[: len(data) // 2])
+    with pytest.raises(CorruptFileError, match=r"cut.parquet: cannot be read as parquet") as info:
+        read_scores(ScoreSpec(str(tmp_path / "b")), Window(T0, T0 + DAY))
+    assert "rewrite it" in str(info.value)
+    # A footer intact but a data page broken: found when the row group is read.
+    broken = bytearray(data)
+    broken[4:200] = b"\xff" * 196
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "pages.parquet").write_bytes(bytes(broken))
+    with pytest.raises(CorruptFileError, match=r"pages.parquet: cannot be read as parquet while"):
+        read_scores(ScoreSpec(str(tmp_path / "c")), Window(T0, T0 + DAY))
+
+
+_LANDLOCK_READ = """
+import ctypes, json, sys
+from datetime import UTC, datetime, timedelta
+from monitor import sources
+from monitor.errors import SourceError
+libc = ctypes.CDLL(None, use_errno=True)
+# Landlock: from here on this process may not open any file for reading, root included.
+attr = (ctypes.c_uint64 * 3)(1 << 2, 0, 0)   # handled_access_fs = READ_FILE
+fd = libc.syscall(444, ctypes.byref(attr), ctypes.c_size_t(8), ctypes.c_uint32(0))
+if fd < 0 or libc.prctl(38, 1, 0, 0, 0) != 0 or libc.syscall(446, fd, 0) != 0:
+    print(json.dumps({"skip": "landlock unavailable"}))
+    sys.exit(0)
+t0 = datetime(2026, 11, 30, tzinfo=UTC)
+try:
+    sources.read_scores(sources.ScoreSpec(sys.argv[1]), sources.Window(t0, t0 + timedelta(days=1)))
+    print(json.dumps({"error": None}))
+except SourceError as exc:
+    print(json.dumps({"error": type(exc).__name__, "message": str(exc)}))
+"""
+
+
+def test_permission_denied_names_the_file(tmp_path: Path) -> None:
+    f = tmp_path / "s.parquet"
+    _scores(f, [T0], [1.0])
+    if os.geteuid() != 0:
+        f.chmod(0)
+        with pytest.raises(SourcePermissionError, match=r"s.parquet: permission denied"):
+            read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY))
+        return
+    # Root reads any mode-000 file, so deny with a Landlock sandbox in a child process instead.
+    out = subprocess.run(
+        [sys.executable, "-c", _LANDLOCK_READ, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
+    ).stdout
+    result = json.loads(out)
+    if "skip" in result:
+        pytest.skip("running as root and the kernel has no Landlock to deny a read")
+    assert result["error"] == "SourcePermissionError"
+    assert "s.parquet: permission denied" in result["message"]
+    assert "grant the monitor's user read access" in result["message"]
+
+
+def test_nan_inf_null_are_counted_and_too_many_is_an_error(tmp_path: Path) -> None:
+    n = 1000
+    stamps = np.full(n, np.datetime64(T0.replace(tzinfo=None), "us"))
+    values = np.linspace(0.0, 1.0, n)
+    values[:3] = np.nan
+    values[3:5] = np.inf
+    values[5] = -np.inf
+    score = pa.array(values, mask=np.arange(n) == 10)
+    seg = pa.array(["en"] * (n - 1) + [None])
+    pq.write_table(
+        pa.table({"timestamp": pa.array(stamps), "score": score, "locale": seg}),
+        tmp_path / "v.parquet",
+    )
+    w = Window(T0, T0 + DAY)
+    got = read_scores(ScoreSpec(str(tmp_path), segment_column="locale"), w)
+    assert (got.rows, got.dropped_nan, got.dropped_inf, got.dropped_null) == (n, 3, 3, 2)
+    assert got.values.size == n - 8
+    assert np.isfinite(got.values).all()
+    assert got.segment_codes is not None
+    assert got.segment_names == ("en",)
+    with pytest.raises(
+        BadValuesError, match=r"8 of 1000 score rows .* \(null: 2, NaN: 3, inf: 3\), 0.80%"
+    ) as info:
+        read_scores(ScoreSpec(str(tmp_path), segment_column="locale", max_invalid_share=0.005), w)
+    assert "v.parquet" in str(info.value)
+    assert info.value.column == "score"
+
+
+def test_empty_window_reports_bounds_and_newest(tmp_path: Path) -> None:
+    _scores(tmp_path / "s.parquet", [T0 - DAY], [1.0])
+    w = Window(T0, T0 + DAY)
+    got = read_scores(ScoreSpec(str(tmp_path), segment_column=None), w, with_timestamps=True)
+    assert got.values.shape == (0,)
+    assert got.timestamps is not None
+    assert got.timestamps.shape == (0,)
+    assert (got.rows, got.files_read, got.window) == (0, 0, w)
+    assert got.newest_timestamp == T0 - DAY
+
+
+def test_by_segment_needs_a_segment_column(tmp_path: Path) -> None:
+    _scores(tmp_path / "s.parquet", [T0, T0], [1.0, 2.0], locale=np.array(["b", "a"]))
+    got = read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY))
+    with pytest.raises(ValueError, match=r"by_segment\(\) needs a `segment_column`"):
+        got.by_segment()
+    seg = read_scores(ScoreSpec(str(tmp_path), segment_column="locale"), Window(T0, T0 + DAY))
+    assert {k: v.tolist() for k, v in seg.by_segment().items()} == {"a": [2.0], "b": [1.0]}
+
+
+# --- Outcomes and pairing -------------------------------------------------------------------------
+
+
+def _outcomes(path: Path, rows: Sequence[tuple[datetime, object, float]], **extra: object) -> None:
+    moments, qids, values = zip(*rows, strict=True)
+    q = pa.array(list(qids))
+    table = pa.table(
+        {"timestamp": pa.array(_ts(*moments)), "query_id": q, "outcome": pa.array(values), **extra}
+    )
+    pq.write_table(table, path)
+
+
+def test_outcomes_average_repeats_and_pair_by_query(tmp_path: Path) -> None:
+    ref_w, cur_w = Window(T0, T0 + DAY), Window(T0 + DAY, T0 + 2 * DAY)
+    _outcomes(
+        tmp_path / "ref.parquet",
+        [(T0, 1, 0.5), (T0 + HOUR, 1, 0.7), (T0, 2, 0.4), (T0, 3, 0.9), (T0, None, 0.1)],
+    )
+    _outcomes(
+        tmp_path / "cur.parquet",
+        [(T0 + DAY, 1, 0.2), (T0 + DAY, 2, 0.3), (T0 + DAY, 2, 0.5), (T0 + DAY, 4, 1.0)],
+    )
+    spec = OutcomeSpec(str(tmp_path), max_invalid_share=0.25)
+    ref, cur = read_outcomes(spec, ref_w), read_outcomes(spec, cur_w)
+    assert ref.query_ids.tolist() == ["1", "2", "3"]
+    np.testing.assert_allclose(ref.outcomes, [0.6, 0.4, 0.9])
+    assert ref.counts.tolist() == [2, 1, 1]
+    assert (ref.rows, ref.dropped_null_query) == (5, 1)
+    assert ref.newest_timestamp == T0 + DAY
+    paired = pair_outcomes(ref, cur)
+    assert paired.query_ids.tolist() == ["1", "2"]
+    np.testing.assert_allclose(paired.reference, [0.6, 0.4])
+    np.testing.assert_allclose(paired.current, [0.2, 0.4])
+    assert paired.reference_counts.tolist() == [2, 1]
+    assert paired.current_counts.tolist() == [1, 2]
+    assert (paired.only_reference, paired.only_current) == (1, 1)
+    assert paired.only_reference_ids.tolist() == ["3"]
+    assert paired.only_current_ids.tolist() == ["4"]
+    assert paired.coverage == pytest.approx(2 / 3)
+    with pytest.raises(BadValuesError, match=r"1 of 5 outcome rows .*null query id: 1"):
+        read_outcomes(OutcomeSpec(str(tmp_path)), ref_w)
+
+
+def test_outcome_pairing_by_segment_and_string_ids(tmp_path: Path) -> None:
+    rows = [(T0, "q1", 0.1), (T0, "q1", 0.3), (T0, "q2", 0.5), (T0, "q1", 0.9)]
+    _outcomes(tmp_path / "r.parquet", rows, locale=pa.array(["en", "en", "en", "de"]))
+    rows = [(T0 + DAY, "q1", 0.0), (T0 + DAY, "q1", 1.0), (T0 + DAY, "q3", 1.0)]
+    _outcomes(tmp_path / "c.parquet", rows, locale=pa.array(["en", "de", "de"]))
+    spec = OutcomeSpec(str(tmp_path), segment_column="locale")
+    ref = read_outcomes(spec, Window(T0, T0 + DAY))
+    cur = read_outcomes(spec, Window(T0 + DAY, T0 + 2 * DAY))
+    assert ref.segments is not None
+    assert list(zip(ref.segments.tolist(), ref.query_ids.tolist(), strict=True)) == [
+        ("de", "q1"),
+        ("en", "q1"),
+        ("en", "q2"),
+    ]
+    np.testing.assert_allclose(ref.outcomes, [0.9, 0.2, 0.5])
+    paired = pair_outcomes(ref, cur)
+    assert paired.segments is not None
+    assert paired.segments.tolist() == ["de", "en"]
+    np.testing.assert_allclose(paired.current - paired.reference, [0.1, -0.2])
+    parts = paired.by_segment()
+    assert sorted(parts) == ["de", "en"]
+    assert (parts["de"].only_reference, parts["de"].only_current, parts["de"].coverage) == (
+        0,
+        1,
+        1.0,
+    )
+    assert (parts["en"].only_reference, parts["en"].only_current, parts["en"].coverage) == (
+        1,
+        0,
+        0.5,
+    )
+    plain = read_outcomes(OutcomeSpec(str(tmp_path)), Window(T0, T0 + DAY))
+    with pytest.raises(ValueError, match=r"must both have segments or both have none"):
+        pair_outcomes(plain, cur)
+    with pytest.raises(ValueError, match=r"by_segment\(\) needs a `segment_column`"):
+        pair_outcomes(plain, plain).by_segment()
+
+
+def test_pairing_empty_windows_has_zero_coverage(tmp_path: Path) -> None:
+    _outcomes(tmp_path / "r.parquet", [(T0, "q1", 0.1)])
+    spec = OutcomeSpec(str(tmp_path))
+    empty = read_outcomes(spec, Window(T0 + DAY, T0 + 2 * DAY))
+    assert isinstance(empty, OutcomeWindow)
+    assert (empty.rows, empty.query_ids.size, empty.outcomes.size) == (0, 0, 0)
+    paired = pair_outcomes(empty, read_outcomes(spec, Window(T0, T0 + DAY)))
+    assert (paired.pairs, paired.only_reference, paired.only_current, paired.coverage) == (
+        0,
+        0,
+        1,
+        0.0,
+    )
+
+
+def test_outcome_columns_are_type_checked(tmp_path: Path) -> None:
+    pq.write_table(
+        pa.table(
+            {
+                "timestamp": pa.array(_ts(T0)),
+                "query_id": pa.array([1.5]),
+                "outcome": pa.array([0.5]),
+            }
+        ),
+        tmp_path / "o.parquet",
+    )
+    with pytest.raises(SchemaError, match=r"'query_id': has type double; the query id column"):
+        read_outcomes(OutcomeSpec(str(tmp_path)), Window(T0, T0 + DAY))
