@@ -1,0 +1,35 @@
+"""Compose demo: write a synthetic world ending now, then exec ``monitor run`` on it.
+
+Environment: ``WORLD_DIR`` (default /var/lib/retrieval-monitor/world), ``SCENARIO`` (a name in
+``monitor.simulate.SCENARIOS``, default ``abrupt_decay``), ``DAYS`` of history (default 17: the
+scenarios' change happens at day 15, so the first check already sees it), ``SEED`` (default 7),
+``LISTEN`` (default 0.0.0.0:9464), ``SCHEDULE`` (default 5m).
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import UTC, datetime, timedelta
+
+from monitor.simulate import SCENARIOS, write_world
+
+
+def main() -> None:
+    end = datetime.now(UTC).replace(microsecond=0)
+    days = int(os.environ.get("DAYS", "17"))
+    world = write_world(
+        os.environ.get("WORLD_DIR", "/var/lib/retrieval-monitor/world"),
+        SCENARIOS[os.environ.get("SCENARIO", "abrupt_decay")],
+        start=end - timedelta(days=days),
+        end=end,
+        seed=int(os.environ.get("SEED", "7")),
+        monitor_name=os.environ.get("MONITOR_NAME", "demo"),
+        schedule=os.environ.get("SCHEDULE", "5m"),
+        listen=os.environ.get("LISTEN", "0.0.0.0:9464"),
+    )
+    print(f"demo world {world.scenario.name} written to {world.directory}", flush=True)
+    os.execvp("monitor", ["monitor", "run", "--config", str(world.config_path)])
+
+
+if __name__ == "__main__":
+    main()

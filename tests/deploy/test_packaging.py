@@ -1,0 +1,184 @@
+"""Static checks of the container, compose, systemd and Kubernetes artefacts."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.deploy.contract import ALERTS, REPO
+
+DEPLOY = REPO / "deploy"
+
+
+def _instructions(text: str) -> list[tuple[str, str]]:
+    """Dockerfile instructions (continuation lines joined), as ``(KEYWORD, rest)``."""
+    joined = re.sub(r"\\\n\s*", " ", text)
+    out = []
+    for line in joined.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            keyword, _, rest = line.partition(" ")
+            out.append((keyword.upper(), rest.strip()))
+    return out
+
+
+def test_dockerfile() -> None:
+    ins = _instructions((DEPLOY / "docker" / "Dockerfile").read_text())
+    args = dict(rest.split("=", 1) for kw, rest in ins if kw == "ARG" and "=" in rest)
+    base = args["PYTHON_IMAGE"]
+    assert re.fullmatch(r"python:\d+\.\d+\.\d+-slim-\w+(@sha256:[0-9a-f]{64})?", base), base
+    users = [rest for kw, rest in ins if kw == "USER"]
+    assert users, "no USER"
+    assert users[-1].split(":")[0] not in {"root", "0"}
+    entry = [rest for kw, rest in ins if kw == "ENTRYPOINT"]
+    assert len(entry) == 1
+    assert isinstance(json.loads(entry[0]), list), "ENTRYPOINT must be exec form"
+    (health,) = [rest for kw, rest in ins if kw == "HEALTHCHECK"]
+    assert "/healthz" in health
+    assert "CMD [" in health
+
+
+def test_compose_services_and_mounts() -> None:
+    path = DEPLOY / "docker" / "compose.yml"
+    compose: dict[str, Any] = yaml.safe_load(path.read_text())
+    services = compose["services"]
+    assert set(services) == {"monitor", "prometheus", "alertmanager", "grafana"}
+    for name, svc in services.items():
+        if "image" in svc and name != "monitor":
+            assert re.search(r":v?\d+\.\d+\.\d+$", svc["image"]), f"{name} image not pinned"
+        for volume in svc.get("volumes", []):
+            source = volume.split(":")[0]
+            if source.startswith("."):
+                assert (path.parent / source).resolve().exists(), f"{name}: {source} missing"
+    assert services["monitor"]["build"]["dockerfile"] == "deploy/docker/Dockerfile"
+    assert (path.parent / services["monitor"]["build"]["context"]).resolve() == REPO
+    prom = yaml.safe_load((DEPLOY / "prometheus" / "prometheus.yml").read_text())
+    targets = [
+        t for job in prom["scrape_configs"] for c in job["static_configs"] for t in c["targets"]
+    ]
+    assert "monitor:9464" in targets
+    assert services["monitor"]["environment"]["LISTEN"].endswith(":9464")
+
+
+def test_demo_world_script_names_a_real_scenario() -> None:
+    spec = importlib.util.find_spec("monitor.simulate")
+    if spec is None:  # pragma: no cover - the simulator is part of the package
+        pytest.fail("monitor.simulate is missing")
+    from monitor.simulate import SCENARIOS
+
+    text = (DEPLOY / "docker" / "demo_world.py").read_text()
+    default = re.search(r'"SCENARIO", "(\w+)"', text)
+    assert default is not None
+    assert default.group(1) in SCENARIOS
+    compose = yaml.safe_load((DEPLOY / "docker" / "compose.yml").read_text())
+    env = compose["services"]["monitor"]["environment"]["SCENARIO"]
+    assert env.split(":-")[1].rstrip("}") in SCENARIOS
+
+
+def _unit() -> dict[str, dict[str, list[str]]]:
+    sections: dict[str, dict[str, list[str]]] = {}
+    current = ""
+    for line in (DEPLOY / "systemd" / "retrieval-monitor.service").read_text().splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("["):
+            current = line.strip("[]")
+            sections[current] = {}
+        else:
+            key, _, value = line.partition("=")
+            sections[current].setdefault(key, []).append(value)
+    return sections
+
+
+def _seconds(value: str) -> int:
+    units = {"min": 60, "s": 1, "h": 3600}
+    m = re.fullmatch(r"(\d+)(min|s|h)?", value)
+    assert m, value
+    return int(m.group(1)) * units[m.group(2) or "s"]
+
+
+def test_systemd_unit_is_hardened() -> None:
+    service = _unit()["Service"]
+    for key, value in {
+        "DynamicUser": "yes",
+        "ProtectSystem": "strict",
+        "StateDirectory": "retrieval-monitor",
+        "NoNewPrivileges": "yes",
+        "Restart": "on-failure",
+    }.items():
+        assert service[key] == [value], key
+    assert service["CapabilityBoundingSet"] == [""]
+    # Longer than the daemon's default shutdown timeout (30 s) that lets a running check finish.
+    assert _seconds(service["TimeoutStopSec"][0]) > 30
+    assert service["ExecStart"][0].endswith(
+        "monitor run --config /etc/retrieval-monitor/config.toml"
+    )
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
+def test_systemd_analyze_verify() -> None:
+    proc = subprocess.run(
+        ["systemd-analyze", "verify", str(DEPLOY / "systemd" / "retrieval-monitor.service")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    problems = [
+        line
+        for line in proc.stderr.splitlines()
+        if line.strip() and "is not executable" not in line  # /opt/... is not installed here
+    ]
+    assert not problems, problems
+
+
+def _manifests() -> dict[str, dict[str, Any]]:
+    docs: dict[str, dict[str, Any]] = {}
+    for path in sorted((DEPLOY / "kubernetes").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") != "Kustomization":
+                docs[doc["kind"]] = doc
+    return docs
+
+
+def test_kubernetes_deployment() -> None:
+    docs = _manifests()
+    assert {"Deployment", "Service", "ServiceMonitor", "PrometheusRule"} <= set(docs)
+    dep = docs["Deployment"]["spec"]
+    assert dep["replicas"] == 1
+    assert dep["strategy"]["type"] == "Recreate"
+    pod = dep["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["allowPrivilegeEscalation"] is False
+    assert sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"]["drop"] == ["ALL"]
+    for probe in ("livenessProbe", "readinessProbe", "startupProbe"):
+        assert container[probe]["httpGet"]["path"] == "/healthz"
+    assert pod["terminationGracePeriodSeconds"] > 30
+    assert docs["Service"]["metadata"]["name"] == "retrieval-monitor"  # the alerts' job label
+    sm = docs["ServiceMonitor"]["spec"]
+    assert sm["selector"]["matchLabels"] == docs["Service"]["metadata"]["labels"]
+    assert sm["endpoints"][0]["port"] == docs["Service"]["spec"]["ports"][0]["name"]
+
+
+def test_prometheusrule_is_generated_from_the_alerts_file() -> None:
+    spec = importlib.util.spec_from_file_location(
+        "generate_prometheusrule", DEPLOY / "kubernetes" / "generate_prometheusrule.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    committed = (DEPLOY / "kubernetes" / "prometheusrule.yaml").read_text()
+    assert committed == module.render(), "stale: run deploy/kubernetes/generate_prometheusrule.py"
+    rule = yaml.safe_load(committed)
+    assert rule["spec"]["groups"] == yaml.safe_load(ALERTS.read_text())["groups"]
