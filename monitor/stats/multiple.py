@@ -27,7 +27,7 @@ def adjust_pvalues(pvalues: ArrayLike, *, method: str = "holm") -> NDArray[np.fl
     method = v.choice(method, "method", METHODS)
     p = v.sample(pvalues, "pvalues")
     if ((p < 0) | (p > 1)).any():
-        bad = p[(p < 0) | (p > 1)][0]
+        bad = float(p[(p < 0) | (p > 1)][0])
         raise StatsInputError(f"`pvalues` must lie in [0, 1]; got {bad!r}.")
     m = p.size
     if method == "bonferroni":

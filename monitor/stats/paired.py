@@ -234,10 +234,21 @@ def _sign_test(d: NDArray[np.float64], alternative: str, tol: float) -> float:
 
 
 def _wilcoxon(d: NDArray[np.float64], alternative: str, tol: float) -> float:
-    """Wilcoxon signed-rank p (``method='auto'``: tie-aware exact/permutation for small n)."""
+    """Wilcoxon signed-rank p as ``scipy.stats.wilcoxon(method='auto')`` on the non-tied d.
+
+    scipy's rule: n > 50 asymptotic; no ties exact; ties and n <= 13 the exact permutation null
+    of the signed midranks (computed here with the sign-flip enumeration, which gives the same
+    p-value far faster than scipy's generic permutation test); otherwise asymptotic.
+    """
     nonzero = d[np.abs(d) > tol]
-    if nonzero.size == 0:
+    n = nonzero.size
+    if n == 0:
         return 1.0
+    magnitude = np.abs(nonzero)
+    tied = np.unique(magnitude).size < n
+    if tied and n <= 13:
+        signed = np.copysign(stats.rankdata(magnitude), nonzero)
+        return _sign_flip(signed, alternative, 2**n, np.random.default_rng(0), None).pvalue
     res = stats.wilcoxon(nonzero, alternative=alternative, method="auto", zero_method="wilcox")
     return float(res.pvalue)
 
@@ -260,7 +271,8 @@ def sign_flip_test(
     2**n <= ``n_resamples`` (p = count / 2**n), otherwise ``n_resamples`` random sign vectors
     (p = (b + 1)/(R + 1), Phipson & Smyth 2010). 'greater' counts T* >= T - g, 'less'
     T* <= T + g, g = 100 eps |T|; two-sided = min(2 min(p_less, p_greater), 1), as
-    ``scipy.stats.permutation_test``. Signs are random bits; each byte of 8 signs indexes a
+    ``scipy.stats.permutation_test``. Signs are random bits (whole 64-bit words of the bit
+    generator per resample, so results do not depend on ``batch``); each byte of 8 signs indexes a
     256-entry table of partial sums, so a resample costs n/8 lookups and memory is bounded by
     ``batch`` resamples at a time. The input is used as given (round it first if it lives on a
     decimal grid).
@@ -299,13 +311,16 @@ def _sign_flip(
     exact = 2**n <= n_resamples
     count = 2**n if exact else n_resamples
     shifts = 8 * np.arange(groups, dtype=np.int64)
+    per_row = -(-groups // 8)
     for start in range(0, count, rows):
         size = min(rows, count - start)
         if exact:
             pattern = np.arange(start, start + size, dtype=np.int64)
             codes = ((pattern[:, None] >> shifts) & 255).astype(np.intp)
         else:
-            codes = gen.integers(0, 256, size=(size, groups), dtype=np.uint8).astype(np.intp)
+            # whole 64-bit words per resample: the stream does not depend on the chunking
+            words = gen.bit_generator.random_raw(size * per_row).reshape(size, per_row)
+            codes = words.view(np.uint8)[:, :groups].astype(np.intp)
         null = 2.0 * plus_sums(codes) - total
         n_greater += int(np.count_nonzero(null >= total - gamma))
         n_less += int(np.count_nonzero(null <= total + gamma))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from scipy import optimize, stats
+from scipy import optimize, special, stats
 
 from monitor.errors import StatsInputError
 from monitor.stats import _validation as v
@@ -60,8 +60,8 @@ def _arl(h: float, k: float, shift: float, states: int) -> float:
     w = h / states
     centres = (np.arange(states) + 0.5) * w
     tops = (np.arange(states) + 1) * w
-    upper = stats.norm.cdf(tops[None, :] - centres[:, None] + k - shift)
-    lower = stats.norm.cdf(tops[None, :] - w - centres[:, None] + k - shift)
+    upper = special.ndtr(tops[None, :] - centres[:, None] + k - shift)
+    lower = special.ndtr(tops[None, :] - w - centres[:, None] + k - shift)
     transition = upper - lower
     transition[:, 0] = upper[:, 0]
     run = np.linalg.solve(np.eye(states) - transition, np.ones(states))

@@ -1,0 +1,55 @@
+"""The public surface of ``monitor.stats``: ``__all__`` and the frozen result types."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+import monitor.stats as ms
+
+EXPECTED = {
+    "ConfidenceInterval",
+    "DriftBaseline",
+    "DriftResult",
+    "KSResult",
+    "PSIResult",
+    "PairedResult",
+    "PermutationResult",
+    "ProportionResult",
+    "TTestResult",
+    "adjust_pvalues",
+    "arl_for_budget",
+    "bca_interval",
+    "build_baseline",
+    "cusum_arl",
+    "cusum_step",
+    "cusum_threshold",
+    "drift_tests",
+    "ks_2samp",
+    "minimum_detectable_effect",
+    "paired_test",
+    "proportion_test",
+    "proportion_test_counts",
+    "psi",
+    "psi_from_counts",
+    "required_sample_size",
+    "sign_flip_test",
+    "z_from_pvalue",
+}
+
+
+def test_all_lists_the_public_names() -> None:
+    assert set(ms.__all__) == EXPECTED
+    assert len(ms.__all__) == len(set(ms.__all__))
+    for name in ms.__all__:
+        assert getattr(ms, name) is not None
+
+
+@pytest.mark.parametrize("name", sorted(n for n in EXPECTED if n[0].isupper()))
+def test_results_are_frozen_slotted_dataclasses(name: str) -> None:
+    cls = getattr(ms, name)
+    assert isinstance(cls, type)
+    assert dataclasses.is_dataclass(cls)
+    assert getattr(cls, "__dataclass_params__").frozen  # noqa: B009
+    assert hasattr(cls, "__slots__")

@@ -1,0 +1,398 @@
+"""PSI, KS and the point-mass test: reference vectors, scipy checks, properties, calibration."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats
+
+from monitor.errors import InsufficientDataError, StatsInputError
+from monitor.stats import (
+    DriftBaseline,
+    build_baseline,
+    drift_tests,
+    ks_2samp,
+    proportion_test,
+    proportion_test_counts,
+    psi,
+    psi_from_counts,
+)
+from monitor.stats.drift import _sorted_quantiles
+
+REL = 1e-9  # _meta.tolerance_policy.closed_form
+
+finite = st.floats(-1e6, 1e6, allow_nan=False, allow_infinity=False)
+# Scores on a coarse grid, so that ties and point masses are common.
+grid = st.integers(0, 12).map(lambda i: i / 4)
+
+
+# ---------------------------------------------------------------------------- reference vectors
+
+
+def test_psi_counts_basic(reference_vectors: dict[str, Any]) -> None:
+    vec = reference_vectors["psi"]["vectors"]["psi_counts_basic"]
+    value = psi_from_counts(vec["ref_counts"], vec["cur_counts"], smoothing=0.0)
+    assert value == pytest.approx(vec["psi"], rel=REL)
+    n_eff = 100 * 100 / 200
+    assert n_eff * value == pytest.approx(vec["chi2_stat"], rel=REL)
+    assert stats.chi2.sf(n_eff * value, 3) == pytest.approx(vec["p_chi2"], rel=REL)
+
+
+def test_psi_empty_bin_sensitivity(reference_vectors: dict[str, Any]) -> None:
+    vec = reference_vectors["psi"]["vectors"]["psi_empty_bin"]
+    ref, cur = vec["ref_counts"], vec["cur_counts"]
+    assert psi_from_counts(ref, cur) == pytest.approx(vec["psi_additive_0.5"], rel=REL)
+    assert psi_from_counts(ref, cur, smoothing=1.0) == pytest.approx(vec["psi_additive_1"], rel=REL)
+    assert psi_from_counts(ref, cur, smoothing=0.0) == np.inf
+
+
+def test_psi_point_mass_and_out_of_range(reference_vectors: dict[str, Any]) -> None:
+    vec = reference_vectors["psi"]["vectors"]["psi_raw_pointmass"]
+    base = build_baseline(vec["ref"], bins=vec["B_requested"])
+    np.testing.assert_array_equal(base.edges, vec["inner_edges_unique"])
+    assert base.n_bins == vec["B_effective"]
+    rc = vec["right_closed"]
+    np.testing.assert_array_equal(base.reference_counts, rc["ref_counts"])
+    res = psi(base, vec["cur"])
+    np.testing.assert_array_equal(res.current_counts, rc["cur_counts"])
+    assert res.statistic == pytest.approx(rc["psi_additive_0.5"], rel=REL)
+    assert res.current_counts.sum() == len(vec["cur"])  # 12.0 > max(ref) is kept, not dropped
+    oor = vec["out_of_range_current"]
+    assert res.out_of_range_rate == (oor["below_ref_min"] + oor["above_ref_max"]) / len(vec["cur"])
+    assert res.empty_bins == 1
+    assert res.empty_reference_bins == 0
+    assert psi(base, vec["cur"], smoothing=0.0).statistic == np.inf
+    assert psi(base, vec["cur"], smoothing=0.0).pvalue == 0.0
+
+
+def test_psi_no_empty_bins(reference_vectors: dict[str, Any]) -> None:
+    vec = reference_vectors["psi"]["tv_no_empty_bins"]
+    base = build_baseline(vec["ref"], bins=5)
+    np.testing.assert_array_equal(base.edges, vec["inner_edges"])
+    res = psi(base, vec["cur"], smoothing=0.0)
+    np.testing.assert_array_equal(res.reference_counts, vec["ref_counts"])
+    np.testing.assert_array_equal(res.current_counts, vec["cur_counts"])
+    assert res.statistic == pytest.approx(vec["psi"], rel=REL)
+    n, m = 20, 10
+    assert res.n_eff == pytest.approx(n * m / (n + m), rel=REL)
+    assert res.noise_floor == pytest.approx(4 * (1 / n + 1 / m), rel=REL)
+    assert res.debiased == max(res.statistic - res.noise_floor, 0.0)
+    assert res.pvalue == pytest.approx(stats.chi2.sf(res.n_eff * res.statistic, 4), rel=REL)
+
+
+@pytest.mark.parametrize("case", range(5))
+def test_psi_null_expectation(reference_vectors: dict[str, Any], case: int) -> None:
+    """Noise floor (B-1)(1/n+1/m) against the simulated null means of the notes (rel 5 %)."""
+    row = reference_vectors["psi"]["null_expectation_simulation"][case]
+    ref = np.arange(row["n"], dtype=float)  # any continuous reference: bins are its deciles
+    base = build_baseline(ref, bins=row["B"])
+    cur = np.linspace(0, row["n"] - 1, row["m"])
+    floor = psi(base, cur).noise_floor
+    assert floor == pytest.approx(row["approx_mean"], rel=1e-12)
+    assert floor == pytest.approx(row["refquantile_bins_add05_mean"], rel=0.05)
+
+
+def test_ks_vectors(reference_vectors: dict[str, Any]) -> None:
+    for name, vec in reference_vectors["ks"]["vectors"].items():
+        if name == "timing_s":
+            continue
+        for method, key in (("exact", "p_exact"), ("asymp", "p_asymp"), ("auto", "p_auto")):
+            res = ks_2samp(vec["x"], vec["y"], method=method)
+            assert res.statistic == pytest.approx(vec["D"], rel=1e-12), name
+            assert res.pvalue == pytest.approx(vec[key], rel=1e-9, abs=1e-12), (name, method)
+            assert res.statistic_location == vec["location"], name
+            assert res.statistic_sign == vec["sign"], name
+
+
+def test_ks_histogram_bound_vector(reference_vectors: dict[str, Any]) -> None:
+    vec = reference_vectors["ks"]["histogram_bound_vector"]
+    base = build_baseline(vec["ref"], bins=4)
+    np.testing.assert_allclose(base.edges, vec["inner_edges"], rtol=1e-12)
+    out = drift_tests(base, vec["cur"])
+    np.testing.assert_array_equal(out.psi.current_counts, vec["cur_counts"])
+    assert out.ks.statistic == pytest.approx(vec["D_exact"], rel=1e-12)
+    assert vec["D_lower_edges"] <= out.ks.statistic <= vec["D_upper"]
+
+
+# ---------------------------------------------------------------------------- against scipy
+
+
+def test_against_scipy_ks_2samp_random() -> None:
+    rng = np.random.default_rng(20261130)
+    for trial in range(120):
+        n, m = int(rng.integers(1, 80)), int(rng.integers(1, 80))
+        x = np.round(rng.normal(size=n), int(rng.integers(0, 3)))
+        y = np.round(rng.normal(0.3 * (trial % 3), size=m), int(rng.integers(0, 3)))
+        for alternative in ("two-sided", "less", "greater"):
+            for method in ("exact", "asymp"):
+                ours = ks_2samp(x, y, alternative=alternative, method=method)
+                ref = stats.ks_2samp(x, y, alternative=alternative, method=method)
+                assert ours.statistic == pytest.approx(ref.statistic, rel=1e-12, abs=1e-15)
+                # Documented tolerance: 1e-9 absolute (exact path counting round-off).
+                assert ours.pvalue == pytest.approx(ref.pvalue, abs=1e-9)
+                _assert_location_attains_d(
+                    x, y, ours.statistic_location, ours.statistic_sign, ours.statistic
+                )
+
+
+def _assert_location_attains_d(
+    x: np.ndarray, y: np.ndarray, loc: float, sign: int, d: float
+) -> None:
+    gap = np.mean(x <= loc) - np.mean(y <= loc)
+    assert sign * gap == pytest.approx(d, abs=1e-12)
+
+
+def test_against_scipy_ks_2samp_large() -> None:
+    rng = np.random.default_rng(7)
+    x, y = rng.normal(size=10_000), rng.normal(0.02, size=9_973)
+    for method in ("exact", "asymp", "auto"):
+        ours, ref = ks_2samp(x, y, method=method), stats.ks_2samp(x, y, method=method)
+        assert ours.statistic == pytest.approx(ref.statistic, rel=1e-12)
+        assert ours.pvalue == pytest.approx(ref.pvalue, abs=1e-9)
+    big = ks_2samp(rng.normal(size=20_000), rng.normal(size=3_000))
+    assert big.method == "asymp"
+
+
+def test_against_numpy_quantile() -> None:
+    rng = np.random.default_rng(3)
+    for _ in range(200):
+        data = np.sort(np.round(rng.normal(size=int(rng.integers(1, 50))), 1))
+        probs = np.arange(1, 10) / 10
+        np.testing.assert_array_equal(_sorted_quantiles(data, probs), np.quantile(data, probs))
+
+
+def test_against_scipy_proportion_z() -> None:
+    # pooled z equals the signed root of the 2x2 chi-square statistic without continuity correction
+    table = np.array([[30, 70], [45, 55]])
+    res = proportion_test_counts(30, 100, 45, 100)
+    chi2, p, _, _ = stats.chi2_contingency(table, correction=False)
+    assert res.statistic**2 == pytest.approx(chi2, rel=1e-12)
+    assert res.pvalue == pytest.approx(p, rel=1e-9)
+    assert res.statistic > 0
+    assert res.difference == pytest.approx(0.15)
+    assert proportion_test_counts(30, 100, 45, 100, alternative="greater").pvalue == pytest.approx(
+        p / 2, rel=1e-9
+    )
+
+
+# ---------------------------------------------------------------------------- behaviour
+
+
+def test_baseline_is_frozen_and_read_only() -> None:
+    base = build_baseline([3.0, 1.0, 2.0, 0.0, 0.0, 5.0])
+    assert isinstance(base, DriftBaseline)
+    for arr in (base.sorted_reference, base.edges, base.reference_counts):
+        assert not arr.flags.writeable
+    assert base.reference_min == 0.0
+    assert base.reference_max == 5.0
+    assert base.n_reference == 6
+    with pytest.raises(AttributeError):
+        base.bins = 3  # type: ignore[misc]
+
+
+def test_psi_paths_agree_and_sorted_input() -> None:
+    rng = np.random.default_rng(11)
+    ref = np.where(rng.random(5_000) < 0.2, 0.0, rng.gamma(2.0, size=5_000))
+    cur = np.where(rng.random(3_000) < 0.3, 0.0, rng.gamma(2.2, size=3_000) + 0.1)
+    base = build_baseline(ref)
+    a = psi(base, cur, tolerance=0.01)
+    b = psi(base, np.sort(cur), tolerance=0.01, assume_sorted=True)
+    c = drift_tests(base, cur, tolerance=0.01)
+    for other in (b, c.psi):
+        np.testing.assert_array_equal(a.current_counts, other.current_counts)
+        assert a.statistic == other.statistic
+        assert a.pvalue == other.pvalue
+        assert a.out_of_range_rate == other.out_of_range_rate
+    assert a.pvalue == pytest.approx(
+        stats.ncx2.sf(a.n_eff * a.statistic, a.n_bins - 1, 0.01 * a.n_eff), rel=1e-12
+    )
+    ks = ks_2samp(ref, cur)
+    assert c.ks == ks
+    # the zero point mass has its own bin (-inf, 0]
+    assert base.edges[0] == 0.0
+    assert base.reference_counts[0] == np.count_nonzero(ref == 0)
+
+
+def test_drift_detects_shift() -> None:
+    rng = np.random.default_rng(5)
+    base = build_baseline(rng.normal(size=20_000))
+    same = drift_tests(base, rng.normal(size=2_000))
+    moved = drift_tests(base, rng.normal(0.3, size=2_000))
+    assert moved.psi.pvalue < 1e-6
+    assert moved.ks.pvalue < 1e-6
+    assert same.psi.pvalue > 1e-3
+    assert same.ks.pvalue > 1e-3
+    assert moved.psi.debiased > same.psi.debiased
+
+
+def test_proportion_test_point_mass() -> None:
+    ref = np.r_[np.zeros(300), np.ones(700)]
+    cur = np.r_[np.zeros(400), np.ones(600)]
+    res = proportion_test(ref, cur, value=0.0, alternative="greater")
+    assert (res.rate_reference, res.rate_current) == (0.3, 0.4)
+    assert res.pvalue < 1e-5
+    flat = proportion_test_counts(0, 10, 0, 20)
+    assert (flat.statistic, flat.pvalue) == (0.0, 1.0)
+
+
+# ---------------------------------------------------------------------------- properties
+
+
+@given(st.lists(grid, min_size=1, max_size=60), st.integers(2, 12))
+def test_psi_of_sample_against_itself_is_zero(values: list[float], bins: int) -> None:
+    base = build_baseline(values, bins=bins)
+    res = psi(base, values)
+    assert res.statistic == pytest.approx(0.0, abs=1e-15)
+    assert res.pvalue == pytest.approx(1.0)
+    assert res.empty_bins == res.empty_reference_bins
+
+
+@given(
+    st.lists(finite, min_size=1, max_size=50),
+    st.lists(finite, min_size=1, max_size=50),
+    st.integers(2, 12),
+    st.floats(0, 0.2),
+)
+def test_psi_properties(ref: list[float], cur: list[float], bins: int, tol: float) -> None:
+    base = build_baseline(ref, bins=bins)
+    res = psi(base, cur, tolerance=tol)
+    assert res.statistic >= 0.0
+    assert 0.0 <= res.pvalue <= 1.0
+    assert res.current_counts.sum() == len(cur)
+    assert base.reference_counts.sum() == len(ref)
+    assert 2 <= res.n_bins <= bins
+    assert 0.0 <= res.out_of_range_rate <= 1.0
+    # symmetric in the two count vectors (Jeffreys divergence)
+    assert psi_from_counts(res.current_counts, res.reference_counts) == pytest.approx(
+        res.statistic, rel=1e-12, abs=1e-15
+    )
+
+
+@given(st.lists(grid, min_size=1, max_size=40), st.lists(grid, min_size=1, max_size=40))
+def test_ks_properties(x: list[float], y: list[float]) -> None:
+    res = ks_2samp(x, y)
+    assert 0.0 <= res.statistic <= 1.0
+    assert 0.0 <= res.pvalue <= 1.0
+    swapped = ks_2samp(y, x)
+    assert swapped.statistic == res.statistic
+    assert ks_2samp(x, x).statistic == 0.0
+    greater = ks_2samp(x, y, alternative="greater").statistic
+    less = ks_2samp(x, y, alternative="less").statistic
+    assert res.statistic == max(greater, less)
+
+
+# ---------------------------------------------------------------------------- calibration
+
+
+@pytest.mark.parametrize(("n", "m", "reps"), [(200, 200, 1500), (20_000, 2_000, 400)])
+def test_psi_pvalue_calibrated_under_null(n: int, m: int, reps: int) -> None:
+    """Rejection rate at 0.05 under H0 within 3 binomial standard errors."""
+    rng = np.random.default_rng(n + m)
+    rejections = 0
+    for _ in range(reps):
+        base = build_baseline(rng.random(n))
+        rejections += psi(base, rng.random(m)).pvalue <= 0.05
+    rate = rejections / reps
+    assert abs(rate - 0.05) <= 3 * np.sqrt(0.05 * 0.95 / reps), rate
+
+
+# ---------------------------------------------------------------------------- validation
+
+
+def test_build_baseline_iv() -> None:
+    with pytest.raises(StatsInputError, match=r"`bins` must be an integer >= 2; got 1\."):
+        build_baseline([1.0, 2.0], bins=1)
+    with pytest.raises(StatsInputError, match="`bins` must be an integer"):
+        build_baseline([1.0, 2.0], bins=2.5)  # type: ignore[arg-type]
+    with pytest.raises(StatsInputError, match="`bins` must be an integer"):
+        build_baseline([1.0, 2.0], bins=True)
+    with pytest.raises(InsufficientDataError, match="`reference` needs at least 1"):
+        build_baseline([])
+    with pytest.raises(StatsInputError, match="`reference` must not contain NaN"):
+        build_baseline([1.0, np.nan])
+    with pytest.raises(StatsInputError, match="`reference` must be 1-D"):
+        build_baseline([[1.0, 2.0]])
+    with pytest.raises(StatsInputError, match="`reference` must be a 1-D array of numbers"):
+        build_baseline(["a", "b"])
+
+
+def test_psi_iv() -> None:
+    base = build_baseline([1.0, 2.0, 3.0])
+    with pytest.raises(StatsInputError, match="`baseline` must be a DriftBaseline"):
+        psi([1.0, 2.0], [1.0])  # type: ignore[arg-type]
+    with pytest.raises(StatsInputError, match=r"`tolerance` must be a finite number in \[0, inf\]"):
+        psi(base, [1.0], tolerance=-0.1)
+    with pytest.raises(StatsInputError, match="`smoothing` must be a finite number"):
+        psi(base, [1.0], smoothing=float("nan"))
+    with pytest.raises(InsufficientDataError, match="`current` needs at least 1"):
+        psi(base, [])
+    with pytest.raises(StatsInputError, match="`current` must not contain NaN or infinite"):
+        psi(base, [1.0, np.inf])
+    with pytest.raises(StatsInputError, match="`current` must be sorted ascending"):
+        psi(base, [2.0, 1.0], assume_sorted=True)
+
+
+def test_psi_from_counts_iv() -> None:
+    with pytest.raises(StatsInputError, match="must have the same length; got 2 and 3"):
+        psi_from_counts([1, 2], [1, 2, 3])
+    with pytest.raises(StatsInputError, match="`reference_counts` must have at least 2 bins"):
+        psi_from_counts([1], [1])
+    with pytest.raises(StatsInputError, match="`current_counts` must be non-negative"):
+        psi_from_counts([1, 2], [1, -2])
+    with pytest.raises(InsufficientDataError, match="`current_counts` holds no observations"):
+        psi_from_counts([1, 2], [0, 0])
+    with pytest.raises(StatsInputError, match="`smoothing` must be a finite number"):
+        psi_from_counts([1, 2], [1, 2], smoothing=-1)
+
+
+def test_ks_2samp_iv() -> None:
+    with pytest.raises(StatsInputError, match=r"`alternative` must be one of \{'two-sided'"):
+        ks_2samp([1.0], [2.0], alternative="both")
+    with pytest.raises(
+        StatsInputError, match=r"`method` must be one of \{'auto', 'exact', 'asymp'\}"
+    ):
+        ks_2samp([1.0], [2.0], method="approx")
+    with pytest.raises(InsufficientDataError, match="`y` needs at least 1"):
+        ks_2samp([1.0], [])
+    with pytest.raises(StatsInputError, match="`x` must not contain NaN"):
+        ks_2samp([np.nan], [1.0])
+    with pytest.raises(StatsInputError, match="`y` must be sorted ascending"):
+        ks_2samp([1.0], [3.0, 2.0], assume_sorted=True)
+
+
+def test_drift_tests_iv() -> None:
+    base = build_baseline([1.0, 2.0, 3.0])
+    with pytest.raises(StatsInputError, match="`baseline` must be a DriftBaseline"):
+        drift_tests(None, [1.0])  # type: ignore[arg-type]
+    with pytest.raises(StatsInputError, match="`tolerance` must be a finite number"):
+        drift_tests(base, [1.0], tolerance=np.inf)
+    with pytest.raises(InsufficientDataError):
+        drift_tests(base, np.array([]))
+
+
+def test_proportion_test_iv() -> None:
+    with pytest.raises(StatsInputError, match="`value` must be a finite number"):
+        proportion_test([0.0], [0.0], value=float("nan"))
+    with pytest.raises(StatsInputError, match="`alternative` must be one of"):
+        proportion_test([0.0], [0.0], alternative="up")
+    with pytest.raises(InsufficientDataError, match="`current` needs at least 1"):
+        proportion_test([0.0], [])
+
+
+def test_proportion_test_counts_iv() -> None:
+    with pytest.raises(
+        StatsInputError, match=r"`k_reference` must be <= `n_reference` \(3\); got 4"
+    ):
+        proportion_test_counts(4, 3, 0, 3)
+    with pytest.raises(StatsInputError, match=r"`k_current` must be <= `n_current` \(3\); got 5"):
+        proportion_test_counts(0, 3, 5, 3)
+    with pytest.raises(StatsInputError, match="`n_current` must be an integer >= 0; got -1"):
+        proportion_test_counts(0, 3, 0, -1)
+    with pytest.raises(InsufficientDataError, match="needs observations on both sides"):
+        proportion_test_counts(0, 0, 0, 3)
+    with pytest.raises(StatsInputError, match="`alternative` must be one of"):
+        proportion_test_counts(0, 3, 0, 3, alternative="two_sided")
