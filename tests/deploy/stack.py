@@ -346,6 +346,15 @@ class Stack:
             log=self.prometheus.log,
         )
 
+    def wait_for_query(self, expr: str, *, timeout: float) -> list[dict[str, Any]]:
+        """Until the instant query ``expr`` returns a non-empty result; returns it."""
+        return wait_for(
+            lambda: self.query(expr),
+            timeout=timeout,
+            what=f"data for {expr}",
+            log=self.prometheus.log,
+        )
+
     def wait_for_alert(
         self, name: str, *, timeout: float, state: str = "firing", **labels: str
     ) -> dict[str, Any]:
