@@ -31,7 +31,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from monitor.config import Config, MonitorConfig
-from monitor.jobs import Runner, utc_now
+from monitor.jobs import Runner, RunRecord, utc_now
 from monitor.schedule import Schedule
 from monitor.server import HttpServer
 
@@ -59,8 +59,9 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
 class Daemon:
     """Scheduler + HTTP server + time-limited runs around a ``Runner``.
 
-    ``slot_source`` (the demo's simulated clock) replaces the wall-clock slot of each run; with
-    ``tick`` the jobs fire every ``tick`` real seconds instead of on their schedule.
+    ``slot_source`` (the demo's simulated clock) replaces the wall-clock slot of each run (``None``
+    from it skips the run); with ``tick`` the jobs fire every ``tick`` real seconds instead of on
+    their schedule; ``on_run`` sees every finished run record.
     """
 
     def __init__(
@@ -71,11 +72,13 @@ class Daemon:
         clock: Callable[[], datetime] = utc_now,
         slot_source: Callable[[MonitorConfig], datetime | None] | None = None,
         tick: timedelta | None = None,
+        on_run: Callable[[RunRecord], None] | None = None,
     ) -> None:
         self.config = config
         self.runner = runner or Runner(config, clock=clock)
         self.slot_source = slot_source
         self.tick = tick
+        self.on_run = on_run
         self.scheduler = BlockingScheduler(
             timezone=UTC,
             executors={"default": ApsThreadPool(max_workers=max(1, len(config.monitors)))},
@@ -115,7 +118,9 @@ class Daemon:
         with self._lock:
             self._running[token] = future
         try:
-            future.result(timeout=monitor.run_timeout.total_seconds())
+            record = future.result(timeout=monitor.run_timeout.total_seconds())
+            if self.on_run is not None:
+                self.on_run(record)
         except FutureTimeout:
             reason = (
                 f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and was "

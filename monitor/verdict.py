@@ -25,6 +25,7 @@ README's "How the alarms hold their budget":
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import zlib
@@ -114,13 +115,19 @@ class AlarmPlan:
     min_pairs_for_alpha: int
 
 
+@functools.lru_cache(maxsize=256)
+def _cusum_h(arl0: float, k: float) -> float:
+    """``cusum_threshold`` is a Markov-chain root search (seconds): cache it per (ARL0, k)."""
+    return cusum_threshold(arl0, k=k)
+
+
 def alarm_plan(monitor: MonitorConfig, segments: int = 1) -> AlarmPlan:
     """Thresholds for ``monitor`` with ``segments`` compared segments (see ``AlarmPlan``)."""
     budget = monitor.budget
     checks = monitor.schedule.checks_per(budget.period)
     share = monitor.drift.cusum_share
     arl0 = arl_for_budget(checks, share * budget.drift) * segments if share > 0 else math.inf
-    h = cusum_threshold(arl0, k=monitor.drift.cusum_k) if math.isfinite(arl0) else math.inf
+    h = _cusum_h(arl0, monitor.drift.cusum_k) if math.isfinite(arl0) else math.inf
     drift_alpha = (1.0 - share) * budget.drift / checks
     drift_z = float(norm.isf(drift_alpha)) if drift_alpha > 0 else math.inf
     looks = monitor.decay.looks or min(checks, 30)
