@@ -1,0 +1,639 @@
+"""``monitor backtest``: replay the scheduled checks over historical logs, as the daemon runs them.
+
+A replay is the daemon's own code path: ``Runner.run(name, at)`` for every slot
+``schedule.slots(start, end)`` in order, so the windows, the sequential state carried from check to
+check, the seeds and the frozen baseline of a fixed reference are those of the daemon. Only two
+things are swapped in:
+
+* a :class:`MemoryStore`, so the replay starts from an empty ``MonitorState`` and never writes the
+  daemon's ``state_dir``;
+* a :class:`CachedReader`, which reads the score log of every window a monitor needs in as few
+  half-open spans as possible (one parquet read per span), sorts each span by timestamp once and
+  answers each window by two ``searchsorted`` calls. Outcome windows are delegated to
+  ``read_outcomes`` and memoised per window.
+
+The runner's clock is the slot being replayed, so ``state_since`` and ``last_run`` are replay
+times. Time in a state: the state of the check at ``t_k`` holds until the next check
+``t_{k+1}``; the last one until ``end`` (so the hours add up to ``end - first slot``). A *drift
+alarm* is a change into ``data_drift``, a *decay alarm* a change into ``model_decay`` (the first
+check counts as a change from no state).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sys
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import numpy.typing as npt
+
+from monitor.config import Config, MonitorConfig
+from monitor.errors import MonitorError
+from monitor.jobs import DataReader, ParquetReader, Runner, StateStore, check_windows
+from monitor.sources import OutcomeSpec, OutcomeWindow, ScoreSpec, ScoreWindow, Window
+from monitor.verdict import STATES, MonitorState, Verdict
+
+__all__ = [
+    "BacktestResult",
+    "CachedReader",
+    "CheckRow",
+    "MemoryStore",
+    "StateChange",
+    "Summary",
+    "backtest",
+    "format_csv",
+    "format_json",
+    "format_text",
+    "run_backtest_cli",
+    "summarize",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_CSV_FIELDS = (
+    "monitor",
+    "at",
+    "state",
+    "psi",
+    "ks_statistic",
+    "outcome_mean_difference",
+    "outcome_pvalue",
+    "cusum",
+)
+# Words of a verdict reason that explain each state (``monitor.verdict._reasons``).
+_STATE_WORDS = {"data_drift": "data drift", "model_decay": "model decay"}
+
+
+def _iso(t: datetime | None) -> str | None:
+    if t is None:
+        return None
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _ns(t: datetime) -> int:
+    return (t - _EPOCH) // timedelta(microseconds=1) * 1_000
+
+
+# --------------------------------------------------------------------------------------------
+# State that never reaches the disk
+
+
+class MemoryStore(StateStore):
+    """A ``StateStore`` that keeps states in memory: loads start empty, saves never touch disk."""
+
+    def __init__(self) -> None:  # no state_dir on purpose: nothing here may reach the disk
+        self.states: dict[str, MonitorState] = {}
+
+    def path(self, name: str) -> Path:
+        raise TypeError(f"MemoryStore has no state file (asked for monitor {name!r})")
+
+    def load(self, name: str) -> MonitorState:
+        return self.states.get(name, MonitorState())
+
+    def save(self, name: str, state: MonitorState) -> None:
+        self.states[name] = state
+
+
+# --------------------------------------------------------------------------------------------
+# The caching reader
+
+
+@dataclass(slots=True)
+class _Span:
+    """One cached span of a score source, sorted by timestamp (read lazily on first use).
+
+    ``exact`` is False when the span read failed or dropped rows: per-window drop counts (and the
+    ``BadValuesError`` a window may raise) cannot be rebuilt from it, so its windows are read from
+    parquet one by one instead.
+    """
+
+    window: Window
+    loaded: bool = False
+    exact: bool = True
+    values: npt.NDArray[np.float64] = field(default_factory=lambda: np.empty(0))
+    timestamps: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, np.int64))
+    codes: npt.NDArray[np.int32] | None = None
+    names: tuple[str, ...] = ()
+
+
+def _merge(windows: Iterable[Window]) -> list[Window]:
+    """The union of ``windows`` as disjoint half-open spans (overlapping or touching ones join)."""
+    spans: list[Window] = []
+    for w in sorted(windows, key=lambda w: (w.start, w.end)):
+        if spans and w.start <= spans[-1].end:
+            if w.end > spans[-1].end:
+                spans[-1] = Window(spans[-1].start, w.end)
+        else:
+            spans.append(w)
+    return spans
+
+
+def _readonly(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
+    arr.flags.writeable = False
+    return arr
+
+
+class CachedReader:
+    """A ``DataReader`` that answers score windows from spans read once (see the module docstring).
+
+    ``cover(spec, windows)`` declares the windows a replay will ask for; their union is read lazily,
+    one ``read_scores(..., with_timestamps=True)`` per span, with ``max_invalid_share`` lifted so
+    the read sees every window. A window is then the slice ``[searchsorted(ts, start, 'left'),
+    searchsorted(ts, end, 'left'))`` of the span sorted by timestamp (a stable sort, skipped when
+    the log is already in time order). The slice holds the same scores as a parquet read of the
+    window, possibly in another order (every statistic of a check is order-free), as read-only
+    views. ``rows`` is the slice length and ``files_read`` is 0.
+
+    ``newest_timestamp`` is the newest cached timestamp before the window's end (``None`` if the
+    span holds none), i.e. what the daemon would have seen as the freshest score had it run at
+    that time, rather than the source's newest row today.
+
+    Exactness fallbacks: a window outside every covered span, and every window of a span whose read
+    failed or dropped rows (null, NaN, inf), are read from parquet by ``fallback`` exactly as the
+    daemon reads them. Outcome windows are read by ``fallback`` and the last
+    ``outcome_cache_size`` results are memoised (a fixed reference is read once).
+    """
+
+    def __init__(self, *, fallback: DataReader | None = None, outcome_cache_size: int = 8) -> None:
+        if isinstance(outcome_cache_size, bool) or not isinstance(outcome_cache_size, int):
+            raise TypeError(
+                f"`outcome_cache_size` must be an integer >= 0; got {outcome_cache_size!r}."
+            )
+        if outcome_cache_size < 0:
+            raise ValueError(
+                f"`outcome_cache_size` must be an integer >= 0; got {outcome_cache_size!r}."
+            )
+        self.fallback: DataReader = fallback or ParquetReader()
+        self.outcome_cache_size = outcome_cache_size
+        self._spans: dict[ScoreSpec, list[_Span]] = {}
+        self._outcomes: OrderedDict[tuple[OutcomeSpec, Window], OutcomeWindow] = OrderedDict()
+        self.span_reads = 0
+        self.fallback_reads = 0
+
+    def cover(self, spec: ScoreSpec, windows: Iterable[Window]) -> None:
+        """Declare the score windows to be served from a cache of ``spec`` (merged into spans)."""
+        known = [s.window for s in self._spans.get(spec, [])]
+        merged = _merge([*known, *windows])
+        old = {s.window: s for s in self._spans.get(spec, [])}
+        self._spans[spec] = [old.get(w, _Span(window=w)) for w in merged]
+
+    def clear(self) -> None:
+        """Drop every cached span and outcome window (frees the memory)."""
+        self._spans.clear()
+        self._outcomes.clear()
+
+    def _load(self, spec: ScoreSpec, span: _Span) -> None:
+        span.loaded = True
+        self.span_reads += 1
+        try:
+            read = self.fallback.scores(
+                replace(spec, max_invalid_share=1.0), span.window, with_timestamps=True
+            )
+        except (MonitorError, OSError, ValueError):
+            span.exact = False
+            return
+        if read.dropped or read.timestamps is None:
+            span.exact = False
+            return
+        ts = read.timestamps
+        values, codes = read.values, read.segment_codes
+        if ts.size > 1 and not bool(np.all(ts[1:] >= ts[:-1])):
+            order = np.argsort(ts, kind="stable")
+            ts, values = ts[order], values[order]
+            codes = codes[order] if codes is not None else None
+        span.timestamps = _readonly(ts)
+        span.values = _readonly(values)
+        span.codes = _readonly(codes) if codes is not None else None
+        span.names = read.segment_names
+
+    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
+        span = next(
+            (
+                s
+                for s in self._spans.get(spec, [])
+                if s.window.start <= window.start and window.end <= s.window.end
+            ),
+            None,
+        )
+        if span is not None and not span.loaded:
+            self._load(spec, span)
+        if span is None or not span.exact:
+            self.fallback_reads += 1
+            return self.fallback.scores(spec, window, with_timestamps=with_timestamps)
+        ts = span.timestamps
+        lo = int(np.searchsorted(ts, _ns(window.start), side="left"))
+        hi = int(np.searchsorted(ts, _ns(window.end), side="left"))
+        codes: npt.NDArray[np.int32] | None = None
+        names: tuple[str, ...] = ()
+        if span.codes is not None:
+            codes, names = _compact(span.codes[lo:hi], span.names)
+        newest = None if hi == 0 else _EPOCH + timedelta(microseconds=int(ts[hi - 1]) // 1_000)
+        return ScoreWindow(
+            window=window,
+            values=span.values[lo:hi],
+            timestamps=ts[lo:hi] if with_timestamps else None,
+            segment_codes=codes,
+            segment_names=names,
+            rows=hi - lo,
+            dropped_nan=0,
+            dropped_inf=0,
+            dropped_null=0,
+            newest_timestamp=newest,
+            files_read=0,
+        )
+
+    def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
+        key = (spec, window)
+        hit = self._outcomes.get(key)
+        if hit is not None:
+            self._outcomes.move_to_end(key)
+            return hit
+        read = self.fallback.outcomes(spec, window)
+        if self.outcome_cache_size:
+            self._outcomes[key] = read
+            while len(self._outcomes) > self.outcome_cache_size:
+                self._outcomes.popitem(last=False)
+        return read
+
+
+def _compact(
+    codes: npt.NDArray[np.int32], names: tuple[str, ...]
+) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+    """Keep the segment names present in ``codes`` (sorted names stay sorted) and renumber."""
+    present = np.bincount(codes, minlength=len(names)) > 0 if codes.size else np.zeros(0, bool)
+    if present.size == len(names) and bool(present.all()):
+        return codes, names
+    lut = np.cumsum(present, dtype=np.int32) - 1
+    kept = tuple(n for n, p in zip(names, present.tolist(), strict=False) if p)
+    return lut[codes] if codes.size else codes, kept
+
+
+# --------------------------------------------------------------------------------------------
+# Results
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRow:
+    """One replayed check: its slot, state and headline numbers (``None`` when not computed).
+
+    ``psi``, ``ks_statistic`` and ``cusum`` are those of the segment that sets the drift state
+    (``Verdict.input``); ``outcome_mean_difference`` and ``outcome_pvalue`` (Holm-adjusted over
+    segments, the one the decision uses) those of ``Verdict.outcome``. ``reason`` is the first
+    reason that names the state (else the first reason).
+    """
+
+    at: datetime
+    state: str
+    psi: float | None = None
+    ks_statistic: float | None = None
+    outcome_mean_difference: float | None = None
+    outcome_pvalue: float | None = None
+    cusum: float | None = None
+    reason: str = ""
+
+    @classmethod
+    def from_verdict(cls, verdict: Verdict) -> CheckRow:
+        """The row of ``verdict``."""
+        inp, out = verdict.input, verdict.outcome
+        words = _STATE_WORDS.get(verdict.state)
+        reason = next(
+            (r for r in verdict.reasons if words is not None and r.startswith(words)),
+            verdict.reasons[0] if verdict.reasons else "",
+        )
+        return cls(
+            at=verdict.at,
+            state=verdict.state,
+            psi=inp.psi if inp else None,
+            ks_statistic=inp.ks_statistic if inp else None,
+            outcome_mean_difference=out.mean_difference if out else None,
+            outcome_pvalue=out.pvalue_adjusted if out else None,
+            cusum=inp.cusum if inp else None,
+            reason=reason,
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``checks[]`` object of ``--json`` (non-finite numbers become null)."""
+        return {
+            "at": _iso(self.at),
+            "state": self.state,
+            "psi": _finite(self.psi),
+            "ks_statistic": _finite(self.ks_statistic),
+            "outcome_mean_difference": _finite(self.outcome_mean_difference),
+            "outcome_pvalue": _finite(self.outcome_pvalue),
+            "cusum": _finite(self.cusum),
+        }
+
+
+def _finite(x: float | None) -> float | None:
+    return None if x is None or not np.isfinite(x) else float(x)
+
+
+@dataclass(frozen=True, slots=True)
+class StateChange:
+    """A change of state at check ``at`` (``previous`` is ``None`` at the first check)."""
+
+    at: datetime
+    previous: str | None
+    state: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"at": _iso(self.at), "from": self.previous, "to": self.state, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """Counts over a replay: alarms by kind, the first alarm, hours in each state.
+
+    ``hours_in_state[s]``: sum over checks in state ``s`` of the time to the next check (the last
+    check: to the replay's end); every state of ``monitor.verdict.STATES`` is a key.
+    """
+
+    checks: int
+    drift_alarms: int
+    decay_alarms: int
+    first_alarm: datetime | None
+    first_alarm_kind: str | None
+    hours_in_state: Mapping[str, float]
+    final_state: str | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "checks": self.checks,
+            "alarms": {"data_drift": self.drift_alarms, "model_decay": self.decay_alarms},
+            "first_alarm": _iso(self.first_alarm),
+            "first_alarm_kind": self.first_alarm_kind,
+            "hours_in_state": dict(self.hours_in_state),
+            "final_state": self.final_state,
+        }
+
+
+def _changes(rows: Sequence[CheckRow]) -> tuple[StateChange, ...]:
+    out: list[StateChange] = []
+    previous: str | None = None
+    for row in rows:
+        if row.state != previous:
+            out.append(
+                StateChange(at=row.at, previous=previous, state=row.state, reason=row.reason)
+            )
+            previous = row.state
+    return tuple(out)
+
+
+def summarize(rows: Sequence[CheckRow], end: datetime) -> Summary:
+    """Summarise replayed checks (in slot order) over ``[rows[0].at, end]``.
+
+    Alarms are changes into ``data_drift`` / ``model_decay``; the state of check k lasts until
+    check k+1, the last one until ``end`` (0 hours if ``end`` is not after it).
+    """
+    hours = dict.fromkeys(STATES, 0.0)
+    for k, row in enumerate(rows):
+        until = rows[k + 1].at if k + 1 < len(rows) else max(end, row.at)
+        hours[row.state] = hours.get(row.state, 0.0) + (until - row.at) / timedelta(hours=1)
+    changes = _changes(rows)
+    alarms = [c for c in changes if c.state in _STATE_WORDS]
+    return Summary(
+        checks=len(rows),
+        drift_alarms=sum(c.state == "data_drift" for c in alarms),
+        decay_alarms=sum(c.state == "model_decay" for c in alarms),
+        first_alarm=alarms[0].at if alarms else None,
+        first_alarm_kind=alarms[0].state if alarms else None,
+        hours_in_state=hours,
+        final_state=rows[-1].state if rows else None,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class BacktestResult:
+    """The replay of one monitor over ``[start, end]``: every check, the changes, the summary.
+
+    ``verdicts`` are the full verdicts, in slot order; ``seconds`` the wall time of the replay.
+    """
+
+    monitor: str
+    start: datetime
+    end: datetime
+    checks: tuple[CheckRow, ...]
+    changes: tuple[StateChange, ...]
+    summary: Summary
+    verdicts: tuple[Verdict, ...] = field(default=(), repr=False)
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document of one monitor."""
+        return {
+            "monitor": self.monitor,
+            "from": _iso(self.start),
+            "to": _iso(self.end),
+            "checks": [c.to_dict() for c in self.checks],
+            "changes": [c.to_dict() for c in self.changes],
+            "summary": self.summary.to_dict(),
+        }
+
+
+# --------------------------------------------------------------------------------------------
+# The replay
+
+
+class _ReplayClock:
+    """The runner's clock during a replay: the slot being replayed."""
+
+    def __init__(self, now: datetime) -> None:
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def _check_range(start: object, end: object) -> list[str]:
+    problems = [
+        f"`{name}` must be a timezone-aware datetime; got {value!r}."
+        for name, value in (("start", start), ("end", end))
+        if not isinstance(value, datetime) or value.tzinfo is None
+    ]
+    if not problems and isinstance(start, datetime) and isinstance(end, datetime) and start >= end:
+        problems.append(f"`start` must be before `end`; got start={_iso(start)}, end={_iso(end)}.")
+    return problems
+
+
+def backtest(
+    config: Config,
+    start: datetime,
+    end: datetime,
+    *,
+    monitors: Sequence[str] | None = None,
+    reader: CachedReader | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> list[BacktestResult]:
+    """Replay every slot in ``[start, end]`` of each monitor (default: all) as the daemon would.
+
+    Each monitor starts from an empty state; its checks run in slot order through one
+    ``Runner`` (a :class:`MemoryStore`, ``reader`` or a fresh :class:`CachedReader`), and its
+    cache is dropped before the next monitor. ``progress(monitor, done, total)`` is called after
+    every check. Raises ``ValueError`` for a bad range and ``KeyError`` for an unknown monitor.
+    """
+    problems = _check_range(start, end)
+    if problems:
+        raise ValueError(" ".join(problems))
+    start, end = start.astimezone(UTC), end.astimezone(UTC)
+    chosen = [config.monitor(n) for n in monitors] if monitors else list(config.monitors)
+    reader = reader or CachedReader()
+    clock = _ReplayClock(start)
+    runner = Runner(config, clock=clock, reader=reader, store=MemoryStore())
+    results = []
+    for monitor in chosen:
+        slots = monitor.schedule.slots(start, end)
+        _cover(reader, monitor, slots)
+        t0 = time.perf_counter()
+        verdicts: list[Verdict] = []
+        for k, at in enumerate(slots, 1):
+            clock.now = at
+            verdicts.append(runner.run(monitor.name, at).verdict)
+            if progress is not None:
+                progress(monitor.name, k, len(slots))
+        reader.clear()
+        rows = tuple(CheckRow.from_verdict(v) for v in verdicts)
+        results.append(
+            BacktestResult(
+                monitor=monitor.name,
+                start=start,
+                end=end,
+                checks=rows,
+                changes=_changes(rows),
+                summary=summarize(rows, end),
+                verdicts=tuple(verdicts),
+                seconds=time.perf_counter() - t0,
+            )
+        )
+    return results
+
+
+def _cover(reader: CachedReader, monitor: MonitorConfig, slots: Sequence[datetime]) -> None:
+    windows = [w for at in slots for w in check_windows(monitor, at)]
+    if windows:
+        reader.cover(monitor.scores, windows)
+
+
+# --------------------------------------------------------------------------------------------
+# Output
+
+
+def _num(x: float | None, spec: str) -> str:
+    return "-" if x is None else format(x, spec)
+
+
+def format_text(result: BacktestResult) -> str:
+    """The human report: the timeline of state changes, then the summary."""
+    s = result.summary
+    lines = [
+        f"monitor {result.monitor}: {s.checks} checks in [{_iso(result.start)}, "
+        f"{_iso(result.end)}]",
+        "",
+        f"  {'time':<21} {'from':<18}    {'to':<18} reason",
+    ]
+    for c in result.changes:
+        lines.append(f"  {_iso(c.at):<21} {c.previous or '-':<18} -> {c.state:<18} {c.reason}")
+    first = "none" if s.first_alarm is None else f"{_iso(s.first_alarm)} ({s.first_alarm_kind})"
+    lines += [
+        "",
+        f"  alarms: {s.drift_alarms} data drift, {s.decay_alarms} model decay; first alarm: "
+        f"{first}",
+        "  hours in state: " + ", ".join(f"{state} {h:g}" for state, h in s.hours_in_state.items()),
+        f"  final state: {s.final_state or '-'}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def format_json(results: Sequence[BacktestResult]) -> str:
+    """``--json``: one document for one monitor, a list of them for several."""
+    docs = [r.to_dict() for r in results]
+    return json.dumps(docs[0] if len(docs) == 1 else docs, indent=1) + "\n"
+
+
+def format_csv(results: Sequence[BacktestResult]) -> str:
+    """``--csv``: a header, then one row per check (empty cells for missing numbers)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(_CSV_FIELDS)
+    for r in results:
+        for c in r.checks:
+            d = c.to_dict()
+            writer.writerow(
+                [r.monitor, d["at"], d["state"]]
+                + ["" if d[k] is None else repr(d[k]) for k in _CSV_FIELDS[3:]]
+            )
+    return buf.getvalue()
+
+
+class _ProgressBar:
+    """``[#####.....]  123/720 name`` on one terminal line, redrawn at most every 1/width."""
+
+    def __init__(self, stream: TextIO, width: int = 30) -> None:
+        self.stream = stream
+        self.width = width
+        self._shown: tuple[str, int] | None = None
+
+    def __call__(self, name: str, done: int, total: int) -> None:
+        filled = self.width * done // max(total, 1)
+        if self._shown == (name, filled) and done != total:
+            return
+        self._shown = (name, filled)
+        bar = "#" * filled + "." * (self.width - filled)
+        self.stream.write(f"\r[{bar}] {done:>{len(str(total))}}/{total} {name}")
+        if done == total:
+            self.stream.write("\n")
+        self.stream.flush()
+
+
+def run_backtest_cli(
+    config: Config,
+    start: datetime,
+    end: datetime,
+    *,
+    monitor: str | None = None,
+    as_json: bool = False,
+    as_csv: bool = False,
+    out: TextIO | None = None,
+    err: TextIO | None = None,
+) -> int:
+    """``monitor backtest``: replay, print (text, ``--json`` or ``--csv``), return the exit code.
+
+    0 after a replay; 3 for an invalid range (``--from`` not before ``--to``, or no slot of a
+    monitor's schedule in it) or an unknown ``--monitor``, with the reason on ``err``. A progress
+    bar goes to ``err`` only when it is a terminal.
+    """
+    out = out or sys.stdout
+    err = err or sys.stderr
+    try:
+        problems = _check_range(start, end)
+        if problems:
+            raise ValueError(
+                " ".join(problems).replace("`start`", "--from").replace("`end`", "--to")
+            )
+        chosen = [config.monitor(monitor)] if monitor else list(config.monitors)
+        for m in chosen:
+            if not m.schedule.slots(start, end):
+                raise ValueError(
+                    f"no slot of monitor {m.name!r}'s schedule {m.schedule.text!r} in "
+                    f"[{_iso(start)}, {_iso(end)}]"
+                )
+    except (ValueError, KeyError) as exc:
+        print(f"monitor backtest: invalid range or monitor: {exc.args[0]}", file=err)
+        return 3
+    progress = _ProgressBar(err) if err.isatty() else None
+    results = backtest(config, start, end, monitors=[m.name for m in chosen], progress=progress)
+    if as_json:
+        out.write(format_json(results))
+    elif as_csv:
+        out.write(format_csv(results))
+    else:
+        out.write("\n".join(format_text(r) for r in results))
+    return 0
