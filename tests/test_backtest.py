@@ -1,0 +1,495 @@
+"""``monitor backtest``: the replay reproduces the daemon check for check, and its outputs."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import io
+import json
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from monitor.backtest import (
+    CachedReader,
+    CheckRow,
+    MemoryStore,
+    backtest,
+    format_csv,
+    format_json,
+    run_backtest_cli,
+    summarize,
+)
+from monitor.cli import main as cli_main
+from monitor.config import Config, MonitorConfig, load_config
+from monitor.daemon import Daemon
+from monitor.errors import BadValuesError
+from monitor.jobs import RunRecord
+from monitor.simulate import SCENARIOS, write_world
+from monitor.sources import ScoreSpec, Window, read_scores, write_parquet
+from monitor.verdict import STATES, MonitorState, Verdict
+
+ORIGIN = datetime(2026, 3, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
+
+
+def _world(root: Path, scenario: str, *, fixed_reference: bool = False) -> Config:
+    sc = dataclasses.replace(SCENARIOS[scenario], scores_per_hour=300)
+    world = write_world(
+        root, sc, start=ORIGIN, end=ORIGIN + 19 * DAY, seed=5, schedule="2h", listen="127.0.0.1:0"
+    )
+    if fixed_reference:
+        text = world.config_path.read_text().replace('windows.reference = "7d"\n', "")
+        text += (
+            'windows.reference_start = "2026-03-02T00:00:00Z"\n'
+            'windows.reference_end = "2026-03-09T00:00:00Z"\n'
+        )
+        world.config_path.write_text(text)
+    return load_config(world.config_path)
+
+
+@pytest.fixture(scope="module")
+def drift_and_decay(tmp_path_factory: pytest.TempPathFactory) -> Config:
+    """A rolling-reference world whose drift and decay both start on day 15 (2026-03-16)."""
+    return _world(tmp_path_factory.mktemp("dd"), "drift_and_decay")
+
+
+@pytest.fixture(scope="module")
+def segmented_fixed(tmp_path_factory: pytest.TempPathFactory) -> Config:
+    """Three segments, drift in 'fr' from day 15, a fixed reference (the cached-baseline path)."""
+    return _world(tmp_path_factory.mktemp("seg"), "segment_drift", fixed_reference=True)
+
+
+def _with_state_dir(config: Config, directory: Path) -> Config:
+    return dataclasses.replace(
+        config, server=dataclasses.replace(config.server, state_dir=directory)
+    )
+
+
+def _run_daemon(config: Config, slots: list[datetime]) -> list[Verdict]:
+    """Run the real daemon in-process, feeding it ``slots`` one per tick; stop when all ran."""
+    pending = list(slots)
+    records: list[RunRecord] = []
+    all_ran = threading.Event()
+    lock = threading.Lock()
+
+    def slot_source(monitor: MonitorConfig) -> datetime | None:
+        with lock:
+            return pending.pop(0) if pending else None
+
+    def on_run(record: RunRecord) -> None:
+        records.append(record)
+        if len(records) == len(slots):
+            all_ran.set()
+
+    daemon = Daemon(config, slot_source=slot_source, tick=timedelta(seconds=0.02), on_run=on_run)
+    thread = threading.Thread(target=daemon.serve, kwargs={"install_signals": False})
+    thread.start()
+    try:
+        finished = all_ran.wait(timeout=120)
+    finally:
+        daemon.stop()
+        thread.join(timeout=60)
+    assert finished, f"the daemon ran {len(records)} of {len(slots)} slots within 120 s"
+    assert not thread.is_alive()
+    return [r.verdict for r in records]
+
+
+def _comparable(v: Verdict) -> dict[str, Any]:
+    """A verdict's JSON without what legitimately differs: freshness (the daemon sees today's
+    newest row; a replay the newest before the slot) and reasons quoting it."""
+    d = v.to_dict()
+    del d["freshness"]
+    d["reasons"] = [r for r in d["reasons"] if "newest score" not in r]
+    return d
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("world", "start", "end"),
+    [
+        ("drift_and_decay", ORIGIN + 14 * DAY, ORIGIN + 17 * DAY),
+        ("segmented_fixed", ORIGIN + 15 * DAY, ORIGIN + 17 * DAY),
+    ],
+)
+def test_backtest_reproduces_daemon(
+    world: str, start: datetime, end: datetime, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    config: Config = request.getfixturevalue(world)
+    config = _with_state_dir(config, tmp_path / "daemon-state")
+    slots = config.monitors[0].schedule.slots(start, end)
+    daemon_verdicts = _run_daemon(config, slots)
+    (result,) = backtest(config, start, end)
+
+    assert [v.at for v in daemon_verdicts] == slots == [c.at for c in result.checks]
+    assert [v.state for v in result.verdicts] == [v.state for v in daemon_verdicts]
+    for mine, theirs in zip(result.verdicts, daemon_verdicts, strict=True):
+        assert _comparable(mine) == _comparable(theirs)
+    # the history is not trivial: both kinds of change happen within the replay
+    states = {c.state for c in result.checks}
+    assert "ok" in states
+    assert states & {"data_drift", "model_decay"}
+    # the sequential state the daemon persisted is the one the replay ends with
+    saved = json.loads((tmp_path / "daemon-state" / "demo.json").read_text())
+    final = MonitorState.from_dict(saved)
+    assert final.state == result.checks[-1].state
+    assert final.last_at == slots[-1]
+
+
+def test_backtest_never_writes_state(drift_and_decay: Config, tmp_path: Path) -> None:
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    marker = state_dir / "demo.json"
+    marker.write_text(json.dumps(MonitorState(state="model_decay").to_dict()))
+    before = sorted((p.name, p.stat().st_mtime_ns, p.read_bytes()) for p in state_dir.iterdir())
+    config = _with_state_dir(drift_and_decay, state_dir)
+    (result,) = backtest(config, ORIGIN + 10 * DAY, ORIGIN + 10 * DAY + 6 * HOUR)
+    after = sorted((p.name, p.stat().st_mtime_ns, p.read_bytes()) for p in state_dir.iterdir())
+    assert after == before
+    # ... and it did not start from the persisted state either
+    assert result.checks[0].state == "ok"
+
+
+def test_memory_store_never_touches_disk() -> None:
+    store = MemoryStore()
+    assert store.load("m") == MonitorState()
+    store.save("m", MonitorState(state="ok"))
+    assert store.load("m").state == "ok"
+    with pytest.raises(TypeError, match="no state file"):
+        store.path("m")
+
+
+@pytest.fixture(scope="module")
+def short_run(drift_and_decay: Config) -> Any:
+    start, end = ORIGIN + 15 * DAY, ORIGIN + 16 * DAY
+    return backtest(drift_and_decay, start, end)
+
+
+def test_json_shape(short_run: Any) -> None:
+    doc = json.loads(format_json(short_run))
+    assert set(doc) == {"monitor", "from", "to", "checks", "changes", "summary"}
+    assert doc["monitor"] == "demo"
+    assert doc["from"] == "2026-03-16T00:00:00Z"
+    assert doc["to"] == "2026-03-17T00:00:00Z"
+    assert len(doc["checks"]) == 13  # 2h slots in [from, to], both ends included
+    for check in doc["checks"]:
+        assert set(check) == {
+            "at",
+            "state",
+            "psi",
+            "ks_statistic",
+            "outcome_mean_difference",
+            "outcome_pvalue",
+            "cusum",
+        }
+        assert check["state"] in STATES
+    assert [c["at"] for c in doc["checks"]] == sorted(c["at"] for c in doc["checks"])
+    assert doc["changes"][0]["from"] is None
+    assert doc["changes"][0]["to"] == doc["checks"][0]["state"]
+    for change in doc["changes"]:
+        assert set(change) == {"at", "from", "to", "reason"}
+        assert change["from"] != change["to"]
+    summary = doc["summary"]
+    assert set(summary) == {
+        "checks",
+        "alarms",
+        "first_alarm",
+        "first_alarm_kind",
+        "hours_in_state",
+        "final_state",
+    }
+    assert summary["checks"] == 13
+    assert sum(summary["hours_in_state"].values()) == pytest.approx(24.0)
+    # several monitors: a list of documents
+    both = json.loads(format_json([short_run[0], short_run[0]]))
+    assert isinstance(both, list)
+    assert len(both) == 2
+
+
+def test_csv_shape(short_run: Any) -> None:
+    rows = list(csv.reader(io.StringIO(format_csv(short_run))))
+    assert rows[0] == [
+        "monitor",
+        "at",
+        "state",
+        "psi",
+        "ks_statistic",
+        "outcome_mean_difference",
+        "outcome_pvalue",
+        "cusum",
+    ]
+    assert len(rows) == 1 + len(short_run[0].checks)
+    for row, check in zip(rows[1:], short_run[0].checks, strict=True):
+        assert row[0] == "demo"
+        assert row[2] == check.state
+        assert float(row[3]) == check.psi
+        assert float(row[7]) == check.cusum
+
+
+def test_cli_backtest_json(drift_and_decay: Config, capsys: pytest.CaptureFixture[str]) -> None:
+    assert drift_and_decay.path is not None
+    code = cli_main(
+        [
+            "backtest",
+            "--config",
+            str(drift_and_decay.path),
+            "--from",
+            "2026-03-16T00:00:00Z",
+            "--to",
+            "2026-03-16T04:00:00Z",
+            "--json",
+        ]
+    )
+    captured = capsys.readouterr()
+    assert code == 0
+    doc = json.loads(captured.out)
+    assert [c["at"] for c in doc["checks"]] == [
+        "2026-03-16T00:00:00Z",
+        "2026-03-16T02:00:00Z",
+        "2026-03-16T04:00:00Z",
+    ]
+    assert captured.err == ""  # not a terminal: no progress bar
+
+
+def test_text_report(short_run: Any, drift_and_decay: Config) -> None:
+    out = io.StringIO()
+    code = run_backtest_cli(
+        drift_and_decay, ORIGIN + 15 * DAY, ORIGIN + 15 * DAY + 4 * HOUR, out=out, err=io.StringIO()
+    )
+    assert code == 0
+    text = out.getvalue()
+    assert "monitor demo: 3 checks" in text
+    assert "-> " in text
+    assert "alarms:" in text
+    assert "hours in state:" in text
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_bar_only_on_a_terminal(drift_and_decay: Config) -> None:
+    start, end = ORIGIN + 15 * DAY, ORIGIN + 15 * DAY + 4 * HOUR
+    plain, tty = io.StringIO(), _Tty()
+    assert run_backtest_cli(drift_and_decay, start, end, out=io.StringIO(), err=plain) == 0
+    assert run_backtest_cli(drift_and_decay, start, end, out=io.StringIO(), err=tty) == 0
+    assert plain.getvalue() == ""
+    assert tty.getvalue().startswith("\r[")
+    assert "3/3 demo" in tty.getvalue()
+    assert tty.getvalue().endswith("\n")
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "monitor", "message"),
+    [
+        (ORIGIN + 2 * DAY, ORIGIN + DAY, None, "--from must be before --to"),
+        (ORIGIN + DAY, ORIGIN + DAY, None, "--from must be before --to"),
+        (ORIGIN + DAY + 1 * HOUR, ORIGIN + DAY + 90 * 60 * timedelta(seconds=1), None, "no slot"),
+        (ORIGIN, ORIGIN + DAY, "nope", "no monitor named 'nope'"),
+    ],
+)
+def test_invalid_range_exit_3(
+    drift_and_decay: Config, start: datetime, end: datetime, monitor: str | None, message: str
+) -> None:
+    out, err = io.StringIO(), io.StringIO()
+    code = run_backtest_cli(drift_and_decay, start, end, monitor=monitor, out=out, err=err)
+    assert code == 3
+    assert message in err.getvalue()
+    assert out.getvalue() == ""
+
+
+def test_backtest_iv(drift_and_decay: Config) -> None:
+    naive = datetime(2026, 3, 10)
+    with pytest.raises(ValueError, match="`start` must be a timezone-aware datetime"):
+        backtest(drift_and_decay, naive, ORIGIN + 11 * DAY)
+    with pytest.raises(ValueError, match="`start` must be before `end`"):
+        backtest(drift_and_decay, ORIGIN + 11 * DAY, ORIGIN + 10 * DAY)
+    with pytest.raises(KeyError, match="no monitor named"):
+        backtest(drift_and_decay, ORIGIN + 10 * DAY, ORIGIN + 11 * DAY, monitors=["nope"])
+    with pytest.raises(ValueError, match="`outcome_cache_size` must be an integer >= 0; got -1"):
+        CachedReader(outcome_cache_size=-1)
+    with pytest.raises(TypeError, match=r"`outcome_cache_size` must be an integer >= 0; got 1\.5"):
+        CachedReader(outcome_cache_size=1.5)  # type: ignore[arg-type]
+
+
+# -------------------------------------------------------------------------------- summary
+
+
+def _row(hour: int, state: str) -> CheckRow:
+    return CheckRow(at=ORIGIN + hour * HOUR, state=state, reason=f"{state} at {hour}")
+
+
+def test_summarize_hand_checked() -> None:
+    # ok 0-2h, drift 2-3h, ok 3-4h, decay 4-6h, drift 6-9h (end at 9h) -> 2 drift alarms, 1 decay
+    rows = [
+        _row(0, "ok"),
+        _row(1, "ok"),
+        _row(2, "data_drift"),
+        _row(3, "ok"),
+        _row(4, "model_decay"),
+        _row(5, "model_decay"),
+        _row(6, "data_drift"),
+        _row(7, "data_drift"),
+    ]
+    s = summarize(rows, ORIGIN + 9 * HOUR)
+    assert s.checks == 8
+    assert s.drift_alarms == 2
+    assert s.decay_alarms == 1
+    assert s.first_alarm == ORIGIN + 2 * HOUR
+    assert s.first_alarm_kind == "data_drift"
+    assert s.final_state == "data_drift"
+    assert s.hours_in_state == {
+        "ok": 3.0,
+        "data_drift": 4.0,
+        "model_decay": 2.0,
+        "insufficient_data": 0.0,
+        "error": 0.0,
+    }
+
+
+def test_summarize_edges() -> None:
+    assert summarize([], ORIGIN).checks == 0
+    s = summarize([_row(0, "model_decay"), _row(1, "error")], ORIGIN + HOUR)
+    assert s.decay_alarms == 1  # the first check counts as a change from no state
+    assert s.first_alarm == ORIGIN
+    assert s.hours_in_state["model_decay"] == 1.0
+    assert s.hours_in_state["error"] == 0.0  # the last check is at the end
+    quiet = summarize([_row(0, "ok"), _row(1, "insufficient_data")], ORIGIN + 3 * HOUR)
+    assert (quiet.drift_alarms, quiet.decay_alarms, quiet.first_alarm) == (0, 0, None)
+    assert quiet.hours_in_state["insufficient_data"] == 2.0
+
+
+def test_check_row_reason_names_the_state() -> None:
+    v = Verdict(
+        monitor="m",
+        at=ORIGIN,
+        state="data_drift",
+        reasons=("outcome flat within +-0.01: ...", "data drift (abrupt): PSI 0.3"),
+    )
+    assert CheckRow.from_verdict(v).reason == "data drift (abrupt): PSI 0.3"
+    ok = Verdict(monitor="m", at=ORIGIN, state="ok", reasons=("first", "second"))
+    assert CheckRow.from_verdict(ok).reason == "first"
+    assert CheckRow.from_verdict(ok).psi is None
+
+
+# -------------------------------------------------------------------------------- the reader
+
+
+def _score_log(root: Path, *, nan_at: list[int] | None = None, shuffle: bool = False) -> ScoreSpec:
+    """Three days of hourly-ish scores in one file per day, with segments a/b/c (c only day 2)."""
+    rng = np.random.default_rng(0)
+    for day in range(3):
+        n = 500
+        us = np.sort(rng.integers(0, 86_400_000_000, n)) + (
+            (ORIGIN + day * DAY - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(microseconds=1)
+        )
+        scores = rng.lognormal(1.0, 0.5, n)
+        segments = rng.choice(["a", "b"] if day != 2 else ["a", "b", "c"], n)
+        if nan_at is not None and day == 1:
+            scores[nan_at] = np.nan
+        if shuffle:
+            order = rng.permutation(n)
+            us, scores, segments = us[order], scores[order], segments[order]
+        write_parquet(
+            root / f"date={(ORIGIN + day * DAY).date()}" / "part-0.parquet",
+            {"timestamp": us.astype("datetime64[us]"), "score": scores, "segment": segments},
+        )
+    return ScoreSpec(path=str(root), segment_column="segment")
+
+
+def _windows() -> list[Window]:
+    return [Window(ORIGIN + k * 6 * HOUR, ORIGIN + k * 6 * HOUR + DAY) for k in range(9)] + [
+        Window(ORIGIN + 2 * DAY + 20 * HOUR, ORIGIN + 3 * DAY)
+    ]
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_cached_reader_matches_parquet(tmp_path: Path, shuffle: bool) -> None:
+    spec = _score_log(tmp_path, shuffle=shuffle)
+    reader = CachedReader()
+    reader.cover(spec, _windows())
+    for w in _windows():
+        for with_ts in (False, True):
+            mine = reader.scores(spec, w, with_timestamps=with_ts)
+            theirs = read_scores(spec, w, with_timestamps=with_ts)
+            assert mine.rows == theirs.rows
+            assert mine.segment_names == theirs.segment_names
+            assert mine.values.flags.writeable is False
+            assert mine.newest_timestamp is not None
+            assert mine.newest_timestamp < w.end
+            for name in theirs.segment_names:
+                np.testing.assert_array_equal(
+                    np.sort(mine.by_segment()[name]), np.sort(theirs.by_segment()[name])
+                )
+            if with_ts:
+                assert mine.timestamps is not None
+                assert theirs.timestamps is not None
+                key_mine = np.lexsort((mine.values, mine.timestamps))
+                key_theirs = np.lexsort((theirs.values, theirs.timestamps))
+                np.testing.assert_array_equal(
+                    mine.timestamps[key_mine], theirs.timestamps[key_theirs]
+                )
+                np.testing.assert_array_equal(mine.values[key_mine], theirs.values[key_theirs])
+            else:
+                assert mine.timestamps is None
+    assert reader.span_reads == 1
+    assert reader.fallback_reads == 0
+
+
+def test_cached_reader_falls_back_when_rows_are_dropped(tmp_path: Path) -> None:
+    """A span with NaN rows cannot give per-window drop counts: those windows are read exactly."""
+    spec = dataclasses.replace(
+        _score_log(tmp_path, nan_at=list(range(0, 500, 50))), max_invalid_share=0.05
+    )
+    reader = CachedReader()
+    reader.cover(spec, _windows())
+    w = Window(ORIGIN + 18 * HOUR, ORIGIN + 42 * HOUR)
+    mine = reader.scores(spec, w, with_timestamps=False)
+    theirs = read_scores(spec, w)
+    assert mine.dropped_nan == theirs.dropped_nan > 0
+    assert reader.fallback_reads == 1
+    strict = dataclasses.replace(spec, max_invalid_share=0.001)
+    reader.cover(strict, _windows())
+    with pytest.raises(BadValuesError):
+        reader.scores(strict, w, with_timestamps=False)
+
+
+def test_cached_reader_outside_cover_reads_parquet(tmp_path: Path) -> None:
+    spec = _score_log(tmp_path)
+    reader = CachedReader()
+    reader.cover(spec, [Window(ORIGIN, ORIGIN + DAY)])
+    w = Window(ORIGIN + 12 * HOUR, ORIGIN + 36 * HOUR)
+    assert reader.scores(spec, w, with_timestamps=False).rows == read_scores(spec, w).rows
+    assert reader.fallback_reads == 1
+    reader.clear()
+    assert reader.scores(spec, Window(ORIGIN, ORIGIN + DAY), with_timestamps=False).rows > 0
+    assert reader.fallback_reads == 2
+
+
+def test_cached_reader_memoises_outcomes(drift_and_decay: Config) -> None:
+    calls: list[Window] = []
+
+    class Counting:
+        def scores(self, spec: Any, window: Window, *, with_timestamps: bool) -> Any:
+            return read_scores(spec, window, with_timestamps=with_timestamps)
+
+        def outcomes(self, spec: Any, window: Window) -> Any:
+            calls.append(window)
+            from monitor.sources import read_outcomes
+
+            return read_outcomes(spec, window)
+
+    reader = CachedReader(fallback=Counting(), outcome_cache_size=1)
+    spec = drift_and_decay.monitors[0].outcomes
+    a, b = Window(ORIGIN, ORIGIN + DAY), Window(ORIGIN + DAY, ORIGIN + 2 * DAY)
+    first = reader.outcomes(spec, a)
+    assert reader.outcomes(spec, a) is first
+    reader.outcomes(spec, b)
+    reader.outcomes(spec, a)
+    assert calls == [a, b, a]
