@@ -332,49 +332,15 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
     schedule = c.get(t, "schedule", path, parse_schedule("1h"), _schedule)
     max_invalid = c.get(t, "max_invalid_share", path, 0.01, _float(0.0, 1.0))
 
-    st = c.table(t.get("scores"), f"{path}.scores")
-    c.unknown(
-        st,
-        f"{path}.scores",
-        {"path", "timestamp_column", "score_column", "segment_column", "timestamp_unit"},
+    scores = _parse_source(c, t.get("scores"), f"{path}.scores", base, ScoreSpec, max_invalid)
+    outcomes = _parse_source(
+        c, t.get("outcomes"), f"{path}.outcomes", base, OutcomeSpec, max_invalid
     )
-    if "path" not in st:
-        c.add(f"{path}.scores.path", "is required")
-    sp = f"{path}.scores"
-    scores = ScoreSpec(
-        path=_resolve(base, c.get(st, "path", sp, "", _string)),
-        timestamp_column=c.get(st, "timestamp_column", sp, "timestamp", _string),
-        score_column=c.get(st, "score_column", sp, "score", _string),
-        segment_column=c.get(st, "segment_column", sp, None, _optional_string),
-        timestamp_unit=c.get(st, "timestamp_unit", sp, None, _unit),
-        max_invalid_share=max_invalid,
-    )
-    ot = c.table(t.get("outcomes"), f"{path}.outcomes")
-    op = f"{path}.outcomes"
-    c.unknown(
-        ot,
-        op,
-        {
-            "path",
-            "timestamp_column",
-            "query_column",
-            "outcome_column",
-            "segment_column",
-            "timestamp_unit",
-        },
-    )
-    if "path" not in ot:
-        c.add(f"{op}.path", "is required")
-    outcomes = OutcomeSpec(
-        path=_resolve(base, c.get(ot, "path", op, "", _string)),
-        timestamp_column=c.get(ot, "timestamp_column", op, "timestamp", _string),
-        query_column=c.get(ot, "query_column", op, "query_id", _string),
-        outcome_column=c.get(ot, "outcome_column", op, "outcome", _string),
-        segment_column=c.get(ot, "segment_column", op, None, _optional_string),
-        timestamp_unit=c.get(ot, "timestamp_unit", op, None, _unit),
-        max_invalid_share=max_invalid,
-    )
-    if (scores.segment_column is None) != (outcomes.segment_column is None):
+    if (
+        scores is not None
+        and outcomes is not None
+        and (scores.segment_column is None) != (outcomes.segment_column is None)
+    ):
         c.add(path, "scores.segment_column and outcomes.segment_column must be set together")
 
     windows = _parse_windows(c, t.get("windows"), f"{path}.windows")
@@ -384,7 +350,7 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
     interval = schedule.nominal_interval(budget.period)
     run_timeout = c.get(t, "run_timeout", path, min(timedelta(minutes=10), interval), _duration)
     misfire = c.get(t, "misfire_grace", path, min(timedelta(minutes=5), interval), _duration)
-    if len(c.problems) > before:
+    if len(c.problems) > before or scores is None or outcomes is None:
         return None
     return MonitorConfig(
         name=name,
@@ -401,6 +367,56 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
         run_timeout=run_timeout,
         misfire_grace=misfire,
     )
+
+
+_SPEC_COLUMNS = {
+    ScoreSpec: {"timestamp_column": "timestamp", "score_column": "score"},
+    OutcomeSpec: {
+        "timestamp_column": "timestamp",
+        "query_column": "query_id",
+        "outcome_column": "outcome",
+    },
+}
+
+
+def _parse_source(
+    c: _Collector,
+    data: Any,
+    path: str,
+    base: Path,
+    kind: type[ScoreSpec] | type[OutcomeSpec],
+    max_invalid: float,
+) -> Any:
+    """``scores`` / ``outcomes`` table -> ``ScoreSpec`` / ``OutcomeSpec`` (None on problems)."""
+    t = c.table(data, path)
+    columns = _SPEC_COLUMNS[kind]
+    known = {"path", "segment_column", "timestamp_unit", "prune_partitions", *columns}
+    c.unknown(t, path, known)
+    before = len(c.problems)
+    if "path" not in t:
+        c.add(f"{path}.path", "is required")
+    kwargs: dict[str, Any] = {
+        "path": _resolve(base, c.get(t, "path", path, "", _string)),
+        "segment_column": c.get(t, "segment_column", path, None, _optional_string),
+        "timestamp_unit": c.get(t, "timestamp_unit", path, None, _unit),
+        "prune_partitions": c.get(t, "prune_partitions", path, True, _bool),
+        "max_invalid_share": max_invalid,
+    }
+    for key, default in columns.items():
+        kwargs[key] = c.get(t, key, path, default, _string)
+    if len(c.problems) > before:
+        return None
+    try:
+        return kind(**kwargs)
+    except ValueError as exc:
+        c.add(path, str(exc))
+        return None
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false; got {value!r}")
+    return value
 
 
 def _schedule(value: Any) -> Schedule:

@@ -45,7 +45,7 @@ def format_duration(delta: timedelta) -> str:
         size = _UNITS[unit]
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
-    return f"{seconds:g}s"
+    return f"{int(seconds)}s" if seconds == int(seconds) else f"{seconds}s"
 
 
 def _parse_cron_field(text: str, index: int) -> frozenset[int]:

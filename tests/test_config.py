@@ -1,0 +1,166 @@
+"""Configuration: shape, defaults, and every problem reported at once with its path."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from monitor.cli import main
+from monitor.config import load_config
+from monitor.errors import ConfigError
+
+MINIMAL = """
+[[monitors]]
+name = "web-search"
+scores.path = "data/scores"
+outcomes.path = "data/outcomes"
+"""
+
+
+def _write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "monitor.toml"
+    path.write_text(text)
+    return path
+
+
+def test_minimal_config_gets_documented_defaults(tmp_path: Path) -> None:
+    config = load_config(_write(tmp_path, MINIMAL))
+    assert (config.server.host, config.server.port) == ("127.0.0.1", 9464)
+    assert config.server.state_dir == tmp_path / "state"
+    (m,) = config.monitors
+    assert m.name == "web-search"
+    assert m.schedule.interval == timedelta(hours=1)
+    assert m.scores.path == str(tmp_path / "data/scores")
+    assert m.outcomes.query_column == "query_id"
+    assert m.windows.current == timedelta(days=1)
+    assert m.windows.reference == timedelta(days=7)
+    assert not m.windows.fixed_reference
+    assert (m.drift.bins, m.drift.tolerance) == (10, 0.02)
+    assert (m.decay.margin, m.budget.drift, m.budget.decay) == (0.01, 0.05, 0.05)
+    assert m.budget.period == timedelta(days=30)
+
+
+def test_full_config(tmp_path: Path) -> None:
+    text = """
+[server]
+listen = "0.0.0.0:9999"
+state_dir = "/var/lib/rm"
+
+[[monitors]]
+name = "a"
+schedule = "0 */6 * * *"
+seed = 3
+scores.path = "s3://bucket/scores"
+scores.score_column = "top1"
+scores.segment_column = "locale"
+outcomes.path = "/data/outcomes"
+outcomes.segment_column = "locale"
+outcomes.timestamp_unit = "ms"
+windows.current = "6h"
+windows.reference_start = "2026-11-01T00:00:00Z"
+windows.reference_end = "2026-11-08T00:00:00+00:00"
+drift.tolerance = 0.05
+decay.margin = 0.0
+decay.looks = 7
+budget.period = "7d"
+budget.decay = 0.01
+max_segments = 5
+"""
+    config = load_config(_write(tmp_path, text))
+    assert (config.server.host, config.server.port) == ("0.0.0.0", 9999)
+    (m,) = config.monitors
+    assert m.schedule.is_cron
+    assert m.scores.path == "s3://bucket/scores"
+    assert m.scores.score_column == "top1"
+    assert m.outcomes.timestamp_unit == "ms"
+    assert m.windows.fixed_reference
+    assert m.windows.reference_start == datetime(2026, 11, 1, tzinfo=UTC)
+    assert m.decay.looks == 7
+    assert m.budget.period == timedelta(days=7)
+    assert m.max_segments == 5
+
+
+def test_every_problem_is_reported_with_its_path(tmp_path: Path) -> None:
+    text = """
+[server]
+listen = "nowhere"
+colour = "blue"
+
+[[monitors]]
+name = "ok-one"
+scores.path = "s"
+outcomes.path = "o"
+
+[[monitors]]
+name = "bad name!"
+schedule = "every hour"
+scores.score_column = ""
+outcomes.path = "o"
+windows.current = "-5m"
+drift.bins = 1
+decay.margin = -0.1
+budget.drift = 0.9
+
+[[monitors]]
+name = "ok-one"
+scores.path = "s"
+outcomes.path = "o"
+windows.reference = "7d"
+windows.reference_start = "2026-11-01T00:00:00"
+"""
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    problems = info.value.problems
+    expected_prefixes = [
+        "server.listen:",
+        "server.colour: unknown key",
+        "monitors[1].name:",
+        "monitors[1].schedule:",
+        "monitors[1].scores.path: is required",
+        "monitors[1].scores.score_column:",
+        "monitors[1].windows.current:",
+        "monitors[1].drift.bins:",
+        "monitors[1].decay.margin:",
+        "monitors[1].budget.drift:",
+        "monitors[2].windows.reference_start: must carry a timezone",
+        "monitors[2].windows: give either reference",
+    ]
+    for prefix in expected_prefixes:
+        assert any(p.startswith(prefix) for p in problems), (prefix, problems)
+    assert "-5m" in next(p for p in problems if p.startswith("monitors[1].windows.current"))
+    assert len(problems) >= len(expected_prefixes)
+
+
+def test_duplicate_names_and_missing_monitors(tmp_path: Path) -> None:
+    dup = MINIMAL + MINIMAL
+    with pytest.raises(ConfigError, match=r"monitors\[1\].name: duplicates monitors\[0\]"):
+        load_config(_write(tmp_path, dup))
+    with pytest.raises(ConfigError, match="at least one"):
+        load_config(_write(tmp_path, "[server]\n"))
+
+
+def test_segment_columns_go_together(tmp_path: Path) -> None:
+    text = MINIMAL + 'scores.segment_column = "locale"\n'
+    with pytest.raises(ConfigError, match="must be set together"):
+        load_config(_write(tmp_path, text))
+
+
+def test_unreadable_and_invalid_toml(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="not valid TOML"):
+        load_config(_write(tmp_path, "[[monitors]\nname="))
+
+
+def test_validate_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    good = _write(tmp_path, MINIMAL)
+    assert main(["validate", "--config", str(good)]) == 0
+    assert "valid" in capsys.readouterr().out
+    bad = tmp_path / "bad.toml"
+    bad.write_text(MINIMAL.replace('name = "web-search"', 'name = ""\nschedule = "5x"'))
+    assert main(["validate", "--config", str(bad)]) == 3
+    err = capsys.readouterr().err
+    assert "monitors[0].name:" in err
+    assert "monitors[0].schedule:" in err
