@@ -16,6 +16,7 @@ import cProfile
 import dataclasses
 import os
 import pstats
+import resource
 import sys
 import tempfile
 import time
@@ -87,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         f"720-check replay: {projected:.1f} s; ratio to the {TARGET_SECONDS:.0f} s target: "
         f"{projected / TARGET_SECONDS:.2f} ({'meets' if projected < TARGET_SECONDS else 'MISSES'})"
     )
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"peak RSS {peak:,.0f} MiB (world generation included)")
     if profiler is not None:
         pstats.Stats(profiler, stream=sys.stdout).sort_stats("tottime").print_stats(12)
     return 0
