@@ -123,7 +123,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
         return 3
     runner = Runner(config)
     verdicts = [runner.check(name, args.at) for name in names]
-    at = args.at or datetime.now(UTC)
+    at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
     if args.json:
         doc = {
             "at": at.isoformat().replace("+00:00", "Z"),

@@ -96,7 +96,7 @@ class DriftConfig:
 class DecayConfig:
     """Model decay on paired outcomes (one-sided sign-flip test of current < reference - margin)."""
 
-    margin: float = 0.01
+    margin: float = 0.005
     min_pairs: int = 20
     min_coverage: float = 0.8
     n_resamples: int | None = None

@@ -117,5 +117,7 @@ class HttpServer:
         self._thread.start()
 
     def stop(self) -> None:
-        self._httpd.shutdown()
+        """Stop serving and close the socket (also when ``start`` was never called)."""
+        if self._thread.is_alive():
+            self._httpd.shutdown()
         self._httpd.server_close()

@@ -38,7 +38,7 @@ def test_minimal_config_gets_documented_defaults(tmp_path: Path) -> None:
     assert m.windows.reference == timedelta(days=7)
     assert not m.windows.fixed_reference
     assert (m.drift.bins, m.drift.tolerance) == (10, 0.02)
-    assert (m.decay.margin, m.budget.drift, m.budget.decay) == (0.01, 0.05, 0.05)
+    assert (m.decay.margin, m.budget.drift, m.budget.decay) == (0.005, 0.05, 0.05)
     assert m.budget.period == timedelta(days=30)
 
 

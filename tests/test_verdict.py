@@ -59,8 +59,8 @@ def segment(
     ts_end = int((at - EPOCH).total_seconds() * 1e9)
     cur_ts = np.sort(rng.integers(ts_start, ts_end, n_cur))
     quality = rng.beta(2.5, 2.0, n_pairs)
-    ref_out = np.clip(quality + rng.normal(0, 0.02, n_pairs), 0, 1)
-    cur_out = np.clip(quality - decay + rng.normal(0, 0.02, n_pairs), 0, 1)
+    ref_out = np.clip(quality + rng.normal(0, 0.01, n_pairs), 0, 1)
+    cur_out = np.clip(quality - decay + rng.normal(0, 0.01, n_pairs), 0, 1)
     return SegmentData(
         reference=scores(rng, n_ref),
         current=scores(rng, n_cur, shift),

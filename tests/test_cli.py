@@ -1,0 +1,212 @@
+"""End to end: ``monitor check`` on generated parquet worlds, its JSON contract and exit codes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from monitor.cli import exit_code, main
+from monitor.simulate import SCENARIOS, World, write_world
+
+START = datetime(2026, 10, 1, tzinfo=UTC)
+END = START + timedelta(days=18)
+AT = START + timedelta(days=17)  # drift and decay start on day 15 in the presets
+
+
+def _world(root: Path, scenario_name: str, **changes: Any) -> World:
+    scenario = replace(SCENARIOS[scenario_name], scores_per_hour=400.0, **changes)
+    return write_world(root / scenario_name, scenario, start=START, end=END, seed=11)
+
+
+@pytest.fixture(scope="module")
+def worlds(tmp_path_factory: pytest.TempPathFactory) -> dict[str, World]:
+    root = tmp_path_factory.mktemp("worlds")
+    return {
+        name: _world(root, name)
+        for name in (
+            "stationary",
+            "covariate_shift",
+            "abrupt_decay",
+            "subtle_decay",
+            "drift_and_decay",
+            "small_golden_set",
+        )
+    }
+
+
+def check_json(config: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, Any]:
+    code = main(["check", "--config", str(config), "--json", "--at", AT.isoformat(), *extra])
+    return code, json.loads(capsys.readouterr().out)
+
+
+CONTRACT_INPUT = {"n_reference", "n_current", "psi", "psi_pvalue", "ks_statistic", "ks_pvalue"}
+CONTRACT_OUTCOME = {
+    "n_pairs",
+    "mean_difference",
+    "pvalue",
+    "ci_low",
+    "ci_high",
+    "effect_size",
+    "wins",
+    "losses",
+    "ties",
+    "mde",
+    "decay",
+}
+
+
+@pytest.mark.parametrize(
+    ("scenario", "state", "code", "drift", "decay"),
+    [
+        ("stationary", "ok", 0, False, False),
+        ("covariate_shift", "data_drift", 1, True, False),
+        ("abrupt_decay", "model_decay", 2, False, True),
+        ("subtle_decay", "model_decay", 2, False, True),
+        ("drift_and_decay", "model_decay", 2, True, True),
+        ("small_golden_set", "insufficient_data", 3, False, False),
+    ],
+)
+def test_check_json_on_generated_worlds(
+    worlds: dict[str, World],
+    capsys: pytest.CaptureFixture[str],
+    scenario: str,
+    state: str,
+    code: int,
+    drift: bool,
+    decay: bool,
+) -> None:
+    rc, doc = check_json(worlds[scenario].config_path, capsys)
+    assert rc == code
+    assert doc["at"] == "2026-10-18T00:00:00Z"
+    (m,) = doc["monitors"]
+    assert m["name"] == "demo"
+    assert m["state"] == state, m["reasons"]
+    assert m["reasons"]
+    assert CONTRACT_INPUT | {"drift"} <= set(m["input"])
+    assert set(m["outcome"]) >= CONTRACT_OUTCOME
+    assert m["input"]["drift"] is drift
+    assert m["outcome"]["decay"] is decay
+    if scenario != "small_golden_set":
+        o = m["outcome"]
+        assert o["wins"] + o["losses"] + o["ties"] == o["n_pairs"] == 300
+        assert o["ci_low"] <= o["mean_difference"] <= o["ci_high"]
+
+
+def test_subtle_decay_is_seen_only_through_pairing(
+    worlds: dict[str, World], capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, doc = check_json(worlds["subtle_decay"].config_path, capsys)
+    assert doc["monitors"][0]["state"] == "model_decay"
+    table = pq.read_table(worlds["subtle_decay"].outcomes_path)
+    ts = table.column("timestamp").cast(pa.timestamp("us")).to_numpy()
+    outcome = table.column("outcome").to_numpy()
+    current_start = np.datetime64((AT - timedelta(days=1)).replace(tzinfo=None), "us")
+    reference = outcome[(ts >= current_start - np.timedelta64(7, "D")) & (ts < current_start)]
+    current = outcome[(ts >= current_start) & (ts < np.datetime64(AT.replace(tzinfo=None), "us"))]
+    welch = stats.ttest_ind(current, reference, equal_var=False, alternative="less")
+    assert welch.pvalue > 0.05  # two independent samples: no evidence at all
+
+
+def test_huge_window_trivial_shift_is_ok(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = replace(SCENARIOS["covariate_shift"], scores_per_hour=8000.0, drift_strength=0.01)
+    world = write_world(tmp_path, scenario, start=START + timedelta(days=9), end=END, seed=5)
+    rc, doc = check_json(world.config_path, capsys)
+    m = doc["monitors"][0]
+    assert m["input"]["n_current"] > 150_000
+    assert m["input"]["ks_pvalue"] < 0.05 or m["input"]["psi"] < 0.005  # tiny, immaterial
+    assert m["state"] == "ok", m["reasons"]
+    assert rc == 0
+
+
+def test_broken_source_is_an_error_naming_the_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    world = _world(tmp_path, "stationary")
+    victim = world.scores_path / "date=2026-10-17" / "part-0.parquet"
+    victim.write_bytes(b"PAR1 this is not parquet")
+    rc, doc = check_json(world.config_path, capsys)
+    m = doc["monitors"][0]
+    assert rc == 3
+    assert m["state"] == "error"
+    assert "date=2026-10-17" in m["error"]
+    assert m["input"] is None
+
+
+def test_one_monitor_and_table_output(
+    worlds: dict[str, World], capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = worlds["covariate_shift"].config_path
+    rc = main(["check", "--config", str(config), "--monitor", "demo", "--at", AT.isoformat()])
+    out = capsys.readouterr().out
+    assert rc == 1
+    assert out.splitlines()[0].split()[:2] == ["monitor", "state"]
+    assert "demo" in out
+    assert "data_drift" in out
+    assert "data drift" in out
+    assert main(["check", "--config", str(config), "--monitor", "nope"]) == 3
+
+
+def test_check_never_writes_state_and_replays_what_the_daemon_saw(
+    worlds: dict[str, World], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.config import load_config
+    from monitor.jobs import Runner
+
+    config = load_config(worlds["abrupt_decay"].config_path)
+    state_dir = config.server.state_dir
+    runner = Runner(config)
+    daemon_saw = runner.run("demo", AT).verdict.to_dict()
+    before = {p.name: p.read_bytes() for p in state_dir.iterdir()}
+    _, doc = check_json(worlds["abrupt_decay"].config_path, capsys)
+    after = {p.name: p.read_bytes() for p in state_dir.iterdir()}
+    assert before == after
+    m = doc["monitors"][0]
+    for key in ("mean_difference", "pvalue", "ci_low", "ci_high", "mde", "decay"):
+        assert m["outcome"][key] == daemon_saw["outcome"][key]
+    for key in ("psi", "ks_statistic", "ks_pvalue"):
+        assert m["input"][key] == daemon_saw["input"][key]
+
+
+def test_exit_code_convention() -> None:
+    assert exit_code(["ok", "ok"]) == 0
+    assert exit_code(["ok", "data_drift"]) == 1
+    assert exit_code(["data_drift", "model_decay", "ok"]) == 2
+    assert exit_code(["model_decay", "error"]) == 2
+    assert exit_code(["ok", "insufficient_data"]) == 3
+    assert exit_code(["error", "data_drift"]) == 1
+    assert exit_code([]) == 3
+
+
+def test_console_script_runs_as_a_module(worlds: dict[str, World]) -> None:
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "monitor",
+            "check",
+            "--config",
+            str(worlds["stationary"].config_path),
+            "--at",
+            AT.isoformat(),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["monitors"][0]["state"] == "ok"

@@ -1,0 +1,198 @@
+"""The daemon as a real subprocess: scraped over HTTP, restarted without losing state, stopped with
+SIGTERM; and, in-process, a hung source that must not block later runs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import threading
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from monitor.config import load_config
+from monitor.daemon import Daemon
+from monitor.jobs import ParquetReader, Runner
+from monitor.simulate import SCENARIOS, write_world
+from monitor.sources import ScoreSpec, ScoreWindow, Window
+from tests.deploy.stack import Process, free_port, http_get, wait_for
+
+BROKEN = """
+[[monitors]]
+name = "broken"
+schedule = "1h"
+scores.path = "no-such-dir"
+outcomes.path = "outcomes"
+"""
+
+
+def samples(address: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    status, body = http_get(f"http://{address}/metrics")
+    assert status == 200
+    out = {}
+    for family in text_string_to_metric_families(body.decode()):
+        for s in family.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def value(
+    snap: dict[tuple[str, tuple[tuple[str, str], ...]], float], name: str, **labels: str
+) -> float | None:
+    return snap.get((name, tuple(sorted(labels.items()))))
+
+
+def runs(address: str, monitor: str) -> float | None:
+    try:
+        return value(samples(address), "retrieval_monitor_runs_total", monitor=monitor)
+    except OSError:
+        return None
+
+
+def status(address: str) -> dict[str, Any]:
+    code, body = http_get(f"http://{address}/status")
+    assert code == 200
+    doc: dict[str, Any] = json.loads(body)
+    return doc
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> tuple[Path, str]:
+    end = datetime.now(UTC).replace(microsecond=0)
+    address = f"127.0.0.1:{free_port()}"
+    w = write_world(
+        tmp_path / "world",
+        SCENARIOS["abrupt_decay"],
+        start=end - timedelta(days=17),
+        end=end,
+        seed=3,
+        listen=address,
+    )
+    with w.config_path.open("a") as fh:
+        fh.write(BROKEN)
+    return w.config_path, address
+
+
+def start(config: Path, log: Path) -> Process:
+    argv = [sys.executable, "-m", "monitor", "run", "--config", str(config)]
+    return Process("monitor", argv, log, cwd=config.parent)
+
+
+@pytest.mark.integration
+@pytest.mark.slow
+def test_daemon_scrape_restart_and_sigterm(world: tuple[Path, str], tmp_path: Path) -> None:
+    config, address = world
+    proc = start(config, tmp_path / "first.log")
+    try:
+        for name in ("demo", "broken"):
+            wait_for(
+                lambda n=name: (runs(address, n) or 0) >= 1,
+                timeout=60,
+                what=f"first run of {name}",
+                log=proc.log,
+            )
+        assert http_get(f"http://{address}/healthz")[0] == 200
+        snap = samples(address)
+        for name, expected in (("demo", "model_decay"), ("broken", "error")):
+            states = {
+                s: value(snap, "retrieval_monitor_state", monitor=name, state=s)
+                for s in ("ok", "data_drift", "model_decay", "insufficient_data", "error")
+            }
+            assert states[expected] == 1.0, (name, states)
+            assert sum(v or 0.0 for v in states.values()) == 1.0
+        assert value(snap, "retrieval_monitor_model_decay", monitor="demo", segment="") == 1.0
+        assert value(snap, "retrieval_monitor_run_failures_total", monitor="broken") == 1.0
+        assert value(snap, "retrieval_monitor_psi", monitor="broken", segment="") is None
+        assert value(snap, "retrieval_monitor_build_info", version="0.1.0") == 1.0
+        latest = value(
+            snap, "retrieval_monitor_data_latest_timestamp_seconds", monitor="demo", source="scores"
+        )
+        assert latest is not None
+        assert latest > datetime.now(UTC).timestamp() - 3 * 3600
+        promtool = shutil.which("promtool")
+        assert promtool, "promtool missing: run `make debs`"
+        text = http_get(f"http://{address}/metrics")[1]
+        lint = subprocess.run(
+            [promtool, "check", "metrics"], input=text, capture_output=True, check=False
+        )
+        assert lint.returncode == 0, lint.stdout + lint.stderr
+        first = status(address)
+        looked_at = first["monitors"][0]["verdict"]["outcome"]["looked_at"]
+        assert first["monitors"][0]["verdict"]["outcome"]["new_look"] is True
+    finally:
+        assert proc.stop() == 0, proc.log()
+    state_file = config.parent / "state" / "demo.json"
+    saved = json.loads(state_file.read_text())
+    assert saved["state"] == "model_decay"
+    assert saved["decay"]["last_look_at"] == looked_at
+
+    again = start(config, tmp_path / "second.log")
+    try:
+        wait_for(
+            lambda: (runs(address, "demo") or 0) >= 1,
+            timeout=60,
+            what="run after restart",
+            log=again.log,
+        )
+        outcome = status(address)["monitors"][0]["verdict"]["outcome"]
+        # the look of the first life is remembered: no second look within the spacing
+        assert outcome["new_look"] is False
+        assert outcome["looked_at"] == looked_at
+        snap = samples(address)
+        assert value(snap, "retrieval_monitor_state", monitor="demo", state="model_decay") == 1.0
+        since = value(snap, "retrieval_monitor_state_since_timestamp_seconds", monitor="demo")
+        assert since is not None
+        assert since == pytest.approx(
+            datetime.fromisoformat(saved["state_since"].replace("Z", "+00:00")).timestamp()
+        )
+    finally:
+        assert again.stop() == 0, again.log()
+
+
+class HangingReader(ParquetReader):
+    """Blocks every score read until released."""
+
+    def __init__(self) -> None:
+        self.release = threading.Event()
+        self.entered = threading.Event()
+
+    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
+        self.entered.set()
+        self.release.wait(timeout=30)
+        return super().scores(spec, window, with_timestamps=with_timestamps)
+
+
+def test_hung_source_is_abandoned_and_its_late_result_discarded(tmp_path: Path) -> None:
+    end = datetime(2026, 11, 20, tzinfo=UTC)
+    w = write_world(
+        tmp_path,
+        SCENARIOS["stationary"],
+        start=end - timedelta(days=9),
+        end=end,
+        seed=1,
+        extra_monitor_toml='run_timeout = "1s"\n',
+    )
+    config = load_config(w.config_path)
+    reader = HangingReader()
+    runner = Runner(config, reader=reader)
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    try:
+        daemon.run_monitor("demo")  # returns after run_timeout although the read still hangs
+        assert reader.entered.is_set()
+        (snap,) = runner.board.snapshot()
+        assert snap.state.state == "error"
+        assert snap.latest is not None
+        assert "run_timeout" in snap.latest.verdict.reasons[0]
+        reader.release.set()
+        daemon._pool.shutdown(wait=True)  # let the abandoned run finish: its result is discarded
+        (snap,) = runner.board.snapshot()
+        assert snap.state.state == "error"
+        assert snap.runs_total == 1
+    finally:
+        reader.release.set()
+        daemon.http.stop()
