@@ -27,8 +27,8 @@ test: $(STAMP) debs lint
 	$(PY) -m pytest -q
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check monitor tests bench
-	$(VENV)/bin/ruff format --check monitor tests bench
+	$(VENV)/bin/ruff check monitor tests bench grafana deploy
+	$(VENV)/bin/ruff format --check monitor tests bench grafana deploy
 	$(VENV)/bin/mypy
 
 ## Benchmarks: prints time and memory ratios measured side by side in one run.

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +55,10 @@ def runs(address: str, monitor: str) -> float | None:
         return None
 
 
+def first_run_done(address: str, monitor: str) -> bool:
+    return (runs(address, monitor) or 0) >= 1
+
+
 def status(address: str) -> dict[str, Any]:
     code, body = http_get(f"http://{address}/status")
     assert code == 200
@@ -91,7 +96,7 @@ def test_daemon_scrape_restart_and_sigterm(world: tuple[Path, str], tmp_path: Pa
     try:
         for name in ("demo", "broken"):
             wait_for(
-                lambda n=name: (runs(address, n) or 0) >= 1,
+                partial(first_run_done, address, name),
                 timeout=60,
                 what=f"first run of {name}",
                 log=proc.log,

@@ -26,7 +26,7 @@ AT = datetime(2026, 11, 30, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def make_monitor(schedule: str = "1h", **sections: dict[str, Any]) -> MonitorConfig:
+def make_monitor(schedule: str = "1h", **sections: Any) -> MonitorConfig:
     doc: dict[str, Any] = {
         "name": "m",
         "schedule": schedule,
@@ -217,6 +217,7 @@ def test_cusum_accumulates_moderate_shift_over_non_overlapping_blocks() -> None:
         if verdict.state == "data_drift":
             break
     assert verdict.state == "data_drift"
+    assert verdict.input is not None
     assert verdict.input.alarm == "cusum"
     assert len(zs) > 3
     assert max(zs) < plan.drift_z
