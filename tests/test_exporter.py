@@ -1,0 +1,112 @@
+"""The exporter: metric families built from the latest verdicts, read from a fresh registry."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor.config import MonitorConfig, parse_config
+from monitor.exporter import make_registry, render
+from monitor.jobs import Board, RunRecord
+from monitor.verdict import STATES, MonitorState, error_verdict, evaluate
+from tests.test_verdict import AT, check_data, segment
+
+
+def monitors(*names: str) -> tuple[MonitorConfig, ...]:
+    docs = [{"name": n, "scores": {"path": "s"}, "outcomes": {"path": "o"}} for n in names]
+    return parse_config({"monitors": docs}, base=Path("/tmp")).monitors
+
+
+def record_decay(board: Board, m: MonitorConfig) -> None:
+    seg = segment(np.random.default_rng(1), AT, decay=0.05)
+    verdict, state = evaluate(m, AT, check_data(AT, {"": seg}), MonitorState())
+    started = AT + timedelta(seconds=5)
+    state = MonitorState(
+        drift=state.drift,
+        decay=state.decay,
+        state=verdict.state,
+        state_since=started,
+        last_at=AT,
+        last_run=started,
+        last_success=started,
+    )
+    samples = {("scores", "current"): 2000, ("outcomes", "current"): 300}
+    board.record(RunRecord(verdict, started, 0.25, 1234, samples), state)
+
+
+def test_states_and_statistics_after_a_decay_run() -> None:
+    (a, b) = monitors("a", "b")
+    board = Board([a, b], {})
+    record_decay(board, a)
+    registry = make_registry(board)
+    get = registry.get_sample_value
+    for s in STATES:
+        assert get("retrieval_monitor_state", {"monitor": "a", "state": s}) == (
+            1.0 if s == "model_decay" else 0.0
+        )
+    assert get("retrieval_monitor_model_decay", {"monitor": "a", "segment": ""}) == 1.0
+    assert get("retrieval_monitor_input_drift", {"monitor": "a", "segment": ""}) == 0.0
+    diff = get("retrieval_monitor_outcome_mean_difference", {"monitor": "a", "segment": ""})
+    assert diff is not None
+    assert diff < -0.04
+    low = get("retrieval_monitor_outcome_ci_lower", {"monitor": "a", "segment": ""})
+    high = get("retrieval_monitor_outcome_ci_upper", {"monitor": "a", "segment": ""})
+    assert low is not None
+    assert high is not None
+    assert low <= diff <= high
+    assert get("retrieval_monitor_outcome_pairs", {"monitor": "a", "segment": ""}) == 300
+    assert get("retrieval_monitor_psi", {"monitor": "a", "segment": ""}) is not None
+    assert get("retrieval_monitor_outcome_alpha", {"monitor": "a"}) == pytest.approx(0.05 / 30)
+    assert get("retrieval_monitor_drift_cusum_threshold", {"monitor": "a"}) == pytest.approx(
+        7.94, abs=0.01
+    )
+    assert (
+        get(
+            "retrieval_monitor_window_samples",
+            {"monitor": "a", "source": "scores", "window": "current"},
+        )
+        == 2000
+    )
+    assert get("retrieval_monitor_runs_total", {"monitor": "a"}) == 1
+    assert get("retrieval_monitor_run_failures_total", {"monitor": "a"}) == 0
+    assert get("retrieval_monitor_last_run_duration_seconds", {"monitor": "a"}) == 0.25
+    assert get("retrieval_monitor_schedule_interval_seconds", {"monitor": "a"}) == 3600
+    assert (
+        get("retrieval_monitor_last_success_timestamp_seconds", {"monitor": "a"})
+        == (AT + timedelta(seconds=5)).timestamp()
+    )
+    # monitor b has not run: no state is claimed, no statistic is made up
+    assert all(get("retrieval_monitor_state", {"monitor": "b", "state": s}) == 0 for s in STATES)
+    assert get("retrieval_monitor_psi", {"monitor": "b", "segment": ""}) is None
+    assert get("retrieval_monitor_runs_total", {"monitor": "b"}) == 0
+    assert get("retrieval_monitor_build_info", {"version": "0.1.0"}) == 1
+
+
+def test_error_run_exports_no_statistics_and_counts_a_failure() -> None:
+    (a,) = monitors("a")
+    board = Board([a], {})
+    started = datetime(2026, 11, 30, 1, tzinfo=UTC)
+    verdict = error_verdict("a", AT, "scores: file x.parquet: not a parquet file")
+    state = MonitorState(state="error", state_since=started, last_run=started)
+    board.record(RunRecord(verdict, started, 0.1), state)
+    get = make_registry(board).get_sample_value
+    assert get("retrieval_monitor_state", {"monitor": "a", "state": "error"}) == 1
+    assert get("retrieval_monitor_run_failures_total", {"monitor": "a"}) == 1
+    assert get("retrieval_monitor_psi", {"monitor": "a", "segment": ""}) is None
+    assert get("retrieval_monitor_last_success_timestamp_seconds", {"monitor": "a"}) is None
+
+
+def test_removed_monitor_disappears_and_help_says_scheduled() -> None:
+    (a, b) = monitors("a", "b")
+    old = Board([a, b], {})
+    record_decay(old, b)
+    assert b'monitor="b"' in render(make_registry(old))
+    new = Board([a], {"a": MonitorState(state="ok", state_since=AT)})  # config without b
+    text = render(make_registry(new)).decode()
+    assert 'monitor="b"' not in text
+    assert 'retrieval_monitor_state{monitor="a",state="ok"} 1.0' in text
+    assert "# HELP retrieval_monitor_psi" in text
+    assert "Computed on the monitor's schedule, not at scrape time." in text
