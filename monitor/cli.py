@@ -15,10 +15,13 @@ import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from monitor import __version__
 from monitor.errors import ConfigError
+
+if TYPE_CHECKING:
+    from monitor.config import Config
 
 __all__ = ["EXIT_CODES", "exit_code", "main"]
 
@@ -84,17 +87,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _load(path: Path) -> Any:
+def _load(path: Path) -> Config | None:
+    """The validated config, or None after printing every problem to stderr (exit code 3)."""
     from monitor.config import load_config
 
-    return load_config(path)
+    try:
+        return load_config(path)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return None
 
 
 def _cmd_validate(args: argparse.Namespace) -> int:
-    try:
-        config = _load(args.config)
-    except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
+    config = _load(args.config)
+    if config is None:
         return 3
     names = ", ".join(m.name for m in config.monitors)
     print(f"{args.config}: valid ({len(config.monitors)} monitor(s): {names})")
@@ -108,16 +114,15 @@ def _fmt(x: Any, spec: str) -> str:
 def _cmd_check(args: argparse.Namespace) -> int:
     from monitor.jobs import Runner
 
+    config = _load(args.config)
+    if config is None:
+        return 3
     try:
-        config = _load(args.config)
         names = (
             [config.monitor(args.monitor).name]
             if args.monitor
             else [m.name for m in config.monitors]
         )
-    except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
-        return 3
     except KeyError as exc:
         print(f"{args.config}: {exc.args[0]}", file=sys.stderr)
         return 3
@@ -166,10 +171,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from monitor.logs import configure_logging
 
     configure_logging(args.log_level)
-    try:
-        config = _load(args.config)
-    except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
+    config = _load(args.config)
+    if config is None:
         return 3
     return _exit_hard_if_stuck(Daemon(config).serve())
 
@@ -187,10 +190,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 def _cmd_backtest(args: argparse.Namespace) -> int:
     from monitor.backtest import run_backtest_cli
 
-    try:
-        config = _load(args.config)
-    except ConfigError as exc:
-        print(str(exc), file=sys.stderr)
+    config = _load(args.config)
+    if config is None:
         return 3
     code: int = run_backtest_cli(
         config, args.start, args.end, monitor=args.monitor, as_json=args.json, as_csv=args.csv
