@@ -40,6 +40,7 @@ from monitor.config import Config, MonitorConfig
 from monitor.errors import MonitorError
 from monitor.jobs import DataReader, ParquetReader, Runner, StateStore, check_windows
 from monitor.sources import OutcomeSpec, OutcomeWindow, ScoreSpec, ScoreWindow, Window
+from monitor.stats import BaselinePositions, DriftBaseline, baseline_positions
 from monitor.verdict import STATES, MonitorState, Verdict
 
 __all__ = [
@@ -122,6 +123,21 @@ class _Span:
     timestamps: npt.NDArray[np.int64] = field(default_factory=lambda: np.empty(0, np.int64))
     codes: npt.NDArray[np.int32] | None = None
     names: tuple[str, ...] = ()
+    cuts: npt.NDArray[np.int64] | None = None
+    cut_rows: npt.NDArray[np.intp] | None = None
+    located: dict[str, _Located] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class _Located:
+    """Positions in one frozen baseline of one segment's scores, per piece of a span (lazily).
+
+    Piece j holds the span's rows ``[cut_rows[j], cut_rows[j + 1])``: the scores between two
+    consecutive window boundaries, so every covered window is a run of whole pieces.
+    """
+
+    baseline: DriftBaseline
+    pieces: dict[int, BaselinePositions] = field(default_factory=dict)
 
 
 def _merge(windows: Iterable[Window]) -> list[Window]:
@@ -175,20 +191,28 @@ class CachedReader:
         self.outcome_cache_size = outcome_cache_size
         self._spans: dict[ScoreSpec, list[_Span]] = {}
         self._outcomes: OrderedDict[tuple[OutcomeSpec, Window], OutcomeWindow] = OrderedDict()
+        self._cuts: dict[ScoreSpec, set[int]] = {}
         self.span_reads = 0
         self.fallback_reads = 0
 
     def cover(self, spec: ScoreSpec, windows: Iterable[Window]) -> None:
         """Declare the score windows to be served from a cache of ``spec`` (merged into spans)."""
+        windows = list(windows)
         known = [s.window for s in self._spans.get(spec, [])]
         merged = _merge([*known, *windows])
         old = {s.window: s for s in self._spans.get(spec, [])}
         self._spans[spec] = [old.get(w, _Span(window=w)) for w in merged]
+        cuts = self._cuts.setdefault(spec, set())
+        cuts.update(_ns(t) for w in windows for t in (w.start, w.end))
+        for span in self._spans[spec]:  # new boundaries: pieces are cut again on next use
+            span.cuts, span.cut_rows = None, None
+            span.located.clear()
 
     def clear(self) -> None:
         """Drop every cached span and outcome window (frees the memory)."""
         self._spans.clear()
         self._outcomes.clear()
+        self._cuts.clear()
 
     def _load(self, spec: ScoreSpec, span: _Span) -> None:
         span.loaded = True
@@ -214,7 +238,8 @@ class CachedReader:
         span.codes = _readonly(codes) if codes is not None else None
         span.names = read.segment_names
 
-    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
+    def _span(self, spec: ScoreSpec, window: Window) -> _Span | None:
+        """The covered span holding ``window`` (loaded on first use), if any."""
         span = next(
             (
                 s
@@ -225,6 +250,10 @@ class CachedReader:
         )
         if span is not None and not span.loaded:
             self._load(spec, span)
+        return span
+
+    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
+        span = self._span(spec, window)
         if span is None or not span.exact:
             self.fallback_reads += 1
             return self.fallback.scores(spec, window, with_timestamps=with_timestamps)
@@ -249,6 +278,59 @@ class CachedReader:
             newest_timestamp=newest,
             files_read=0,
         )
+
+    def positions(
+        self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline
+    ) -> BaselinePositions | None:
+        """Segment ``segment``'s scores of ``window`` located in ``baseline``, or ``None``.
+
+        The runner asks for them with a frozen baseline (fixed reference). Each piece of the span
+        (the rows between two consecutive boundaries of covered windows) is located once per
+        baseline and segment (``baseline_positions``: one sort of the piece, one search of the
+        reference); a window concatenates its pieces. ``None`` (the runner then uses the normal
+        path) when the window is not served from a cached span, its ends are not boundaries of
+        covered windows, or the segment is not in the span. Memory: 4 bytes per located score
+        (8 when the reference has over 1e9 values).
+        """
+        span = self._span(spec, window)
+        if span is None or not span.exact:
+            return None
+        code: int | None = None
+        if span.codes is not None:
+            if segment not in span.names:
+                return None
+            code = span.names.index(segment)
+        elif segment:
+            return None
+        if span.cuts is None or span.cut_rows is None:
+            lo_ns, hi_ns = _ns(span.window.start), _ns(span.window.end)
+            inside = sorted(c for c in self._cuts.get(spec, set()) if lo_ns <= c <= hi_ns)
+            span.cuts = np.asarray(inside, dtype=np.int64)
+            span.cut_rows = np.searchsorted(span.timestamps, span.cuts, side="left")
+        cuts, rows = span.cuts, span.cut_rows
+        first = int(np.searchsorted(cuts, _ns(window.start)))
+        last = int(np.searchsorted(cuts, _ns(window.end)))
+        if (
+            first >= cuts.size
+            or last >= cuts.size
+            or cuts[first] != _ns(window.start)
+            or cuts[last] != _ns(window.end)
+        ):
+            return None
+        located = span.located.get(segment)
+        if located is None or located.baseline is not baseline:
+            located = span.located[segment] = _Located(baseline=baseline)
+        pieces = []
+        for j in range(first, last):
+            piece = located.pieces.get(j)
+            if piece is None:
+                lo, hi = int(rows[j]), int(rows[j + 1])
+                values = span.values[lo:hi]
+                if code is not None and span.codes is not None:
+                    values = values[span.codes[lo:hi] == code]
+                piece = located.pieces[j] = baseline_positions(baseline, values)
+            pieces.append(piece)
+        return BaselinePositions.concatenate(baseline, pieces)
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
         key = (spec, window)

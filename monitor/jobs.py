@@ -34,7 +34,7 @@ from monitor.sources import (
     read_outcomes,
     read_scores,
 )
-from monitor.stats import DriftBaseline, build_baseline
+from monitor.stats import BaselinePositions, DriftBaseline, build_baseline
 from monitor.verdict import (
     CheckData,
     MonitorState,
@@ -279,6 +279,10 @@ class Runner:
                 hint="raise max_segments or map rare segments to 'other' upstream",
             )
         fixed = monitor.windows.fixed_reference
+        # Optional reader capability (the backtest's CachedReader): the current window located in a
+        # frozen baseline from positions computed once per stretch of the log.
+        locate: Callable[[ScoreSpec, Window, str, DriftBaseline], BaselinePositions | None] | None
+        locate = getattr(self.reader, "positions", None)
         segments: dict[str, SegmentData] = {}
         for name in names:
             if ref.values.size == 0 and cur.values.size == 0 and paired.reference.size == 0:
@@ -292,6 +296,9 @@ class Runner:
                 if baseline is None:
                     baseline = build_baseline(ref_values, bins=monitor.drift.bins)
                     self._baselines[key] = baseline
+            positions = None
+            if baseline is not None and locate is not None:
+                positions = locate(monitor.scores, current_w, name, baseline)
             pairs = pair_split.get(name)
             segments[name] = SegmentData(
                 reference=ref_values,
@@ -301,6 +308,7 @@ class Runner:
                 if pairs is not None
                 else Pairs(reference=_EMPTY, current=_EMPTY),
                 baseline=baseline,
+                positions=positions,
             )
         data = CheckData(
             current_start=current_w.start,

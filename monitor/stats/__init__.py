@@ -6,11 +6,13 @@ are in ``docs/statistics.md``.
 """
 
 from monitor.stats.drift import (
+    BaselinePositions,
     DriftBaseline,
     DriftResult,
     KSResult,
     ProportionResult,
     PSIResult,
+    baseline_positions,
     build_baseline,
     drift_tests,
     ks_2samp,
@@ -40,6 +42,7 @@ from monitor.stats.sequential import (
 )
 
 __all__ = [
+    "BaselinePositions",
     "ConfidenceInterval",
     "DriftBaseline",
     "DriftResult",
@@ -51,6 +54,7 @@ __all__ = [
     "TTestResult",
     "adjust_pvalues",
     "arl_for_budget",
+    "baseline_positions",
     "bca_interval",
     "build_baseline",
     "cusum_arl",

@@ -9,6 +9,7 @@ import pytest
 import monitor.stats as ms
 
 EXPECTED = {
+    "BaselinePositions",
     "ConfidenceInterval",
     "DriftBaseline",
     "DriftResult",
@@ -20,6 +21,7 @@ EXPECTED = {
     "TTestResult",
     "adjust_pvalues",
     "arl_for_budget",
+    "baseline_positions",
     "bca_interval",
     "build_baseline",
     "cusum_arl",
