@@ -31,6 +31,7 @@ from monitor.errors import BadValuesError
 from monitor.jobs import RunRecord
 from monitor.simulate import SCENARIOS, write_world
 from monitor.sources import ScoreSpec, Window, read_scores, write_parquet
+from monitor.stats import baseline_positions, build_baseline, drift_tests
 from monitor.verdict import STATES, MonitorState, Verdict
 
 ORIGIN = datetime(2026, 3, 1, tzinfo=UTC)
@@ -493,3 +494,65 @@ def test_cached_reader_memoises_outcomes(drift_and_decay: Config) -> None:
     reader.outcomes(spec, b)
     reader.outcomes(spec, a)
     assert calls == [a, b, a]
+
+
+# ------------------------------------------------------------------ precomputed positions
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_cached_reader_positions_match_the_window(tmp_path: Path, shuffle: bool) -> None:
+    """Positions assembled from pieces equal those of the window's own values, per segment."""
+    spec = _score_log(tmp_path, shuffle=shuffle)
+    reader = CachedReader()
+    reader.cover(spec, _windows())
+    reference = read_scores(spec, Window(ORIGIN, ORIGIN + DAY)).values
+    base = build_baseline(reference)
+    for w in _windows():
+        by_segment = reader.scores(spec, w, with_timestamps=False).by_segment()
+        for name, values in by_segment.items():
+            pos = reader.positions(spec, w, name, base)
+            assert pos is not None
+            direct = baseline_positions(base, values)
+            np.testing.assert_array_equal(np.sort(pos.keys), direct.keys)
+            np.testing.assert_array_equal(pos.counts, direct.counts)
+            fast = drift_tests(base, values, positions=pos)
+            plain = drift_tests(base, values)
+            assert fast.ks == plain.ks
+            assert fast.psi.statistic == plain.psi.statistic
+    w = _windows()[0]
+    assert reader.positions(spec, w, "zz", base) is None  # segment not in the log
+    assert reader.positions(spec, Window(w.start, w.end - HOUR), "a", base) is None  # not a cut
+    other = build_baseline(reference[::2])
+    pos = reader.positions(spec, w, "a", other)  # a new baseline: located again
+    assert pos is not None
+    assert pos.baseline is other
+    assert reader.fallback_reads == 0
+
+
+class _PlainReader(CachedReader):
+    """A CachedReader without precomputed positions: the runner takes the daemon's path."""
+
+    def positions(self, spec: Any, window: Window, segment: str, baseline: Any) -> None:
+        return None
+
+
+class _CountingReader(CachedReader):
+    located = 0
+
+    def positions(self, spec: Any, window: Window, segment: str, baseline: Any) -> Any:
+        pos = super().positions(spec, window, segment, baseline)
+        self.located += pos is not None
+        return pos
+
+
+@pytest.mark.slow
+def test_backtest_positions_path_identical(segmented_fixed: Config) -> None:
+    """Fixed reference, three segments: every check located from cached pieces gives the same
+    verdict as the normal path (which ``test_backtest_reproduces_daemon`` ties to the daemon)."""
+    start, end = ORIGIN + 15 * DAY, ORIGIN + 16 * DAY
+    counting = _CountingReader()
+    (fast,) = backtest(segmented_fixed, start, end, reader=counting)
+    (plain,) = backtest(segmented_fixed, start, end, reader=_PlainReader())
+    assert counting.located >= len(fast.verdicts) * 3
+    assert [v.to_dict() for v in fast.verdicts] == [v.to_dict() for v in plain.verdicts]
+    assert {c.state for c in fast.checks} & {"data_drift", "model_decay"}

@@ -12,8 +12,11 @@ from scipy import stats
 
 from monitor.errors import InsufficientDataError, StatsInputError
 from monitor.stats import (
+    BaselinePositions,
     DriftBaseline,
+    baseline_positions,
     build_baseline,
+    drift,
     drift_tests,
     ks_2samp,
     proportion_test,
@@ -396,3 +399,156 @@ def test_proportion_test_counts_iv() -> None:
         proportion_test_counts(0, 0, 0, 3)
     with pytest.raises(StatsInputError, match="`alternative` must be one of"):
         proportion_test_counts(0, 3, 0, 3, alternative="two_sided")
+
+
+# ---------------------------------------------------------------------- rank-key KS and positions
+
+
+def _streaming_extremes(xs: np.ndarray, ys: np.ndarray) -> tuple[int, float, int, float]:
+    """The former implementation, kept as an independent reference: i m - j n evaluated at every
+    pooled point (x then y), first occurrence of each extreme."""
+    n, m = xs.size, ys.size
+    best_pos, loc_pos, best_neg, loc_neg = -1, np.nan, -1, np.nan
+    for data in (xs, ys):
+        diff = np.searchsorted(xs, data, side="right") * m - np.searchsorted(ys, data, "right") * n
+        i_max, i_min = int(np.argmax(diff)), int(np.argmin(diff))
+        if int(diff[i_max]) > best_pos:
+            best_pos, loc_pos = int(diff[i_max]), float(data[i_max])
+        if -int(diff[i_min]) > best_neg:
+            best_neg, loc_neg = -int(diff[i_min]), float(data[i_min])
+    return max(best_pos, 0), loc_pos, max(best_neg, 0), loc_neg
+
+
+def _ours_extremes(xs: np.ndarray, ys: np.ndarray) -> tuple[int, float, int, float]:
+    ext = drift._ks_extremes(xs, drift._rank_keys(xs, ys))
+    loc_neg = ext.loc_neg if ext.y_index < 0 else drift._first_equal(ys, ext.y_index)
+    return ext.k_pos, ext.loc_pos, ext.k_neg, loc_neg
+
+
+@pytest.mark.parametrize("chunk", [3, 1 << 16])
+def test_ks_extremes_against_pooled_scan(monkeypatch: pytest.MonkeyPatch, chunk: int) -> None:
+    monkeypatch.setattr(drift, "_KS_CHUNK", chunk)
+    rng = np.random.default_rng(20261201)
+    for trial in range(1500):
+        n, m = int(rng.integers(1, 25)), int(rng.integers(1, 25))
+        decimals = int(rng.integers(0, 3))
+        xs = np.sort(np.round(rng.normal(size=n), decimals))
+        ys = np.round(rng.normal(float(rng.choice([0.0, 0.5, -2.0, 2.0])), size=m), decimals)
+        if trial % 5 == 0:
+            ys = rng.choice(xs, size=m)  # every y ties with an x
+        ys = np.sort(ys)
+        assert _ours_extremes(xs, ys) == _streaming_extremes(xs, ys), (xs, ys)
+
+
+@given(st.lists(grid, min_size=1, max_size=30), st.lists(grid, min_size=1, max_size=30))
+def test_ks_extremes_property(x: list[float], y: list[float]) -> None:
+    xs, ys = np.sort(np.asarray(x)), np.sort(np.asarray(y))
+    assert _ours_extremes(xs, ys) == _streaming_extremes(xs, ys)
+
+
+def _parts_positions(
+    base: DriftBaseline, current: np.ndarray, rng: np.random.Generator
+) -> BaselinePositions:
+    shuffled = rng.permutation(current)
+    cuts = np.sort(rng.integers(0, current.size + 1, size=int(rng.integers(0, 4))))
+    parts = [baseline_positions(base, p) for p in np.split(shuffled, cuts)]
+    return BaselinePositions.concatenate(base, parts)
+
+
+def _assert_same_drift(a: Any, b: Any) -> None:
+    for field in ("statistic", "pvalue", "statistic_location", "statistic_sign", "method"):
+        assert getattr(a.ks, field) == getattr(b.ks, field), field
+    for field in ("statistic", "pvalue", "out_of_range_rate", "empty_bins", "n_current"):
+        assert getattr(a.psi, field) == getattr(b.psi, field), field
+    np.testing.assert_array_equal(a.psi.current_counts, b.psi.current_counts)
+
+
+def test_drift_tests_positions_identical() -> None:
+    rng = np.random.default_rng(11)
+    for _ in range(300):
+        n, m = int(rng.integers(1, 80)), int(rng.integers(1, 80))
+        decimals = int(rng.integers(0, 3))
+        ref = np.round(rng.normal(size=n), decimals)
+        cur = np.round(rng.normal(float(rng.choice([0.0, 0.3, -3.0, 3.0])), size=m), decimals)
+        base = build_baseline(ref, bins=int(rng.integers(2, 8)))
+        plain = drift_tests(base, cur, tolerance=0.01)
+        fast = drift_tests(base, cur, tolerance=0.01, positions=_parts_positions(base, cur, rng))
+        _assert_same_drift(plain, fast)
+        ks = ks_2samp(ref, cur)
+        assert (fast.ks.statistic, fast.ks.pvalue) == (ks.statistic, ks.pvalue)
+
+
+def test_drift_tests_positions_identical_large_with_point_mass() -> None:
+    """A 20 % zero mass on both sides (every zero ties the reference), asymptotic p-value."""
+    rng = np.random.default_rng(3)
+    ref = np.where(rng.random(60_000) < 0.2, 0.0, rng.lognormal(size=60_000))
+    cur = np.where(rng.random(15_000) < 0.25, 0.0, rng.lognormal(0.05, size=15_000))
+    base = build_baseline(ref)
+    fast = drift_tests(base, cur, positions=_parts_positions(base, cur, rng))
+    _assert_same_drift(drift_tests(base, cur), fast)
+    assert fast.ks.method == "asymp"
+
+
+def test_baseline_positions_counts_and_keys() -> None:
+    base = build_baseline([0.0, 0.0, 1.0, 2.0, 3.0], bins=2)
+    pos = baseline_positions(base, [3.5, 0.0, -1.0, 1.5, 2.0])
+    # key = 2 #{ref < y} + tie: -1 -> 0, 0 -> 1, 1.5 -> 6, 2 -> 7, 3.5 -> 10
+    np.testing.assert_array_equal(pos.keys, [0, 1, 6, 7, 10])
+    np.testing.assert_array_equal(pos.counts, [2, 3])  # edges [1.0]: (-inf, 1], (1, inf)
+    assert pos.keys.dtype == np.int32
+    assert not pos.keys.flags.writeable
+    empty = baseline_positions(base, [])
+    assert empty.size == 0
+    assert BaselinePositions.concatenate(base, [pos, empty]).size == 5
+
+
+def test_positions_iv() -> None:
+    base = build_baseline(np.arange(10.0))
+    other = build_baseline(np.arange(10.0))
+    cur = np.array([1.5, 2.5, 3.5])
+    pos = baseline_positions(base, cur)
+    with pytest.raises(StatsInputError, match="`positions` must be BaselinePositions computed"):
+        drift_tests(other, cur, positions=pos)
+    with pytest.raises(StatsInputError, match="`positions` must locate the 2 values"):
+        drift_tests(base, cur[:2], positions=pos)
+    bad = BaselinePositions(base, np.array([0, 2, 99], np.int32), pos.counts)
+    with pytest.raises(StatsInputError, match=r"`positions.keys` must lie in \[0, 20\]"):
+        drift_tests(base, cur, positions=bad)
+    with pytest.raises(StatsInputError, match=r"`parts\[0\]` must be BaselinePositions"):
+        BaselinePositions.concatenate(other, [pos])
+    with pytest.raises(StatsInputError, match="`values` must be sorted"):
+        baseline_positions(base, [2.0, 1.0], assume_sorted=True)
+    with pytest.raises(StatsInputError, match="`baseline` must be a DriftBaseline"):
+        baseline_positions("ref", cur)  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------- large-N KS p-value
+
+
+def test_ks_asymp_large_n_against_kstwo() -> None:
+    """Above N_eff = 10 000 the 2 smirnov(N, D) tail is its expansion: documented tolerance
+    relative <= 40 / N for p >= 1e-8, never below scipy; scipy's own value elsewhere."""
+    for n_eff in (10_001, 30_000):
+        for z in np.linspace(0.3, 4.0, 38):
+            d = z / np.sqrt(n_eff)
+            ours = drift._ks_asymp_sf(d, 2 * n_eff, 2 * n_eff, "two-sided")
+            ref = float(stats.kstwo.sf(d, n_eff))
+            if n_eff * d * d < 2.2:
+                assert ours == ref
+            else:
+                assert ref <= ours <= ref * (1 + 40 / n_eff) or ref < 1e-8
+    small = drift._ks_asymp_sf(0.03, 20_000, 3_000, "two-sided")  # N_eff 2 609: scipy's value
+    assert small == float(stats.kstwo.sf(0.03, round(20_000 * 3_000 / 23_000)))
+
+
+def test_against_scipy_ks_2samp_asymptotic_large_n() -> None:
+    rng = np.random.default_rng(8)
+    x, y = rng.normal(size=30_000), rng.normal(size=25_000)
+    for shift, exact_scipy in ((0.0, True), (0.05, False)):
+        ours, ref = ks_2samp(x, y + shift), stats.ks_2samp(x, y + shift)
+        assert ours.statistic == pytest.approx(ref.statistic, rel=1e-12)
+        if exact_scipy:  # scipy's own kstwo.sf (D differs from scipy's float D in the last bits)
+            assert ours.pvalue == pytest.approx(ref.pvalue, rel=1e-12)
+        else:  # N_eff = 13 636, p ~ 1e-5: documented tolerance 40 / N_eff, conservative
+            assert ref.pvalue <= ours.pvalue <= ref.pvalue * (1 + 40 / 13_636)
+            assert ours.pvalue < 1e-3
