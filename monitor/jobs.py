@@ -89,6 +89,13 @@ class DataReader(Protocol):
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow: ...
 
+    def positions(
+        self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline
+    ) -> BaselinePositions | None:
+        """The current window's positions in a frozen ``baseline``, when the reader has them
+        precomputed (the backtest's cache); None makes the verdict locate the scores itself."""
+        ...
+
 
 class ParquetReader:
     """Reads every window from parquet through ``monitor.sources``."""
@@ -98,6 +105,11 @@ class ParquetReader:
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
         return read_outcomes(spec, window)
+
+    def positions(
+        self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline
+    ) -> BaselinePositions | None:
+        return None
 
 
 class StateStore:
@@ -279,10 +291,6 @@ class Runner:
                 hint="raise max_segments or map rare segments to 'other' upstream",
             )
         fixed = monitor.windows.fixed_reference
-        # Optional reader capability (the backtest's CachedReader): the current window located in a
-        # frozen baseline from positions computed once per stretch of the log.
-        locate: Callable[[ScoreSpec, Window, str, DriftBaseline], BaselinePositions | None] | None
-        locate = getattr(self.reader, "positions", None)
         segments: dict[str, SegmentData] = {}
         for name in names:
             if ref.values.size == 0 and cur.values.size == 0 and paired.reference.size == 0:
@@ -297,8 +305,8 @@ class Runner:
                     baseline = build_baseline(ref_values, bins=monitor.drift.bins)
                     self._baselines[key] = baseline
             positions = None
-            if baseline is not None and locate is not None:
-                positions = locate(monitor.scores, current_w, name, baseline)
+            if baseline is not None:
+                positions = self.reader.positions(monitor.scores, current_w, name, baseline)
             pairs = pair_split.get(name)
             segments[name] = SegmentData(
                 reference=ref_values,
