@@ -43,6 +43,7 @@ from monitor.stats import (
     DriftBaseline,
     adjust_pvalues,
     arl_for_budget,
+    build_baseline,
     cusum_step,
     cusum_threshold,
     drift_tests,
@@ -512,8 +513,6 @@ def _evaluate_input(
     baseline = seg.baseline
     positions = seg.positions
     if baseline is None:
-        from monitor.stats import build_baseline
-
         baseline = build_baseline(seg.reference, bins=cfg.bins)
         positions = None
     both = drift_tests(
