@@ -28,7 +28,7 @@ from monitor.cli import main as cli_main
 from monitor.config import Config, MonitorConfig, load_config
 from monitor.daemon import Daemon
 from monitor.errors import BadValuesError
-from monitor.jobs import RunRecord
+from monitor.jobs import ParquetReader, RunRecord
 from monitor.simulate import SCENARIOS, write_world
 from monitor.sources import ScoreSpec, Window, read_scores, write_parquet
 from monitor.stats import baseline_positions, build_baseline, drift_tests
@@ -476,15 +476,10 @@ def test_cached_reader_outside_cover_reads_parquet(tmp_path: Path) -> None:
 def test_cached_reader_memoises_outcomes(drift_and_decay: Config) -> None:
     calls: list[Window] = []
 
-    class Counting:
-        def scores(self, spec: Any, window: Window, *, with_timestamps: bool) -> Any:
-            return read_scores(spec, window, with_timestamps=with_timestamps)
-
+    class Counting(ParquetReader):
         def outcomes(self, spec: Any, window: Window) -> Any:
             calls.append(window)
-            from monitor.sources import read_outcomes
-
-            return read_outcomes(spec, window)
+            return super().outcomes(spec, window)
 
     reader = CachedReader(fallback=Counting(), outcome_cache_size=1)
     spec = drift_and_decay.monitors[0].outcomes
