@@ -11,7 +11,7 @@ and the pairing computed as ``monitor.sources.read_outcomes`` / ``pair_outcomes`
 Worlds per month (one seed per month, shared by all worlds: common random numbers):
 
 * ``stationary``: nothing changes. Every alarm is false.
-* ``decay_boundary``: outcomes are ``margin`` (0.01) lower from the reference's end on, so every
+* ``decay_boundary``: outcomes are ``margin`` (0.005 by default) lower from the reference's end on, so every
   look is at the edge of the decay null H0: mean(d) >= -margin (the worst case for the budget).
 * ``effect_1..3``: an abrupt covariate shift (the hard-query share rises by ``drift_strength``) and
   an abrupt decay (``decay_size``), both from day 15 after the origin (day 7 of the checks).
@@ -106,7 +106,7 @@ NAIVE_ALPHA = 0.05
 #: (drift_strength, decay_size) of the effect worlds. True PSI of the hard-share shifts against the
 #: reference (measured on 10^6 scores): 0.16 -> 0.03, 0.20 -> 0.048, 0.35 -> 0.144 (the
 #: ``covariate_shift`` preset); below the 0.02 tolerance (e.g. 0.10 -> 0.012) the design is meant
-#: not to alarm. Decay sizes are mean per-query drops before clipping (margin 0.01).
+#: not to alarm. Decay sizes are mean per-query drops before clipping (default margin 0.005).
 EFFECTS = ((0.16, 0.015), (0.20, 0.02), (0.35, 0.04))
 SCHEDULES = {"hourly": "1h", "daily": "1d"}
 DRIFT_RULES = ("default", "psi>=0.1", "ks<0.05")
@@ -181,7 +181,7 @@ def monitor_config(schedule: str, origin: datetime, *, seed: int = 0) -> Monitor
     """The default monitor for ``schedule`` with the fixed reference ``[origin, origin + 7d)``.
 
     Parsed from TOML by ``monitor.config.parse_config``, so every other key is the shipped
-    default (budget 5 % drift and 5 % decay per 30 days, tolerance 0.02, margin 0.01, ...).
+    default (budget 5 % drift and 5 % decay per 30 days, tolerance 0.02, margin 0.005, ...).
     """
     text = _TOML.format(
         schedule=schedule,
