@@ -12,7 +12,8 @@ Worlds per month (one seed per month, shared by all worlds: common random number
 
 * ``stationary``: nothing changes. Every alarm is false.
 * ``decay_boundary``: outcomes are ``margin`` (0.005 by default) lower from the reference's end
-  on, so every look is at the edge of the decay null H0: mean(d) >= -margin (the worst case for the budget).
+  on, so every look is at the edge of the decay null H0: mean(d) >= -margin (the worst case for
+  the budget).
 * ``effect_1..3``: an abrupt covariate shift (the hard-query share rises by ``drift_strength``) and
   an abrupt decay (``decay_size``), both from day 15 after the origin (day 7 of the checks).
   Drift and decay are decided by disjoint code paths on disjoint data (scores vs golden-set
