@@ -112,7 +112,7 @@ def _fmt(x: Any, spec: str) -> str:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from monitor.jobs import Runner
+    from monitor.jobs import Runner, StateStore
 
     config = _load(args.config)
     if config is None:
@@ -126,7 +126,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"{args.config}: {exc.args[0]}", file=sys.stderr)
         return 3
-    runner = Runner(config)
+    runner = Runner(config, store=StateStore(config.server.state_dir, readonly=True))
     verdicts = [runner.check(name, args.at) for name in names]
     at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
     if args.json:

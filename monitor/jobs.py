@@ -114,10 +114,15 @@ class ParquetReader:
 
 class StateStore:
     """One JSON file per monitor in ``directory``, written atomically; unreadable files are kept
-    aside (renamed ``*.corrupt-<time>``) and logged, never silently dropped."""
+    aside (renamed ``*.corrupt-<time>``) and logged, never silently dropped.
 
-    def __init__(self, directory: Path) -> None:
+    ``readonly`` (``monitor check``): never writes, renames or creates anything; an unreadable
+    file is logged and treated as empty state.
+    """
+
+    def __init__(self, directory: Path, *, readonly: bool = False) -> None:
         self.directory = directory
+        self.readonly = readonly
 
     def path(self, name: str) -> Path:
         return self.directory / f"{name}.json"
@@ -130,7 +135,13 @@ class StateStore:
             return MonitorState()
         try:
             return MonitorState.from_dict(json.loads(text))
-        except (ValueError, KeyError, TypeError) as exc:
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            if self.readonly:
+                log.error(
+                    "state file unreadable; checking without sequential state",
+                    extra={"monitor": name, "path": str(path), "error": str(exc)},
+                )
+                return MonitorState()
             aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
             path.replace(aside)
             log.error(
@@ -140,6 +151,8 @@ class StateStore:
             return MonitorState()
 
     def save(self, name: str, state: MonitorState) -> None:
+        if self.readonly:
+            raise PermissionError(f"state store {self.directory} is read-only (monitor check)")
         self.directory.mkdir(parents=True, exist_ok=True)
         data = json.dumps(state.to_dict(), indent=1, sort_keys=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)

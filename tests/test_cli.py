@@ -210,3 +210,23 @@ def test_console_script_runs_as_a_module(worlds: dict[str, World]) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["monitors"][0]["state"] == "ok"
+
+
+def test_check_leaves_even_a_corrupt_state_file_alone(
+    worlds: dict[str, World], capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.config import load_config
+
+    config = load_config(worlds["stationary"].config_path)
+    state_dir = config.server.state_dir
+    state_dir.mkdir(parents=True, exist_ok=True)
+    corrupt = state_dir / "demo.json"
+    corrupt.write_text("{not json")
+    try:
+        rc, doc = check_json(worlds["stationary"].config_path, capsys)
+        assert rc == 0
+        assert doc["monitors"][0]["state"] == "ok"
+        assert sorted(p.name for p in state_dir.iterdir()) == ["demo.json"]
+        assert corrupt.read_text() == "{not json"
+    finally:
+        corrupt.unlink()
