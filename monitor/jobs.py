@@ -305,9 +305,9 @@ class Runner:
             )
         fixed = monitor.windows.fixed_reference
         segments: dict[str, SegmentData] = {}
+        if ref.values.size == 0 and cur.values.size == 0 and paired.reference.size == 0:
+            names = []  # no data at all: the verdict reports it, with the window and freshness
         for name in names:
-            if ref.values.size == 0 and cur.values.size == 0 and paired.reference.size == 0:
-                break
             ref_values = ref_split.get(name, (_EMPTY, None))[0]
             cur_values, cur_ts = cur_split.get(name, (_EMPTY, _EMPTY_TS))
             baseline = None

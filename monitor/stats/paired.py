@@ -410,6 +410,15 @@ def _z_sum(alpha: float, power: float, alternative: str) -> float:
     return float(z_a + stats.norm.ppf(power))
 
 
+def _power_options(alpha: float, power: float, alternative: str) -> tuple[float, float, str]:
+    """Validate the options shared by the power and sample-size functions."""
+    return (
+        v.real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True),
+        v.real(power, "power", low=0.0, high=1.0, low_open=True, high_open=True),
+        v.alternative(alternative),
+    )
+
+
 def _mde(sd: float, n: int, alpha: float, power: float, alternative: str) -> float:
     return _z_sum(alpha, power, alternative) * sd / math.sqrt(n)
 
@@ -428,9 +437,7 @@ def minimum_detectable_effect(
     """
     sd = v.real(sd, "sd", low=0.0)
     n = v.integer(n, "n", minimum=1)
-    alpha = v.real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
-    power = v.real(power, "power", low=0.0, high=1.0, low_open=True, high_open=True)
-    alternative = v.alternative(alternative)
+    alpha, power, alternative = _power_options(alpha, power, alternative)
     return _mde(sd, n, alpha, power, alternative)
 
 
@@ -449,8 +456,6 @@ def required_sample_size(
     """
     sd = v.real(sd, "sd", low=0.0)
     delta = v.real(delta, "delta", low=0.0, low_open=True)
-    alpha = v.real(alpha, "alpha", low=0.0, high=1.0, low_open=True, high_open=True)
-    power = v.real(power, "power", low=0.0, high=1.0, low_open=True, high_open=True)
-    alternative = v.alternative(alternative)
+    alpha, power, alternative = _power_options(alpha, power, alternative)
     raw = _z_sum(alpha, power, alternative) ** 2 * (sd / delta) ** 2
     return max(math.ceil(raw * (1 - 1e-9)), 2)
