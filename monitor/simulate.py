@@ -5,16 +5,22 @@ Two logs come out of a world, as the daemon reads them:
 * **scores**: one top-1 retrieval score per served query. Each query is *easy* or *hard*; its score
   is 0 with probability ``p0`` (a point mass: nothing matched), otherwise lognormal (skewed):
 
-  ``p0_easy = zero_share - hard_share * ZERO_GAP``, ``p0_hard = p0_easy + ZERO_GAP``,
+  ``p0_easy(t) = zero_share - hard_share * ZERO_GAP + z(t)``,
+  ``p0_hard(t) = p0_easy(t) + ZERO_GAP``,
+  ``z(t) = zero_daily_amplitude * cos(2π (hour(t) - 3) / 24) + zero_weekend_shift * weekend(t)``,
   ``score | easy, > 0 ~ exp(N(ln 11, 0.35²))``, ``score | hard, > 0 ~ exp(N(ln 6.5, 0.45²))``,
 
-  so the zero share at the base mix is exactly ``zero_share``. The share of hard queries at
-  time ``t`` is
+  so the zero share at the base mix is exactly ``zero_share`` when ``z = 0``. ``hour(t)`` is the
+  fractional UTC hour of the row's timestamp; ``weekend(t)`` is 1 on Saturdays and Sundays (UTC).
+  The share of hard queries at time ``t`` is
 
   ``h(t) = hard_share + mix_daily_amplitude * cos(2π (hour(t) - 3) / 24)
   + mix_weekend_shift * weekend(t) + drift_strength * drift_level(t)``
 
-  (the drift term only in ``drift_segments``). Traffic per hour is Poisson with mean
+  (the drift term only in ``drift_segments``), so the expected share of exact zeros at ``t`` is
+  ``p0_easy(t) + ZERO_GAP * h(t)``. Validation keeps ``h`` and both ``p0`` in [0, 1] at every
+  ``t`` (see :func:`with_seasonality`, :func:`diurnal`, :func:`strong_seasonality` for presets
+  of the cycle). Traffic per hour is Poisson with mean
 
   ``scores_per_hour * (1 + volume_daily_amplitude * cos(2π (hour - 14) / 24))
   * (volume_weekend_factor if weekend else 1) / ((5 + 2 * volume_weekend_factor) / 7)``,
@@ -33,6 +39,9 @@ Two logs come out of a world, as the daemon reads them:
   ``quality_mean`` and sd ``quality_sd`` (between queries), ``eps ~ N(0, evaluation_noise_sd²)``
   (between evaluations), ``drop_q ~ N(decay_size, (decay_spread * decay_size)²)``.
 
+  Every query of a run uses the level at the run's *start* (``evaluation_hour`` + k * 24 h /
+  ``evaluations_per_day``), so a decay whose onset falls at any hour or minute takes effect from
+  the first run that starts at or after it.
   ``decay_size`` is the mean drop *before* clipping; clipping at 0 makes the realised mean drop
   slightly smaller (a few per mille of it at the defaults). Because the golden set is fixed, drift
   leaves outcomes untouched: under covariate shift the paired difference is exactly zero in
@@ -43,11 +52,20 @@ Time. ``drift_start`` and ``decay_start`` are offsets from the world's *origin* 
 (abrupt) or a linear ramp to 1 over ``*_ramp`` (gradual). Timestamps are ``datetime64[us]`` in UTC;
 naive ``datetime`` arguments are taken as UTC.
 
+Feeds. Both logs are drawn in full and then thinned, so a feed setting never changes a draw.
+Score rows at or after ``origin + scores_stop`` are dropped (a dead feed; ``None``: never), and
+so are those in ``[origin + a, origin + b)`` when ``scores_outage = (a, b)`` (the volume
+collapses to zero, then recovers at ``b`` with the world it would have had). Outcome rows at or
+after ``origin + outcomes_stop`` are dropped; a run in progress at the stop keeps only the rows
+logged before it (a partial run, as a real feed dying mid-run leaves).
+
 Randomness. A world is a function of (scenario, origin, seed): every whole UTC day is generated from
 its own stream ``SeedSequence(seed, spawn_key=(stream, day_since_epoch))`` and the golden set from
 ``spawn_key=(GOLDEN,)``, then cropped to ``[start, end)``. Two spans of one world therefore agree
 exactly where they overlap, and the golden-set qualities do not depend on the span. A
-``numpy.random.Generator`` passed as ``rng`` is consumed once to draw the world's seed.
+``numpy.random.Generator`` passed as ``rng`` is consumed once to draw the world's seed. The
+seasonality of the zero share and the feed settings use no randomness of their own: at their
+defaults (0, 0, None, None, None) every world is the same, bit for bit, as before they existed.
 
 Generation is pure numpy; only :func:`write_world` touches parquet (through ``monitor.sources``).
 """
@@ -71,14 +89,19 @@ import numpy.typing as npt
 from monitor.errors import ConfigError, StatsInputError
 
 __all__ = [
+    "LOCALES_20",
+    "LOCALE_WEIGHTS_20",
     "SCENARIOS",
     "OutcomeLog",
     "Scenario",
     "ScoreLog",
     "World",
+    "diurnal",
     "generate_outcomes",
     "generate_scores",
     "golden_qualities",
+    "strong_seasonality",
+    "with_seasonality",
     "write_world",
 ]
 
@@ -145,6 +168,13 @@ class Scenario:
     volume_weekend_factor: float = 0.75
     mix_daily_amplitude: float = 0.03
     mix_weekend_shift: float = 0.01
+    # seasonality of the zero-score probability (both query types); 0 = none
+    zero_daily_amplitude: float = 0.0
+    zero_weekend_shift: float = 0.0
+    # feeds: offsets from origin after which a log is empty (None = never), and a score outage
+    scores_stop: timedelta | None = None
+    outcomes_stop: timedelta | None = None
+    scores_outage: tuple[timedelta, timedelta] | None = None
     # segments (e.g. locales); () means the logs carry no segment column
     segments: tuple[str, ...] = ()
     segment_weights: tuple[float, ...] = ()
@@ -323,6 +353,39 @@ def _scenario_problems(s: Scenario) -> list[str]:
             f"(range [{trough:.4g}, {peak:.4g}])",
             s.hard_share,
         )
+    for field, shift in (
+        ("zero_daily_amplitude", s.zero_daily_amplitude),
+        ("zero_weekend_shift", s.zero_weekend_shift),
+    ):
+        if not (isinstance(shift, int | float) and math.isfinite(shift)):
+            bad(field, "a finite number", shift)
+    if math.isfinite(s.zero_daily_amplitude) and math.isfinite(s.zero_weekend_shift):
+        p0_easy = s.zero_share - s.hard_share * ZERO_GAP
+        z_lo = p0_easy - abs(s.zero_daily_amplitude) + min(s.zero_weekend_shift, 0.0)
+        z_hi = p0_easy + ZERO_GAP + abs(s.zero_daily_amplitude) + max(s.zero_weekend_shift, 0.0)
+        if not (z_lo >= 0.0 and z_hi <= 1.0):
+            bad(
+                "zero_daily_amplitude",
+                "such that the zero-score probabilities of easy and hard queries, seasonality "
+                f"included, stay in [0, 1] (range [{z_lo:.4g}, {z_hi:.4g}] with "
+                f"`zero_weekend_shift` {s.zero_weekend_shift!r})",
+                s.zero_daily_amplitude,
+            )
+    for field, stop in (("scores_stop", s.scores_stop), ("outcomes_stop", s.outcomes_stop)):
+        if stop is not None and not (isinstance(stop, timedelta) and stop >= timedelta(0)):
+            bad(field, "a non-negative timedelta or None", stop)
+    outage = s.scores_outage
+    if outage is not None and not (
+        isinstance(outage, tuple)
+        and len(outage) == 2
+        and all(isinstance(t, timedelta) for t in outage)
+        and timedelta(0) <= outage[0] < outage[1]
+    ):
+        bad(
+            "scores_outage",
+            "None or a (start, end) pair of timedeltas with 0 <= start < end",
+            outage,
+        )
     if len(set(s.segments)) != len(s.segments) or not all(s.segments):
         bad("segments", "distinct non-empty names", s.segments)
     if s.segment_weights and (
@@ -339,12 +402,85 @@ def _scenario_problems(s: Scenario) -> list[str]:
     return problems
 
 
+def with_seasonality(
+    base: Scenario,
+    *,
+    day: float,
+    night: float,
+    mix_weekend_shift: float,
+    zero_weekend_shift: float = 0.0,
+    name: str | None = None,
+) -> Scenario:
+    """``base`` with a weekday zero-score share of ``day`` at 15:00 UTC and ``night`` at 03:00 UTC.
+
+    Sets ``zero_share = (day + night) / 2`` and ``zero_daily_amplitude = (night - day) / 2 -
+    ZERO_GAP * mix_daily_amplitude`` (the mix cycle of ``base`` moves the zero share too, by
+    ``ZERO_GAP`` per unit of hard share), so the expected share of exact zeros at weekday hour
+    ``x`` is ``(day + night) / 2 + (night - day) / 2 * cos(2π (x - 3) / 24)`` outside a drift.
+    On weekends it is higher by ``zero_weekend_shift + ZERO_GAP * mix_weekend_shift``; the
+    weekend mix shift also moves the positive scores (more hard queries). ``name`` defaults to
+    ``f"{base.name}_seasonal"``.
+    """
+    return dataclasses.replace(
+        base,
+        name=f"{base.name}_seasonal" if name is None else name,
+        zero_share=(day + night) / 2,
+        zero_daily_amplitude=(night - day) / 2 - ZERO_GAP * base.mix_daily_amplitude,
+        zero_weekend_shift=zero_weekend_shift,
+        mix_weekend_shift=mix_weekend_shift,
+    )
+
+
+def diurnal(base: Scenario, *, name: str | None = None) -> Scenario:
+    """``base`` with issue 9's first world: zero share 10 % by day and 30 % at night.
+
+    The weekend hard-query share is 0.05 higher (``mix_weekend_shift``).
+
+    See :func:`with_seasonality`; ``name`` defaults to ``f"{base.name}_diurnal"``.
+    """
+    return with_seasonality(
+        base,
+        day=0.10,
+        night=0.30,
+        mix_weekend_shift=0.05,
+        name=f"{base.name}_diurnal" if name is None else name,
+    )
+
+
+def strong_seasonality(base: Scenario, *, name: str | None = None) -> Scenario:
+    """``base`` with a strong daily and weekly cycle: zero share 5 % by day, 40 % at night.
+
+    Weekends add 0.05 to the zero probability and 0.10 to the hard-query share (zero share
+    about 12 % by day and 47 % at night). See :func:`with_seasonality`; ``name`` defaults to
+    ``f"{base.name}_strong_seasonality"``.
+    """
+    return with_seasonality(
+        base,
+        day=0.05,
+        night=0.40,
+        mix_weekend_shift=0.10,
+        zero_weekend_shift=0.05,
+        name=f"{base.name}_strong_seasonality" if name is None else name,
+    )
+
+
+#: Twenty locales and their traffic weights (Zipf, 1/k): the largest gets 28 % of the traffic and
+#: about 83 of a 300-query golden set, the smallest 1.4 % and about 4 queries.
+LOCALES_20 = (
+    "en-US", "de-DE", "fr-FR", "es-ES", "ja-JP", "pt-BR", "it-IT", "en-GB", "nl-NL", "pl-PL",
+    "ko-KR", "sv-SE", "tr-TR", "zh-CN", "ru-RU", "id-ID", "cs-CZ", "da-DK", "hi-IN", "ar-SA",
+)  # fmt: skip
+LOCALE_WEIGHTS_20 = tuple(1.0 / k for k in range(1, len(LOCALES_20) + 1))
+
+_STATIONARY = Scenario("stationary")
+_ABRUPT_DECAY = Scenario("abrupt_decay", decay_start=timedelta(days=15), decay_size=0.04)
+
 #: Named presets. Effects start on day 15 of a 30-day month (after a 7-day reference and a week of
 #: healthy days); change their size with :meth:`Scenario.with_effect`.
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in (
-        Scenario("stationary"),
+        _STATIONARY,
         Scenario(
             "covariate_shift",
             drift_kind="abrupt",
@@ -358,7 +494,7 @@ SCENARIOS: dict[str, Scenario] = {
             drift_ramp=timedelta(days=10),
             drift_strength=0.35,
         ),
-        Scenario("abrupt_decay", decay_start=timedelta(days=15), decay_size=0.04),
+        _ABRUPT_DECAY,
         Scenario("subtle_decay", decay_start=timedelta(days=15), decay_size=0.015),
         Scenario(
             "drift_and_decay",
@@ -380,6 +516,23 @@ SCENARIOS: dict[str, Scenario] = {
             segments=("en", "de", "fr"),
             segment_weights=(0.6, 0.25, 0.15),
         ),
+        # issue 9's worlds
+        diurnal(_STATIONARY, name="diurnal"),
+        strong_seasonality(_STATIONARY, name="strong_seasonality"),
+        dataclasses.replace(
+            _STATIONARY, name="dead_feed", scores_stop=timedelta(days=15, hours=10)
+        ),
+        dataclasses.replace(
+            _STATIONARY,
+            name="score_outage",
+            scores_outage=(timedelta(days=15, hours=2), timedelta(days=15, hours=8)),
+        ),
+        dataclasses.replace(_STATIONARY, name="dead_outcomes", outcomes_stop=timedelta(days=15)),
+        dataclasses.replace(
+            _STATIONARY, name="segments_20", segments=LOCALES_20, segment_weights=LOCALE_WEIGHTS_20
+        ),
+        dataclasses.replace(_ABRUPT_DECAY, name="golden_30", golden_set_size=30),
+        dataclasses.replace(_ABRUPT_DECAY, name="evaluations_4", evaluations_per_day=4),
     )
 }
 
@@ -524,12 +677,44 @@ def _scores_for_day(
             codes, s, s.drift_segments
         )
     hard = u_type < hard_share
-    p0_easy = s.zero_share - s.hard_share * ZERO_GAP
+    p0_easy: float | npt.NDArray[np.float64] = s.zero_share - s.hard_share * ZERO_GAP
+    if s.zero_daily_amplitude or s.zero_weekend_shift:  # skipped at 0: old worlds stay bit-exact
+        p0_easy = p0_easy + _zero_shift(s, hour, epoch_day)
     zero = u_zero < np.where(hard, p0_easy + ZERO_GAP, p0_easy)
     log_mu = np.where(hard, HARD_LOGNORMAL[0], EASY_LOGNORMAL[0])
     log_sd = np.where(hard, HARD_LOGNORMAL[1], EASY_LOGNORMAL[1])
     scores = np.where(zero, 0.0, np.exp(log_mu + log_sd * z))
-    return us + day_us, scores, codes
+    us = us + day_us
+    logged = _scores_logged(s, us - origin_us)
+    if logged is not None:  # a dead feed or an outage drops rows after every draw is made
+        us, scores = us[logged], scores[logged]
+        codes = None if codes is None else codes[logged]
+    return us, scores, codes
+
+
+def _zero_shift(
+    s: Scenario, hour: npt.NDArray[np.float64], epoch_day: int
+) -> npt.NDArray[np.float64]:
+    """Seasonal term added to the zero-score probability of both query types."""
+    shift: npt.NDArray[np.float64] = s.zero_daily_amplitude * np.cos(
+        2 * np.pi * (hour - MIX_PEAK_HOUR) / 24
+    ) + (s.zero_weekend_shift if _is_weekend(epoch_day) else 0.0)
+    return shift
+
+
+def _scores_logged(
+    s: Scenario, since_origin_us: npt.NDArray[np.int64]
+) -> npt.NDArray[np.bool_] | None:
+    """Mask of the score rows the feed delivers (None: all), from ``scores_stop`` and the outage."""
+    if s.scores_stop is None and s.scores_outage is None:
+        return None
+    logged = np.ones(since_origin_us.shape, dtype=np.bool_)
+    if s.scores_stop is not None:
+        logged &= since_origin_us < _td_us(s.scores_stop)
+    if s.scores_outage is not None:
+        a, b = (_td_us(t) for t in s.scores_outage)
+        logged &= (since_origin_us < a) | (since_origin_us >= b)
+    return logged
 
 
 def generate_scores(
@@ -659,6 +844,8 @@ def generate_outcomes(
         order = np.argsort(us, kind="stable")
         us, q, y = us[order], q[order], y[order]
         keep = (us >= lo) & (us < hi)
+        if scenario.outcomes_stop is not None:  # the outcome feed dies: rows from then on vanish
+            keep &= us - origin_us < _td_us(scenario.outcomes_stop)
         parts_us.append(us[keep])
         parts_q.append(q[keep])
         parts_y.append(y[keep])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -18,13 +19,20 @@ from scipy import stats
 
 from monitor.errors import ConfigError, StatsInputError
 from monitor.simulate import (
+    LOCALE_WEIGHTS_20,
+    LOCALES_20,
+    MIX_PEAK_HOUR,
     SCENARIOS,
+    ZERO_GAP,
     OutcomeLog,
     Scenario,
     ScoreLog,
+    diurnal,
     generate_outcomes,
     generate_scores,
     golden_qualities,
+    strong_seasonality,
+    with_seasonality,
     write_world,
 )
 
@@ -133,6 +141,34 @@ def stationary_scores() -> ScoreLog:
             {"segments": ("en",), "decay_segments": ("fr",)},
             "`decay_segments` must be None or a subset of `segments`",
         ),
+        (
+            {"zero_daily_amplitude": float("nan")},
+            "`zero_daily_amplitude` must be a finite number; got nan.",
+        ),
+        ({"zero_weekend_shift": float("inf")}, "`zero_weekend_shift` must be a finite number"),
+        (  # p0_easy = 0.15 at the defaults: an amplitude of 0.2 takes it below 0 by day
+            {"zero_daily_amplitude": 0.2},
+            "`zero_daily_amplitude` must be such that the zero-score probabilities of easy and "
+            "hard queries, seasonality included, stay in [0, 1] (range [-0.05, 0.55]",
+        ),
+        (
+            {"zero_weekend_shift": -0.16},
+            "seasonality included, stay in [0, 1] (range [-0.01, 0.35] with `zero_weekend_shift`",
+        ),
+        ({"zero_share": 0.8, "zero_daily_amplitude": 0.1}, "range [0.65, 1.05]"),
+        ({"scores_stop": -DAY}, "`scores_stop` must be a non-negative timedelta or None"),
+        (
+            {"outcomes_stop": 3.0},
+            "`outcomes_stop` must be a non-negative timedelta or None; got 3.0.",
+        ),
+        (
+            {"scores_outage": (DAY, DAY)},
+            "`scores_outage` must be None or a (start, end) pair of timedeltas with "
+            "0 <= start < end",
+        ),
+        ({"scores_outage": (-DAY, DAY)}, "`scores_outage` must be None or a (start, end) pair"),
+        ({"scores_outage": (DAY,)}, "`scores_outage` must be None or a (start, end) pair"),
+        ({"scores_outage": [DAY, 2 * DAY]}, "`scores_outage` must be None or a (start, end) pair"),
     ],
 )
 def test_scenario_iv(changes: dict[str, Any], message: str) -> None:
@@ -191,6 +227,81 @@ def test_presets_exist_with_claimed_parameters() -> None:
     assert SCENARIOS["drift_and_decay"].drift_strength > 0
     assert SCENARIOS["drift_and_decay"].decay_size > 0
     assert 8 <= SCENARIOS["small_golden_set"].golden_set_size <= 12
+
+
+def test_issue_9_presets_exist_with_claimed_parameters() -> None:
+    stationary = SCENARIOS["stationary"]
+    for name in ("diurnal", "strong_seasonality"):
+        sc = SCENARIOS[name]
+        assert (sc.drift_start, sc.decay_start) == (None, None)
+        assert sc.zero_daily_amplitude > 0
+        assert sc.mix_weekend_shift > stationary.mix_weekend_shift
+    assert SCENARIOS["strong_seasonality"].zero_weekend_shift > 0
+    dead = SCENARIOS["dead_feed"]
+    assert dead.scores_stop is not None
+    assert dead.outcomes_stop is None
+    assert SCENARIOS["dead_outcomes"].outcomes_stop is not None
+    outage = SCENARIOS["score_outage"].scores_outage
+    assert outage is not None
+    assert outage[0] < outage[1]
+    seg = SCENARIOS["segments_20"]
+    assert (len(seg.segments), seg.golden_set_size) == (20, 300)
+    assert (seg.segments, seg.segment_weights) == (LOCALES_20, LOCALE_WEIGHTS_20)
+    assert all(a > b for a, b in zip(seg.segment_weights, seg.segment_weights[1:], strict=False))
+    for name, field, value in (
+        ("golden_30", "golden_set_size", 30),
+        ("evaluations_4", "evaluations_per_day", 4),
+    ):
+        sc = SCENARIOS[name]
+        assert getattr(sc, field) == value
+        assert (
+            dataclasses.replace(
+                sc, name="abrupt_decay", **{field: getattr(SCENARIOS["abrupt_decay"], field)}
+            )
+            == SCENARIOS["abrupt_decay"]
+        )
+
+
+def _fingerprint(sc: Scenario) -> str:
+    """Digest of two days of scores and four days of outcomes around day 15 (seed 123).
+
+    Scores and outcomes are rounded (1e-6, 1e-9) so that a last-ulp difference of a vectorised
+    ``exp`` between CPUs cannot change the digest; timestamps, ids and segments are exact.
+    """
+    h = hashlib.sha256()
+    s = generate_scores(sc, START + 14 * DAY, START + 16 * DAY, rng=123, origin=START)
+    h.update(s.timestamps.astype(np.int64).tobytes())
+    h.update(np.round(s.scores, 6).tobytes())
+    if s.segments is not None:
+        h.update("|".join(s.segments.tolist()).encode())
+    o = generate_outcomes(sc, START + 13 * DAY, START + 17 * DAY, rng=123, origin=START)
+    h.update(o.timestamps.astype(np.int64).tobytes())
+    h.update("|".join(o.query_ids.tolist()).encode())
+    h.update(np.round(o.outcomes, 9).tobytes())
+    if o.segments is not None:
+        h.update("|".join(o.segments.tolist()).encode())
+    return h.hexdigest()[:16]
+
+
+# Computed with the simulator as it was before the zero-share seasonality and the feed settings
+# existed (commit eaa167f, numpy 2.4): new fields at their defaults must leave every old world
+# bit for bit as it was. numpy keeps Generator streams stable across releases in practice; if an
+# upgrade ever changes one, every digest changes at once, which says so.
+_PINNED = {
+    "stationary": "64df2e1d08f15c79",
+    "covariate_shift": "8aa2e8d3a939a0cd",
+    "gradual_drift": "eb4fa47c2037c0a6",
+    "abrupt_decay": "75ad0368f2876fe0",
+    "subtle_decay": "0d2b2e901f6e58a2",
+    "drift_and_decay": "0245c9b2e41ddb4b",
+    "small_golden_set": "33fda662f72ab194",
+    "segment_drift": "de11245ada7d8f95",
+}
+
+
+@pytest.mark.parametrize("name", sorted(_PINNED))
+def test_existing_worlds_are_unchanged(name: str) -> None:
+    assert _fingerprint(SCENARIOS[name]) == _PINNED[name]
 
 
 def test_with_effect_changes_only_the_effect() -> None:
@@ -320,6 +431,72 @@ def test_stationary_hourly_psi_is_at_the_noise_floor(stationary_scores: ScoreLog
     assert abs(excess.mean()) < 0.01
 
 
+def _zero_share_at(log: ScoreLog, hours: tuple[int, ...], weekend: bool) -> float:
+    """Share of exact zeros among the rows logged in the given UTC hours on (week)end days."""
+    ts = log.timestamps
+    day = ts.astype("datetime64[D]").astype(np.int64)
+    is_weekend = (day + 3) % 7 >= 5
+    hour = (ts - ts.astype("datetime64[D]")).astype("timedelta64[h]").astype(np.int64)
+    mask = np.isin(hour, hours) & (is_weekend == weekend)
+    return float(np.mean(log.scores[mask] == 0))
+
+
+def _expected_zero_share(sc: Scenario, hour: float, weekend: bool) -> float:
+    """The model's zero share at a fractional hour: p0_easy(t) + ZERO_GAP * h(t)."""
+    c = np.cos(2 * np.pi * (hour - MIX_PEAK_HOUR) / 24)
+    h = sc.hard_share + sc.mix_daily_amplitude * c + sc.mix_weekend_shift * weekend
+    p0_easy = sc.zero_share - sc.hard_share * ZERO_GAP + sc.zero_daily_amplitude * c
+    return float(p0_easy + sc.zero_weekend_shift * weekend + ZERO_GAP * h)
+
+
+@pytest.mark.parametrize(
+    ("name", "day", "night"), [("diurnal", 0.10, 0.30), ("strong_seasonality", 0.05, 0.40)]
+)
+def test_seasonal_zero_share_by_day_and_night(name: str, day: float, night: float) -> None:
+    sc = SCENARIOS[name]
+    log = generate_scores(sc, START, START + 14 * DAY, rng=31)  # 10 weekdays, 4 weekend days
+    # the claim itself, from the model: weekday 15:00 and 03:00 UTC
+    assert _expected_zero_share(sc, 15.0, False) == pytest.approx(day, abs=1e-12)
+    assert _expected_zero_share(sc, 3.0, False) == pytest.approx(night, abs=1e-12)
+    # measured on generated rows, in the hour around the trough and the peak (the cosine's mean
+    # over one hour is 0.997 of its peak). Weekday rows: ~30,000 by day (sd 0.0013), ~10,000 at
+    # night (sd 0.005).
+    measured_day = _zero_share_at(log, (14,), weekend=False)
+    measured_night = _zero_share_at(log, (2,), weekend=False)
+    assert measured_day == pytest.approx(_expected_zero_share(sc, 14.5, False), abs=0.006)
+    assert measured_night == pytest.approx(_expected_zero_share(sc, 2.5, False), abs=0.02)
+    assert abs(measured_day - day) < 0.01
+    assert abs(measured_night - night) < 0.025
+    # weekends: the zero shift and the mix shift add up
+    for hour in (2, 14):
+        assert _zero_share_at(log, (hour,), weekend=True) == pytest.approx(
+            _expected_zero_share(sc, hour + 0.5, True), abs=0.03
+        )
+    weekend_gain = _zero_share_at(log, tuple(range(24)), True) - _zero_share_at(
+        log, tuple(range(24)), False
+    )
+    claimed = sc.zero_weekend_shift + ZERO_GAP * sc.mix_weekend_shift
+    assert abs(weekend_gain - claimed) < 0.01
+
+
+def test_seasonality_helpers_keep_the_base_world() -> None:
+    base = SCENARIOS["covariate_shift"]
+    for helper, suffix in ((diurnal, "_diurnal"), (strong_seasonality, "_strong_seasonality")):
+        seasonal = helper(base)
+        assert seasonal.name == "covariate_shift" + suffix
+        assert (seasonal.drift_kind, seasonal.drift_start, seasonal.drift_strength) == (
+            base.drift_kind,
+            base.drift_start,
+            base.drift_strength,
+        )
+    custom = with_seasonality(base, day=0.15, night=0.25, mix_weekend_shift=0.0, name="mild")
+    assert custom.name == "mild"
+    assert _expected_zero_share(custom, 15.0, False) == pytest.approx(0.15, abs=1e-12)
+    assert _expected_zero_share(custom, 3.0, False) == pytest.approx(0.25, abs=1e-12)
+    with pytest.raises(ConfigError, match="zero_daily_amplitude"):
+        with_seasonality(base, day=0.0, night=0.6, mix_weekend_shift=0.0)
+
+
 def test_covariate_shift_moves_scores() -> None:
     sc = SCENARIOS["covariate_shift"]
     log = generate_scores(sc, START + 8 * DAY, START + 16 * DAY, rng=2, origin=START)
@@ -354,6 +531,93 @@ def test_segment_drift_only_moves_its_segment() -> None:
         mine = log.segments == segment
         psi, _ = _psi(log.scores[before & mine], log.scores[after & mine])
         assert (psi > 0.05) is moved, (segment, psi)
+
+
+def _us(t: datetime) -> np.datetime64:
+    return np.datetime64(t.replace(tzinfo=None), "us")
+
+
+def test_dead_feed_logs_nothing_after_the_stop() -> None:
+    sc = SCENARIOS["dead_feed"]
+    assert sc.scores_stop is not None
+    stop = _us(START + sc.scores_stop)
+    log = generate_scores(sc, START + 13 * DAY, START + 18 * DAY, rng=4, origin=START)
+    alive = generate_scores(SCENARIOS["stationary"], START + 13 * DAY, START + 18 * DAY, rng=4)
+    assert log.timestamps.max() < stop
+    assert stop - log.timestamps.max() < np.timedelta64(5, "m")  # it was busy until it died
+    # before the stop: the very same rows as the live world
+    before = alive.timestamps < stop
+    np.testing.assert_array_equal(log.timestamps, alive.timestamps[before])
+    np.testing.assert_array_equal(log.scores, alive.scores[before])
+    # a span wholly after the stop is empty; the outcome feed is untouched
+    after = generate_scores(sc, START + 16 * DAY, START + 17 * DAY, rng=4, origin=START)
+    assert len(after) == 0
+    assert after.timestamps.dtype == np.dtype("datetime64[us]")
+    np.testing.assert_array_equal(
+        generate_outcomes(sc, START, START + 17 * DAY, rng=4).outcomes,
+        generate_outcomes(SCENARIOS["stationary"], START, START + 17 * DAY, rng=4).outcomes,
+    )
+
+
+def test_score_outage_is_a_gap_then_recovery() -> None:
+    sc = SCENARIOS["score_outage"]
+    assert sc.scores_outage is not None
+    a, b = (_us(START + t) for t in sc.scores_outage)
+    log = generate_scores(sc, START + 14 * DAY, START + 17 * DAY, rng=9, origin=START)
+    alive = generate_scores(SCENARIOS["stationary"], START + 14 * DAY, START + 17 * DAY, rng=9)
+    assert not np.any((log.timestamps >= a) & (log.timestamps < b))
+    kept = (alive.timestamps < a) | (alive.timestamps >= b)
+    np.testing.assert_array_equal(log.timestamps, alive.timestamps[kept])
+    np.testing.assert_array_equal(log.scores, alive.scores[kept])
+    assert np.sum(~kept) > 1000  # six hours of traffic went missing
+    gap = np.diff(log.timestamps.astype(np.int64)).max()
+    assert gap >= (b - a).astype(np.int64)  # the longest silence is the outage
+    assert np.sum(log.timestamps >= b) > 0  # and the feed recovered
+
+
+def test_outcome_feed_stop_drops_runs_and_cuts_a_run_in_progress() -> None:
+    sc = SCENARIOS["dead_outcomes"]
+    assert sc.outcomes_stop is not None
+    stop = _us(START + sc.outcomes_stop)
+    log = generate_outcomes(sc, START, START + 20 * DAY, rng=2)
+    alive = generate_outcomes(SCENARIOS["stationary"], START, START + 20 * DAY, rng=2)
+    assert log.timestamps.max() < stop
+    before = alive.timestamps < stop
+    np.testing.assert_array_equal(log.timestamps, alive.timestamps[before])
+    np.testing.assert_array_equal(log.outcomes, alive.outcomes[before])
+    # a stop inside a run (02:00-02:20) keeps the rows logged before it: a partial run
+    mid = dataclasses.replace(sc, outcomes_stop=timedelta(days=3, hours=2, minutes=7))
+    partial = generate_outcomes(mid, START + 3 * DAY, START + 4 * DAY, rng=2, origin=START)
+    assert 0 < len(partial) < 300
+    assert partial.timestamps.max() < _us(START + timedelta(days=3, hours=2, minutes=7))
+
+
+@settings(max_examples=20)
+@given(
+    stop_minutes=st.integers(0, 3 * 24 * 60),
+    outage_minutes=st.tuples(st.integers(0, 3 * 24 * 60), st.integers(1, 600)),
+)
+def test_feed_settings_only_thin_the_world(
+    stop_minutes: int, outage_minutes: tuple[int, int]
+) -> None:
+    base = Scenario("thin", scores_per_hour=60.0, golden_set_size=5, evaluations_per_day=3)
+    start, length = (timedelta(minutes=m) for m in outage_minutes)
+    stop = timedelta(minutes=stop_minutes)
+    sc = dataclasses.replace(
+        base, scores_stop=stop, outcomes_stop=stop, scores_outage=(start, start + length)
+    )
+    t0, t1 = START + timedelta(hours=5), START + 3 * DAY
+    full, thin = (generate_scores(x, t0, t1, rng=1, origin=START) for x in (base, sc))
+    since = full.timestamps - _us(START)
+    kept = (since < np.timedelta64(stop)) & (
+        (since < np.timedelta64(start)) | (since >= np.timedelta64(start + length))
+    )
+    np.testing.assert_array_equal(thin.timestamps, full.timestamps[kept])
+    np.testing.assert_array_equal(thin.scores, full.scores[kept])
+    full_o, thin_o = (generate_outcomes(x, t0, t1, rng=1, origin=START) for x in (base, sc))
+    kept_o = full_o.timestamps - _us(START) < np.timedelta64(stop)
+    np.testing.assert_array_equal(thin_o.query_ids, full_o.query_ids[kept_o])
+    np.testing.assert_array_equal(thin_o.outcomes, full_o.outcomes[kept_o])
 
 
 # ----------------------------------------------------------------------------------------------
@@ -422,6 +686,48 @@ def test_subtle_decay_is_seen_paired_and_missed_unpaired() -> None:
     # mean drop to be twice its size to reach 0.05; the paired t is about 9.
     assert paired.pvalue < 1e-6
     assert welch.pvalue > 0.05
+
+
+@pytest.mark.parametrize("onset_hour", [0, 1, 2, 3, 7, 13, 19, 23])
+@pytest.mark.parametrize("evaluations", [1, 4, 24])
+def test_decay_onset_at_any_hour_applies_from_the_first_run_after_it(
+    onset_hour: int, evaluations: int
+) -> None:
+    onset = timedelta(days=3, hours=onset_hour, minutes=30)
+    sc = Scenario(
+        "onset",
+        decay_start=onset,
+        decay_size=0.2,
+        decay_spread=0.0,
+        evaluations_per_day=evaluations,
+        golden_set_size=20,
+        quality_mean=0.5,
+        quality_sd=0.05,  # theta near 0.5: a drop of 0.2 is never clipped
+        repeat_share=0.0,
+    )
+    decayed = generate_outcomes(sc, START + 2 * DAY, START + 5 * DAY, rng=8, origin=START)
+    healthy = generate_outcomes(
+        sc.with_effect(decay_size=0.0), START + 2 * DAY, START + 5 * DAY, rng=8, origin=START
+    )
+    np.testing.assert_array_equal(decayed.timestamps, healthy.timestamps)
+    drop = healthy.outcomes - decayed.outcomes
+    # the run a row belongs to starts on the run grid at or before the row
+    grid_us = 24 * 3_600_000_000 // evaluations
+    since = (decayed.timestamps - _us(START)).astype(np.int64)
+    run_start = (since - 2 * 3_600_000_000) // grid_us * grid_us + 2 * 3_600_000_000
+    after_onset = run_start >= _td_us_test(onset)
+    np.testing.assert_allclose(drop[after_onset], 0.2, atol=1e-12)
+    np.testing.assert_array_equal(drop[~after_onset], 0.0)
+    assert after_onset.any()
+    assert (~after_onset).any()
+    # the level the runs see is the scenario's decay_level at their start
+    np.testing.assert_array_equal(
+        sc.decay_level(run_start.astype("timedelta64[us]")), after_onset.astype(np.float64)
+    )
+
+
+def _td_us_test(td: timedelta) -> int:
+    return int(np.timedelta64(td, "us").astype(np.int64))
 
 
 def test_decay_segments_confine_the_decay() -> None:
