@@ -387,7 +387,7 @@ class CheckRow:
         inp, out = verdict.input, verdict.outcome
         words = _STATE_WORDS.get(verdict.state)
         reason = next(
-            (r for r in verdict.reasons if words is not None and r.startswith(words)),
+            (r for r in verdict.reasons if words is not None and words in r),
             verdict.reasons[0] if verdict.reasons else "",
         )
         return cls(

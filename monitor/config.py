@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from monitor.errors import ConfigError
-from monitor.schedule import Schedule, parse_duration, parse_schedule
+from monitor.schedule import Schedule, format_duration, parse_duration, parse_schedule
 from monitor.sources import OutcomeSpec, ScoreSpec
 
 __all__ = [
@@ -76,6 +76,13 @@ class WindowConfig:
         """True when the reference is a fixed healthy baseline period."""
         return self.reference_start is not None
 
+    @property
+    def reference_span(self) -> timedelta:
+        """Length of the reference window (rolling or fixed)."""
+        if self.reference_start is not None and self.reference_end is not None:
+            return self.reference_end - self.reference_start
+        return self.reference or timedelta(0)
+
 
 @dataclass(frozen=True, slots=True)
 class DriftConfig:
@@ -90,6 +97,9 @@ class DriftConfig:
     cusum_k: float = 0.5
     cusum_share: float = 0.8
     clear_after: int = 3
+    seasonality: str = "auto"
+    anchor: bool = True
+    anchor_refresh: timedelta = timedelta(days=28)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +113,9 @@ class DecayConfig:
     confidence_level: float = 0.95
     power: float = 0.8
     looks: int | None = None
+    cadence: timedelta = timedelta(days=1)
+    run_gap: timedelta = timedelta(hours=1)
+    settle: timedelta = timedelta(minutes=15)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +144,41 @@ class MonitorConfig:
     max_invalid_share: float = 0.01
     run_timeout: timedelta = timedelta(minutes=10)
     misfire_grace: timedelta = timedelta(minutes=5)
+    scores_max_lag: timedelta | None = None
+    outcomes_max_lag: timedelta | None = None
+
+    @property
+    def score_lag_limit(self) -> timedelta:
+        """``scores.max_lag``, default ``clamp(2 x schedule interval, 1h, 6h)``."""
+        if self.scores_max_lag is not None:
+            return self.scores_max_lag
+        interval = self.schedule.nominal_interval(self.budget.period)
+        return min(max(2 * interval, timedelta(hours=1)), timedelta(hours=6))
+
+    @property
+    def outcome_lag_limit(self) -> timedelta:
+        """``outcomes.max_lag``, default ``2 x decay.cadence + decay.settle``."""
+        if self.outcomes_max_lag is not None:
+            return self.outcomes_max_lag
+        return 2 * self.decay.cadence + self.decay.settle
+
+    @property
+    def seasonal_period(self) -> timedelta | None:
+        """The seasonal period drift blocks are phase-matched over (None: no seasonality).
+
+        ``auto``: weekly when the reference spans at least 14 days, daily when it spans at least
+        2 days, else none.
+        """
+        mode = self.drift.seasonality
+        if mode == "auto":
+            span = self.windows.reference_span
+            if span >= timedelta(days=14):
+                mode = "weekly"
+            elif span >= timedelta(days=2):
+                mode = "daily"
+            else:
+                mode = "none"
+        return {"daily": timedelta(days=1), "weekly": timedelta(days=7)}.get(mode)
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,6 +398,12 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
     interval = schedule.nominal_interval(budget.period)
     run_timeout = c.get(t, "run_timeout", path, min(timedelta(minutes=10), interval), _duration)
     misfire = c.get(t, "misfire_grace", path, min(timedelta(minutes=5), interval), _duration)
+    lags = {}
+    for side in ("scores", "outcomes"):
+        table = t.get(side)
+        if isinstance(table, dict) and "max_lag" in table:
+            lags[side] = c.get(table, "max_lag", f"{path}.{side}", None, _duration)
+    _check_windows(c, path, windows, drift, decay, interval)
     if len(c.problems) > before or scores is None or outcomes is None:
         return None
     return MonitorConfig(
@@ -366,7 +420,49 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
         max_invalid_share=max_invalid,
         run_timeout=run_timeout,
         misfire_grace=misfire,
+        scores_max_lag=lags.get("scores"),
+        outcomes_max_lag=lags.get("outcomes"),
     )
+
+
+def _check_windows(
+    c: _Collector,
+    path: str,
+    windows: WindowConfig,
+    drift: DriftConfig,
+    decay: DecayConfig,
+    interval: timedelta,
+) -> None:
+    """Settings that cannot work: say why instead of failing (or misleading) at run time."""
+    if windows.current < interval:
+        c.add(
+            f"{path}.windows.current",
+            f"{format_duration(windows.current)} is shorter than the schedule interval "
+            f"{format_duration(interval)}: scores between two checks would never be seen; use "
+            f"at least {format_duration(interval)}",
+        )
+    if windows.current < decay.cadence:
+        c.add(
+            f"{path}.windows.current",
+            f"{format_duration(windows.current)} is shorter than decay.cadence "
+            f"{format_duration(decay.cadence)} (how often the golden set is evaluated): most "
+            f"checks would find no evaluation run to pair; use at least "
+            f"{format_duration(decay.cadence)} or set decay.cadence",
+        )
+    span = windows.reference_span
+    for mode, period in (("daily", timedelta(days=1)), ("weekly", timedelta(days=7))):
+        if drift.seasonality == mode and span < period:
+            c.add(
+                f"{path}.drift.seasonality",
+                f"'{mode}' needs a reference of at least {format_duration(period)} (one of each "
+                f"phase); the reference spans {format_duration(span)}",
+            )
+    if decay.run_gap <= decay.settle:
+        c.add(
+            f"{path}.decay.run_gap",
+            f"must be longer than decay.settle ({format_duration(decay.settle)}): a run is "
+            f"complete once no outcome arrived for `settle`",
+        )
 
 
 _SPEC_COLUMNS = {
@@ -390,7 +486,7 @@ def _parse_source(
     """``scores`` / ``outcomes`` table -> ``ScoreSpec`` / ``OutcomeSpec`` (None on problems)."""
     t = c.table(data, path)
     columns = _SPEC_COLUMNS[kind]
-    known = {"path", "segment_column", "timestamp_unit", "prune_partitions", *columns}
+    known = {"path", "segment_column", "timestamp_unit", "prune_partitions", "max_lag", *columns}
     c.unknown(t, path, known)
     before = len(c.problems)
     if "path" not in t:
@@ -463,7 +559,16 @@ def _parse_drift(c: _Collector, data: Any, path: str) -> DriftConfig:
         cusum_k=c.get(t, "cusum_k", path, d.cusum_k, _float(0.0, 5.0, open_low=True)),
         cusum_share=c.get(t, "cusum_share", path, d.cusum_share, _float(0.0, 1.0)),
         clear_after=c.get(t, "clear_after", path, d.clear_after, _int(1)),
+        seasonality=c.get(t, "seasonality", path, d.seasonality, _seasonality),
+        anchor=c.get(t, "anchor", path, d.anchor, _bool),
+        anchor_refresh=c.get(t, "anchor_refresh", path, d.anchor_refresh, _duration),
     )
+
+
+def _seasonality(value: Any) -> str:
+    if value not in ("auto", "none", "daily", "weekly"):
+        raise ValueError(f"must be one of 'auto', 'none', 'daily', 'weekly'; got {value!r}")
+    return str(value)
 
 
 def _parse_decay(c: _Collector, data: Any, path: str) -> DecayConfig:
@@ -486,6 +591,9 @@ def _parse_decay(c: _Collector, data: Any, path: str) -> DecayConfig:
         ),
         power=c.get(t, "power", path, d.power, _float(0.0, 1.0, open_low=True, open_high=True)),
         looks=looks,
+        cadence=c.get(t, "cadence", path, d.cadence, _duration),
+        run_gap=c.get(t, "run_gap", path, d.run_gap, _duration),
+        settle=c.get(t, "settle", path, d.settle, _nonneg_duration),
     )
 
 

@@ -15,7 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
 
@@ -43,6 +43,7 @@ from monitor.verdict import (
     Verdict,
     error_verdict,
     evaluate,
+    phase_counts,
 )
 
 __all__ = [
@@ -252,6 +253,49 @@ def _pairs(p: PairedOutcomes) -> Pairs:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _Runs:
+    count: int
+    new: Window | None
+    end: datetime | None
+    newest: datetime | None
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _ns(t: datetime) -> int:
+    return (t - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def _from_ns(ns: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=ns // 1000)
+
+
+def _newest(*arrays: np.ndarray | None) -> datetime | None:
+    for arr in arrays:
+        if arr is not None and arr.size:
+            return _from_ns(int(arr.max()))
+    return None
+
+
+def _empty_outcomes(like: OutcomeWindow, window: Window) -> OutcomeWindow:
+    return replace(
+        like,
+        window=window,
+        query_ids=like.query_ids[:0],
+        segments=None if like.segments is None else like.segments[:0],
+        outcomes=like.outcomes[:0],
+        counts=like.counts[:0],
+        rows=0,
+        dropped_nan=0,
+        dropped_inf=0,
+        dropped_null_query=0,
+        dropped_null=0,
+        files_read=0,
+    )
+
+
 _EMPTY = np.empty(0, dtype=np.float64)
 _EMPTY_TS = np.empty(0, dtype=np.int64)
 
@@ -274,26 +318,39 @@ class Runner:
         self.store = store if store is not None else StateStore(config.server.state_dir)
         states = {m.name: self.store.load(m.name) for m in config.monitors}
         self.board = board or Board(config.monitors, states)
-        self._baselines: dict[tuple[str, str, datetime, datetime], DriftBaseline] = {}
+        self._baselines: dict[
+            tuple[str, str, datetime, datetime], tuple[DriftBaseline, np.ndarray]
+        ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
 
     # -- data -------------------------------------------------------------------------------
 
     def _read(
-        self, monitor: MonitorConfig, at: datetime
+        self, monitor: MonitorConfig, at: datetime, state: MonitorState
     ) -> tuple[CheckData, int, dict[tuple[str, str], int]]:
         reference_w, current_w = check_windows(monitor, at)
-        ref = self.reader.scores(monitor.scores, reference_w, with_timestamps=False)
+        seasonal = monitor.seasonal_period is not None
+        ref = self.reader.scores(monitor.scores, reference_w, with_timestamps=seasonal)
         cur = self.reader.scores(monitor.scores, current_w, with_timestamps=True)
-        ref_out = self.reader.outcomes(monitor.outcomes, reference_w)
-        cur_out = self.reader.outcomes(monitor.outcomes, current_w)
+        runs = self._runs(monitor, at, state)
+        out_ref_w = reference_w
+        if state.decay.active and state.decay.reference_start and state.decay.reference_end:
+            # a raised decay is judged against the reference it was found against
+            out_ref_w = Window(start=state.decay.reference_start, end=state.decay.reference_end)
+        ref_out = self.reader.outcomes(monitor.outcomes, out_ref_w)
+        if runs.new is not None:
+            cur_out = self.reader.outcomes(monitor.outcomes, runs.new)
+        else:
+            cur_out = _empty_outcomes(ref_out, current_w)
         paired = pair_outcomes(ref_out, cur_out)
         ref_split = _split_scores(ref)
         cur_split = _split_scores(cur)
         pair_split = (
             paired.by_segment() if monitor.outcomes.segment_column is not None else {"": paired}
         )
+        if runs.new is None:
+            pair_split = {}
         names = sorted(set(ref_split) | set(cur_split) | set(pair_split))
         if monitor.scores.segment_column is not None and len(names) > monitor.max_segments:
             raise SourceError(
@@ -305,18 +362,24 @@ class Runner:
             )
         fixed = monitor.windows.fixed_reference
         segments: dict[str, SegmentData] = {}
-        if ref.values.size == 0 and cur.values.size == 0 and paired.reference.size == 0:
+        if ref.values.size == 0 and cur.values.size == 0 and ref_out.query_ids.size == 0:
             names = []  # no data at all: the verdict reports it, with the window and freshness
         for name in names:
-            ref_values = ref_split.get(name, (_EMPTY, None))[0]
+            ref_values, ref_ts = ref_split.get(name, (_EMPTY, None))
             cur_values, cur_ts = cur_split.get(name, (_EMPTY, _EMPTY_TS))
             baseline = None
+            phases = None
             if fixed and ref_values.size >= monitor.drift.min_reference_samples:
                 key = (monitor.name, name, reference_w.start, reference_w.end)
-                baseline = self._baselines.get(key)
-                if baseline is None:
+                cached = self._baselines.get(key)
+                if cached is None:
                     baseline = build_baseline(ref_values, bins=monitor.drift.bins)
-                    self._baselines[key] = baseline
+                    phases = phase_counts(
+                        ref_values, ref_ts, baseline.edges, monitor.seasonal_period
+                    )
+                    self._baselines[key] = (baseline, phases)
+                else:
+                    baseline, phases = cached
             positions = None
             if baseline is not None:
                 positions = self.reader.positions(monitor.scores, current_w, name, baseline)
@@ -330,26 +393,76 @@ class Runner:
                 else Pairs(reference=_EMPTY, current=_EMPTY),
                 baseline=baseline,
                 positions=positions,
+                reference_timestamps=ref_ts,
+                reference_phases=phases,
             )
+        if runs.new is None:
+            for name in list(segments):
+                segments[name] = replace(
+                    segments[name], pairs=Pairs(reference=_EMPTY, current=_EMPTY)
+                )
         data = CheckData(
             current_start=current_w.start,
             current_end=current_w.end,
             reference_start=reference_w.start,
             reference_end=reference_w.end,
             segments=segments,
-            newest_score=cur.newest_timestamp,
-            newest_outcome=cur_out.newest_timestamp,
+            newest_score=_newest(cur.timestamps, ref.timestamps),
+            newest_outcome=runs.newest,
             reference_outcome_queries=int(ref_out.query_ids.size),
-            current_outcome_queries=int(cur_out.query_ids.size),
+            current_outcome_queries=int(cur_out.query_ids.size) if runs.new else 0,
+            runs=runs.count,
+            runs_start=runs.new.start if runs.new else None,
+            runs_end=runs.end,
+            outcome_reference_start=out_ref_w.start,
+            outcome_reference_end=out_ref_w.end,
         )
-        rows = ref.rows + cur.rows + ref_out.rows + cur_out.rows
+        rows = ref.rows + cur.rows + ref_out.rows + (cur_out.rows if runs.new else 0)
         samples = {
             ("scores", "reference"): int(ref.values.size),
             ("scores", "current"): int(cur.values.size),
             ("outcomes", "reference"): int(ref_out.query_ids.size),
-            ("outcomes", "current"): int(cur_out.query_ids.size),
+            ("outcomes", "current"): int(cur_out.query_ids.size) if runs.new else 0,
         }
         return data, rows, samples
+
+    def _runs(self, monitor: MonitorConfig, at: datetime, state: MonitorState) -> _Runs:
+        """The complete evaluation runs in ``[at - windows.current, at)`` not looked at yet.
+
+        Runs are the outcome timestamps split at gaps longer than ``decay.run_gap``; a run is
+        complete once no outcome arrived for ``decay.settle`` before ``at``. The new runs are
+        pooled into one window ``[first start, last end]``.
+        """
+        cfg = monitor.decay
+        window = Window(start=at - monitor.windows.current, end=at)
+        spec = ScoreSpec(
+            path=monitor.outcomes.path,
+            timestamp_column=monitor.outcomes.timestamp_column,
+            score_column=monitor.outcomes.outcome_column,
+            timestamp_unit=monitor.outcomes.timestamp_unit,
+            max_invalid_share=1.0,
+            prune_partitions=monitor.outcomes.prune_partitions,
+        )
+        times = self.reader.scores(spec, window, with_timestamps=True).timestamps
+        if times is None or times.size == 0:
+            return _Runs(count=0, new=None, end=None, newest=None)
+        ts = np.sort(times)
+        newest = _from_ns(int(ts[-1]))
+        cuts = np.flatnonzero(np.diff(ts) > cfg.run_gap // timedelta(microseconds=1) * 1000)
+        starts = np.concatenate(([0], cuts + 1))
+        ends = np.concatenate((cuts, [ts.size - 1]))
+        limit = _ns(at - cfg.settle)
+        seen = state.decay.runs_end
+        chosen = [
+            (int(ts[a]), int(ts[b]))
+            for a, b in zip(starts, ends, strict=True)
+            if ts[b] <= limit and (seen is None or _from_ns(int(ts[b])) > seen)
+        ]
+        if not chosen:
+            return _Runs(count=0, new=None, end=None, newest=newest)
+        first, last = chosen[0][0], chosen[-1][1]
+        new = Window(start=_from_ns(first), end=_from_ns(last) + timedelta(microseconds=1))
+        return _Runs(count=len(chosen), new=new, end=_from_ns(last), newest=newest)
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -358,7 +471,7 @@ class Runner:
     ) -> tuple[Verdict, MonitorState, int, dict[tuple[str, str], int]]:
         """Read and decide one slot; source and stats failures become an ``error`` verdict."""
         try:
-            data, rows, samples = self._read(monitor, at)
+            data, rows, samples = self._read(monitor, at, state if sequential else MonitorState())
             verdict, new_state = evaluate(monitor, at, data, state, sequential=sequential)
         except MonitorError as exc:
             return error_verdict(monitor.name, at, str(exc)), state, 0, {}

@@ -544,7 +544,7 @@ class _CountingReader(CachedReader):
 def test_backtest_positions_path_identical(segmented_fixed: Config) -> None:
     """Fixed reference, three segments: every check located from cached pieces gives the same
     verdict as the normal path (which ``test_backtest_reproduces_daemon`` ties to the daemon)."""
-    start, end = ORIGIN + 15 * DAY, ORIGIN + 16 * DAY
+    start, end = ORIGIN + 15 * DAY, ORIGIN + 17 * DAY
     counting = _CountingReader()
     (fast,) = backtest(segmented_fixed, start, end, reader=counting)
     (plain,) = backtest(segmented_fixed, start, end, reader=_PlainReader())

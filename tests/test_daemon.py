@@ -134,7 +134,7 @@ def test_daemon_scrape_restart_and_sigterm(world: tuple[Path, str], tmp_path: Pa
     state_file = config.parent / "state" / "demo.json"
     saved = json.loads(state_file.read_text())
     assert saved["state"] == "model_decay"
-    assert saved["decay"]["last_look_at"] == looked_at
+    assert saved["decay"]["looks"][-1] == looked_at
 
     again = start(config, tmp_path / "second.log")
     try:

@@ -11,7 +11,7 @@ import pytest
 from monitor.config import MonitorConfig, parse_config
 from monitor.exporter import make_registry, render
 from monitor.jobs import Board, RunRecord
-from monitor.verdict import STATES, MonitorState, error_verdict, evaluate
+from monitor.verdict import STATES, MonitorState, alarm_plan, error_verdict, evaluate
 from tests.test_verdict import AT, check_data, segment
 
 
@@ -59,10 +59,12 @@ def test_states_and_statistics_after_a_decay_run() -> None:
     assert low <= diff <= high
     assert get("retrieval_monitor_outcome_pairs", {"monitor": "a", "segment": ""}) == 300
     assert get("retrieval_monitor_psi", {"monitor": "a", "segment": ""}) is not None
-    assert get("retrieval_monitor_outcome_alpha", {"monitor": "a"}) == pytest.approx(0.05 / 30)
+    assert get("retrieval_monitor_outcome_alpha", {"monitor": "a"}) == pytest.approx(0.05 / 31)
+    plan = alarm_plan(a)
     assert get("retrieval_monitor_drift_cusum_threshold", {"monitor": "a"}) == pytest.approx(
-        7.94, abs=0.01
+        plan.drift_h
     )
+    assert plan.drift_h > 7.94  # above the independent-block design: reference shared
     assert (
         get(
             "retrieval_monitor_window_samples",

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from monitor.jobs import StateStore
-from monitor.verdict import DriftTrack, MonitorState
+from monitor.verdict import MonitorState, SegmentDrift
 
 STATE = MonitorState(
-    drift={"": DriftTrack(cusum=2.5, evidence_end=datetime(2026, 11, 30, tzinfo=UTC))},
+    drift={"": SegmentDrift(evidence_end=datetime(2026, 11, 30, tzinfo=UTC))},
     state="data_drift",
     state_since=datetime(2026, 11, 29, 12, tzinfo=UTC),
 )
@@ -30,7 +30,7 @@ def test_corrupt_file_is_kept_aside_by_the_daemon(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     store = StateStore(tmp_path)
-    store.path("m").write_text('{"version": 1, "drift": 7}')
+    store.path("m").write_text('{"version": 2, "drift": 7}')
     assert store.load("m") == MonitorState()
     aside = [p.name for p in tmp_path.iterdir()]
     assert len(aside) == 1

@@ -12,12 +12,13 @@ import numpy as np
 import pytest
 
 from monitor.config import MonitorConfig, parse_config
+from monitor.stats import cusum_threshold_shared, shewhart_threshold_shared
 from monitor.verdict import (
     CheckData,
-    DriftTrack,
     MonitorState,
     Pairs,
     SegmentData,
+    SegmentDrift,
     alarm_plan,
     evaluate,
 )
@@ -69,7 +70,8 @@ def segment(
     )
 
 
-def check_data(at: datetime, segments: dict[str, SegmentData]) -> CheckData:
+def check_data(at: datetime, segments: dict[str, SegmentData], *, runs: int = 1) -> CheckData:
+    """A check whose golden set was evaluated once ``runs`` > 0 (else: nothing new landed)."""
     return CheckData(
         current_start=at - timedelta(days=1),
         current_end=at,
@@ -77,36 +79,64 @@ def check_data(at: datetime, segments: dict[str, SegmentData]) -> CheckData:
         reference_end=at - timedelta(days=1),
         segments=segments,
         newest_score=at - timedelta(minutes=1),
+        newest_outcome=at - timedelta(minutes=90),
+        runs=runs,
+        runs_start=at - timedelta(hours=2) if runs else None,
+        runs_end=at - timedelta(minutes=90) if runs else None,
+        outcome_reference_start=at - timedelta(days=8),
+        outcome_reference_end=at - timedelta(days=1),
     )
 
 
 def test_alarm_plan_hourly_matches_the_design(reference_vectors: dict[str, Any]) -> None:
     design = reference_vectors["sequential"]["recommended_input_drift_combined"]
-    k30 = reference_vectors["sequential"]["design"]["decay_K30"]
+    # without a shared reference (rho = 0) the threshold is the recommended design's
+    assert cusum_threshold_shared(720, 0.04) == pytest.approx(
+        design["h_markov_ARL0_17638"], abs=1e-3
+    )
     plan = alarm_plan(make_monitor("1h"))
     assert plan.checks == 720
-    assert plan.drift_h == pytest.approx(design["h_markov_ARL0_17638"], abs=1e-3)
-    assert plan.drift_z == pytest.approx(design["z_shewhart"], rel=1e-9)
-    assert plan.drift_alpha == pytest.approx(0.01 / 720)
+    # default: hour-of-day phases over a 7-day reference, reference and anchor tracks
+    assert plan.seasonal_period == timedelta(days=1)
+    assert (plan.phases, plan.tracks) == (24, 2)
+    assert plan.rho == pytest.approx(1 / 8)
+    assert plan.drift_h == pytest.approx(
+        cusum_threshold_shared(720, 0.04 / 2, rho=1 / 8, phases=24, states=100)
+    )
+    assert plan.drift_h > design["h_markov_ARL0_17638"]
+    assert plan.drift_z == pytest.approx(
+        shewhart_threshold_shared(720, 0.01 / 2, rho=1 / 8, phases=24)
+    )
     assert plan.decay_looks == 30
-    assert plan.decay_alpha == pytest.approx(k30["alpha_run"])
-    assert plan.min_pairs_for_alpha == k30["min_n_exact_signflip_one_sided"]
+    assert plan.decay_alpha == pytest.approx(0.05 / 31)
+    assert plan.min_pairs_for_alpha == math.ceil(math.log2(31 / 0.05))
     assert plan.n_resamples >= 20 / plan.decay_alpha
-    assert plan.look_spacing == timedelta(days=1)
+    assert plan.cadence == timedelta(days=1)
 
 
 def test_alarm_plan_scales_with_schedule_and_segments() -> None:
     daily = alarm_plan(make_monitor("1d"))
     hourly = alarm_plan(make_monitor("1h"))
     assert daily.checks == 30
-    assert daily.drift_h < hourly.drift_h  # fewer looks need a lower threshold
-    assert daily.drift_alpha == pytest.approx(0.01 / 30)
+    # daily blocks cover every hour: one shared reference term for all 30 blocks
+    assert daily.phases == 1
     three = alarm_plan(make_monitor("1h"), segments=3)
-    assert three.drift_arl0 == pytest.approx(3 * hourly.drift_arl0)
     assert three.drift_h > hourly.drift_h
+    assert three.drift_z > hourly.drift_z
+    fixed = alarm_plan(
+        make_monitor(
+            windows={
+                "reference_start": "2026-11-01T00:00:00Z",
+                "reference_end": "2026-11-15T00:00:00Z",
+            }
+        )
+    )
+    assert fixed.tracks == 1  # the fixed reference is its own anchor
+    assert fixed.seasonal_period == timedelta(days=7)
+    assert fixed.rho == pytest.approx(1 / 3, abs=1e-4)
     looks = alarm_plan(make_monitor("1h", decay={"looks": 720}))
-    assert looks.decay_alpha == pytest.approx(0.05 / 720)
-    assert looks.n_resamples >= 20 * 720 / 0.05
+    assert looks.decay_alpha == pytest.approx(0.05 / 721)
+    assert looks.n_resamples >= 20 * 721 / 0.05
 
 
 @pytest.mark.parametrize(
@@ -143,16 +173,18 @@ def test_too_few_pairs_is_insufficient_not_ok() -> None:
     assert verdict.state == "insufficient_data"
     assert verdict.outcome is not None
     assert not verdict.outcome.decidable
-    assert any("too few paired queries" in r for r in verdict.reasons)
+    assert any("undecidable" in r for r in verdict.reasons)
+    assert verdict.outcome.mean_difference is not None  # descriptive numbers still reported
+    assert verdict.outcome.wins + verdict.outcome.losses + verdict.outcome.ties == 9
 
 
 def test_golden_set_too_small_for_the_per_look_alpha() -> None:
     # 2**-12 > 0.05/720: an exact sign-flip test on 12 pairs can never reach alpha
-    m = make_monitor(decay={"min_pairs": 5, "looks": 720})
+    m = make_monitor(decay={"min_pairs": 5, "looks": 720})  # a look spends 0.05 / 721
     rng = np.random.default_rng(3)
     verdict, _ = evaluate(m, AT, check_data(AT, {"": segment(rng, AT, n_pairs=12)}), MonitorState())
     assert verdict.state == "insufficient_data"
-    assert alarm_plan(m).min_pairs_for_alpha == math.ceil(math.log2(720 / 0.05))
+    assert alarm_plan(m).min_pairs_for_alpha == math.ceil(math.log2(721 / 0.05))
 
 
 def test_too_few_scores_names_the_window_and_freshness() -> None:
@@ -161,7 +193,7 @@ def test_too_few_scores_names_the_window_and_freshness() -> None:
         make_monitor(), AT, check_data(AT, {"": segment(rng, AT, n_cur=50)}), MonitorState()
     )
     assert verdict.state == "insufficient_data"
-    reason = next(r for r in verdict.reasons if "too few scores" in r)
+    reason = next(r for r in verdict.reasons if "undecidable drift" in r)
     assert "2026-11-29T00:00:00Z" in reason
     assert "newest score at 2026-11-29T23:59:00Z" in reason
 
@@ -202,7 +234,7 @@ def test_cusum_accumulates_moderate_shift_over_non_overlapping_blocks() -> None:
     m = make_monitor()
     plan = alarm_plan(m)
     # the previous check used everything up to AT: each later check sees one hour of new data
-    state = MonitorState(drift={"": DriftTrack(evidence_end=AT)})
+    state = MonitorState(drift={"": SegmentDrift(evidence_end=AT)})
     rng = np.random.default_rng(0)
     reference = scores(rng, 20_000)
     zs: list[float] = []
@@ -225,7 +257,7 @@ def test_cusum_accumulates_moderate_shift_over_non_overlapping_blocks() -> None:
     for z in zs:  # Page's recursion crosses h exactly at the last block
         path.append(max(0.0, path[-1] + z - m.drift.cusum_k))
     assert max(path[:-1]) <= plan.drift_h < path[-1]
-    assert state.drift[""].cusum == 0.0  # reset after the alarm
+    assert state.drift[""].reference.cusum == 0.0  # reset after the alarm
 
 
 def test_same_slot_twice_adds_no_evidence() -> None:
@@ -238,7 +270,7 @@ def test_same_slot_twice_adds_no_evidence() -> None:
     assert v2.input is not None
     assert v1.input.evidence
     assert not v2.input.evidence
-    assert s2.drift[""].cusum == s1.drift[""].cusum
+    assert s2.drift[""].reference.cusum == s1.drift[""].reference.cusum
 
 
 def test_drift_clears_after_quiet_blocks() -> None:
@@ -255,26 +287,52 @@ def test_drift_clears_after_quiet_blocks() -> None:
     assert seen[-1] == "ok"
 
 
-def test_decay_looks_are_rationed_and_carried() -> None:
+def test_decay_is_named_at_the_first_look_and_clears_only_on_recovery() -> None:
     m = make_monitor()
     rng = np.random.default_rng(9)
     seg = segment(rng, AT, decay=0.05)
     v1, s1 = evaluate(m, AT, check_data(AT, {"": seg}), MonitorState())
-    later = AT + timedelta(hours=3)
-    fresh = segment(np.random.default_rng(10), later, decay=0.0)
-    v2, s2 = evaluate(m, later, check_data(later, {"": fresh}), s1)
     assert v1.outcome is not None
-    assert v2.outcome is not None
     assert v1.outcome.new_look
+    assert v1.state == "model_decay"
+    # nothing new landed: the look is carried, the decay stays named
+    later = AT + timedelta(hours=3)
+    v2, s2 = evaluate(m, later, check_data(later, {"": seg}, runs=0), s1)
+    assert v2.outcome is not None
     assert not v2.outcome.new_look
-    assert v2.state == "model_decay"  # carried until the next look is due
-    assert v2.outcome.mean_difference == v1.outcome.mean_difference
+    assert v2.state == "model_decay"
     assert any("carried from the look" in r for r in v2.reasons)
-    next_day = AT + timedelta(days=1)
-    v3, _ = evaluate(m, next_day, check_data(next_day, {"": fresh}), s2)
+    # a new run still below the margin but not significant: no flapping back to ok
+    weak = segment(np.random.default_rng(10), later, decay=0.007, n_pairs=40)
+    nxt = AT + timedelta(days=1)
+    v3, s3 = evaluate(m, nxt, check_data(nxt, {"": weak}), s2)
     assert v3.outcome is not None
     assert v3.outcome.new_look
-    assert v3.state == "ok"
+    assert not v3.outcome.significant
+    assert v3.state == "model_decay"
+    assert any("not yet recovered" in r for r in v3.reasons)
+    # recovery: the interval's lower end back above -margin
+    fresh = segment(np.random.default_rng(11), later, decay=0.0)
+    day2 = AT + timedelta(days=2)
+    v4, s4 = evaluate(m, day2, check_data(day2, {"": fresh}), s3)
+    assert v4.outcome is not None
+    assert v4.outcome.recovered
+    assert v4.state == "ok"
+    assert s4.decay.active == {}
+    # looks spend alpha by the time since the previous one: a look an hour later spends 1/24
+    soon = day2 + timedelta(hours=1)
+    v5, _ = evaluate(m, soon, check_data(soon, {"": fresh}), s4)
+    assert v5.outcome is not None
+    assert v5.outcome.alpha == pytest.approx(0.05 * (1 / 24) / 31)
+
+
+def test_a_raised_decay_freezes_the_outcome_reference() -> None:
+    m = make_monitor()
+    seg = segment(np.random.default_rng(17), AT, decay=0.05)
+    _, state = evaluate(m, AT, check_data(AT, {"": seg}), MonitorState())
+    assert state.decay.reference_start == AT - timedelta(days=8)
+    assert state.decay.reference_end == AT - timedelta(days=1)
+    assert state.decay.active
 
 
 def test_same_seed_same_numbers() -> None:

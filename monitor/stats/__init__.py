@@ -20,6 +20,7 @@ from monitor.stats.drift import (
     proportion_test_counts,
     psi,
     psi_from_counts,
+    psi_test_counts,
 )
 from monitor.stats.multiple import adjust_pvalues
 from monitor.stats.paired import (
@@ -38,6 +39,8 @@ from monitor.stats.sequential import (
     cusum_arl,
     cusum_step,
     cusum_threshold,
+    cusum_threshold_shared,
+    shewhart_threshold_shared,
     z_from_pvalue,
 )
 
@@ -60,6 +63,7 @@ __all__ = [
     "cusum_arl",
     "cusum_step",
     "cusum_threshold",
+    "cusum_threshold_shared",
     "drift_tests",
     "ks_2samp",
     "minimum_detectable_effect",
@@ -68,7 +72,9 @@ __all__ = [
     "proportion_test_counts",
     "psi",
     "psi_from_counts",
+    "psi_test_counts",
     "required_sample_size",
+    "shewhart_threshold_shared",
     "sign_flip_test",
     "z_from_pvalue",
 ]

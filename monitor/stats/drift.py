@@ -44,6 +44,7 @@ __all__ = [
     "proportion_test_counts",
     "psi",
     "psi_from_counts",
+    "psi_test_counts",
 ]
 
 # Elements per chunk in the streaming loops: bounds temporary memory to a few tens of MB.
@@ -231,6 +232,66 @@ def psi(
     else:
         counts, outside = _chunked_counts(baseline, cur)
     return _psi_result(baseline, counts, outside, tolerance, smoothing)
+
+
+def psi_test_counts(
+    reference_counts: ArrayLike,
+    current_counts: ArrayLike,
+    *,
+    tolerance: float = 0.0,
+    smoothing: float = 0.5,
+    n_reference: float | None = None,
+) -> PSIResult:
+    """PSI of two count vectors over the same bins, with the tolerance-null p-value of ``psi``.
+
+    For a reference summarised as counts (a phase-matched mixture of reference hours, or a stored
+    anchor): ``reference_counts`` may be fractional (a weighted mixture); ``n_reference`` is the
+    reference's sample size for N_eff = n m / (n + m) (default: the sum of its counts).
+    p = ncx2.sf(N_eff PSI, B - 1, tolerance N_eff), as in :func:`psi`; ``out_of_range_rate`` is 0
+    (counts carry no range).
+    """
+    tolerance = v.real(tolerance, "tolerance", low=0.0)
+    smoothing = v.real(smoothing, "smoothing", low=0.0)
+    ref = _counts(reference_counts, "reference_counts")
+    cur = _counts(current_counts, "current_counts")
+    if ref.size != cur.size:
+        raise StatsInputError(
+            f"`reference_counts` and `current_counts` must have the same length; "
+            f"got {ref.size} and {cur.size}."
+        )
+    n = float(ref.sum()) if n_reference is None else v.real(n_reference, "n_reference", low=1.0)
+    m = float(cur.sum())
+    value = _psi_value(ref, cur, smoothing)
+    n_eff = n * m / (n + m)
+    df = ref.size - 1
+    if math.isinf(value):
+        pvalue = 0.0
+    elif tolerance > 0:
+        pvalue = float(stats.ncx2.sf(n_eff * value, df, tolerance * n_eff))
+    else:
+        pvalue = float(stats.chi2.sf(n_eff * value, df))
+    floor = df * (1.0 / n + 1.0 / m)
+    ref_int = np.rint(ref).astype(np.int64)
+    cur_int = np.rint(cur).astype(np.int64)
+    for arr in (ref_int, cur_int):
+        arr.flags.writeable = False
+    return PSIResult(
+        statistic=value,
+        pvalue=min(max(pvalue, 0.0), 1.0),
+        n_bins=int(ref.size),
+        reference_counts=ref_int,
+        current_counts=cur_int,
+        n_reference=round(n),
+        n_current=round(m),
+        n_eff=n_eff,
+        empty_bins=int(np.count_nonzero(cur == 0)),
+        out_of_range_rate=0.0,
+        noise_floor=floor,
+        debiased=max(value - floor, 0.0),
+        tolerance=tolerance,
+        smoothing=smoothing,
+        empty_reference_bins=int(np.count_nonzero(ref == 0)),
+    )
 
 
 def _check_baseline(baseline: object) -> None:

@@ -4,6 +4,17 @@ Design (``docs/statistics.md``, notes D.3): each window's p-value becomes z = Ph
 clipped to [-4, 8]; the CUSUM S_t = max(0, S_{t-1} + z_t - k) alarms when S_t > h, with h chosen
 so that the in-control average run length ARL0 meets a false-alarm budget:
 P(false alarm within T looks) ~= 1 - exp(-T / ARL0).
+
+Shared reference noise. When every window is compared with the same reference sample, the
+windows' z-scores share the reference's own sampling error. At the edge of a tolerance null
+(true PSI = tolerance, where the linear term of the PSI dominates) the correlation of two windows'
+statistics is rho = m / (n + m) (window size m, reference size n). The ``*_shared`` thresholds
+model z_t = sqrt(rho) U + sqrt(1 - rho) V_t with U ~ N(0, 1) fixed for the period and V_t i.i.d.
+N(0, 1), and choose the threshold so that the *average over U* of the false-alarm probability
+within T looks meets the budget (Gauss-Hermite quadrature over U). With ``phases`` P > 1 the
+windows cycle through P phases with independent references (a daily or weekly seasonal
+reference): the immediate threshold sees P independent shared terms, T / P windows each; a CUSUM
+excursion spans many phases, so it sees their average, with variance rho / P.
 """
 
 from __future__ import annotations
@@ -16,7 +27,15 @@ from scipy import optimize, special, stats
 from monitor.errors import StatsInputError
 from monitor.stats import _validation as v
 
-__all__ = ["arl_for_budget", "cusum_arl", "cusum_step", "cusum_threshold", "z_from_pvalue"]
+__all__ = [
+    "arl_for_budget",
+    "cusum_arl",
+    "cusum_step",
+    "cusum_threshold",
+    "cusum_threshold_shared",
+    "shewhart_threshold_shared",
+    "z_from_pvalue",
+]
 
 # Brook-Evans states: the discretization the reference vectors were computed with.
 _STATES = 400
@@ -105,3 +124,93 @@ def arl_for_budget(looks: int, false_alarm_probability: float) -> float:
         high_open=True,
     )
     return looks / -math.log1p(-p)
+
+
+# Gauss-Hermite (probabilists') nodes for E[f(U)], U ~ N(0, 1).
+_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(24)
+_GH_WEIGHTS = _GH_WEIGHTS / _GH_WEIGHTS.sum()
+
+
+def _check_shared(looks: int, p: float, rho: float, phases: int) -> tuple[int, float, float, int]:
+    looks = v.integer(looks, "looks", minimum=1)
+    p = v.real(p, "false_alarm_probability", low=0.0, high=1.0, low_open=True, high_open=True)
+    rho = v.real(rho, "rho", low=0.0, high=1.0, high_open=True)
+    phases = v.integer(phases, "phases", minimum=1)
+    return looks, p, rho, phases
+
+
+def cusum_threshold_shared(
+    looks: int,
+    false_alarm_probability: float,
+    *,
+    k: float = 0.5,
+    rho: float = 0.0,
+    phases: int = 1,
+    states: int = _STATES,
+) -> float:
+    """CUSUM h so that E_U[1 - exp(-T / ARL(h | U))] = p for windows sharing a reference.
+
+    Given U the increments are N(sqrt(r) U, 1 - r) with r = rho / phases; standardising by
+    s = sqrt(1 - r) gives a CUSUM with reference k / s, threshold h / s and shift sqrt(r) U / s,
+    whose ARL is ``cusum_arl``'s Brook-Evans chain. ``rho = 0`` gives exactly
+    ``cusum_threshold(arl_for_budget(T, p), k=k)``.
+    """
+    looks, p, rho, phases = _check_shared(looks, false_alarm_probability, rho, phases)
+    k = v.real(k, "k", low=0.0)
+    states = v.integer(states, "states", minimum=2)
+    if rho == 0.0:
+        return cusum_threshold(arl_for_budget(looks, p), k=k, states=states)
+    r = rho / phases
+    s = math.sqrt(1.0 - r)
+    shifts = math.sqrt(r) * _GH_NODES / s
+
+    def gap(h: float) -> float:
+        fa = 0.0
+        for shift, w in zip(shifts, _GH_WEIGHTS, strict=True):
+            if w < 1e-12:
+                continue
+            arl = _arl(h / s, k / s, float(shift), states)
+            fa += w * -math.expm1(-looks / arl)
+        return math.log(fa) - math.log(p)
+
+    low = cusum_threshold(arl_for_budget(looks, p), k=k, states=states)
+    high = low * 1.5 + 1.0
+    while gap(high) > 0:
+        high *= 1.5
+        if high > 1e3:  # pragma: no cover - the shift's tail is Gaussian
+            raise StatsInputError(f"no CUSUM threshold holds the budget with rho={rho!r}.")
+    return float(optimize.brentq(gap, low, high, xtol=1e-6))
+
+
+def shewhart_threshold_shared(
+    looks: int,
+    false_alarm_probability: float,
+    *,
+    rho: float = 0.0,
+    phases: int = 1,
+) -> float:
+    """z threshold c with P(any of T windows has z > c) = p when windows share references.
+
+    Each of the P phases has about T / P windows sharing one reference term U_p:
+    P(no alarm) = (E_U[Phi((c - sqrt(rho) U) / sqrt(1 - rho))^(T / P)])^P. ``rho = 0`` gives
+    the independent-window threshold ``Phi^-1(1 - (1 - (1 - p)^(1 / T)))`` (close to Bonferroni).
+    """
+    looks, p, rho, phases = _check_shared(looks, false_alarm_probability, rho, phases)
+    per_phase = max(looks / phases, 1.0)
+    s = math.sqrt(1.0 - rho)
+    root = math.sqrt(rho)
+
+    def log_no_alarm(c: float) -> float:
+        cdf = special.ndtr((c - root * _GH_NODES) / s)
+        inner = float(np.sum(_GH_WEIGHTS * np.exp(per_phase * np.log(np.maximum(cdf, 1e-300)))))
+        return phases * math.log(inner) if phases * per_phase >= looks else math.log(inner)
+
+    target = math.log1p(-p)
+
+    def gap(c: float) -> float:
+        return log_no_alarm(c) - target
+
+    low, high = 0.0, 10.0
+    while gap(high) < 0:  # pragma: no cover - z is clipped at 8 anyway
+        high *= 2.0
+    return float(optimize.brentq(gap, low, high, xtol=1e-9))
