@@ -166,13 +166,14 @@ class MonitorConfig:
     def seasonal_period(self) -> timedelta | None:
         """The seasonal period drift blocks are phase-matched over (None: no seasonality).
 
-        ``auto``: weekly when the reference spans at least 14 days, daily when it spans at least
-        2 days, else none.
+        ``auto``: weekly (hour of week) when the reference spans at least 7 days, daily (hour of
+        day) when it spans at least 2 days, else none. Weekly is the default because weekend
+        traffic differs from weekday traffic in most products (measured in docs/detection.md).
         """
         mode = self.drift.seasonality
         if mode == "auto":
             span = self.windows.reference_span
-            if span >= timedelta(days=14):
+            if span >= timedelta(days=7):
                 mode = "weekly"
             elif span >= timedelta(days=2):
                 mode = "daily"

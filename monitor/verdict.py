@@ -1126,7 +1126,7 @@ def _evaluate_outcomes(
         or (decay.runs_end is not None and data.runs_end <= decay.runs_end)
         or (last is not None and at <= last)
     ):
-        # nothing new landed (or already looked at): carry the last look (its raised segments stay raised)
+        # nothing new landed (or already looked at): carry the last look; raised stays raised
         carried = {k: replace(v, new_look=False) for k, v in decay.reports.items()}
         return carried, decay
     since = None if decay.last_look_at is None else at - decay.last_look_at

@@ -96,16 +96,16 @@ def test_alarm_plan_hourly_matches_the_design(reference_vectors: dict[str, Any])
     )
     plan = alarm_plan(make_monitor("1h"))
     assert plan.checks == 720
-    # default: hour-of-day phases over a 7-day reference, reference and anchor tracks
-    assert plan.seasonal_period == timedelta(days=1)
-    assert (plan.phases, plan.tracks) == (24, 2)
-    assert plan.rho == pytest.approx(1 / 8)
+    # default: hour-of-week phases over a 7-day reference, reference and anchor tracks
+    assert plan.seasonal_period == timedelta(days=7)
+    assert (plan.phases, plan.tracks) == (168, 2)
+    assert plan.rho == pytest.approx(1 / 2)
     assert plan.drift_h == pytest.approx(
-        cusum_threshold_shared(720, 0.04 / 2, rho=1 / 8, phases=24, states=100)
+        cusum_threshold_shared(720, 0.04 / 2, rho=1 / 2, phases=168, states=100)
     )
     assert plan.drift_h > design["h_markov_ARL0_17638"]
     assert plan.drift_z == pytest.approx(
-        shewhart_threshold_shared(720, 0.01 / 2, rho=1 / 8, phases=24)
+        shewhart_threshold_shared(720, 0.01 / 2, rho=1 / 2, phases=168)
     )
     assert plan.decay_looks == 30
     assert plan.decay_alpha == pytest.approx(0.05 / 31)
@@ -118,8 +118,8 @@ def test_alarm_plan_scales_with_schedule_and_segments() -> None:
     daily = alarm_plan(make_monitor("1d"))
     hourly = alarm_plan(make_monitor("1h"))
     assert daily.checks == 30
-    # daily blocks cover every hour: one shared reference term for all 30 blocks
-    assert daily.phases == 1
+    # daily blocks cover a whole day of the week: seven phase references
+    assert daily.phases == 7
     three = alarm_plan(make_monitor("1h"), segments=3)
     assert three.drift_h > hourly.drift_h
     assert three.drift_z > hourly.drift_z

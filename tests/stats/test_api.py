@@ -27,6 +27,7 @@ EXPECTED = {
     "cusum_arl",
     "cusum_step",
     "cusum_threshold",
+    "cusum_threshold_shared",
     "drift_tests",
     "ks_2samp",
     "minimum_detectable_effect",
@@ -35,7 +36,9 @@ EXPECTED = {
     "proportion_test_counts",
     "psi",
     "psi_from_counts",
+    "psi_test_counts",
     "required_sample_size",
+    "shewhart_threshold_shared",
     "sign_flip_test",
     "z_from_pvalue",
 }

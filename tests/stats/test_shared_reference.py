@@ -1,0 +1,119 @@
+"""Thresholds for windows that share one reference sample, and PSI from count vectors.
+
+The shared-reference thresholds are checked against Monte Carlo simulation of the model they
+assume (z_t = sqrt(rho) U + sqrt(1 - rho) V_t), and reduce exactly to the independent design.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from monitor.errors import StatsInputError
+from monitor.stats import (
+    arl_for_budget,
+    build_baseline,
+    cusum_threshold,
+    cusum_threshold_shared,
+    psi,
+    psi_test_counts,
+    shewhart_threshold_shared,
+)
+
+
+def _wilson(k: int, n: int, z: float = 3.0) -> tuple[float, float]:
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return centre - half, centre + half
+
+
+def test_rho_zero_is_the_independent_design() -> None:
+    assert cusum_threshold_shared(720, 0.04) == pytest.approx(
+        cusum_threshold(arl_for_budget(720, 0.04))
+    )
+    exact = -math.expm1(math.log1p(-0.01) / 720)  # per-window level for 1 % over 720
+    from scipy.stats import norm
+
+    assert shewhart_threshold_shared(720, 0.01) == pytest.approx(float(norm.isf(exact)), rel=1e-6)
+
+
+def test_thresholds_grow_with_the_shared_share() -> None:
+    hs = [cusum_threshold_shared(200, 0.05, rho=r, states=100) for r in (0.01, 0.05, 0.2)]
+    assert hs == sorted(hs)
+    assert hs[0] > cusum_threshold_shared(200, 0.05)
+    # phases: a CUSUM averages independent phase references, so it needs less
+    assert cusum_threshold_shared(200, 0.05, rho=0.2, phases=24, states=100) < hs[-1]
+
+
+def _cusum_false_alarms(h: float, rho: float, looks: int, streams: int, seed: int) -> int:
+    rng = np.random.default_rng(seed)
+    u = rng.standard_normal(streams)
+    s = np.zeros(streams)
+    fired = np.zeros(streams, dtype=bool)
+    for _ in range(looks):
+        z = math.sqrt(rho) * u + math.sqrt(1 - rho) * rng.standard_normal(streams)
+        s = np.maximum(0.0, s + z - 0.5)
+        fired |= s > h
+        s[fired] = 0.0
+    return int(fired.sum())
+
+
+def test_cusum_threshold_holds_the_budget_by_simulation() -> None:
+    looks, budget, rho, streams = 150, 0.10, 0.15, 6000
+    h = cusum_threshold_shared(looks, budget, rho=rho)
+    k = _cusum_false_alarms(h, rho, looks, streams, seed=1)
+    low, high = _wilson(k, streams)
+    assert low <= budget <= high + 0.01  # Brook-Evans is slightly conservative
+    naive = cusum_threshold(arl_for_budget(looks, budget))
+    k_naive = _cusum_false_alarms(naive, rho, looks, streams, seed=1)
+    assert _wilson(k_naive, streams)[0] > budget  # ignoring the shared term breaks the budget
+
+
+def test_shewhart_threshold_holds_the_budget_by_simulation() -> None:
+    looks, budget, rho, phases, streams = 96, 0.1, 0.3, 4, 20000
+    c = shewhart_threshold_shared(looks, budget, rho=rho, phases=phases)
+    rng = np.random.default_rng(2)
+    u = rng.standard_normal((streams, phases))
+    per = looks // phases
+    v = rng.standard_normal((streams, phases, per))
+    z = math.sqrt(rho) * u[:, :, None] + math.sqrt(1 - rho) * v
+    k = int((z > c).any(axis=(1, 2)).sum())
+    low, high = _wilson(k, streams)
+    assert low <= budget <= high
+
+
+def test_shared_iv() -> None:
+    with pytest.raises(StatsInputError, match="`rho`"):
+        cusum_threshold_shared(10, 0.05, rho=1.0)
+    with pytest.raises(StatsInputError, match="`phases`"):
+        shewhart_threshold_shared(10, 0.05, rho=0.1, phases=0)
+    with pytest.raises(StatsInputError, match="`false_alarm_probability`"):
+        cusum_threshold_shared(10, 0.0)
+
+
+@given(
+    st.integers(min_value=0, max_value=2**31 - 1),
+    st.floats(min_value=0.0, max_value=0.1),
+)
+def test_psi_test_counts_equals_psi_on_integer_counts(seed: int, tolerance: float) -> None:
+    rng = np.random.default_rng(seed)
+    base = build_baseline(rng.gamma(2.0, 1.0, 3000))
+    cur = rng.gamma(2.2, 1.0, 500)
+    direct = psi(base, cur, tolerance=tolerance)
+    counts = psi_test_counts(base.reference_counts, direct.current_counts, tolerance=tolerance)
+    assert counts.statistic == pytest.approx(direct.statistic, rel=1e-12)
+    assert counts.pvalue == pytest.approx(direct.pvalue, rel=1e-9, abs=1e-15)
+    assert counts.noise_floor == pytest.approx(direct.noise_floor)
+
+
+def test_psi_test_counts_weighted_reference_size() -> None:
+    ref = np.array([10.5, 20.25, 30.0])
+    r = psi_test_counts(ref, np.array([10, 20, 30]), n_reference=500.0)
+    assert r.n_eff == pytest.approx(500 * 60 / 560)
+    with pytest.raises(StatsInputError, match="same length"):
+        psi_test_counts(ref, np.array([1, 2]))
