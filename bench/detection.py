@@ -28,9 +28,9 @@ Cost: about 10-15 s per world-month on one core.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import itertools
-import dataclasses
 import json
 import math
 import sys
