@@ -355,7 +355,7 @@ def _health(c: MixinConfig) -> AlertGroup:
                     "{{ if $labels.monitor }}Monitor {{ $labels.monitor }}: {{ end }}"
                     + _with(
                         'printf "sum(increase(retrieval_monitor_state_save_failures_total'
-                        f'{{instance=%q}}[{window}]))" $labels.instance',
+                        f'{{instance=%q}}[{window}])) or vector(0)" $labels.instance',
                         'printf "%.0f"',
                     )
                     + f" failed state saves in the last {window}; the oldest last successful"
