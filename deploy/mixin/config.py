@@ -33,6 +33,7 @@ ALERT_PARAMS: dict[str, dict[str, str]] = {
 _DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d|w|y))+")
 _UID_PART = re.compile(r"[a-zA-Z0-9_-]+")
 _JOB = re.compile(r'[^"\\\n]+')
+_URL = re.compile(r"https?://[^#\s]+")
 
 
 class MixinConfigError(ValueError):
@@ -55,13 +56,15 @@ class AlertConfig:
     def duration(self, name: str) -> str:
         """The duration setting ``name`` (a Prometheus duration string)."""
         value = self.params[name]
-        assert isinstance(value, str)
+        if not isinstance(value, str):
+            raise TypeError(f"`{name}` must be a duration; got {value!r}.")
         return value
 
     def count(self, name: str) -> int:
         """The integer setting ``name``."""
         value = self.params[name]
-        assert isinstance(value, int)
+        if not isinstance(value, int):
+            raise TypeError(f"`{name}` must be a count; got {value!r}.")
         return value
 
 
@@ -158,7 +161,9 @@ def parse(doc: Mapping[str, Any], path: Path = CONFIG_PATH) -> MixinConfig:
     }
     _unknown(grafana, "grafana", grafana_keys, problems)
     job = _string(prom, "prometheus", "job", problems, _JOB, "a job name without quotes")
-    runbook = _string(links, "links", "runbook_base", problems, re.compile(r"https?://[^#\s]+"))
+    runbook = _string(
+        links, "links", "runbook_base", problems, _URL, "an http(s) URL without a '#' fragment"
+    )
     uid_what = "letters, digits, '-' or '_'"
     config = MixinConfig(
         job=job,

@@ -17,6 +17,7 @@ import pytest
 import yaml
 
 from deploy.generate import main, outputs
+from deploy.mixin import grafana_alerting, render
 from deploy.mixin.alerts import alert_groups
 from deploy.mixin.config import CONFIG_PATH, MixinConfigError, load, parse
 from tests.deploy.contract import (
@@ -54,6 +55,19 @@ def test_no_generated_file_is_stale(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     stale = [p for p in GENERATED if not filecmp.cmp(tmp_path / p, REPO / p, shallow=False)]
     assert not stale, f"stale (run `make generate`): {stale}"
+
+
+def test_yaml_style_is_lossless() -> None:
+    """Folded annotations and literal PromQL blocks load back as exactly the defined strings."""
+    config = load()
+    groups = alert_groups(config)
+    files = outputs(config)
+    alerts = yaml.safe_load(files["deploy/prometheus/alerts.yml"])
+    assert alerts["groups"] == render.prometheus_groups(groups)
+    grafana = yaml.safe_load(files["grafana/provisioning/alerting/rules.yaml"])
+    assert grafana == grafana_alerting.rules_document(config, groups)
+    notifications = yaml.safe_load(files["grafana/provisioning/alerting/notifications.yaml"])
+    assert notifications == grafana_alerting.notifications_document()
 
 
 def test_check_names_a_stale_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,7 +173,7 @@ def test_config_iv() -> None:
     problems = info.value.problems
     expected = [
         "prometheus.job: must be a job name without quotes; got 'bad\"job'",
-        "links.runbook_base: must be a non-empty string; got 'runbook.md'",
+        "links.runbook_base: must be an http(s) URL without a '#' fragment; got 'runbook.md'",
         "grafana.colour: unknown key; allowed: ",
         "grafana.alert_uid_prefix: must be letters, digits, '-' or '_'; got 'has space'",
         "alerts.RetrievalModelDecay.severity: must be one of ['critical', 'warning', 'info']; "
