@@ -4,7 +4,7 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test bench lint venv debs clean
+.PHONY: run test bench lint venv debs generate clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check monitor tests bench grafana deploy
 	$(VENV)/bin/ruff format --check monitor tests bench grafana deploy
 	$(VENV)/bin/mypy
+
+## Dashboards, Prometheus rules, PrometheusRule and Grafana alerting from deploy/mixin/config.toml.
+generate: $(STAMP)
+	$(PY) -m deploy.generate
 
 ## Benchmarks: prints time and memory ratios measured side by side in one run.
 bench: $(STAMP)

@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import subprocess
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 import yaml
 
+from deploy.mixin import dashboards
+from deploy.mixin.config import load
 from tests.deploy.contract import (
     DASHBOARD_DIR,
     METRICS,
@@ -30,27 +30,27 @@ DASHBOARDS = load_dashboards()
 DS_REF = {"type": "prometheus", "uid": "${datasource}"}
 
 
-def _builder() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "build_dashboards", REPO / "grafana" / "build_dashboards.py"
-    )
-    assert spec
-    assert spec.loader
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_both_dashboards_exist() -> None:
     assert sorted(DASHBOARDS) == ["drilldown.json", "overview.json"]
 
 
-def test_committed_json_is_what_the_builder_writes() -> None:
-    builder = _builder()
-    for name, build in builder.DASHBOARDS.items():
-        assert (DASHBOARD_DIR / name).read_text() == builder.render(build), (
-            f"{name} is stale: run `python grafana/build_dashboards.py`"
+def test_committed_json_is_what_the_generator_writes() -> None:
+    config = load()
+    for name, build in dashboards.DASHBOARDS.items():
+        assert (DASHBOARD_DIR / name).read_text() == dashboards.render(config, build), (
+            f"{name} is stale: run `make generate`"
         )
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_every_expression_selects_the_job(name: str) -> None:
+    """Each metric selector carries the mixin's job matcher, as a mixin's dashboards do."""
+    exprs = [e for _, e in dashboard_exprs(DASHBOARDS[name])] + variable_queries(DASHBOARDS[name])
+    selectors = [
+        m for e in exprs for m in re.findall(r"\bretrieval_monitor_[a-z_]+(\{[^}]*\}|)", e)
+    ]
+    assert selectors
+    assert all(s.startswith('{job="retrieval-monitor"') for s in selectors), selectors
 
 
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))

@@ -23,9 +23,13 @@ from tests.deploy.contract import (
     ALERTS,
     JOB,
     METRICS,
+    PENDING_METRICS,
     RUNBOOK_BASE,
     dashboard_exprs,
+    grafana_query,
     load_dashboards,
+    load_grafana_rules,
+    metric_names,
     substitute,
 )
 from tests.deploy.stack import Process, Stack, free_port, http_get, wait_for
@@ -108,7 +112,9 @@ def test_daemon_exports_every_contract_metric(live: Live) -> None:
         for line in body.decode().splitlines()
         if line and not line.startswith("#")
     }
-    assert set(METRICS) <= names, sorted(set(METRICS) - names)
+    assert set(METRICS) - PENDING_METRICS <= names, sorted(set(METRICS) - PENDING_METRICS - names)
+    arrived = PENDING_METRICS & names
+    assert not arrived, f"exported now: remove {sorted(arrived)} from contract.PENDING_METRICS"
 
 
 def test_states(live: Live) -> None:
@@ -126,6 +132,25 @@ def test_every_dashboard_expression_returns_data(live: Live, name: str) -> None:
         if not live.stack.query(substitute(expr, monitor=monitor))
     ]
     assert not empty
+
+
+@pytest.mark.parametrize("title", sorted(r["title"] for r in load_grafana_rules()))
+def test_every_grafana_rule_query_evaluates(live: Live, title: str) -> None:
+    """Query A of each Grafana-managed rule runs on the real Prometheus without error, and every
+    metric it reads has data, so an empty answer means "not firing", never a wrong name. The
+    verdict rules answer for exactly the world that should fire them."""
+    (rule,) = [r for r in load_grafana_rules() if r["title"] == title]
+    expr = grafana_query(rule)
+    result = live.stack.query(expr)  # raises with Prometheus's error text
+    absent = [
+        name
+        for name in sorted(metric_names(expr) - PENDING_METRICS)
+        if not live.stack.query(f'{name}{{job="{JOB}"}}')
+    ]
+    assert not absent
+    firing = {"RetrievalModelDecay": {DECAY}, "RetrievalDataDrift": {DRIFT}}
+    if title in firing:
+        assert {s["metric"]["monitor"] for s in result} == firing[title]
 
 
 def test_decay_fires_and_reaches_the_webhook(live: Live) -> None:

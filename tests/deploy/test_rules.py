@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import yaml
 
+from deploy.mixin.config import load
 from tests.deploy.contract import (
     ALERTS,
     ALERTS_TEST,
+    JOB,
     METRICS,
     PROMETHEUS_SERIES,
     REPO,
@@ -30,7 +32,26 @@ REQUIRED = {
     "RetrievalMonitorStale": "warning",
     "RetrievalMonitorRunFailures": "warning",
     "RetrievalMonitorDown": "warning",
+    "RetrievalMonitorSourceStale": "warning",
+    "RetrievalMonitorStateSaveFailing": "warning",
 }
+# Runbook sections written on another branch (i10-state) of issue 10; the anchor tests of these
+# alerts are expected to fail until it is merged (strict: then they pass and this set must go).
+PENDING_RUNBOOK = {"RetrievalMonitorStateSaveFailing"}
+
+
+def _runbook_params() -> list[object]:
+    return [
+        pytest.param(
+            name,
+            marks=pytest.mark.xfail(
+                reason="runbook section comes with branch i10-state", strict=True
+            ),
+        )
+        if name in PENDING_RUNBOOK
+        else name
+        for name in sorted(REQUIRED)
+    ]
 
 
 def _run(*argv: str) -> subprocess.CompletedProcess[str]:
@@ -52,7 +73,8 @@ def test_promtool_test_rules_can_fail(tmp_path: Path) -> None:
     """Break the decay threshold in a copy: the unit tests must notice."""
     (tmp_path / "alerts.yml").write_text(
         ALERTS.read_text().replace(
-            "expr: retrieval_monitor_model_decay == 1", "expr: retrieval_monitor_model_decay == 2"
+            'expr: retrieval_monitor_model_decay{job="retrieval-monitor"} == 1',
+            'expr: retrieval_monitor_model_decay{job="retrieval-monitor"} == 2',
         )
     )
     (tmp_path / "alerts_test.yml").write_text(ALERTS_TEST.read_text())
@@ -85,19 +107,26 @@ def _runbook_anchors() -> set[str]:
     return anchors
 
 
-@pytest.mark.parametrize("name", sorted(REQUIRED))
+@pytest.mark.parametrize("name", _runbook_params())
 def test_runbook_anchor_exists(name: str) -> None:
     anchor = RULES[name]["annotations"]["runbook_url"].split("#", 1)[1]
     assert anchor in _runbook_anchors()
 
 
-def test_runbook_sections_and_decision_table() -> None:
+@pytest.mark.parametrize("name", _runbook_params())
+def test_runbook_section(name: str) -> None:
+    """Each alert's section has the prometheus-operator runbook parts, and no placeholder."""
     text = RUNBOOK.read_text()
-    for name in REQUIRED:
-        section = text.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
-        for part in ("Meaning", "Impact", "Diagnosis", "Mitigation"):
-            assert f"### {part}" in section, (name, part)
-        assert "monitor check" in section or name in {"RetrievalMonitorDown"}, name
+    assert f"## {name}\n" in text
+    section = text.split(f"## {name}\n", 1)[1].split("\n## ", 1)[0]
+    for part in ("Meaning", "Impact", "Diagnosis", "Mitigation"):
+        assert f"### {part}" in section, (name, part)
+    assert "monitor check" in section or name in {"RetrievalMonitorDown"}, name
+    assert not re.search(r"\b(TODO|TBD|FIXME|XXX)\b|lorem ipsum", section, re.IGNORECASE), name
+
+
+def test_runbook_decision_table() -> None:
+    text = RUNBOOK.read_text()
     assert "| " in text.split("## Drift versus decay", 1)[1].split("\n## ", 1)[0]
 
 
@@ -143,4 +172,11 @@ def test_prometheus_config_is_valid(tmp_path: Path) -> None:
     proc = _run(binary("promtool"), "check", "config", str(tmp_path / "prometheus.yml"))
     assert proc.returncode == 0, proc.stdout + proc.stderr
     config = yaml.safe_load(text)
-    assert next(j["job_name"] for j in config["scrape_configs"]) == "retrieval-monitor"
+    assert next(j["job_name"] for j in config["scrape_configs"]) == load().job == JOB
+
+
+def test_kubernetes_job_label_is_the_mixin_job() -> None:
+    """Under the Prometheus Operator the job label is the Service's name."""
+    docs = yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "service.yaml").read_text())
+    services = [d for d in docs if d and d["kind"] == "Service"]
+    assert [s["metadata"]["name"] for s in services] == [load().job]

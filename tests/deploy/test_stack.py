@@ -19,7 +19,9 @@ from tests.deploy.contract import (
     METRICS,
     RUNBOOK_BASE,
     dashboard_exprs,
+    grafana_query,
     load_dashboards,
+    load_grafana_rules,
     load_rules,
     substitute,
 )
@@ -60,9 +62,18 @@ def _labels(**labels: str) -> str:
 
 
 def _monitor(
-    name: str, state: str, now: float, *, segments: dict[str, tuple[int, int]], age: float = 60
+    name: str,
+    state: str,
+    now: float,
+    *,
+    segments: dict[str, tuple[int, int]],
+    age: float = 60,
+    stale_source: str = "",
 ) -> list[str]:
-    """Series of one monitor; ``segments`` maps segment -> (input_drift, model_decay)."""
+    """Series of one monitor; ``segments`` maps segment -> (input_drift, model_decay).
+
+    ``stale_source`` names a source whose newest row is older than its max_lag. A monitor in
+    state ``error`` has not saved its state since ``age`` seconds ago."""
     lines = [
         f"retrieval_monitor_state{_labels(monitor=name, state=s)} {int(s == state)}" for s in STATES
     ]
@@ -75,11 +86,20 @@ def _monitor(
         f"{now - 30 if ok_run else now - age}",
         f"retrieval_monitor_runs_total{_labels(monitor=name)} 7",
         f"retrieval_monitor_run_failures_total{_labels(monitor=name)} {0 if ok_run else 5}",
+        f"retrieval_monitor_state_save_failures_total{_labels(monitor=name)} 0",
+        f"retrieval_monitor_last_state_save_timestamp_seconds{_labels(monitor=name)} "
+        f"{now - 30 if ok_run else now - age}",
     ]
     lines += [f"{metric}{_labels(monitor=name)} {v}" for metric, v in PER_MONITOR_STATS.items()]
     for source in ("scores", "outcomes"):
         src = {"monitor": name, "source": source}
         lines.append(f"retrieval_monitor_data_latest_timestamp_seconds{_labels(**src)} {now - 120}")
+        stale = source == stale_source
+        lines.append(f"retrieval_monitor_source_stale{_labels(**src)} {int(stale)}")
+        lines.append(
+            f"retrieval_monitor_source_last_timestamp_seconds{_labels(**src)} "
+            f"{now - 90_000 if stale else now - 120}"
+        )
         for window in ("reference", "current"):
             lines.append(f"retrieval_monitor_window_samples{_labels(**src, window=window)} 500")
     for segment, (drift, decay) in segments.items():
@@ -99,7 +119,7 @@ def exposition(now: float) -> str:
     lines = [
         *_monitor("decaying", "model_decay", now, segments={"": (0, 1)}),
         *_monitor("drifting", "data_drift", now, segments={"en": (0, 0), "fr": (1, 0)}),
-        *_monitor("starved", "insufficient_data", now, segments={}),
+        *_monitor("starved", "insufficient_data", now, segments={}, stale_source="outcomes"),
         *_monitor("broken", "error", now, segments={}, age=100_000),
         'retrieval_monitor_build_info{version="0.0.0-test"} 1',
     ]
@@ -168,6 +188,14 @@ def test_every_rule_expression_returns_data(stack: Stack) -> None:
 
 @pytest.mark.integration
 @pytest.mark.slow
+def test_every_grafana_rule_query_returns_data(stack: Stack) -> None:
+    """Query A of each Grafana-managed rule, as Grafana would send it to this Prometheus."""
+    empty = [r["title"] for r in load_grafana_rules() if not stack.query(grafana_query(r))]
+    assert not empty
+
+
+@pytest.mark.integration
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("alert", "labels"),
     [
@@ -177,6 +205,8 @@ def test_every_rule_expression_returns_data(stack: Stack) -> None:
         ("RetrievalMonitorStale", {"monitor": "broken"}),
         ("RetrievalMonitorRunFailures", {"monitor": "broken"}),
         ("RetrievalMonitorDown", {"job": "retrieval-monitor"}),
+        ("RetrievalMonitorSourceStale", {"monitor": "starved", "source": "outcomes"}),
+        ("RetrievalMonitorStateSaveFailing", {"monitor": "broken"}),
     ],
 )
 def test_each_alert_fires_on_its_world(stack: Stack, alert: str, labels: dict[str, str]) -> None:

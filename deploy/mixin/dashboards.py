@@ -1,7 +1,8 @@
-"""Writes the two Grafana dashboards (classic JSON model) under ``grafana/dashboards/``.
+"""The two Grafana dashboards (classic JSON model), built from the mixin configuration.
 
-Run ``python grafana/build_dashboards.py`` after editing; ``tests/deploy/test_dashboards.py``
-fails when the committed JSON differs from what this script writes.
+``python -m deploy.generate`` writes them to ``grafana/dashboards/``; ``tests/deploy`` fails when
+the committed JSON differs from what it writes. Uids, the job selector of every expression and the
+runbook link come from ``deploy/mixin/config.toml``.
 
 Conventions: pinned ``uid``s, ``id`` null, a ``datasource`` template variable used by every panel
 (no ``${DS_...}`` import placeholders), a unit on every data panel, coloured thresholds, and only
@@ -11,13 +12,11 @@ metric names the exporter exports (see docs/operations.md for what each panel sh
 from __future__ import annotations
 
 import json
-import sys
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-OUT = HERE / "dashboards"
-RUNBOOK = "https://github.com/retrieval-monitor/retrieval-monitor/blob/main/docs/runbook.md"
+from deploy.mixin.config import MixinConfig
+
 DS: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
 SCHEMA_VERSION = 39
 
@@ -93,13 +92,13 @@ class _Layout:
         return panel
 
 
-def _text_panel() -> Panel:
+def _text_panel(runbook: str) -> Panel:
     content = (
         "**Data drift**: the distribution of logged top-1 retrieval scores moved (PSI/KS, CUSUM "
         "alarm) while paired per-query outcomes are flat: traffic changed, quality did not.  \n"
         "**Model decay**: per-query outcomes (e.g. nDCG@10) on the same labelled queries, paired "
         "by query id, dropped beyond the tolerated margin: quality itself is lower. "
-        f"What to do for each alert: [runbook]({RUNBOOK})."
+        f"What to do for each alert: [runbook]({runbook})."
     )
     return {
         "type": "text",
@@ -227,7 +226,7 @@ def _band_overrides(upper: str, lower: str) -> list[dict[str, Any]]:
     ]
 
 
-def _variables(*, overview: bool) -> dict[str, Any]:
+def _variables(selector: str, *, overview: bool) -> dict[str, Any]:
     ds_var = {
         "name": "datasource",
         "label": "Data source",
@@ -238,13 +237,14 @@ def _variables(*, overview: bool) -> dict[str, Any]:
         "refresh": 1,
         "regex": "",
     }
+    monitor_query = f"label_values(retrieval_monitor_state{{{selector}}}, monitor)"
     monitor_var = {
         "name": "monitor",
         "label": "Monitor",
         "type": "query",
         "datasource": DS,
-        "query": {"query": "label_values(retrieval_monitor_state, monitor)", "refId": "monitor"},
-        "definition": "label_values(retrieval_monitor_state, monitor)",
+        "query": {"query": monitor_query, "refId": "monitor"},
+        "definition": monitor_query,
         "refresh": 2,
         "sort": 1,
         "multi": overview,
@@ -255,7 +255,8 @@ def _variables(*, overview: bool) -> dict[str, Any]:
     }
     variables: list[dict[str, Any]] = [ds_var, monitor_var]
     if not overview:
-        seg_query = 'label_values(retrieval_monitor_outcome_pairs{monitor="$monitor"}, segment)'
+        pairs = f'retrieval_monitor_outcome_pairs{{{selector},monitor="$monitor"}}'
+        seg_query = f"label_values({pairs}, segment)"
         variables.append(
             {
                 "name": "segment",
@@ -278,10 +279,12 @@ def _variables(*, overview: bool) -> dict[str, Any]:
     return {"list": variables}
 
 
-def _dashboard(uid: str, title: str, panels: list[Panel], *, overview: bool) -> dict[str, Any]:
+def _dashboard(
+    config: MixinConfig, name: str, title: str, panels: list[Panel], *, overview: bool
+) -> dict[str, Any]:
     return {
         "id": None,
-        "uid": uid,
+        "uid": f"{config.dashboard_uid_prefix}-{name}",
         "title": title,
         "description": "retrieval-monitor: data drift versus model decay",
         "tags": ["retrieval-monitor"],
@@ -300,7 +303,7 @@ def _dashboard(uid: str, title: str, panels: list[Panel], *, overview: bool) -> 
             {
                 "title": "Runbook",
                 "type": "link",
-                "url": RUNBOOK,
+                "url": config.runbook_base,
                 "targetBlank": True,
                 "icon": "doc",
                 "tags": [],
@@ -322,21 +325,21 @@ def _dashboard(uid: str, title: str, panels: list[Panel], *, overview: bool) -> 
                 "url": "",
             },
         ],
-        "templating": _variables(overview=overview),
+        "templating": _variables(config.selector, overview=overview),
         "panels": panels,
     }
 
 
-def overview() -> dict[str, Any]:
+def overview(config: MixinConfig) -> dict[str, Any]:
     """One repeated row per monitor: state, time in state, PSI/KS, outcome band, freshness, runs."""
     lay = _Layout()
-    m = 'monitor="$monitor"'
-    panels: list[Panel] = [lay.place(_text_panel(), 18, 4)]
+    m = f'{config.selector},monitor="$monitor"'
+    panels: list[Panel] = [lay.place(_text_panel(config.runbook_base), 18, 4)]
     panels.append(
         lay.place(
             _stat(
                 "Monitors by state",
-                "sum by (state) (retrieval_monitor_state == 1)",
+                f"sum by (state) (retrieval_monitor_state{{{config.selector}}} == 1)",
                 "none",
                 _thresholds(("blue", None)),
                 legend="{{state}}",
@@ -529,17 +532,15 @@ def overview() -> dict[str, Any]:
             3,
         )
     )
-    return _dashboard(
-        "retrieval-monitor-overview", "Retrieval monitor: overview", panels, overview=True
-    )
+    return _dashboard(config, "overview", "Retrieval monitor: overview", panels, overview=True)
 
 
-def drilldown() -> dict[str, Any]:
+def drilldown(config: MixinConfig) -> dict[str, Any]:
     """One monitor, chosen segments: every statistic behind the verdict, over time."""
     lay = _Layout()
-    m = 'monitor="$monitor"'
-    ms = 'monitor="$monitor",segment=~"$segment"'
-    panels: list[Panel] = [lay.place(_text_panel(), 24, 3)]
+    m = f'{config.selector},monitor="$monitor"'
+    ms = f'{m},segment=~"$segment"'
+    panels: list[Panel] = [lay.place(_text_panel(config.runbook_base), 24, 3)]
     panels.append(lay.row("State"))
     panels.append(
         lay.place(
@@ -859,7 +860,7 @@ def drilldown() -> dict[str, Any]:
         lay.place(
             _stat(
                 "Build",
-                "retrieval_monitor_build_info",
+                f"retrieval_monitor_build_info{{{config.selector}}}",
                 "none",
                 _thresholds(("text", None)),
                 legend="{{version}}",
@@ -870,26 +871,15 @@ def drilldown() -> dict[str, Any]:
             3,
         )
     )
-    return _dashboard(
-        "retrieval-monitor-drilldown", "Retrieval monitor: drill-down", panels, overview=False
-    )
+    return _dashboard(config, "drilldown", "Retrieval monitor: drill-down", panels, overview=False)
 
 
-DASHBOARDS = {"overview.json": overview, "drilldown.json": drilldown}
+DASHBOARDS: dict[str, Callable[[MixinConfig], dict[str, Any]]] = {
+    "overview.json": overview,
+    "drilldown.json": drilldown,
+}
 
 
-def render(build: Any) -> str:
-    """The file text for one dashboard: sorted keys, two-space indent, trailing newline."""
-    return json.dumps(build(), indent=2, sort_keys=True) + "\n"
-
-
-def main() -> int:
-    OUT.mkdir(parents=True, exist_ok=True)
-    for name, build in DASHBOARDS.items():
-        (OUT / name).write_text(render(build))
-        print(f"wrote {OUT / name}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def render(config: MixinConfig, build: Callable[[MixinConfig], dict[str, Any]]) -> str:
+    """The file text of one dashboard: sorted keys, two-space indent, trailing newline."""
+    return json.dumps(build(config), indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,1 @@
+"""Deployment artefacts of retrieval-monitor and their generator (``python -m deploy.generate``)."""

@@ -1,0 +1,386 @@
+"""The alerts, defined once: PromQL, severity, ``for``, annotations and a note for the reader.
+
+:func:`alert_groups` builds them from a :class:`~deploy.mixin.config.MixinConfig`; the Prometheus
+rule file, the PrometheusRule and the Grafana-managed rules are all rendered from its result, so
+the three cannot disagree on an expression, a severity or a runbook link.
+
+Prometheus annotations may call ``query`` to put the numbers that matter into the notification.
+Grafana's templates have no ``query`` function, so each alert also carries a Grafana description
+that uses only ``$labels`` and ``$values`` (the value of query ``A``, the alert's expression).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from deploy.mixin.config import MixinConfig
+
+# Labels that identify one monitor's series once Prometheus has scraped them.
+MONITOR_KEY = "job, instance, monitor"
+_WORDS = {1: "one", 2: "two", 3: "three", 4: "four", 5: "five"}
+
+
+@dataclass(frozen=True, slots=True)
+class Alert:
+    """One alerting rule, in the terms of a Prometheus rule file."""
+
+    name: str
+    expr: str
+    for_: str
+    severity: str
+    summary: str
+    description: str
+    grafana_description: str
+    runbook_url: str
+    note: str
+    keep_firing_for: str | None = None
+
+    @property
+    def grafana_summary(self) -> str:
+        """The summary with Prometheus' ``$value`` spelled the Grafana way (query ``A``)."""
+        return re.sub(r"\$value\b", "$values.A.Value", self.summary)
+
+
+@dataclass(frozen=True, slots=True)
+class AlertGroup:
+    """A named rule group."""
+
+    name: str
+    alerts: tuple[Alert, ...]
+
+
+def _with(query: str, pipe: str, missing: str = "?") -> str:
+    """Template: the first value of a PromQL ``query`` through ``pipe``, else ``missing``."""
+    return (
+        f"{{{{ with query ({query}) }}}}{{{{ . | first | value | {pipe} }}}}"
+        f"{{{{ else }}}}{missing}{{{{ end }}}}"
+    )
+
+
+def _stat(metric: str, selector: str, fmt: str) -> str:
+    """Template: ``metric`` selected by the template variable ``$<selector>``, ``printf fmt``."""
+    return _with(f'print "{metric}" ${selector}', f'printf "{fmt}"')
+
+
+def _words(n: int) -> str:
+    return _WORDS.get(n, str(n))
+
+
+_SEGMENT = "{{ if $labels.segment }} (segment {{ $labels.segment }}){{ end }}"
+_SEL = (
+    '{{ $sel := printf "{instance=%q,monitor=%q,segment=%q}" $labels.instance $labels.monitor '
+    "$labels.segment }}"
+    '{{ $mon := printf "{instance=%q,monitor=%q}" $labels.instance $labels.monitor }}'
+)
+_SINCE = (
+    'printf "time() - retrieval_monitor_state_since_timestamp_seconds{instance=%q,monitor=%q}" '
+    "$labels.instance $labels.monitor"
+)
+
+
+def _verdicts(c: MixinConfig) -> AlertGroup:
+    s = c.selector
+    decay, drift = c.alerts["RetrievalModelDecay"], c.alerts["RetrievalDataDrift"]
+    return AlertGroup(
+        "retrieval-monitor.verdicts",
+        (
+            Alert(
+                name="RetrievalModelDecay",
+                note=(
+                    "Per segment: the paired test on per-query outcomes says quality dropped by "
+                    "more than the tolerated margin at the per-look alpha. Independent of input "
+                    "drift."
+                ),
+                expr=f"retrieval_monitor_model_decay{{{s}}} == 1",
+                for_=decay.for_,
+                severity=decay.severity,
+                summary="Retrieval quality dropped on monitor {{ $labels.monitor }}"
+                + _SEGMENT
+                + ".",
+                description=(
+                    f"{_SEL}Paired outcomes (current - reference, same query ids) moved by "
+                    f"{_stat('retrieval_monitor_outcome_mean_difference', 'sel', '%.4f')}"
+                    f" (interval {_stat('retrieval_monitor_outcome_ci_lower', 'sel', '%.4f')}"
+                    f" to {_stat('retrieval_monitor_outcome_ci_upper', 'sel', '%.4f')})"
+                    f" over {_stat('retrieval_monitor_outcome_pairs', 'sel', '%.0f')}"
+                    f" pairs; one-sided p = {_stat('retrieval_monitor_outcome_pvalue', 'sel', '%.3g')}"  # noqa: E501
+                    f" at per-look alpha {_stat('retrieval_monitor_outcome_alpha', 'mon', '%.3g')}"
+                    f", tolerated decay {_stat('retrieval_monitor_outcome_margin', 'mon', '%.4f')}."
+                ),
+                grafana_description=(
+                    "The paired test on per-query outcomes of monitor {{ $labels.monitor }}"
+                    f"{_SEGMENT} rejects 'no worse than the tolerated margin'. The drill-down "
+                    "dashboard shows the mean difference, its interval, the pairs and the p-value "
+                    "against the per-look alpha."
+                ),
+                runbook_url=c.runbook_url("RetrievalModelDecay"),
+            ),
+            Alert(
+                name="RetrievalDataDrift",
+                note=(
+                    "Per segment: the top-1 score distribution moved (CUSUM or Shewhart on PSI "
+                    "evidence) while the same segment shows no decay. A decayed segment raises "
+                    "RetrievalModelDecay instead."
+                ),
+                expr=(
+                    f"retrieval_monitor_input_drift{{{s}}} == 1\n"
+                    f"unless on ({MONITOR_KEY}, segment)\n"
+                    f"retrieval_monitor_model_decay{{{s}}} == 1\n"
+                ),
+                for_=drift.for_,
+                keep_firing_for=drift.duration("keep_firing_for"),
+                severity=drift.severity,
+                summary=(
+                    f"Score distribution drifted on monitor {{{{ $labels.monitor }}}}{_SEGMENT}; "
+                    "quality is not (yet) lower."
+                ),
+                description=(
+                    f"{_SEL}PSI {_stat('retrieval_monitor_psi', 'sel', '%.4f')}"
+                    f" (debiased {_stat('retrieval_monitor_psi_debiased', 'sel', '%.4f')}"
+                    f", tolerance {_stat('retrieval_monitor_psi_tolerance', 'mon', '%.4f')});"
+                    f" CUSUM {_stat('retrieval_monitor_drift_cusum', 'sel', '%.2f')}"
+                    f" vs h = {_stat('retrieval_monitor_drift_cusum_threshold', 'mon', '%.2f')}"
+                    f", latest z {_stat('retrieval_monitor_drift_z', 'sel', '%.2f')}"
+                    f" vs {_stat('retrieval_monitor_drift_z_threshold', 'mon', '%.2f')};"
+                    f" KS D = {_stat('retrieval_monitor_ks_statistic', 'sel', '%.3f')}."
+                    " Check the outcome panel before acting: drift alone does not mean worse"
+                    " results."
+                ),
+                grafana_description=(
+                    "The top-1 score distribution of monitor {{ $labels.monitor }}"
+                    f"{_SEGMENT} moved beyond its PSI tolerance while paired outcomes did not "
+                    "drop. Check the outcome panel before acting: drift alone does not mean worse "
+                    "results."
+                ),
+                runbook_url=c.runbook_url("RetrievalDataDrift"),
+            ),
+        ),
+    )
+
+
+def _health(c: MixinConfig) -> AlertGroup:
+    s = c.selector
+    a = c.alerts
+    stale_periods = a["RetrievalMonitorStale"].count("periods")
+    save = a["RetrievalMonitorStateSaveFailing"]
+    window, save_periods = save.duration("failure_window"), save.count("periods")
+    window_samples = (
+        'print "retrieval_monitor_window_samples" (printf "{instance=%q,monitor=%q,'
+        'source=\\"{source}\\",window=\\"current\\"}" $labels.instance $labels.monitor)'
+    )
+    return AlertGroup(
+        "retrieval-monitor.health",
+        (
+            Alert(
+                name="RetrievalMonitorInsufficientData",
+                note="Too few scores or labelled pairs in a window to decide anything.",
+                expr=f'retrieval_monitor_state{{{s},state="insufficient_data"}} == 1',
+                for_=a["RetrievalMonitorInsufficientData"].for_,
+                severity=a["RetrievalMonitorInsufficientData"].severity,
+                summary="Monitor {{ $labels.monitor }} has too little data to decide.",
+                description=(
+                    "Monitor {{ $labels.monitor }} has been in state insufficient_data for "
+                    + _with(_SINCE, "humanizeDuration")
+                    + ". Current window: "
+                    + _with(window_samples.replace("{source}", "scores"), 'printf "%.0f"', "no")
+                    + " scores, "
+                    + _with(window_samples.replace("{source}", "outcomes"), 'printf "%.0f"', "no")
+                    + " outcomes. Neither drift nor decay can be detected until enough data"
+                    " arrives."
+                ),
+                grafana_description=(
+                    "Monitor {{ $labels.monitor }} on {{ $labels.instance }} is in state "
+                    "insufficient_data: too few scores or labelled pairs in a window. Neither "
+                    "drift nor decay can be detected until enough data arrives."
+                ),
+                runbook_url=c.runbook_url("RetrievalMonitorInsufficientData"),
+            ),
+            Alert(
+                name="RetrievalMonitorStale",
+                note=(
+                    f"No successful check for {_words(stale_periods)} scheduled periods. "
+                    "last_success and state_since are persisted by the daemon, so a restart "
+                    "neither resets nor fakes this clock. When a monitor has never succeeded "
+                    "(last_success 0 or absent), the clock starts when its current state began."
+                ),
+                expr=(
+                    "time() - (\n"
+                    f"    retrieval_monitor_last_success_timestamp_seconds{{{s}}} > 0\n"
+                    f"  or on ({MONITOR_KEY})\n"
+                    f"    retrieval_monitor_state_since_timestamp_seconds{{{s}}}\n"
+                    ")\n"
+                    f"> on ({MONITOR_KEY})\n"
+                    f"{stale_periods} * retrieval_monitor_schedule_interval_seconds{{{s}}}\n"
+                ),
+                for_=a["RetrievalMonitorStale"].for_,
+                severity=a["RetrievalMonitorStale"].severity,
+                summary=(
+                    "Monitor {{ $labels.monitor }} has had no successful check for "
+                    "{{ $value | humanizeDuration }}."
+                ),
+                description=(
+                    "The last successful check of monitor {{ $labels.monitor }} on "
+                    "{{ $labels.instance }} was {{ $value | humanizeDuration }} ago, more than "
+                    f"{_words(stale_periods)} scheduled periods ("
+                    + _with(
+                        f'printf "{stale_periods} * retrieval_monitor_schedule_interval_seconds'
+                        '{instance=%q,monitor=%q}" $labels.instance $labels.monitor',
+                        "humanizeDuration",
+                    )
+                    + "). Its drift and decay verdicts are out of date."
+                ),
+                grafana_description=(
+                    "The last successful check of monitor {{ $labels.monitor }} on "
+                    "{{ $labels.instance }} was {{ $values.A.Value | humanizeDuration }} ago, "
+                    f"more than {_words(stale_periods)} scheduled periods. Its drift and decay "
+                    "verdicts are out of date."
+                ),
+                runbook_url=c.runbook_url("RetrievalMonitorStale"),
+            ),
+            Alert(
+                name="RetrievalMonitorRunFailures",
+                note=(
+                    "The latest check ended in state `error` (a source or configuration problem, "
+                    "not lack of data) and nothing has fixed it since."
+                ),
+                expr=f'retrieval_monitor_state{{{s},state="error"}} == 1',
+                for_=a["RetrievalMonitorRunFailures"].for_,
+                severity=a["RetrievalMonitorRunFailures"].severity,
+                summary="Checks of monitor {{ $labels.monitor }} are failing.",
+                description=(
+                    "Monitor {{ $labels.monitor }} on {{ $labels.instance }} has been in state "
+                    f"error for {_with(_SINCE, 'humanizeDuration')}; "
+                    + _with(
+                        'printf "retrieval_monitor_run_failures_total{instance=%q,monitor=%q}" '
+                        "$labels.instance $labels.monitor",
+                        'printf "%.0f"',
+                    )
+                    + " of "
+                    + _with(
+                        'printf "retrieval_monitor_runs_total{instance=%q,monitor=%q}" '
+                        "$labels.instance $labels.monitor",
+                        'printf "%.0f"',
+                    )
+                    + " runs failed since the daemon started. The reason is in the daemon log and"
+                    " on /status."
+                ),
+                grafana_description=(
+                    "Monitor {{ $labels.monitor }} on {{ $labels.instance }} is in state error: "
+                    "its latest check could not read a source or its configuration is wrong. The "
+                    "reason is in the daemon log and on /status."
+                ),
+                runbook_url=c.runbook_url("RetrievalMonitorRunFailures"),
+            ),
+            Alert(
+                name="RetrievalMonitorDown",
+                note="The scrape target is down, or Prometheus has no target for the job at all.",
+                expr=f"up{{{s}}} == 0\nor absent(up{{{s}}})\n",
+                for_=a["RetrievalMonitorDown"].for_,
+                severity=a["RetrievalMonitorDown"].severity,
+                summary="The retrieval-monitor daemon is not being scraped.",
+                description=(
+                    "{{ if $labels.instance }}Target {{ $labels.instance }} of job "
+                    "{{ $labels.job }} is down{{ else }}Prometheus has no target for job "
+                    f"{c.job}{{{{ end }}}}. No drift or decay verdicts reach Prometheus while "
+                    "this fires."
+                ),
+                grafana_description=(
+                    "{{ if $labels.instance }}Target {{ $labels.instance }} of job "
+                    "{{ $labels.job }} is down{{ else }}Prometheus has no target for job "
+                    f"{c.job}{{{{ end }}}}. No drift or decay verdicts reach Prometheus while "
+                    "this fires."
+                ),
+                runbook_url=c.runbook_url("RetrievalMonitorDown"),
+            ),
+            Alert(
+                name="RetrievalMonitorSourceStale",
+                note=(
+                    "The newest row of a source (scores or outcomes) is older than the source's "
+                    "max_lag: the producer stopped writing, so checks run on old data."
+                ),
+                expr=f"retrieval_monitor_source_stale{{{s}}} == 1",
+                for_=a["RetrievalMonitorSourceStale"].for_,
+                severity=a["RetrievalMonitorSourceStale"].severity,
+                summary=(
+                    "The {{ $labels.source }} data of monitor {{ $labels.monitor }} stopped "
+                    "arriving."
+                ),
+                description=(
+                    "The newest {{ $labels.source }} row of monitor {{ $labels.monitor }} on "
+                    "{{ $labels.instance }} is "
+                    + _with(
+                        'printf "time() - retrieval_monitor_source_last_timestamp_seconds'
+                        '{instance=%q,monitor=%q,source=%q}" $labels.instance $labels.monitor '
+                        "$labels.source",
+                        "humanizeDuration",
+                    )
+                    + " old, older than the source's max_lag. Checks keep running on the data"
+                    " that did arrive, so drift and decay verdicts describe the past."
+                ),
+                grafana_description=(
+                    "The newest {{ $labels.source }} row of monitor {{ $labels.monitor }} on "
+                    "{{ $labels.instance }} is older than the source's max_lag. Checks keep "
+                    "running on the data that did arrive, so drift and decay verdicts describe "
+                    "the past."
+                ),
+                runbook_url=c.runbook_url("RetrievalMonitorSourceStale"),
+            ),
+            Alert(
+                name="RetrievalMonitorStateSaveFailing",
+                note=(
+                    f"A state save failed in the last {window}, or the last successful save is "
+                    f"older than {_words(save_periods)} schedule periods: per monitor when the "
+                    "gauge has a monitor label, else against the daemon's most frequent "
+                    "schedule. A timestamp of 0 (never saved yet) is left to the failure counter."
+                ),
+                expr=(
+                    f"increase(retrieval_monitor_state_save_failures_total{{{s}}}[{window}]) > 0\n"
+                    "or\n"
+                    "  time() - (retrieval_monitor_last_state_save_timestamp_seconds"
+                    f'{{{s},monitor!=""}} > 0)\n'
+                    f"  > on ({MONITOR_KEY})\n"
+                    f"  {save_periods} * retrieval_monitor_schedule_interval_seconds{{{s}}}\n"
+                    "or\n"
+                    "  time() - (retrieval_monitor_last_state_save_timestamp_seconds"
+                    f'{{{s},monitor=""}} > 0)\n'
+                    "  > on (job, instance) group_left ()\n"
+                    f"  {save_periods} * min by (job, instance) "
+                    f"(retrieval_monitor_schedule_interval_seconds{{{s}}})\n"
+                ),
+                for_=save.for_,
+                severity=save.severity,
+                summary="State saves of retrieval-monitor on {{ $labels.instance }} are failing.",
+                description=(
+                    "{{ if $labels.monitor }}Monitor {{ $labels.monitor }}: {{ end }}"
+                    + _with(
+                        'printf "sum(increase(retrieval_monitor_state_save_failures_total'
+                        f'{{instance=%q}}[{window}])) or vector(0)" $labels.instance',
+                        'printf "%.0f"',
+                    )
+                    + f" failed state saves in the last {window}; the oldest last successful"
+                    " save is "
+                    + _with(
+                        'printf "time() - min(retrieval_monitor_last_state_save_timestamp_seconds'
+                        '{instance=%q} > 0)" $labels.instance',
+                        "humanizeDuration",
+                        "unknown",
+                    )
+                    + " old. Sequential progress since then is lost on a restart, and /healthz"
+                    " reports degraded."
+                ),
+                grafana_description=(
+                    "{{ if $labels.monitor }}Monitor {{ $labels.monitor }}: {{ end }}state saves "
+                    f"failed in the last {window}, or the last successful save is older than "
+                    f"{_words(save_periods)} schedule periods. Sequential progress since then is "
+                    "lost on a restart, and /healthz reports degraded."
+                ),
+                runbook_url=c.runbook_url("RetrievalMonitorStateSaveFailing"),
+            ),
+        ),
+    )
+
+
+def alert_groups(config: MixinConfig) -> tuple[AlertGroup, ...]:
+    """Every alert of the stack, in rule groups, built from ``config``."""
+    return (_verdicts(config), _health(config))
