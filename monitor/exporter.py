@@ -150,6 +150,20 @@ class MonitorCollector(Collector):
             "Newest timestamp seen in each source.",
             ["monitor", "source"],
         )
+        src_last = _gauge(
+            "source_last_timestamp_seconds",
+            "Newest row before the latest check's slot, per source (scores, outcomes)."
+            + _SCHED,
+            ["monitor", "source"],
+        )
+        stale = _gauge(
+            "source_stale",
+            "1 when a source's newest row is older than its max_lag at the latest check." + _SCHED,
+            ["monitor", "source"],
+        )
+        max_lag = _gauge(
+            "source_max_lag_seconds", "The max_lag a source is held to.", ["monitor", "source"]
+        )
         last_run = _gauge("last_run_timestamp_seconds", "When the latest run started.", ["monitor"])
         last_ok = _gauge(
             "last_success_timestamp_seconds",
@@ -184,6 +198,8 @@ class MonitorCollector(Collector):
             ):
                 if value is not None:
                     metric.add_metric([name], value.timestamp())
+            max_lag.add_metric([name, "scores"], snap.monitor.score_lag_limit.total_seconds())
+            max_lag.add_metric([name, "outcomes"], snap.monitor.outcome_lag_limit.total_seconds())
             runs.add_metric([name], float(snap.runs_total))
             failures.add_metric([name], float(snap.failures_total))
             run = snap.latest
@@ -200,6 +216,11 @@ class MonitorCollector(Collector):
             for source, t in (("scores", v.newest_score), ("outcomes", v.newest_outcome)):
                 if t is not None:
                     latest.add_metric([name, source], t.timestamp())
+                    src_last.add_metric([name, source], t.timestamp())
+                if v.state != "error":
+                    feed = "score" if source == "scores" else "outcome"
+                    is_stale = any(r.startswith(f"{feed} feed stale") for r in v.stale)
+                    stale.add_metric([name, source], 1.0 if is_stale else 0.0)
             for segment, r in v.inputs.items():
                 self._add_input(inputs, zero, drift, name, segment, r)
             for segment, o in v.outcomes.items():
@@ -214,6 +235,9 @@ class MonitorCollector(Collector):
             coverage,
             samples,
             latest,
+            src_last,
+            stale,
+            max_lag,
             last_run,
             last_ok,
             duration,
