@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import fnmatch
 from dataclasses import dataclass
 from datetime import datetime
-
-import pyarrow.fs as pafs
 
 from monitor.errors import (
     SchemaError,
@@ -16,10 +13,7 @@ from monitor.sources.footers import _FOOTERS, _Footer, _ts_stats, _ts_unit, _TsS
 from monitor.sources.model import OutcomeSpec, ScoreSpec, Window, _from_ns
 from monitor.sources.paths import (
     _File,
-    _hive,
     _Interval,
-    _list_dir,
-    _partition_interval,
     _resolve,
     _Source,
     _walk,
@@ -35,35 +29,19 @@ def _newest(source: _Source, column: str, unit: str | None) -> tuple[int | None,
     if source.is_file:
         f = next(_walk(source, lambda _i: True))
         return _ts_stats(source, f, column, unit).newest, 1
-    best: int | None = None
+    best: list[int] = []  # the newest timestamp found so far, read by ``keep`` as the walk goes
     seen = 0
-    stack: list[tuple[str, tuple[tuple[str, str], ...], _Interval]] = [(source.root, (), None)]
-    while stack:
-        directory, parts, interval = stack.pop()
-        if interval is not None and best is not None and interval[1] <= best:
-            continue
-        subdirs = []
-        for info in _list_dir(source, directory):
-            if info.base_name.startswith(("_", ".")):
-                continue
-            if info.type == pafs.FileType.Directory:
-                kv = _hive(info.base_name)
-                sub_parts = (*parts, kv) if kv else parts
-                sub_interval = _partition_interval(sub_parts) if source.prune else None
-                subdirs.append((info.path, sub_parts, sub_interval))
-            elif info.type == pafs.FileType.File and (
-                source.pattern is None or fnmatch.fnmatchcase(info.path, source.pattern)
-            ):
-                f = _File(info.path, info.size or 0, info.mtime_ns or 0, parts, interval)
-                seen += 1
-                newest = _ts_stats(source, f, column, unit).newest
-                if newest is not None and (best is None or newest > best):
-                    best = newest
-        # Unknown periods first in the stack's tail order? No: pop() takes the last; put the newest
-        # period last so it is visited first, and unknown ones before it (they cannot be skipped).
-        subdirs.sort(key=lambda s: (s[2] is None, s[2][1] if s[2] is not None else 0))
-        stack.extend(subdirs)
-    return best, seen
+
+    def keep(interval: _Interval) -> bool:
+        # a partition that ends at or before the newest timestamp already found is not listed
+        return not best or interval is None or interval[1] > best[0]
+
+    for f in _walk(source, keep, newest_first=True):
+        seen += 1
+        newest = _ts_stats(source, f, column, unit).newest
+        if newest is not None and (not best or newest > best[0]):
+            best[:] = [newest]
+    return (best[0] if best else None), seen
 
 
 def _overlaps(interval: _Interval, window: Window) -> bool:
