@@ -19,6 +19,7 @@ costs microseconds.
 from __future__ import annotations
 
 import calendar
+import functools
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -266,14 +267,20 @@ class Schedule:
         """Number of slots in a period (for cron: counted over the period starting 2026-01-01)."""
         if self.interval is not None:
             return max(1, int(period.total_seconds() // self.interval.total_seconds()))
-        start = datetime(2026, 1, 1, tzinfo=UTC)
-        return max(1, len(self.slots(start, start + period - timedelta(seconds=1))))
+        return _cron_checks(self, period)
 
     def nominal_interval(self, period: timedelta = timedelta(days=30)) -> timedelta:
         """The interval for an interval schedule; for cron, the period divided by its slot count."""
         if self.interval is not None:
             return self.interval
         return period / self.checks_per(period)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cron_checks(schedule: Schedule, period: timedelta) -> int:
+    """Slots of a cron schedule in ``period`` from 2026-01-01 (cached: each check's plan asks)."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    return max(1, len(schedule.slots(start, start + period - timedelta(seconds=1))))
 
 
 def _never_fires(

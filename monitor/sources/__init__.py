@@ -31,6 +31,7 @@ The package, in the order data flows through it::
     columns     column checks and conversions shared by the readers
     scores      read_scores
     outcomes    read_outcomes, pair_outcomes
+    probe       inspect_source: lists files and reads footers only (validate --sources)
     writing     write_parquet
 """
 
@@ -47,6 +48,7 @@ from monitor.sources.model import (
 )
 from monitor.sources.outcomes import pair_outcomes, read_outcomes
 from monitor.sources.partitions import latest_timestamp
+from monitor.sources.probe import SourceReport, inspect_source
 from monitor.sources.scores import read_scores
 from monitor.sources.writing import write_parquet
 
@@ -56,8 +58,10 @@ __all__ = [
     "PairedOutcomes",
     "ScoreSpec",
     "ScoreWindow",
+    "SourceReport",
     "Window",
     "clear_cache",
+    "inspect_source",
     "latest_timestamp",
     "pair_outcomes",
     "read_outcomes",

@@ -323,6 +323,7 @@ def _walk(
     keep: Callable[[_Interval], bool],
     *,
     newest_first: bool = False,
+    on_problem: Callable[[SourceError], None] | None = None,
 ) -> Iterator[_File]:
     """Files of ``source``, descending only into partitions that ``keep`` accepts.
 
@@ -331,7 +332,8 @@ def _walk(
     caller may tighten it while it consumes the files. Each real directory and file is met once
     (see ``_Seen``). A name that cannot be resolved (a dangling link, an unreadable partition)
     raises its ``SourceError`` when the walk would enter it; a dangling link whose hive partition
-    lies outside what ``keep`` accepts is pruned like any other partition.
+    lies outside what ``keep`` accepts is pruned like any other partition. With ``on_problem``
+    such errors are handed to it instead and the walk goes on (``validate --sources``).
     """
     if source.is_file:
         info = _info(source.fs, source.root, source.display)
@@ -343,12 +345,19 @@ def _walk(
         directory, parts, interval, identity, problem = stack.pop()
         if interval is not None and not keep(interval):
             continue
-        if problem is not None:
-            raise problem
-        if not seen.first_dir(directory, identity):
+        try:
+            if problem is not None:
+                raise problem
+            if not seen.first_dir(directory, identity):
+                continue
+            entries = _list_dir(source, directory)
+        except SourceError as exc:
+            if on_problem is None:
+                raise
+            on_problem(exc)
             continue
         subdirs: list[_Pending] = []
-        for entry in _list_dir(source, directory):
+        for entry in entries:
             if entry.is_dir or entry.problem is not None:
                 kv = _hive(entry.base_name)
                 sub_parts = (*parts, kv) if kv else parts
