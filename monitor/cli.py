@@ -1,4 +1,4 @@
-"""Command line: ``monitor validate | check | run | demo | backtest``.
+"""Command line: ``monitor validate [--sources] | check | run | demo | backtest``.
 
 ``check`` exit codes follow the Nagios plugin convention: 0 all ``ok``; 1 any
 ``data_drift``; 2 any ``model_decay`` (2 wins over 1); 3 when the worst is
@@ -58,6 +58,12 @@ def _parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("validate", help="validate a configuration file (exit 3 when invalid)")
     v.add_argument("--config", required=True, type=Path)
+    v.add_argument(
+        "--sources",
+        action="store_true",
+        help="also open every source: list its files, read their parquet footers and check the "
+        "configured columns and types (no data is read); every problem is reported",
+    )
 
     c = sub.add_parser("check", help="run every (or one) monitor once; read-only")
     c.add_argument("--config", required=True, type=Path)
@@ -103,8 +109,28 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if config is None:
         return 3
     names = ", ".join(m.name for m in config.monitors)
+    if args.sources and not _validate_sources(config):
+        return 3
     print(f"{args.config}: valid ({len(config.monitors)} monitor(s): {names})")
     return 0
+
+
+def _validate_sources(config: Config) -> bool:
+    """Open every source of every monitor; print each problem (stderr) and a line per source."""
+    from monitor.sources import inspect_source
+
+    problems: list[str] = []
+    for i, m in enumerate(config.monitors):
+        for role, spec in (("scores", m.scores), ("outcomes", m.outcomes)):
+            report = inspect_source(spec)
+            where = f"monitors[{i}].{role}"
+            problems.extend(f"{where}: {p}" for p in report.problems)
+            state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
+            print(f"{where} ({m.name}): {report.files} file(s), {state}: {spec.path}")
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        print(f"{config.path}: {len(problems)} source problem(s):\n{lines}", file=sys.stderr)
+    return not problems
 
 
 def _fmt(x: Any, spec: str) -> str:

@@ -396,6 +396,7 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
     drift = _parse_drift(c, t.get("drift"), f"{path}.drift")
     decay = _parse_decay(c, t.get("decay"), f"{path}.decay")
     budget = _parse_budget(c, t.get("budget"), f"{path}.budget")
+    _check_resamples(c, path, schedule, decay, budget)
     interval = schedule.nominal_interval(budget.period)
     run_timeout = c.get(t, "run_timeout", path, min(timedelta(minutes=10), interval), _duration)
     misfire = c.get(t, "misfire_grace", path, min(timedelta(minutes=5), interval), _duration)
@@ -595,6 +596,45 @@ def _parse_decay(c: _Collector, data: Any, path: str) -> DecayConfig:
         cadence=c.get(t, "cadence", path, d.cadence, _duration),
         run_gap=c.get(t, "run_gap", path, d.run_gap, _duration),
         settle=c.get(t, "settle", path, d.settle, _nonneg_duration),
+    )
+
+
+# The most sign-flip resamples one decay test may draw: about 1.3 s per segment at 2,000 pairs on
+# one core (docs/configuration.md). Without it, `budget.decay = 1e-6` asks for 6e8 and a check
+# runs for minutes.
+_MAX_RESAMPLES = 1_000_000
+
+
+def _implied_resamples(schedule: Schedule, decay: DecayConfig, budget: BudgetConfig) -> int:
+    """The sign-flip resample count a monitor's decay test will use.
+
+    ``decay.n_resamples`` or ``max(9999, ceil(20 / (budget.decay / looks)))`` with ``looks =
+    decay.looks or min(checks per period, 30)``: the same numbers as ``verdict.alarm_plan``
+    (a test keeps the two equal), so that ``validate`` can refuse what a check could not finish.
+    """
+    looks = decay.looks or min(schedule.checks_per(budget.period), 30)
+    return decay.n_resamples or max(9999, math.ceil(20.0 / (budget.decay / looks)))
+
+
+def _check_resamples(
+    c: _Collector, path: str, schedule: Schedule, decay: DecayConfig, budget: BudgetConfig
+) -> None:
+    n = _implied_resamples(schedule, decay, budget)
+    if n <= _MAX_RESAMPLES:
+        return
+    if decay.n_resamples is not None:
+        c.add(
+            f"{path}.decay.n_resamples",
+            f"must be at most {_MAX_RESAMPLES:,} (the resample cap); got {n:,}",
+        )
+        return
+    looks = decay.looks or min(schedule.checks_per(budget.period), 30)
+    lowest = 20.0 * looks / _MAX_RESAMPLES
+    c.add(
+        f"{path}.budget.decay",
+        f"implies {n:,} sign-flip resamples per check (ceil(20 / (budget.decay / looks)), "
+        f"looks = {looks}), above the cap of {_MAX_RESAMPLES:,}; raise budget.decay to at "
+        f"least {lowest:.2g} or lower decay.looks; got {budget.decay!r}",
     )
 
 

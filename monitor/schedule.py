@@ -5,16 +5,25 @@ interval the slots are the multiples of the interval since the Unix epoch (``"1h
 the hour), for cron the times the expression matches. The daemon, ``monitor check`` and
 ``monitor backtest`` all ask this module for slots, so a past check can be replayed exactly.
 
-Cron fields are ``minute hour day-of-month month day-of-week`` with ``*``, ``a``, ``a-b``, ``*/n``,
-``a-b/n`` and comma lists; day-of-week 0 or 7 is Sunday (as in crontab(5)); when both day fields are
-restricted, a day matches if either does (crontab(5) semantics).
+Cron follows crontab(5): fields ``minute hour day-of-month month day-of-week`` with ``*``, ``a``,
+``a-b``, ``*/n``, ``a-b/n`` and comma lists; month names ``JAN``-``DEC`` and weekday names
+``SUN``-``SAT`` (any case, in ranges and lists too); day-of-week 0 or 7 is Sunday; the macros
+``@hourly``, ``@daily`` / ``@midnight``, ``@weekly``, ``@monthly``, ``@yearly`` / ``@annually``.
+When both day fields are restricted (neither starts with ``*``), a day matches if either does;
+otherwise it must match both. 29 February fires in leap years only; an expression that can never
+fire (``0 0 30 2 *``) is refused when parsed. Slots are found field by field (the next allowed
+month, then day, hour and minute), never by scanning minutes, so a yearly schedule's previous slot
+costs microseconds.
 """
 
 from __future__ import annotations
 
+import calendar
+import functools
 import re
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+from datetime import UTC, date, datetime, timedelta
 
 __all__ = ["Schedule", "format_duration", "parse_duration", "parse_schedule"]
 
@@ -25,6 +34,28 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # (low, high) for minute, hour, day of month, month, day of week
 _CRON_RANGES = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 _CRON_NAMES = ("minute", "hour", "day-of-month", "month", "day-of-week")
+_MONTH_NAMES = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
+_DAY_NAMES = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
+# Field index -> {name: number}: months 1-12, weekdays 0-6 (Sunday is 0; 7 is Sunday too).
+_FIELD_NAMES: dict[int, dict[str, int]] = {
+    3: {name: i + 1 for i, name in enumerate(_MONTH_NAMES)},
+    4: {name: i for i, name in enumerate(_DAY_NAMES)},
+}
+# crontab(5)'s "@" shorthands, as the 5-field expressions they stand for.
+_MACROS = {
+    "@yearly": "0 0 1 1 *",
+    "@annually": "0 0 1 1 *",
+    "@monthly": "0 0 1 * *",
+    "@weekly": "0 0 * * 0",
+    "@daily": "0 0 * * *",
+    "@midnight": "0 0 * * *",
+    "@hourly": "0 * * * *",
+}
+# Longest day of each month in any year (29 February exists in leap years).
+_MONTH_MAX_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+# A valid expression fires at least once in every 400-year Gregorian cycle (the calendar repeats
+# with its weekdays after 400 years), so a search that passes this many years has a bug.
+_SEARCH_YEARS = 401
 
 
 def parse_duration(text: str) -> timedelta:
@@ -48,28 +79,51 @@ def format_duration(delta: timedelta) -> str:
     return f"{int(seconds)}s" if seconds == int(seconds) else f"{seconds}s"
 
 
+def _cron_number(text: str, index: int, whole: str) -> int:
+    """One value of a cron field: digits, or (month, day-of-week) a 3-letter English name."""
+    if text.isdigit():
+        return int(text)
+    names = _FIELD_NAMES.get(index)
+    if names is not None and text.upper() in names:
+        return names[text.upper()]
+    allowed = {3: ", a name JAN-DEC", 4: ", a name SUN-SAT"}.get(index, "")
+    raise ValueError(
+        f"{_CRON_NAMES[index]} field {whole!r} is not understood "
+        f"(expected *, a number{allowed}, a-b, */n, a-b/n or a comma list)"
+    )
+
+
 def _parse_cron_field(text: str, index: int) -> frozenset[int]:
     low, high = _CRON_RANGES[index]
     values: set[int] = set()
     for part in text.split(","):
-        step = 1
-        if "/" in part:
+        step, stepped = 1, "/" in part
+        if stepped:
             part, step_text = part.split("/", 1)
             if not step_text.isdigit() or int(step_text) < 1:
                 raise ValueError(f"{_CRON_NAMES[index]} step must be a positive integer")
             step = int(step_text)
         if part == "*":
             start, stop = low, high
-        elif re.fullmatch(r"\d+-\d+", part):
-            start, stop = (int(v) for v in part.split("-"))
-        elif part.isdigit():
-            start = stop = int(part)
-            if step != 1:
-                stop = high
+        elif "-" in part:
+            first, _, last = part.partition("-")
+            start, stop = _cron_number(first, index, text), _cron_number(last, index, text)
         else:
-            raise ValueError(f"{_CRON_NAMES[index]} field {text!r} is not understood")
-        if not (low <= start <= stop <= high):
+            start = stop = _cron_number(part, index, text)
+            if stepped:
+                # "a/n" means "a-<last>/n" (crontab(5) leaves it undefined; cronie and croniter
+                # read it so). In day-of-week 7 is Sunday, 0, and the week ends on Saturday, 6.
+                if index == 4:
+                    start, stop = (0 if start == 7 else start), 6
+                else:
+                    stop = high
+        if not (low <= start <= high and low <= stop <= high):
             raise ValueError(f"{_CRON_NAMES[index]} must lie in {low}-{high}; got {text!r}")
+        if start > stop:
+            raise ValueError(
+                f"{_CRON_NAMES[index]} range {part!r} runs backwards (write it as a list, "
+                f"e.g. 'a-{high},{low}-b'); got {text!r}"
+            )
         values.update(range(start, stop + 1, step))
     if index == 4 and 7 in values:  # 7 is Sunday too
         values.discard(7)
@@ -77,31 +131,107 @@ def _parse_cron_field(text: str, index: int) -> frozenset[int]:
     return frozenset(values)
 
 
+def _days_in_month(year: int, month: int) -> int:
+    return calendar.monthrange(year, month)[1]
+
+
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    """When a monitor checks: every ``interval`` (epoch-aligned slots) or on a cron expression."""
+    """When a monitor checks: every ``interval`` (epoch-aligned slots) or on a cron expression.
+
+    For cron, ``cron_fields`` holds the allowed minutes, hours, days of month, months and days of
+    week (0 = Sunday); ``dom_restricted`` / ``dow_restricted`` say whether a day field is restricted
+    in crontab(5)'s sense (its text does not start with ``*``), which decides whether a day must
+    match both day fields or either.
+    """
 
     text: str
     interval: timedelta | None = None
     cron_fields: tuple[frozenset[int], ...] | None = None
     dom_restricted: bool = False
     dow_restricted: bool = False
+    _sorted: tuple[tuple[int, ...], ...] = field(default=(), init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.cron_fields is not None:
+            object.__setattr__(self, "_sorted", tuple(tuple(sorted(f)) for f in self.cron_fields))
 
     @property
     def is_cron(self) -> bool:
         """True for a cron schedule."""
         return self.cron_fields is not None
 
-    def _matches(self, t: datetime) -> bool:
+    def _day_matches(self, year: int, month: int, day: int) -> bool:
         assert self.cron_fields is not None
-        minute, hour, dom, month, dow = self.cron_fields
-        if t.minute not in minute or t.hour not in hour or t.month not in month:
-            return False
-        dom_ok = t.day in dom
-        dow_ok = (t.isoweekday() % 7) in dow
+        dom_ok = day in self.cron_fields[2]
+        dow_ok = (date(year, month, day).isoweekday() % 7) in self.cron_fields[4]
         if self.dom_restricted and self.dow_restricted:
             return dom_ok or dow_ok
         return dom_ok and dow_ok
+
+    def _first_at_or_after(self, t: datetime) -> datetime:
+        """The first matching minute at or after ``t`` (minute-aligned), field by field.
+
+        Each step jumps to the next allowed month, then day, then hour, then minute; when a field
+        has no allowed value left, the next coarser field advances and the finer ones restart.
+        """
+        minutes, hours, _, months, _ = self._sorted
+        year, month, day, hour, minute = t.year, t.month, t.day, t.hour, t.minute
+        while year <= t.year + _SEARCH_YEARS:
+            i = bisect_left(months, month)
+            if i == len(months):
+                year, month, day, hour, minute = year + 1, months[0], 1, 0, 0
+                continue
+            if months[i] != month:
+                month, day, hour, minute = months[i], 1, 0, 0
+            last = _days_in_month(year, month)
+            while day <= last and not self._day_matches(year, month, day):
+                day, hour, minute = day + 1, 0, 0
+            if day > last:
+                month, day, hour, minute = month + 1, 1, 0, 0
+                continue
+            i = bisect_left(hours, hour)
+            if i == len(hours):
+                day, hour, minute = day + 1, 0, 0
+                continue
+            if hours[i] != hour:
+                hour, minute = hours[i], 0
+            i = bisect_left(minutes, minute)
+            if i == len(minutes):
+                hour, minute = hour + 1, 0
+                continue
+            return datetime(year, month, day, hour, minutes[i], tzinfo=UTC)
+        raise ValueError(f"cron schedule {self.text!r} matches no time after {t.isoformat()}")
+
+    def _last_at_or_before(self, t: datetime) -> datetime:
+        """The last matching minute at or before ``t`` (minute-aligned): the mirror image."""
+        minutes, hours, _, months, _ = self._sorted
+        year, month, day, hour, minute = t.year, t.month, t.day, t.hour, t.minute
+        while year >= t.year - _SEARCH_YEARS:
+            i = bisect_right(months, month)
+            if i == 0:
+                year, month, day, hour, minute = year - 1, months[-1], 31, 23, 59
+                continue
+            if months[i - 1] != month:
+                month, day, hour, minute = months[i - 1], 31, 23, 59
+            day = min(day, _days_in_month(year, month))  # 31 stands for "the last day"
+            while day >= 1 and not self._day_matches(year, month, day):
+                day, hour, minute = day - 1, 23, 59
+            if day < 1:
+                month, day, hour, minute = month - 1, 31, 23, 59
+                continue
+            i = bisect_right(hours, hour)
+            if i == 0:
+                day, hour, minute = day - 1, 23, 59
+                continue
+            if hours[i - 1] != hour:
+                hour, minute = hours[i - 1], 59
+            i = bisect_right(minutes, minute)
+            if i == 0:
+                hour, minute = hour - 1, 59
+                continue
+            return datetime(year, month, day, hour, minutes[i - 1], tzinfo=UTC)
+        raise ValueError(f"cron schedule {self.text!r} matches no time before {t.isoformat()}")
 
     def latest_slot(self, now: datetime) -> datetime:
         """The latest slot at or before ``now`` (UTC-aware)."""
@@ -110,24 +240,16 @@ class Schedule:
             step = self.interval.total_seconds()
             elapsed = (now - _EPOCH).total_seconds()
             return _EPOCH + timedelta(seconds=(elapsed // step) * step)
-        t = now.replace(second=0, microsecond=0)
-        for _ in range(366 * 24 * 60):
-            if self._matches(t):
-                return t
-            t -= timedelta(minutes=1)
-        raise ValueError(f"cron schedule {self.text!r} matches no time in the past year")
+        return self._last_at_or_before(now.replace(second=0, microsecond=0))
 
     def next_slot(self, after: datetime) -> datetime:
         """The first slot strictly after ``after``."""
         after = _utc(after)
         if self.interval is not None:
             return self.latest_slot(after) + self.interval
-        t = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
-        for _ in range(366 * 24 * 60):
-            if self._matches(t):
-                return t
-            t += timedelta(minutes=1)
-        raise ValueError(f"cron schedule {self.text!r} matches no time in the next year")
+        return self._first_at_or_after(
+            after.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        )
 
     def slots(self, start: datetime, end: datetime) -> list[datetime]:
         """All slots in ``[start, end]`` in order."""
@@ -145,8 +267,7 @@ class Schedule:
         """Number of slots in a period (for cron: counted over the period starting 2026-01-01)."""
         if self.interval is not None:
             return max(1, int(period.total_seconds() // self.interval.total_seconds()))
-        start = datetime(2026, 1, 1, tzinfo=UTC)
-        return max(1, len(self.slots(start, start + period - timedelta(seconds=1))))
+        return _cron_checks(self, period)
 
     def nominal_interval(self, period: timedelta = timedelta(days=30)) -> timedelta:
         """The interval for an interval schedule; for cron, the period divided by its slot count."""
@@ -155,12 +276,51 @@ class Schedule:
         return period / self.checks_per(period)
 
 
+@functools.lru_cache(maxsize=1024)
+def _cron_checks(schedule: Schedule, period: timedelta) -> int:
+    """Slots of a cron schedule in ``period`` from 2026-01-01 (cached: each check's plan asks)."""
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    return max(1, len(schedule.slots(start, start + period - timedelta(seconds=1))))
+
+
+def _never_fires(
+    fields: tuple[frozenset[int], ...], dom_restricted: bool, dow_restricted: bool
+) -> bool:
+    """True when no date matches: only a day of month that none of the months has can do that.
+
+    With both day fields restricted a day matches if either does, and every month has each
+    weekday. Otherwise a day must be in the day-of-month set (and the weekday set): each date that
+    exists falls on every weekday within 28 years (29 February within 28 leap years), so the
+    expression fires if and only if some allowed month has one of the allowed days.
+    """
+    if dom_restricted and dow_restricted:
+        return False
+    _, _, days, months, _ = fields
+    return not any(day <= _MONTH_MAX_DAYS[month - 1] for month in months for day in days)
+
+
 def parse_schedule(text: str) -> Schedule:
-    """Parse an interval (``"1h"``) or a 5-field cron expression (``"0 * * * *"``), both in UTC."""
+    """Parse an interval (``"1h"``), a 5-field cron expression (``"0 * * * *"``) or a macro.
+
+    Cron follows crontab(5), in UTC: fields ``minute hour day-of-month month day-of-week`` with
+    ``*``, ``a``, ``a-b``, ``*/n``, ``a-b/n``, ``a/n`` (``a-<max>/n``) and comma lists; months
+    ``JAN``-``DEC`` and weekdays ``SUN``-``SAT`` by name too (any case, also in ranges); 0 and 7
+    are Sunday; the macros ``@hourly``, ``@daily`` (``@midnight``), ``@weekly``, ``@monthly`` and
+    ``@yearly`` (``@annually``). When both day fields are restricted (neither starts with ``*``) a
+    day matches if either does, otherwise it must match both. An expression that can never fire
+    (``0 0 30 2 *``) is a ``ValueError``.
+    """
     if not isinstance(text, str) or not text.strip():
         raise ValueError(f"must be an interval like '1h' or a 5-field cron string; got {text!r}")
     fields = text.split()
-    if len(fields) == 1:
+    if len(fields) == 1 and fields[0].startswith("@"):
+        expanded = _MACROS.get(fields[0].lower())
+        if expanded is None:
+            raise ValueError(
+                f"cron macro {fields[0]!r} is not supported; use one of {', '.join(_MACROS)}"
+            )
+        fields = expanded.split()
+    elif len(fields) == 1:
         interval = parse_duration(text)
         if interval < timedelta(seconds=1):
             raise ValueError(f"interval must be at least 1s; got {text!r}")
@@ -171,11 +331,17 @@ def parse_schedule(text: str) -> Schedule:
             f"(minute hour day-of-month month day-of-week); got {text!r}"
         )
     parsed = tuple(_parse_cron_field(f, i) for i, f in enumerate(fields))
+    dom_restricted = not fields[2].startswith("*")
+    dow_restricted = not fields[4].startswith("*")
+    if _never_fires(parsed, dom_restricted, dow_restricted):
+        raise ValueError(
+            f"cron schedule {text!r} never fires: no month it allows has a day-of-month it allows"
+        )
     return Schedule(
         text=text,
         cron_fields=parsed,
-        dom_restricted=fields[2] != "*",
-        dow_restricted=fields[4] != "*",
+        dom_restricted=dom_restricted,
+        dow_restricted=dow_restricted,
     )
 
 

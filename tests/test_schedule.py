@@ -1,11 +1,12 @@
-"""Durations, interval and cron slots (UTC)."""
+"""Durations, interval and cron slots (UTC); cron checked against croniter."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given
+from croniter import croniter
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from monitor.schedule import format_duration, parse_duration, parse_schedule
@@ -100,6 +101,17 @@ def test_cron_day_fields_or_semantics() -> None:
         ("*/0 * * * *", "step"),
         ("a * * * *", "minute"),
         ("0s", "positive"),
+        ("0 9 * * MONDAY", "day-of-week field 'MONDAY' is not understood"),
+        ("0 9 * JANUARY *", "month field 'JANUARY' is not understood"),
+        ("0 9 MON * *", "day-of-month field 'MON' is not understood"),
+        ("0 9 * * FRI-MON", "runs backwards"),
+        ("0 9 * * 8-9", "day-of-week must lie in 0-7"),
+        ("@reboot", "macro '@reboot' is not supported"),
+        ("@fortnightly", "macro"),
+        ("0 0 30 2 *", "never fires"),
+        ("0 0 31 4 *", "never fires"),
+        ("0 0 31 2,4,6,9,11 *", "never fires"),
+        ("0 0 30,31 FEB *", "never fires"),
     ],
 )
 def test_parse_schedule_iv(text: str, match: str) -> None:
@@ -110,3 +122,222 @@ def test_parse_schedule_iv(text: str, match: str) -> None:
 def test_naive_datetimes_are_refused() -> None:
     with pytest.raises(ValueError, match="timezone-aware"):
         parse_schedule("1h").latest_slot(datetime(2026, 11, 30))
+
+
+# ------------------------------------------------------------------------------ cron: crontab(5)
+
+
+def _cron_slots(text: str, start: datetime, end: datetime) -> list[datetime]:
+    return parse_schedule(text).slots(start, end)
+
+
+@pytest.mark.parametrize(
+    ("named", "numeric"),
+    [
+        ("0 9 * * MON", "0 9 * * 1"),
+        ("0 9 * * mon-fri", "0 9 * * 1-5"),
+        ("0 9 * * Sun", "0 9 * * 0"),
+        ("0 9 * * SAT,sun", "0 9 * * 6,0"),
+        ("0 9 * * MON-FRI/2", "0 9 * * 1-5/2"),
+        ("0 0 1 JAN-MAR *", "0 0 1 1-3 *"),
+        ("0 0 1 jan,Jul,DEC *", "0 0 1 1,7,12 *"),
+        ("0 0 1 FEB/3 *", "0 0 1 2-12/3 *"),
+    ],
+)
+def test_cron_names(named: str, numeric: str) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = start + timedelta(days=400)
+    slots = _cron_slots(named, start, end)
+    assert slots, named
+    assert slots == _cron_slots(numeric, start, end)
+
+
+def test_cron_monday_is_monday() -> None:
+    # APScheduler 3's CronTrigger.from_crontab maps this to Tuesday; crontab(5) says Monday.
+    slot = parse_schedule("0 9 * * 1").next_slot(T0)
+    assert slot == datetime(2026, 12, 7, 9, tzinfo=UTC)
+    assert slot.isoweekday() == 1
+
+
+@pytest.mark.parametrize(
+    ("macro", "expression"),
+    [
+        ("@hourly", "0 * * * *"),
+        ("@daily", "0 0 * * *"),
+        ("@midnight", "0 0 * * *"),
+        ("@weekly", "0 0 * * 0"),
+        ("@monthly", "0 0 1 * *"),
+        ("@yearly", "0 0 1 1 *"),
+        ("@annually", "0 0 1 1 *"),
+        ("@DAILY", "0 0 * * *"),
+    ],
+)
+def test_cron_macros(macro: str, expression: str) -> None:
+    schedule = parse_schedule(macro)
+    assert schedule.is_cron
+    assert schedule.text == macro
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = datetime(2028, 1, 1, tzinfo=UTC)
+    slots = schedule.slots(start, end)
+    assert slots
+    assert slots == _cron_slots(expression, start, end)
+
+
+def test_cron_29_february_fires_in_leap_years_only() -> None:
+    s = parse_schedule("0 0 29 2 *")
+    got = s.slots(datetime(2023, 1, 1, tzinfo=UTC), datetime(2036, 12, 31, tzinfo=UTC))
+    assert got == [datetime(y, 2, 29, tzinfo=UTC) for y in (2024, 2028, 2032, 2036)]
+    assert s.latest_slot(T0) == datetime(2024, 2, 29, tzinfo=UTC)
+    assert s.next_slot(T0) == datetime(2028, 2, 29, tzinfo=UTC)
+    # 2100 is not a leap year (Gregorian century rule): 2096 is followed by 2104.
+    assert s.next_slot(datetime(2096, 3, 1, tzinfo=UTC)) == datetime(2104, 2, 29, tzinfo=UTC)
+    assert s.latest_slot(datetime(2104, 2, 28, tzinfo=UTC)) == datetime(2096, 2, 29, tzinfo=UTC)
+    # validate used to crash on this schedule: the default run_timeout asks for its interval.
+    assert s.nominal_interval(timedelta(days=30)) == timedelta(days=30)
+
+
+def test_cron_restricted_days_with_impossible_date_still_fire() -> None:
+    # Both day fields restricted: either matches, so "30 February or a Monday" is every Monday
+    # of February.
+    s = parse_schedule("0 0 30 2 MON")
+    got = s.slots(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 12, 31, tzinfo=UTC))
+    assert [t.day for t in got] == [2, 9, 16, 23]
+    assert all(t.month == 2 and t.isoweekday() == 1 for t in got)
+
+
+def test_cron_star_step_day_field_is_unrestricted() -> None:
+    """A day field starting with ``*`` counts as unrestricted (crontab(5), cronie, Vixie cron).
+
+    So ``0 0 */2 * MON`` fires on odd days that are Mondays, not on odd days or Mondays.
+    croniter by default ORs them (it calls crontab(5)'s rule "the cron bug", after crontab.guru);
+    with ``implement_cron_bug=True`` it agrees with crontab(5), which this module follows.
+    """
+    text = "0 0 */2 * MON"
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    got = _cron_slots(text, start, datetime(2026, 12, 31, tzinfo=UTC))
+    assert [t.date().isoformat() for t in got] == [
+        "2026-11-09",
+        "2026-11-23",
+        "2026-12-07",
+        "2026-12-21",
+    ]
+    assert all(t.isoweekday() == 1 and t.day % 2 == 1 for t in got)
+    crontab5 = croniter(text, start, implement_cron_bug=True)
+    assert [crontab5.get_next(datetime) for _ in got] == got
+    default = croniter(text, start)
+    assert default.get_next(datetime) == datetime(2026, 11, 2, tzinfo=UTC)  # a Monday, day 2
+
+
+def test_cron_prev_slot_of_yearly_schedule_spans_the_year() -> None:
+    s = parse_schedule("@yearly")
+    assert s.latest_slot(T0) == datetime(2026, 1, 1, tzinfo=UTC)
+    assert s.latest_slot(datetime(2026, 1, 1, tzinfo=UTC)) == datetime(2026, 1, 1, tzinfo=UTC)
+    assert s.next_slot(datetime(2026, 1, 1, tzinfo=UTC)) == datetime(2027, 1, 1, tzinfo=UTC)
+    # The rarest schedules: 29 February on a Sunday fires every 28 years or more.
+    rare = parse_schedule("0 0 29 2 */7")
+    assert rare.latest_slot(T0) == datetime(2004, 2, 29, tzinfo=UTC)
+    assert rare.next_slot(T0) == datetime(2032, 2, 29, tzinfo=UTC)
+
+
+def _field(index: int) -> st.SearchStrategy[tuple[str, str]]:
+    """A random cron field, as (our text, the same field spelled for croniter)."""
+    low, high = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))[index]
+    names = {
+        3: ["JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC"],
+        4: ["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"],
+    }.get(index)
+    first = 1 if index == 3 else 0  # the number of names[0]
+
+    @st.composite
+    def value(draw: st.DrawFn, lo: int = low) -> tuple[int, str]:
+        v = draw(st.integers(lo, high))
+        text = str(v)
+        if names is not None and v - first < len(names) and draw(st.booleans()):
+            name = names[v - first]
+            text = draw(st.sampled_from([name, name.lower(), name.title()]))
+        return v, text
+
+    @st.composite
+    def atom(draw: st.DrawFn) -> tuple[str, str]:
+        kind = draw(st.sampled_from(["one", "range", "range-step", "one-step"]))
+        a, a_text = draw(value())
+        if kind == "one":
+            return a_text, a_text
+        if kind == "one-step":
+            step = f"/{draw(st.integers(1, high - low + 1))}"
+            return a_text + step, a_text + step
+        b, b_text = draw(value(lo=a))
+        step = f"/{draw(st.integers(1, 12))}" if kind == "range-step" else ""
+        ours = f"{a_text}-{b_text}{step}"
+        # croniter deviation: it reads "a-a" (and "a-a/n") as "*" (every value); crontab(5)
+        # reads it as "a". Spell the same set for croniter.
+        return ours, (a_text if a == b else ours)
+
+    star = st.sampled_from(["*", "*/2", "*/3", "*/5", "*/7", f"*/{high - low + 1}"])
+    items = st.lists(atom(), min_size=1, max_size=3).map(
+        lambda xs: (",".join(x[0] for x in xs), ",".join(x[1] for x in xs))
+    )
+    return st.one_of(star.map(lambda t: (t, t)), items)
+
+
+@st.composite
+def _expressions(draw: st.DrawFn) -> tuple[str, str]:
+    fields = [draw(_field(i)) for i in range(5)]
+    ours, theirs = " ".join(f[0] for f in fields), " ".join(f[1] for f in fields)
+    try:
+        parse_schedule(ours)
+    except ValueError:
+        assume(False)
+    return ours, theirs
+
+
+_MOMENTS = st.datetimes(
+    min_value=datetime(1990, 1, 1), max_value=datetime(2080, 12, 31), timezones=st.just(UTC)
+)
+
+
+def _croniter(text: str, start: datetime) -> croniter:
+    # implement_cron_bug=True: crontab(5)'s rule for day fields starting with '*' (see above).
+    return croniter(text, start, implement_cron_bug=True, max_years_between_matches=60)
+
+
+@given(_expressions(), _MOMENTS)
+def test_cron_against_croniter(texts: tuple[str, str], moment: datetime) -> None:
+    ours, text = texts
+    s = parse_schedule(ours)
+    assert s.next_slot(moment) == _croniter(text, moment).get_next(datetime)
+    # croniter's get_prev is strictly before its start, ours is at or before: start 1 s past the
+    # minute, so both ask for the last slot at or before ``moment``.
+    after = moment.replace(second=0, microsecond=0) + timedelta(seconds=1)
+    assert s.latest_slot(moment) == _croniter(text, after).get_prev(datetime)
+
+
+@given(_expressions(), _MOMENTS)
+def test_cron_slot_walk_against_croniter(texts: tuple[str, str], moment: datetime) -> None:
+    ours, text = texts
+    s = parse_schedule(ours)
+    it = _croniter(text, moment)
+    walk = [s.next_slot(moment)]
+    for _ in range(4):
+        walk.append(s.next_slot(walk[-1]))
+    assert walk == [it.get_next(datetime) for _ in range(5)]
+    assert all(s.latest_slot(t) == t for t in walk)
+    assert all(s.latest_slot(t - timedelta(seconds=1)) < t for t in walk)
+
+
+@given(
+    st.sampled_from(["30", "31", "30,31", "29-31"]), st.sampled_from(["2", "4", "2,4", "4,6,9,11"])
+)
+def test_cron_never_fires_agrees_with_croniter(days: str, months: str) -> None:
+    text = f"0 0 {days} {months} *"
+    try:
+        _croniter(text, datetime(2026, 1, 1, tzinfo=UTC)).get_next(datetime)
+    except Exception:  # croniter's CroniterBadDateError or CroniterBadCronError
+        fires_in_croniter = False
+    else:
+        fires_in_croniter = True
+    if fires_in_croniter:
+        assert parse_schedule(text).next_slot(datetime(2026, 1, 1, tzinfo=UTC))
+    else:
+        with pytest.raises(ValueError, match="never fires"):
+            parse_schedule(text)

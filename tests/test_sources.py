@@ -30,7 +30,9 @@ from monitor.sources import (
     OutcomeWindow,
     ScoreSpec,
     Window,
+    footers,
     latest_timestamp,
+    model,
     pair_outcomes,
     read_outcomes,
     read_scores,
@@ -110,7 +112,7 @@ def test_single_file_half_open_window(tmp_path: Path) -> None:
     assert got.newest_timestamp == T0 + DAY
     assert got.files_read == 1
     assert got.timestamps is not None
-    expected = [sources._to_ns(m) for m in moments[1:4]]
+    expected = [model._to_ns(m) for m in moments[1:4]]
     np.testing.assert_array_equal(got.timestamps, expected)
     assert latest_timestamp(ScoreSpec(str(f))) == T0 + DAY
 
@@ -179,7 +181,7 @@ def test_hive_partitions_outside_the_window_are_never_opened(tmp_path: Path) -> 
     assert got.newest_timestamp == T0 + 3 * DAY + 12 * HOUR + 30 * timedelta(minutes=1)
     assert latest_timestamp(ScoreSpec(str(tmp_path))) == got.newest_timestamp
     # Only the window's two files and the newest partition's file had their footers read.
-    assert sources._FOOTERS.opened == 3
+    assert footers._FOOTERS.opened == 3
     # The garbage is real: a window over those days names the file.
     with pytest.raises(CorruptFileError, match=r"date=2026-11-30/hour=00/part-0.parquet"):
         read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY))
@@ -218,7 +220,7 @@ def test_footer_cache_means_out_of_window_files_are_not_reopened(tmp_path: Path)
     assert read_scores(spec, Window(T0 + 2 * DAY, T0 + 3 * DAY)).values.tolist() == [2.0]
     _garble(tmp_path / "scores-0.parquet", keep_stat=True)  # same path, size and mtime
     assert read_scores(spec, Window(T0 + 2 * DAY, T0 + 3 * DAY)).values.tolist() == [2.0]
-    assert sources._FOOTERS.opened == 3
+    assert footers._FOOTERS.opened == 3
     sources.clear_cache()
     with pytest.raises(CorruptFileError, match=r"scores-0.parquet: cannot be read as parquet"):
         read_scores(spec, Window(T0 + 2 * DAY, T0 + 3 * DAY))
@@ -264,7 +266,7 @@ def test_mixed_units_timezones_and_float_widths(tmp_path: Path) -> None:
     got = read_scores(ScoreSpec(str(tmp_path)), Window(moment, moment + HOUR), with_timestamps=True)
     assert sorted(got.values.tolist()) == [1.0, 2.0, 3.0, 4.0]
     assert got.timestamps is not None
-    assert set(got.timestamps.tolist()) == {sources._to_ns(moment)}
+    assert set(got.timestamps.tolist()) == {model._to_ns(moment)}
     assert got.newest_timestamp == moment
     empty = read_scores(
         ScoreSpec(str(tmp_path)), Window(moment + timedelta(seconds=1), moment + HOUR)

@@ -1,0 +1,182 @@
+"""Column checks and conversions shared by the score and outcome readers."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from monitor.errors import (
+    BadValuesError,
+    SchemaError,
+)
+from monitor.sources.footers import _column_type, _Footer, _native_bounds, _ts_native
+from monitor.sources.model import FloatArray, Window
+from monitor.sources.partitions import _Plan
+from monitor.sources.paths import _File
+from monitor.sources.translate import _translate
+
+
+def _check_numeric(dtype: pa.DataType, f: _File, column: str, role: str, key: str) -> None:
+    if not (pa.types.is_floating(dtype) or pa.types.is_integer(dtype) or pa.types.is_null(dtype)):
+        raise SchemaError(
+            f"has type {dtype}; the {role} column must be a float (or integer) column",
+            path=f.path,
+            column=column,
+            hint=f"write {role}s as float32/float64, or point `{key}` at the right column",
+        )
+
+
+def _check_label(dtype: pa.DataType, f: _File, column: str, role: str, key: str) -> None:
+    if pa.types.is_dictionary(dtype):
+        dtype = dtype.value_type
+    if not (
+        pa.types.is_string(dtype)
+        or pa.types.is_large_string(dtype)
+        or pa.types.is_integer(dtype)
+        or pa.types.is_boolean(dtype)
+        or pa.types.is_null(dtype)
+    ):
+        raise SchemaError(
+            f"has type {dtype}; the {role} column must hold strings or integers",
+            path=f.path,
+            column=column,
+            hint=f"point `{key}` at a string or integer column",
+        )
+
+
+def _floats(chunked: pa.ChunkedArray) -> tuple[FloatArray, npt.NDArray[np.bool_] | None]:
+    """Values as float64 and the validity mask (None when there is no null)."""
+    arr = chunked.combine_chunks()
+    if pa.types.is_null(arr.type):
+        return np.full(len(arr), np.nan), np.zeros(len(arr), dtype=bool)
+    valid = None
+    if arr.null_count:
+        valid = arr.is_valid().to_numpy(zero_copy_only=False)
+    values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+    return values, valid
+
+
+class _Labels:
+    """Maps label values (strings, or integers written as strings) to stable integer codes."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def code(self, name: str) -> int:
+        return self.codes.setdefault(name, len(self.codes))
+
+    def encode(
+        self, chunked: pa.ChunkedArray
+    ) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_]]:
+        """Codes (-1 for null) and the validity mask."""
+        arr = chunked.combine_chunks()
+        if pa.types.is_null(arr.type):
+            return np.full(len(arr), -1, dtype=np.int32), np.zeros(len(arr), dtype=bool)
+        if not pa.types.is_dictionary(arr.type):
+            arr = pc.dictionary_encode(arr)
+        names = [str(v) for v in arr.dictionary.to_pylist()]
+        lut = np.array([self.code(n) for n in names] + [-1], dtype=np.int32)
+        idx = arr.indices
+        if idx.null_count:
+            idx = pc.fill_null(idx, len(names))
+        codes = lut[np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)]
+        return codes, codes >= 0
+
+    def names(self) -> list[str]:
+        return list(self.codes)
+
+
+def _segment(
+    table: pa.Table, f: _File, column: str | None, labels: _Labels, n: int
+) -> tuple[npt.NDArray[np.int32] | None, npt.NDArray[np.bool_] | None]:
+    if column is None:
+        return None, None
+    if column in table.column_names:
+        return labels.encode(table.column(column))
+    value = dict(f.partitions)[column]
+    return np.full(n, labels.code(value), dtype=np.int32), None
+
+
+def _segment_source(footer: _Footer, f: _File, column: str | None) -> str | None:
+    """Validate the segment column of a file: ``None`` if it comes from a hive partition."""
+    if column is None:
+        return None
+    if footer.schema.get_field_index(column) < 0 and column in dict(f.partitions):
+        return None
+    dtype = _column_type(footer, f, column, "segment", "segment_column")
+    _check_label(dtype, f, column, "segment", "segment_column")
+    return column
+
+
+def _read_group(pf: pq.ParquetFile, plan: _Plan, g: int, columns: list[str]) -> pa.Table:
+    try:
+        return pf.read_row_group(g, columns=columns, use_threads=True)
+    except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
+        raise _translate(exc, plan.file.path, f"reading row group {g}") from exc
+
+
+def _in_window(table: pa.Table, column: str, unit: str, window: Window) -> npt.NDArray[np.bool_]:
+    native = _ts_native(table.column(column), unit)
+    lo, hi = _native_bounds(window, unit)
+    mask: npt.NDArray[np.bool_] = (native >= lo) & (native < hi)
+    return mask
+
+
+def _raise_bad_values(
+    what: str,
+    column: str,
+    window: Window,
+    rows: int,
+    counts: Mapping[str, int],
+    share: float,
+    per_file: Mapping[str, int],
+) -> None:
+    dropped = sum(counts.values())
+    worst = sorted(per_file.items(), key=lambda kv: -kv[1])[:3]
+    files = ", ".join(f"{p} ({n})" for p, n in worst)
+    detail = ", ".join(f"{k}: {v}" for k, v in counts.items())
+    raise BadValuesError(
+        f"{dropped} of {rows} {what} rows in window {window} are invalid ({detail}), "
+        f"{dropped / rows:.2%} > max_invalid_share {share:.2%}; most in: {files}",
+        path=worst[0][0] if len(worst) == 1 else files,
+        column=column,
+        hint="fix the producer of these rows, or raise max_invalid_share if they are expected",
+    )
+
+
+def _select(
+    arr: npt.NDArray[Any], keep: npt.NDArray[np.bool_] | None, take: npt.NDArray[np.bool_] | None
+) -> npt.NDArray[Any]:
+    if keep is not None:
+        arr = arr[keep]
+    if take is not None:
+        arr = arr[take]
+    return arr
+
+
+def _shrink(arr: npt.NDArray[Any], n: int) -> npt.NDArray[Any]:
+    """``arr[:n]`` without keeping a much larger buffer alive."""
+    if n == arr.size:
+        return arr
+    if n >= 0.9 * arr.size:
+        return arr[:n]
+    return arr[:n].copy()
+
+
+def _compact_codes(
+    codes: npt.NDArray[np.int32], names: list[str]
+) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+    """Keep the names that occur, sorted, and renumber ``codes`` to match (in place when owned)."""
+    counts = np.bincount(codes, minlength=len(names)) if codes.size else np.zeros(len(names))
+    present = sorted((names[i], i) for i in range(len(names)) if counts[i] > 0)
+    lut = np.full(max(len(names), 1), -1, dtype=np.int32)
+    for new, (_, old) in enumerate(present):
+        lut[old] = new
+    out: npt.NDArray[np.int32] = lut[codes] if codes.size else codes
+    return out, tuple(name for name, _ in present)

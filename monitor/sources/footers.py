@@ -1,0 +1,264 @@
+"""Parquet footers and row-group timestamp statistics, cached per ``(path, size, mtime)``."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from monitor.errors import (
+    SchemaError,
+)
+from monitor.sources.model import _NS_PER, Window
+from monitor.sources.paths import _FS_CACHE, _FS_LOCK, _File, _Source
+from monitor.sources.translate import _translate
+
+_PARQUET_UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
+
+
+_I64_MIN = int(np.iinfo(np.int64).min)
+
+
+_I64_MAX = int(np.iinfo(np.int64).max)
+
+
+_CACHE_MAX_FILES = 65_536
+
+
+@dataclass(frozen=True, slots=True)
+class _TsStats:
+    """Per row group: rows, and the [min, max] of the timestamp column in ns (None = unknown)."""
+
+    rows: tuple[int, ...]
+    lo: tuple[int | None, ...]
+    hi: tuple[int | None, ...]
+    nulls: tuple[int | None, ...]
+
+    @property
+    def newest(self) -> int | None:
+        known = [h for h in self.hi if h is not None]
+        return max(known) if known else None
+
+    @property
+    def oldest(self) -> int | None:
+        known = [lo for lo in self.lo if lo is not None]
+        return min(known) if known else None
+
+
+@dataclass(slots=True)
+class _Footer:
+    metadata: pq.FileMetaData
+    schema: pa.Schema
+    leaf_index: dict[str, int]
+    ts_stats: dict[tuple[str, str | None], _TsStats] = field(default_factory=dict)
+
+
+class _FooterCache:
+    """LRU cache of parquet footers keyed by filesystem, path, size and modification time."""
+
+    def __init__(self, max_files: int) -> None:
+        self._max = max_files
+        self._entries: OrderedDict[tuple[str, str, int, int], _Footer] = OrderedDict()
+        self._lock = threading.Lock()
+        self.opened = 0  # footers read from storage, for tests and benchmarks
+
+    def get(self, source: _Source, f: _File) -> _Footer:
+        key = (source.fs.type_name, f.path, f.size, f.mtime_ns)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries.move_to_end(key)
+                return entry
+        entry = _read_footer(source, f)
+        with self._lock:
+            self.opened += 1
+            self._entries[key] = entry
+            while len(self._entries) > self._max:
+                self._entries.popitem(last=False)
+        return entry
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.opened = 0
+
+
+_FOOTERS = _FooterCache(_CACHE_MAX_FILES)
+
+
+def clear_cache() -> None:
+    """Forget every cached footer and filesystem (tests; or after rewriting files in place)."""
+    _FOOTERS.clear()
+    with _FS_LOCK:
+        _FS_CACHE.clear()
+
+
+def _read_footer(source: _Source, f: _File) -> _Footer:
+    try:
+        with source.fs.open_input_file(f.path) as handle:
+            metadata = pq.read_metadata(handle)
+        schema = metadata.schema.to_arrow_schema()
+    except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
+        raise _translate(exc, f.path, "reading the parquet footer") from exc
+    leaf_index: dict[str, int] = {}
+    for i in range(metadata.num_columns):
+        leaf_index.setdefault(metadata.schema.column(i).path, i)
+    return _Footer(metadata, schema, leaf_index)
+
+
+@contextmanager
+def _opened(source: _Source, f: _File, footer: _Footer) -> Iterator[pq.ParquetFile]:
+    """The file opened for reading with its cached footer; the handle is closed on exit."""
+    try:
+        handle = source.fs.open_input_file(f.path)
+    except (OSError, pa.ArrowException, ValueError) as exc:
+        raise _translate(exc, f.path, "opening the file") from exc
+    try:
+        try:
+            pf = pq.ParquetFile(handle, metadata=footer.metadata)
+        except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
+            raise _translate(exc, f.path, "opening the file") from exc
+        yield pf
+    finally:
+        handle.close()
+
+
+def _column_type(
+    footer: _Footer, f: _File, column: str, role: str, spec_column_hint: str
+) -> pa.DataType:
+    idx = footer.schema.get_field_index(column)
+    if idx < 0:
+        found = ", ".join(repr(n) for n in footer.schema.names)
+        raise SchemaError(
+            f"the {role} column is missing; columns found: {found}",
+            path=f.path,
+            column=column,
+            hint=f"set `{spec_column_hint}` in the configuration to one of the columns found",
+        )
+    dtype: pa.DataType = footer.schema.field(idx).type
+    return dtype
+
+
+def _ts_unit(footer: _Footer, f: _File, column: str, unit: str | None) -> str:
+    """The unit of the timestamp column's values in this file (for integer columns: ``unit``)."""
+    dtype = _column_type(footer, f, column, "timestamp", "timestamp_column")
+    if pa.types.is_timestamp(dtype):
+        return str(dtype.unit)
+    if pa.types.is_integer(dtype):
+        if unit is None:
+            raise SchemaError(
+                f"is an integer column ({dtype}) but no `timestamp_unit` is configured",
+                path=f.path,
+                column=column,
+                hint="set `timestamp_unit` to 's', 'ms', 'us' or 'ns' for integer epoch columns",
+            )
+        return unit
+    raise SchemaError(
+        f"has type {dtype}; expected a timestamp or an integer epoch column",
+        path=f.path,
+        column=column,
+        hint="write timestamps as parquet TIMESTAMP, or integers with `timestamp_unit` set",
+    )
+
+
+def _ts_stats(source: _Source, f: _File, column: str, unit: str | None) -> _TsStats:
+    footer = _FOOTERS.get(source, f)
+    key = (column, unit)
+    cached = footer.ts_stats.get(key)
+    if cached is not None:
+        return cached
+    native = _ts_unit(footer, f, column, unit)
+    md = footer.metadata
+    leaf = footer.leaf_index.get(column)
+    raw_unit: str | None = None
+    if leaf is not None:
+        col_schema = md.schema.column(leaf)
+        logical = col_schema.logical_type
+        if logical.type == "TIMESTAMP":
+            raw_unit = _PARQUET_UNITS.get(_json_field(logical.to_json(), "timeUnit"))
+        elif col_schema.physical_type in ("INT32", "INT64") and not pa.types.is_timestamp(
+            footer.schema.field(column).type
+        ):
+            raw_unit = native
+    rows: list[int] = []
+    los: list[int | None] = []
+    his: list[int | None] = []
+    nulls: list[int | None] = []
+    missing = []
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        rows.append(rg.num_rows)
+        st = rg.column(leaf).statistics if leaf is not None else None
+        if raw_unit is not None and st is not None and st.has_min_max:
+            factor = _NS_PER[raw_unit]
+            los.append(int(st.min_raw) * factor)
+            his.append(int(st.max_raw) * factor)
+            nulls.append(int(st.null_count) if st.has_null_count else None)
+        else:
+            los.append(None)
+            his.append(None)
+            nulls.append(None)
+            missing.append(g)
+    if missing:  # no usable statistics (e.g. INT96, or a writer without them): read the column once
+        with _opened(source, f, footer) as pf:
+            for g in missing:
+                try:
+                    table = pf.read_row_group(g, columns=[column])
+                except (OSError, pa.ArrowException, ValueError) as exc:
+                    raise _translate(exc, f.path, f"reading column {column!r}") from exc
+                ns = _ts_to_ns(table.column(column), native)
+                valid = ns[ns != _I64_MIN]
+                los[g] = int(valid.min()) if valid.size else None
+                his[g] = int(valid.max()) if valid.size else None
+                nulls[g] = int(ns.size - valid.size)
+    stats = _TsStats(tuple(rows), tuple(los), tuple(his), tuple(nulls))
+    footer.ts_stats[key] = stats
+    return stats
+
+
+def _json_field(text: str, name: str) -> str:
+    m = re.search(rf'"{name}"\s*:\s*"([^"]*)"', text)
+    return m[1] if m else ""
+
+
+def _ts_native(chunked: pa.ChunkedArray | pa.Array, unit: str) -> npt.NDArray[np.int64]:
+    """Timestamp values as int64 in their own unit, nulls as INT64_MIN."""
+    arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
+    if pa.types.is_timestamp(arr.type) or not pa.types.is_int64(arr.type):
+        arr = arr.cast(pa.int64())
+    if arr.null_count:
+        arr = pc.fill_null(arr, _I64_MIN)
+    out: npt.NDArray[np.int64] = arr.to_numpy(zero_copy_only=False)
+    return out
+
+
+def _ts_to_ns(chunked: pa.ChunkedArray | pa.Array, unit: str) -> npt.NDArray[np.int64]:
+    """Timestamp values in ns since the epoch, nulls as INT64_MIN."""
+    native = _ts_native(chunked, unit)
+    factor = _NS_PER[unit]
+    if factor == 1:
+        return native
+    ns = native * factor
+    ns[native == _I64_MIN] = _I64_MIN
+    return ns
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -((-a) // b)
+
+
+def _native_bounds(window: Window, unit: str) -> tuple[int, int]:
+    """``[lo, hi)`` in the column's unit such that ``lo <= v < hi`` iff ``v`` is in the window."""
+    factor = _NS_PER[unit]
+    lo = _ceil_div(window.start_ns, factor)
+    hi = _ceil_div(window.end_ns, factor)
+    return max(lo, _I64_MIN + 1), min(hi, _I64_MAX)

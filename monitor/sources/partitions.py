@@ -1,0 +1,128 @@
+"""Window selection: which files and row groups may hold a window's rows; the newest timestamp."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from monitor.errors import (
+    SchemaError,
+    SourceNotFoundError,
+)
+from monitor.sources.footers import _FOOTERS, _Footer, _ts_stats, _ts_unit, _TsStats
+from monitor.sources.model import OutcomeSpec, ScoreSpec, Window, _from_ns
+from monitor.sources.paths import (
+    _File,
+    _Interval,
+    _resolve,
+    _Source,
+    _walk,
+)
+
+
+def _newest(source: _Source, column: str, unit: str | None) -> tuple[int | None, int]:
+    """Newest timestamp (ns) in the source and the number of files seen.
+
+    Partitions are visited newest first; one whose period ends at or before the newest timestamp
+    already found is not listed, so only the newest partition's footers are read.
+    """
+    if source.is_file:
+        f = next(_walk(source, lambda _i: True))
+        return _ts_stats(source, f, column, unit).newest, 1
+    best: list[int] = []  # the newest timestamp found so far, read by ``keep`` as the walk goes
+    seen = 0
+
+    def keep(interval: _Interval) -> bool:
+        # a partition that ends at or before the newest timestamp already found is not listed
+        return not best or interval is None or interval[1] > best[0]
+
+    for f in _walk(source, keep, newest_first=True):
+        seen += 1
+        newest = _ts_stats(source, f, column, unit).newest
+        if newest is not None and (not best or newest > best[0]):
+            best[:] = [newest]
+    return (best[0] if best else None), seen
+
+
+def _overlaps(interval: _Interval, window: Window) -> bool:
+    return interval is None or (interval[0] < window.end_ns and interval[1] > window.start_ns)
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    file: _File
+    footer: _Footer
+    unit: str
+    groups: tuple[int, ...]  # row groups that may hold rows of the window
+    inside: tuple[bool, ...]  # the whole row group is in the window, no null timestamps
+    capacity: int
+
+
+def _plan(source: _Source, window: Window, column: str, unit: str | None) -> list[_Plan]:
+    plans = []
+    start, end = window.start_ns, window.end_ns
+    for f in _walk(source, lambda interval: _overlaps(interval, window)):
+        stats = _ts_stats(source, f, column, unit)
+        if f.interval is not None:
+            _check_partition(f, stats, column)
+        groups, inside, capacity = [], [], 0
+        for g, rows in enumerate(stats.rows):
+            lo, hi, nulls = stats.lo[g], stats.hi[g], stats.nulls[g]
+            if rows == 0 or (lo is not None and hi is not None and (hi < start or lo >= end)):
+                continue
+            groups.append(g)
+            inside.append(
+                lo is not None and hi is not None and lo >= start and hi < end and nulls == 0
+            )
+            capacity += rows
+        if groups:
+            footer = _FOOTERS.get(source, f)
+            plans.append(
+                _Plan(
+                    f,
+                    footer,
+                    _ts_unit(footer, f, column, unit),
+                    tuple(groups),
+                    tuple(inside),
+                    capacity,
+                )
+            )
+    return plans
+
+
+def _check_partition(f: _File, stats: _TsStats, column: str) -> None:
+    assert f.interval is not None
+    lo, hi = stats.oldest, stats.newest
+    if (lo is not None and lo < f.interval[0]) or (hi is not None and hi >= f.interval[1]):
+        part = "/".join(f"{k}={v}" for k, v in f.partitions)
+        raise SchemaError(
+            f"holds timestamps from {_from_ns(lo or 0).isoformat()} to "
+            f"{_from_ns(hi or 0).isoformat()}, outside its partition {part} "
+            f"[{_from_ns(f.interval[0]).isoformat()}, {_from_ns(f.interval[1]).isoformat()}); "
+            "windows that prune by partition would miss those rows",
+            path=f.path,
+            column=column,
+            hint="partition by the UTC date/hour of this column, or set prune_partitions: false",
+        )
+
+
+def latest_timestamp(spec: ScoreSpec | OutcomeSpec) -> datetime | None:
+    """Newest timestamp in the source, from footer statistics (cached); ``None`` if it holds none.
+
+    Only the newest hive partition's files are opened. A glob matching no file raises
+    ``SourceNotFoundError``; an existing empty directory gives ``None``.
+    """
+    source = _resolve(spec.path, spec.prune_partitions)
+    newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
+    return None if newest is None else _from_ns(newest)
+
+
+def _newest_checked(source: _Source, column: str, unit: str | None) -> tuple[int | None, int]:
+    newest, seen = _newest(source, column, unit)
+    if seen == 0 and source.pattern is not None:
+        raise SourceNotFoundError(
+            "the glob matches no file",
+            path=source.display,
+            hint="check the path in the configuration",
+        )
+    return newest, seen

@@ -1,0 +1,377 @@
+"""Discovery: a source path (file, directory, glob or URI) listed with hive-partition pruning."""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import logging
+import os
+import re
+import stat
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TypeAlias
+from urllib.parse import unquote
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from monitor.errors import SourceError, SourceNotFoundError
+from monitor.sources.model import _to_ns
+from monitor.sources.translate import _translate
+
+_LOG = logging.getLogger(__name__)
+_GLOB_CHARS = re.compile(r"[*?\[]")
+
+
+_DATE_VALUE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
+
+
+_Interval: TypeAlias = tuple[int, int] | None  # [lo, hi) in ns, None = unknown
+
+
+@dataclass(frozen=True, slots=True)
+class _File:
+    path: str
+    size: int
+    mtime_ns: int
+    partitions: tuple[tuple[str, str], ...]
+    interval: _Interval
+
+
+@dataclass(frozen=True, slots=True)
+class _Source:
+    display: str
+    fs: pafs.FileSystem
+    root: str  # a file, or the directory that is walked
+    is_file: bool
+    pattern: str | None  # glob over full paths, for glob sources
+    prune: bool
+
+
+_FS_CACHE: dict[str, tuple[pafs.FileSystem, str]] = {}
+
+
+_FS_LOCK = threading.Lock()
+
+
+_LOCAL_FS = pafs.LocalFileSystem()
+
+
+def _filesystem(path: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem and the path inside it; URI filesystems are created once per path."""
+    if "://" not in path:
+        return _LOCAL_FS, str(Path(path).expanduser().absolute())
+    with _FS_LOCK:
+        cached = _FS_CACHE.get(path)
+    if cached is not None:
+        return cached
+    try:
+        resolved: tuple[pafs.FileSystem, str] = pafs.FileSystem.from_uri(path)
+    except (pa.ArrowException, ValueError, OSError) as exc:
+        raise SourceNotFoundError(
+            f"no filesystem understands this URI: {exc}",
+            path=path,
+            hint="use a local path or a file://, s3://, gs:// or hdfs:// URI that pyarrow supports",
+        ) from exc
+    with _FS_LOCK:
+        _FS_CACHE[path] = resolved
+    return resolved
+
+
+def _info(fs: pafs.FileSystem, path: str, display: str) -> pafs.FileInfo:
+    try:
+        return fs.get_file_info(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise _translate(exc, display, "looking the path up") from exc
+
+
+def _resolve(path: str, prune: bool) -> _Source:
+    fs, inner = _filesystem(path)
+    match = _GLOB_CHARS.search(inner)
+    if match is not None:
+        root = inner[: match.start()].rsplit("/", 1)[0] or "/"
+        info = _info(fs, root, path)
+        if info.type != pafs.FileType.Directory:
+            raise SourceNotFoundError(
+                f"the glob's directory {root!r} does not exist",
+                path=path,
+                hint="check the path in the configuration",
+            )
+        return _Source(path, fs, root, False, inner, prune)
+    info = _info(fs, inner, path)
+    if info.type == pafs.FileType.NotFound:
+        if isinstance(fs, pafs.LocalFileSystem) and os.path.islink(inner):
+            raise _unresolvable(inner, FileNotFoundError(errno.ENOENT, "dangling", inner))
+        raise SourceNotFoundError(
+            "no such file or directory", path=path, hint="check the path in the configuration"
+        )
+    return _Source(path, fs, inner, info.type == pafs.FileType.File, None, prune)
+
+
+def _hive(name: str) -> tuple[str, str] | None:
+    key, sep, value = name.partition("=")
+    return (key, unquote(value)) if sep and key else None
+
+
+def _partition_interval(parts: tuple[tuple[str, str], ...]) -> _Interval:
+    """The UTC period a chain of hive partitions spells, or None when it spells none.
+
+    ``<any>=YYYY-MM-DD`` sets year, month and day; ``year=``, ``month=``, ``day=``, ``hour=`` set
+    one field each (integers). The interval is the finest period whose coarser fields are all known.
+    """
+    fields: dict[str, int] = {}
+    for key, value in parts:
+        m = _DATE_VALUE.match(value)
+        if m:
+            fields.update(year=int(m[1]), month=int(m[2]), day=int(m[3]))
+        elif key.lower() in ("year", "month", "day", "hour") and value.isdigit():
+            fields[key.lower()] = int(value)
+    try:
+        if "year" not in fields:
+            return None
+        year = fields["year"]
+        if "month" not in fields:
+            lo, hi = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+        elif "day" not in fields:
+            month = fields["month"]
+            lo = datetime(year, month, 1, tzinfo=UTC)
+            hi = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+        else:
+            lo = datetime(year, fields["month"], fields["day"], tzinfo=UTC)
+            if "hour" in fields:
+                lo += timedelta(hours=fields["hour"])
+                if fields["hour"] > 23:
+                    return None
+                hi = lo + timedelta(hours=1)
+            else:
+                hi = lo + timedelta(days=1)
+    except (ValueError, OverflowError):
+        return None
+    return _to_ns(lo), _to_ns(hi)
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """One listed name below a source directory, with the symlinks on it already followed.
+
+    ``identity`` is ``(st_dev, st_ino)`` of what the name resolves to on a local filesystem (None
+    elsewhere); ``problem`` is set, and nothing else is known, when the name cannot be resolved
+    (a dangling symlink, a loop of symlinks, a name that vanished after the listing).
+    """
+
+    path: str
+    base_name: str
+    is_dir: bool
+    is_file: bool
+    size: int
+    mtime_ns: int
+    identity: tuple[int, int] | None = None
+    problem: SourceError | None = None
+
+
+def _list_dir(source: _Source, directory: str) -> list[_Entry]:
+    """The names in ``directory`` in path order, without those starting with ``_`` or ``.``."""
+    if isinstance(source.fs, pafs.LocalFileSystem):
+        return _list_local(directory)
+    try:
+        infos = source.fs.get_file_info(pafs.FileSelector(directory, recursive=False))
+    except (OSError, pa.ArrowException) as exc:
+        raise _translate(exc, directory, "listing the directory") from exc
+    entries = []
+    for info in sorted(infos, key=lambda i: i.path):
+        if info.base_name.startswith(("_", ".")):
+            continue
+        problem = None
+        if info.type == pafs.FileType.NotFound:
+            problem = SourceNotFoundError(
+                "is listed but cannot be found",
+                path=info.path,
+                hint="a dangling link, or a name removed during the listing; check the storage",
+            )
+        entries.append(
+            _Entry(
+                info.path,
+                info.base_name,
+                info.type == pafs.FileType.Directory,
+                info.type == pafs.FileType.File,
+                info.size or 0,
+                info.mtime_ns or 0,
+                problem=problem,
+            )
+        )
+    return entries
+
+
+def _list_local(directory: str) -> list[_Entry]:
+    """``os.scandir`` rather than pyarrow's listing, which leaves dangling symlinks out silently."""
+    try:
+        with os.scandir(directory) as it:
+            found = sorted((e.path, e.name) for e in it if not e.name.startswith(("_", ".")))
+    except OSError as exc:
+        raise _translate(exc, directory, "listing the directory") from exc
+    entries = []
+    for path, name in found:
+        try:
+            st = os.stat(path)  # follows symlinks
+        except OSError as exc:
+            entries.append(_Entry(path, name, False, False, 0, 0, problem=_unresolvable(path, exc)))
+            continue
+        entries.append(
+            _Entry(
+                path,
+                name,
+                stat.S_ISDIR(st.st_mode),
+                stat.S_ISREG(st.st_mode),
+                st.st_size,
+                st.st_mtime_ns,
+                identity=(st.st_dev, st.st_ino),
+            )
+        )
+    return entries
+
+
+def _unresolvable(path: str, exc: OSError) -> SourceError:
+    """The error for a listed local name that ``stat`` cannot follow."""
+    try:
+        target: str | None = os.readlink(path)
+    except OSError:
+        target = None
+    if target is not None and exc.errno == errno.ELOOP:
+        return SourceError(
+            f"is a symlink to {target!r} that never reaches a file (a loop of symlinks)",
+            path=path,
+            hint="point the link at a real file or directory, or remove it",
+        )
+    if target is not None and isinstance(exc, FileNotFoundError):
+        return SourceNotFoundError(
+            f"is a dangling symlink: its target {target!r} does not exist (an unmounted volume "
+            "or a removed partition?); its data cannot be read",
+            path=path,
+            hint="mount or restore the target, or remove the link",
+        )
+    return _translate(exc, path, "following the name listed in its directory")
+
+
+class _Seen:
+    """The real directories and files one walk has met, so that each is read once.
+
+    On a local filesystem a symlink can make a directory or file appear under several names, or a
+    directory appear inside itself (``loop -> ..``): the first name in walk order is read, later
+    ones are skipped and logged. Elsewhere (object stores) there are no links and nothing is kept.
+    """
+
+    def __init__(self, source: _Source) -> None:
+        self._local = isinstance(source.fs, pafs.LocalFileSystem)
+        self._dirs: dict[tuple[int, int], str] = {}
+        self._files: dict[tuple[int, int], str] = {}
+
+    def first_dir(self, path: str, identity: tuple[int, int] | None) -> bool:
+        """True the first time the real directory ``identity`` is entered (always when unknown)."""
+        if not self._local:
+            return True
+        if identity is None:
+            try:
+                st = os.stat(path)
+            except OSError as exc:
+                raise _translate(exc, path, "looking the directory up") from exc
+            identity = (st.st_dev, st.st_ino)
+        first = self._dirs.setdefault(identity, path)
+        if first == path:
+            return True
+        _warn_once(
+            path,
+            f"{path}: skipped, it is the directory {first} again (a symlink loop, or a second "
+            "link to it); each real directory is read once",
+        )
+        return False
+
+    def first_file(self, entry: _Entry) -> bool:
+        """True the first time the real file behind ``entry`` is met."""
+        if entry.identity is None:
+            return True
+        first = self._files.setdefault(entry.identity, entry.path)
+        if first == entry.path:
+            return True
+        _LOG.debug("%s: skipped, it is the file %s again (a link); read once", entry.path, first)
+        return False
+
+
+_WARNED: set[str] = set()
+_WARNED_LOCK = threading.Lock()
+
+
+def _warn_once(key: str, message: str) -> None:
+    """Log a skipped repeat once per process and path, not at every check."""
+    with _WARNED_LOCK:
+        if key in _WARNED or len(_WARNED) > 10_000:
+            return
+        _WARNED.add(key)
+    _LOG.warning("%s", message)
+
+
+_Pending: TypeAlias = tuple[
+    str, tuple[tuple[str, str], ...], _Interval, tuple[int, int] | None, SourceError | None
+]
+
+
+def _walk(
+    source: _Source,
+    keep: Callable[[_Interval], bool],
+    *,
+    newest_first: bool = False,
+    on_problem: Callable[[SourceError], None] | None = None,
+) -> Iterator[_File]:
+    """Files of ``source``, descending only into partitions that ``keep`` accepts.
+
+    In path order, or with ``newest_first`` the partitions with the latest period first (then
+    those whose period is unknown). ``keep`` is asked just before a directory is listed, so a
+    caller may tighten it while it consumes the files. Each real directory and file is met once
+    (see ``_Seen``). A name that cannot be resolved (a dangling link, an unreadable partition)
+    raises its ``SourceError`` when the walk would enter it; a dangling link whose hive partition
+    lies outside what ``keep`` accepts is pruned like any other partition. With ``on_problem``
+    such errors are handed to it instead and the walk goes on (``validate --sources``).
+    """
+    if source.is_file:
+        info = _info(source.fs, source.root, source.display)
+        yield _File(info.path, info.size or 0, info.mtime_ns or 0, (), None)
+        return
+    seen = _Seen(source)
+    stack: list[_Pending] = [(source.root, (), None, None, None)]
+    while stack:
+        directory, parts, interval, identity, problem = stack.pop()
+        if interval is not None and not keep(interval):
+            continue
+        try:
+            if problem is not None:
+                raise problem
+            if not seen.first_dir(directory, identity):
+                continue
+            entries = _list_dir(source, directory)
+        except SourceError as exc:
+            if on_problem is None:
+                raise
+            on_problem(exc)
+            continue
+        subdirs: list[_Pending] = []
+        for entry in entries:
+            if entry.is_dir or entry.problem is not None:
+                kv = _hive(entry.base_name)
+                sub_parts = (*parts, kv) if kv else parts
+                sub_interval = _partition_interval(sub_parts) if source.prune else None
+                subdirs.append((entry.path, sub_parts, sub_interval, entry.identity, entry.problem))
+            elif (
+                entry.is_file
+                and (source.pattern is None or fnmatch.fnmatchcase(entry.path, source.pattern))
+                and seen.first_file(entry)
+            ):
+                yield _File(entry.path, entry.size, entry.mtime_ns, parts, interval)
+        if newest_first:
+            # pop() takes the last: known periods sorted by end, unknown ones after them.
+            subdirs.sort(key=lambda s: (s[2] is None, s[2][1] if s[2] is not None else 0))
+            stack.extend(subdirs)
+        else:
+            stack.extend(reversed(subdirs))
