@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import selectors
+import signal
 import socket
 import ssl
 import threading
@@ -61,6 +62,7 @@ _REALM = 'Basic realm="retrieval-monitor", charset="UTF-8"'
 # compared against when the user is unknown, so that an unknown user costs a bcrypt check too
 _DUMMY_HASH = b"$2b$10$9Rq3ScqAzydy57cOzGDQvu1oIhyoyrCg.GNHPUJ0hnOamrptEbkyi"
 _AUTH_CACHE_SIZE = 256
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
 _BUSY_PLAIN = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 25\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections"
@@ -201,6 +203,18 @@ class _WebState:
         self._stamps = self._stamps_now()
         self._failed = None
         log.info("web config and TLS reloaded", extra={"tls": context is not None})
+
+
+def _keep_signals_for_the_main_thread() -> None:
+    """Block SIGTERM/SIGINT in this (server) thread.
+
+    The kernel may deliver a process signal to any thread that does not block it; Python then
+    only flags it, and a main thread asleep in the scheduler's wait would not run the handler
+    until it wakes (an hour later). A connection thread asleep in a TLS handshake is exactly
+    such a thread: ``monitor run`` ignored SIGTERM with a silent TLS client attached.
+    """
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
 
 
 def _bind(host: str, port: int) -> socket.socket:
@@ -401,6 +415,7 @@ class HttpServer:
         self._thread.start()
 
     def _serve(self) -> None:
+        _keep_signals_for_the_main_thread()
         with selectors.DefaultSelector() as selector:
             selector.register(self._listener, selectors.EVENT_READ)
             while not self._stopping.is_set():
@@ -459,6 +474,7 @@ class HttpServer:
             conn.expire()
 
     def _connection(self, conn: _Conn) -> None:
+        _keep_signals_for_the_main_thread()
         request_timeout = self.limits[0]
         try:
             context, web, auth = self._web.current()
