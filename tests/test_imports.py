@@ -18,6 +18,8 @@ OWNERS = {
     "pyarrow": "monitor/sources.py",
     "prometheus_client": "monitor/exporter.py",
     "apscheduler": "monitor/daemon.py",
+    "yaml": "monitor/webconfig.py",
+    "bcrypt": "monitor/server.py",
 }
 
 
