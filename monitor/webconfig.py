@@ -26,6 +26,7 @@ setting would be worse than refusing it.
 
 from __future__ import annotations
 
+import os
 import re
 import ssl
 from dataclasses import dataclass, field
@@ -134,6 +135,11 @@ def _file_problem(exc: BaseException) -> str:
 
 def check_tls_files(tls: TlsConfig) -> str | None:
     """``None`` when an SSL context can be built from ``tls``, else why not (one line)."""
+    for path in tls.files():
+        if not path.is_file():
+            return f"file not found: {path}"
+        if not os.access(path, os.R_OK):
+            return f"permission denied: {path}"
     try:
         build_ssl_context(tls)
     except (OSError, ValueError) as exc:  # ssl.SSLError is an OSError
