@@ -365,6 +365,24 @@ def render(registry: CollectorRegistry) -> bytes:
     return generate_latest(registry)
 
 
+class _Restricted(Collector):
+    """Only the samples named in ``?name[]=``. ``CollectorRegistry.restricted_registry`` would find
+    nothing here: it looks names up from ``describe()``, which ``MonitorCollector`` leaves out
+    because its families follow the board."""
+
+    def __init__(self, registry: CollectorRegistry, names: frozenset[str]) -> None:
+        self._registry = registry
+        self._names = names
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._registry.collect():
+            samples = [s for s in metric.samples if s.name in self._names]
+            if samples:
+                kept = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                kept.samples = samples
+                yield kept
+
+
 def render_negotiated(
     registry: CollectorRegistry,
     *,
@@ -378,7 +396,7 @@ def render_negotiated(
     ``Accept-Encoding: gzip`` compresses, and ``names`` (``?name[]=...``) restricts the families.
     """
     encoder, content_type = choose_encoder(accept or "")
-    source: Any = registry.restricted_registry(list(names)) if names else registry
+    source: Any = _Restricted(registry, frozenset(names)) if names else registry
     body = encoder(source)
     headers = [("Content-Type", content_type)]
     if gzip_accepted(accept_encoding or ""):
