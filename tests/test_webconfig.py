@@ -223,8 +223,10 @@ def test_tls_in_both_places_is_refused(tmp_path: Path) -> None:
 
 def test_flags_override_the_toml(tmp_path: Path) -> None:
     cert, key = self_signed(tmp_path)
-    doc = {"server": {"listen": "127.0.0.1:1", "web_config_file": "none.yml"}}
-    doc["monitors"] = [MONITOR]  # type: ignore[list-item]
+    doc: dict[str, object] = {
+        "server": {"listen": "127.0.0.1:1", "web_config_file": "none.yml"},
+        "monitors": [MONITOR],
+    }
     with pytest.raises(ConfigError):
         parse_config(doc, base=tmp_path)
     config = parse_config({"monitors": [MONITOR]}, base=tmp_path)
