@@ -11,7 +11,13 @@ import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SCRIPTS = ["bench_stats.py", "bench_sources.py", "bench_backtest.py", "detection.py"]
+SCRIPTS = [
+    "bench_stats.py",
+    "bench_sources.py",
+    "bench_backtest.py",
+    "bench_scrape.py",
+    "detection.py",
+]
 
 
 def main() -> int:
