@@ -16,6 +16,7 @@ SCRIPTS = [
     "bench_sources.py",
     "bench_backtest.py",
     "bench_schedule.py",
+    "bench_scrape.py",
     "detection.py",
 ]
 

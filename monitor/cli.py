@@ -48,6 +48,16 @@ def _parse_at(text: str) -> datetime:
     return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
 
 
+def _log_level(text: str) -> str:
+    from monitor.logs import LOG_LEVELS
+
+    if text.lower() not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(
+            f"must be one of {', '.join(LOG_LEVELS)} (any case); got {text!r}"
+        )
+    return text.lower()
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="monitor",
@@ -73,7 +83,35 @@ def _parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run the daemon (scheduler + /metrics)")
     r.add_argument("--config", required=True, type=Path)
-    r.add_argument("--log-level", default="INFO")
+    r.add_argument(
+        "--web.listen-address",
+        dest="listen",
+        metavar="HOST:PORT",
+        help="address to listen on ('[::1]:9464' for IPv6); overrides [server] listen",
+    )
+    r.add_argument(
+        "--web.config.file",
+        dest="web_config_file",
+        type=Path,
+        metavar="PATH",
+        help="exporter-toolkit web config (TLS, basic auth); overrides [server] web_config_file",
+    )
+    r.add_argument(
+        "--log.level",
+        "--log-level",
+        dest="log_level",
+        type=_log_level,
+        default="info",
+        metavar="LEVEL",
+        help="debug, info, warn, error (any case; default info)",
+    )
+    r.add_argument(
+        "--log.format",
+        dest="log_format",
+        choices=("json", "logfmt"),
+        default="json",
+        help="log line format (default json)",
+    )
 
     d = sub.add_parser("demo", help="write a synthetic world and run the daemon on it, fast")
     d.add_argument("--dir", type=Path, default=Path("demo-world"), help="where to write it")
@@ -193,12 +231,18 @@ def _exit_hard_if_stuck(code: int) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    from monitor.config import with_server_flags
     from monitor.daemon import Daemon
     from monitor.logs import configure_logging
 
-    configure_logging(args.log_level)
+    configure_logging(args.log_level, args.log_format)
     config = _load(args.config)
     if config is None:
+        return 3
+    try:
+        config = with_server_flags(config, listen=args.listen, web_config_file=args.web_config_file)
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
         return 3
     return _exit_hard_if_stuck(Daemon(config).serve())
 

@@ -19,11 +19,13 @@ Every threshold has a default; ``docs/configuration.md`` lists each key with its
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
+import socket
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +33,7 @@ from typing import Any, TypeVar
 from monitor.errors import ConfigError
 from monitor.schedule import Schedule, format_duration, parse_duration, parse_schedule
 from monitor.sources import OutcomeSpec, ScoreSpec
+from monitor.webconfig import TlsConfig, WebConfig, check_tls_files, load_web_config
 
 __all__ = [
     "BudgetConfig",
@@ -42,6 +45,8 @@ __all__ = [
     "WindowConfig",
     "load_config",
     "parse_config",
+    "parse_listen",
+    "with_server_flags",
 ]
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
@@ -50,7 +55,11 @@ T = TypeVar("T")
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
-    """The HTTP endpoint and the state directory."""
+    """The HTTP endpoint and the state directory.
+
+    TLS comes from the web config file (exporter-toolkit format) when it has a
+    ``tls_server_config``, else from ``tls_cert_file``/``tls_key_file``; :meth:`tls` says which.
+    """
 
     host: str = "127.0.0.1"
     port: int = 9464
@@ -58,6 +67,24 @@ class ServerConfig:
     tls_cert_file: Path | None = None
     tls_key_file: Path | None = None
     shutdown_timeout: timedelta = timedelta(seconds=30)
+    web_config_file: Path | None = None
+    web: WebConfig = field(default_factory=WebConfig)
+    max_connections: int = 64
+    request_timeout: timedelta = timedelta(seconds=10)
+    idle_timeout: timedelta = timedelta(seconds=60)
+
+    def tls(self) -> TlsConfig | None:
+        """The TLS settings in force, or ``None`` for plain HTTP."""
+        if self.web.tls is not None:
+            return self.web.tls
+        if self.tls_cert_file is not None and self.tls_key_file is not None:
+            return TlsConfig(cert_file=self.tls_cert_file, key_file=self.tls_key_file)
+        return None
+
+    @property
+    def listen(self) -> str:
+        """``host:port`` (``[host]:port`` for IPv6), as written in the config."""
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -321,34 +348,137 @@ def _resolve(base: Path, text: str) -> str:
     return str(base / text)
 
 
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?$")
+
+
+def parse_listen(text: Any) -> tuple[str, int]:
+    """``(host, port)`` of ``host:port``, ``[IPv6]:port`` or ``:port`` (loopback); ``ValueError``.
+
+    A hostname must resolve (``getaddrinfo``), since binding it would fail at start-up otherwise.
+    """
+    shape = "must be 'host:port', '[IPv6]:port' or ':port' with a port in [0, 65535]"
+    if not isinstance(text, str):
+        raise ValueError(f"{shape}; got {text!r}")
+    match = re.fullmatch(r"(?:\[([^\]]+)\]|([^\[\]:]*)):(\d{1,5})", text)
+    if match is None:
+        if text.count(":") > 1 and not text.startswith("["):
+            raise ValueError(f"{shape} (put an IPv6 address in brackets); got {text!r}")
+        raise ValueError(f"{shape}; got {text!r}")
+    v6, host, port_text = match.groups()
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"{shape}; got {text!r}")
+    if v6 is not None:
+        try:
+            if ipaddress.ip_address(v6.split("%", 1)[0]).version != 6:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"'[{v6}]' is not an IPv6 address; got {text!r}") from None
+        return v6, port
+    if not host:
+        return "127.0.0.1", port
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        pass
+    else:
+        return host, port
+    if re.fullmatch(r"[0-9.]+", host) or not _HOSTNAME.match(host):
+        raise ValueError(f"{host!r} is neither an IPv4 address nor a hostname; got {text!r}")
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise ValueError(f"hostname {host!r} does not resolve ({exc}); got {text!r}") from None
+    return host, port
+
+
+def _web_config(c: _Collector, where: str, path: Path) -> WebConfig | None:
+    web, problems = load_web_config(path)
+    for problem in problems:
+        c.add(where, f"{path}: {problem}")
+    return web
+
+
 def _parse_server(c: _Collector, data: Any, base: Path) -> ServerConfig:
     t = c.table(data, "server")
     c.unknown(
-        t, "server", {"listen", "state_dir", "tls_cert_file", "tls_key_file", "shutdown_timeout"}
+        t,
+        "server",
+        {
+            "listen",
+            "state_dir",
+            "tls_cert_file",
+            "tls_key_file",
+            "shutdown_timeout",
+            "web_config_file",
+            "max_connections",
+            "request_timeout",
+            "idle_timeout",
+        },
     )
-    host, port = "127.0.0.1", 9464
-    if "listen" in t:
-        listen = t["listen"]
-        match = (
-            re.fullmatch(r"\[?([^\]]*?)\]?:(\d{1,5})", listen) if isinstance(listen, str) else None
-        )
-        if match is None or not 0 <= int(match.group(2)) <= 65535:
-            c.add("server.listen", f"must be 'host:port' with a port in [0, 65535]; got {listen!r}")
-        else:
-            host, port = match.group(1) or "127.0.0.1", int(match.group(2))
+    host, port = c.get(t, "listen", "server", ("127.0.0.1", 9464), parse_listen)
     state_dir = Path(_resolve(base, c.get(t, "state_dir", "server", "state", _string)))
     cert = c.get(t, "tls_cert_file", "server", None, _optional_string)
     key = c.get(t, "tls_key_file", "server", None, _optional_string)
+    cert_path = Path(_resolve(base, cert)) if cert else None
+    key_path = Path(_resolve(base, key)) if key else None
     if (cert is None) != (key is None):
         c.add("server", "tls_cert_file and tls_key_file must be given together")
+    elif cert_path is not None and key_path is not None:
+        problem = check_tls_files(TlsConfig(cert_file=cert_path, key_file=key_path))
+        if problem is not None:
+            c.add("server.tls_cert_file", problem)
+    web_file = c.get(t, "web_config_file", "server", None, _optional_string)
+    web_path = Path(_resolve(base, web_file)) if web_file else None
+    web = _web_config(c, "server.web_config_file", web_path) if web_path else None
+    if web is not None and web.tls is not None and cert is not None:
+        c.add(
+            "server",
+            "TLS is set twice: by tls_cert_file/tls_key_file and by the web config file's "
+            "tls_server_config; keep one",
+        )
     return ServerConfig(
         host=host,
         port=port,
         state_dir=state_dir,
-        tls_cert_file=Path(_resolve(base, cert)) if cert else None,
-        tls_key_file=Path(_resolve(base, key)) if key else None,
+        tls_cert_file=cert_path,
+        tls_key_file=key_path,
         shutdown_timeout=c.get(t, "shutdown_timeout", "server", timedelta(seconds=30), _duration),
+        web_config_file=web_path,
+        web=web or WebConfig(),
+        max_connections=c.get(t, "max_connections", "server", 64, _int(1, 10_000)),
+        request_timeout=c.get(t, "request_timeout", "server", timedelta(seconds=10), _duration),
+        idle_timeout=c.get(t, "idle_timeout", "server", timedelta(seconds=60), _duration),
     )
+
+
+def with_server_flags(
+    config: Config, *, listen: str | None = None, web_config_file: Path | None = None
+) -> Config:
+    """``config`` with ``--web.listen-address`` / ``--web.config.file`` in place of the TOML's.
+
+    A web config file given here replaces ``[server] web_config_file``, and its
+    ``tls_server_config`` (when it has one) takes precedence over ``tls_cert_file`` and
+    ``tls_key_file``.
+    Raises ``ConfigError`` listing every problem with the flags.
+    """
+    c = _Collector()
+    server = config.server
+    if listen is not None:
+        try:
+            host, port = parse_listen(listen)
+        except ValueError as exc:
+            c.add("--web.listen-address", str(exc))
+        else:
+            server = replace(server, host=host, port=port)
+    if web_config_file is not None:
+        web = _web_config(c, "--web.config.file", web_config_file)
+        if web is not None:
+            server = replace(server, web_config_file=web_config_file, web=web)
+    if c.problems:
+        raise ConfigError(c.problems)
+    return replace(config, server=server)
 
 
 def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorConfig | None:

@@ -7,11 +7,23 @@ scrape never computes statistics (they are computed on each monitor's schedule; 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+import gzip
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
-from prometheus_client import CollectorRegistry
-from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    GCCollector,
+    PlatformCollector,
+    ProcessCollector,
+)
+from prometheus_client.exposition import (
+    CONTENT_TYPE_LATEST,
+    choose_encoder,
+    generate_latest,
+    gzip_accepted,
+)
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -19,7 +31,15 @@ from monitor import __version__
 from monitor.jobs import Board, MonitorSnapshot
 from monitor.verdict import STATES, InputReport, OutcomeReport
 
-__all__ = ["CONTENT_TYPE", "PREFIX", "MonitorCollector", "make_registry", "render"]
+__all__ = [
+    "CONTENT_TYPE",
+    "PREFIX",
+    "HttpCounts",
+    "MonitorCollector",
+    "make_registry",
+    "render",
+    "render_negotiated",
+]
 
 PREFIX = "retrieval_monitor_"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -292,13 +312,119 @@ class MonitorCollector(Collector):
                 families[suffix].add_metric([name, segment], float(value))
 
 
-def make_registry(board: Board) -> CollectorRegistry:
-    """A registry of its own holding only this monitor's collector."""
+@dataclass(frozen=True, slots=True)
+class HttpCounts:
+    """What the HTTP server counted since start-up (it hands a fresh one to each scrape)."""
+
+    connections_active: int = 0
+    connections_accepted: int = 0
+    connections_rejected: int = 0
+    connections_timed_out: int = 0
+    tls_handshake_failures: int = 0
+    auth_failures: int = 0
+
+
+class _HttpCollector(Collector):
+    """``retrieval_monitor_http_*``: the endpoint's own connection counters."""
+
+    def __init__(self, counts: Callable[[], HttpCounts]) -> None:
+        self._counts = counts
+
+    def collect(self) -> Iterator[Metric]:
+        c = self._counts()
+        active = GaugeMetricFamily(
+            PREFIX + "http_connections_active", "HTTP connections open now (scrape time)."
+        )
+        active.add_metric([], float(c.connections_active))
+        yield active
+        for name, doc, value in (
+            (
+                "http_connections_accepted",
+                "Connections admitted since start-up.",
+                c.connections_accepted,
+            ),
+            (
+                "http_connections_rejected",
+                "Connections closed at once because max_connections were open.",
+                c.connections_rejected,
+            ),
+            (
+                "http_connections_timed_out",
+                "Connections closed for exceeding request_timeout or idle_timeout.",
+                c.connections_timed_out,
+            ),
+            (
+                "http_tls_handshake_failures",
+                "Connections whose TLS handshake failed or timed out.",
+                c.tls_handshake_failures,
+            ),
+            ("http_auth_failures", "Requests answered 401 (basic auth).", c.auth_failures),
+        ):
+            counter = CounterMetricFamily(PREFIX + name, doc)
+            counter.add_metric([], float(value))
+            yield counter
+
+
+def make_registry(
+    board: Board,
+    *,
+    http_counts: Callable[[], HttpCounts] | None = None,
+    process: bool = True,
+) -> CollectorRegistry:
+    """A registry of its own: this monitor's collector, the HTTP counters when given, and the
+    standard ``process_*`` / ``python_*`` collectors (``process=False`` leaves those out)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(MonitorCollector(board.snapshot))
+    if http_counts is not None:
+        registry.register(_HttpCollector(http_counts))
+    if process:
+        ProcessCollector(registry=registry)
+        PlatformCollector(registry=registry)
+        GCCollector(registry=registry)
     return registry
 
 
 def render(registry: CollectorRegistry) -> bytes:
     """The text exposition of ``registry``."""
     return generate_latest(registry)
+
+
+class _Restricted(Collector):
+    """Only the samples named in ``?name[]=``. ``CollectorRegistry.restricted_registry`` would find
+    nothing here: it looks names up from ``describe()``, which ``MonitorCollector`` leaves out
+    because its families follow the board."""
+
+    def __init__(self, registry: CollectorRegistry, names: frozenset[str]) -> None:
+        self._registry = registry
+        self._names = names
+
+    def collect(self) -> Iterator[Metric]:
+        for metric in self._registry.collect():
+            samples = [s for s in metric.samples if s.name in self._names]
+            if samples:
+                kept = Metric(metric.name, metric.documentation, metric.type, metric.unit)
+                kept.samples = samples
+                yield kept
+
+
+def render_negotiated(
+    registry: CollectorRegistry,
+    *,
+    accept: str | None,
+    accept_encoding: str | None,
+    names: Sequence[str] = (),
+) -> tuple[bytes, list[tuple[str, str]]]:
+    """``(body, headers)`` of a ``/metrics`` response, as prometheus_client's own server does it.
+
+    ``Accept`` chooses the Prometheus text or OpenMetrics format (``choose_encoder``),
+    ``Accept-Encoding: gzip`` compresses, and ``names`` (``?name[]=...``) restricts the families.
+    """
+    encoder, content_type = choose_encoder(accept or "")
+    source: Any = _Restricted(registry, frozenset(names)) if names else registry
+    body = encoder(source)
+    headers = [("Content-Type", content_type)]
+    if gzip_accepted(accept_encoding or ""):
+        body = gzip.compress(body)
+        headers.append(("Content-Encoding", "gzip"))
+    headers.append(("Vary", "Accept, Accept-Encoding"))
+    return body, headers

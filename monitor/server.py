@@ -1,28 +1,72 @@
 """The HTTP endpoint: ``/metrics``, ``/healthz``, ``/status`` and a small landing page.
 
-A ``ThreadingHTTPServer`` in a daemon thread; loopback by default; TLS when a certificate and key
-are configured. Scrapes only render what the board holds: nothing is computed on the scrape path.
+No client can stall another. One thread runs a non-blocking accept loop and does nothing slow: it
+admits a connection (or, past ``max_connections``, closes it at once and counts it) and hands it
+to a thread of its own, where the TLS handshake (``do_handshake_on_connect=False``), the request
+and the response happen under deadlines. The accept loop also reaps every connection past its
+deadline (``request_timeout`` for a handshake or a request head and its response,
+``idle_timeout`` between keep-alive requests) by shutting its socket down, which is what defeats a
+client that sends nothing or a slowloris that trickles a header byte by byte: a per-``recv``
+timeout alone would not. ``stop()`` is bounded by ``shutdown_timeout`` whoever is attached.
+
+TLS and basic auth follow exporter-toolkit's web config (``monitor.webconfig``): each new
+connection stats the certificate, key, client CA and web config file and rebuilds the
+``SSLContext`` (and the user table) when one changed, so a rotated certificate is served without a
+restart; a rotation caught half-written keeps the previous context and logs once. Passwords are
+checked with bcrypt and a successful check is cached under a SHA-256 of (user, hash, password),
+as exporter-toolkit does, because bcrypt is slow on purpose.
+
+Scrapes only render what the board holds: nothing is computed on the scrape path. ``/metrics``
+negotiates the format (``Accept``: Prometheus text or OpenMetrics) and gzip like prometheus_client's
+own server (``monitor.exporter.render_negotiated``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import contextlib
+import hashlib
 import html
 import json
 import logging
+import os
+import selectors
+import signal
+import socket
 import ssl
 import threading
+import time
 from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs
+
+import bcrypt
 
 from monitor import __version__
 from monitor.config import ServerConfig
-from monitor.exporter import CONTENT_TYPE, make_registry, render
+from monitor.exporter import HttpCounts, make_registry, render_negotiated
 from monitor.jobs import Board
+from monitor.webconfig import TlsConfig, WebConfig, build_ssl_context, load_web_config
 
 __all__ = ["HttpServer", "status_document"]
 
 log = logging.getLogger("monitor.http")
+
+_POLL = 0.1  # seconds between reaps of the accept loop (and its reaction time to stop())
+# socket timeouts are a backstop a little past each deadline: the reaper enforces (and counts) it
+_BACKSTOP = 0.5
+_REALM = 'Basic realm="retrieval-monitor", charset="UTF-8"'
+# compared against when the user is unknown, so that an unknown user costs a bcrypt check too
+_DUMMY_HASH = b"$2b$10$9Rq3ScqAzydy57cOzGDQvu1oIhyoyrCg.GNHPUJ0hnOamrptEbkyi"
+_AUTH_CACHE_SIZE = 256
+_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+_BUSY_PLAIN = (
+    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"Content-Length: 25\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections"
+)
 
 
 def status_document(board: Board) -> dict[str, Any]:
@@ -46,78 +90,438 @@ def status_document(board: Board) -> dict[str, Any]:
     return {"version": __version__, "monitors": monitors}
 
 
+class _BasicAuth:
+    """Checks ``Authorization: Basic`` against bcrypt hashes, caching successful checks."""
+
+    def __init__(self, users: dict[str, bytes]) -> None:
+        self._users = users
+        self._ok: set[bytes] = set()
+        self._lock = threading.Lock()
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self._users)
+
+    def check(self, header: str | None) -> bool:
+        """True when ``header`` carries a configured user and the password matching its hash."""
+        if not header or header[:6].lower() != "basic ":
+            return False
+        try:
+            decoded = base64.b64decode(header[6:].strip(), validate=True)
+        except (binascii.Error, ValueError):
+            return False
+        user_bytes, colon, password = decoded.partition(b":")
+        if not colon:
+            return False
+        user = user_bytes.decode("utf-8", "replace")
+        hashed = self._users.get(user)
+        key = hashlib.sha256(b"\0".join((user_bytes, hashed or b"", password))).digest()
+        with self._lock:
+            if key in self._ok:
+                return True
+        try:
+            # bcrypt only ever used the first 72 bytes; the library refuses longer input
+            ok = bcrypt.checkpw(password[:72], hashed or _DUMMY_HASH) and hashed is not None
+        except ValueError:
+            ok = False
+        if ok:
+            with self._lock:
+                if len(self._ok) >= _AUTH_CACHE_SIZE:
+                    self._ok.clear()
+                self._ok.add(key)
+        return ok
+
+
+def _stamp(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_mtime_ns, st.st_size, st.st_ino)
+
+
+class _WebState:
+    """The web config, SSL context and user table in force; rebuilt when a source file changes."""
+
+    def __init__(self, server: ServerConfig) -> None:
+        self._server = server
+        self._lock = threading.Lock()
+        self._web = server.web
+        self._tls = server.tls()
+        self._context = build_ssl_context(self._tls) if self._tls is not None else None
+        self._auth = _BasicAuth(self._web.basic_auth_users)
+        self._stamps = self._stamps_now()
+        self._failed: tuple[object, ...] | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self._context is not None
+
+    def _files(self) -> list[Path]:
+        files = list(self._tls.files()) if self._tls is not None else []
+        if self._server.web_config_file is not None:
+            files.append(self._server.web_config_file)
+        return files
+
+    def _stamps_now(self) -> tuple[object, ...]:
+        return tuple(_stamp(f) for f in self._files())
+
+    def current(self) -> tuple[ssl.SSLContext | None, WebConfig, _BasicAuth]:
+        """What a new connection uses: reloaded first if any file changed since the last build."""
+        with self._lock:
+            stamps = self._stamps_now()
+            if stamps != self._stamps and stamps != self._failed:
+                self._reload(stamps)
+            return self._context, self._web, self._auth
+
+    def _reload(self, stamps: tuple[object, ...]) -> None:
+        web = self._web
+        if self._server.web_config_file is not None:
+            parsed, problems = load_web_config(self._server.web_config_file)
+            if parsed is None:
+                self._failed = stamps
+                log.error(
+                    "web config reload failed; keeping the previous one",
+                    extra={"file": str(self._server.web_config_file), "problems": problems},
+                )
+                return
+            web = parsed
+        tls: TlsConfig | None = web.tls or (
+            None if self._server.web.tls is not None else self._server.tls()
+        )
+        try:
+            context = build_ssl_context(tls) if tls is not None else None
+        except (OSError, ValueError) as exc:
+            self._failed = stamps
+            log.error(
+                "TLS reload failed; keeping the previous certificate",
+                extra={"error": str(exc)},
+            )
+            return
+        self._web, self._tls, self._context = web, tls, context
+        self._auth = _BasicAuth(web.basic_auth_users)
+        self._stamps = self._stamps_now()
+        self._failed = None
+        log.info("web config and TLS reloaded", extra={"tls": context is not None})
+
+
+def _keep_signals_for_the_main_thread() -> None:
+    """Block SIGTERM/SIGINT in this (server) thread.
+
+    The kernel may deliver a process signal to any thread that does not block it; Python then
+    only flags it, and a main thread asleep in the scheduler's wait would not run the handler
+    until it wakes (an hour later). A connection thread asleep in a TLS handshake is exactly
+    such a thread: ``monitor run`` ignored SIGTERM with a silent TLS client attached.
+    """
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    """A listening, non-blocking socket; IPv4 first for a hostname that has both (as Go does)."""
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    infos.sort(key=lambda info: info[0] != socket.AF_INET)
+    family, _, _, _, address = infos[0]
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6 and host == "::":
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)  # dual stack, like Go
+        sock.bind(address)
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class _Conn:
+    """An admitted connection: its socket (plain, then TLS) and the deadline the reaper enforces."""
+
+    __slots__ = ("address", "busy", "deadline", "expired", "sock", "thread")
+
+    def __init__(self, sock: socket.socket, address: Any) -> None:
+        self.sock = sock
+        self.address = address
+        self.deadline: float | None = None
+        self.busy = False
+        self.expired = False
+        self.thread: threading.Thread | None = None
+
+    def expire(self) -> None:
+        """Shut the socket down so that a blocked read or write in its thread returns now."""
+        self.expired = True
+        # socket.socket's own shutdown, also for an SSLSocket (whose override drops its state)
+        with contextlib.suppress(OSError):
+            socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """Routes; one instance serves every request of one connection (HTTP/1.1 keep-alive)."""
+
+    server: HttpServer  # type: ignore[assignment]
+    protocol_version = "HTTP/1.1"
+    server_version = f"retrieval-monitor/{__version__}"
+    disable_nagle_algorithm = True
+    timeout = None  # the connection thread sets the socket timeouts and deadlines
+
+    def __init__(self, conn: _Conn, server: HttpServer, web: WebConfig, auth: _BasicAuth) -> None:
+        self._conn = conn
+        self._web = web
+        self._auth = auth
+        self._served = 0
+        super().__init__(conn.sock, conn.address, server)  # type: ignore[arg-type]
+
+    def log_message(self, format: str, *args: Any) -> None:
+        log.debug("http " + format, *args)
+
+    def handle_one_request(self) -> None:
+        limits = self.server.limits
+        if self._served:
+            # keep-alive: wait idle_timeout for the first byte of the next request
+            self._conn.deadline = time.monotonic() + limits[1]
+            self.connection.settimeout(limits[1] + _BACKSTOP)
+            try:
+                if not self.rfile.peek(1):  # type: ignore[attr-defined]
+                    self.close_connection = True
+                    return
+            except OSError:
+                self.close_connection = True
+                return
+            self.connection.settimeout(limits[0] + _BACKSTOP)
+        self._conn.deadline = time.monotonic() + limits[0]
+        super().handle_one_request()
+        self._served += 1
+
+    def _send(
+        self,
+        code: int,
+        body: bytes,
+        headers: list[tuple[str, str]],
+    ) -> None:
+        self.send_response(code)
+        for name, value in headers:
+            self.send_header(name, value)
+        for name, value in self._web.headers.items():
+            self.send_header(name, value)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _text(
+        self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
+    ) -> None:
+        self._send(code, body, [("Content-Type", content_type)])
+
+    def do_HEAD(self) -> None:
+        self.do_GET()
+
+    def do_GET(self) -> None:
+        self._conn.busy = True
+        try:
+            self._route()
+        finally:
+            self._conn.busy = False
+
+    def _route(self) -> None:
+        if self._auth.enabled and not self._auth.check(self.headers.get("Authorization")):
+            self.server.count("auth_failures")
+            self._send(
+                401,
+                b"Unauthorized\n",
+                [("Content-Type", "text/plain; charset=utf-8"), ("WWW-Authenticate", _REALM)],
+            )
+            return
+        path, _, query = self.path.partition("?")
+        server = self.server
+        if path == "/metrics":
+            body, headers = render_negotiated(
+                server.registry,
+                accept=self.headers.get("Accept"),
+                accept_encoding=self.headers.get("Accept-Encoding"),
+                names=parse_qs(query).get("name[]", []),
+            )
+            self._send(200, body, headers)
+        elif path == "/healthz":
+            ok = server.healthy()
+            self._text(200 if ok else 503, b"ok\n" if ok else b"scheduler not running\n")
+        elif path == "/status":
+            body = json.dumps(status_document(server.board), indent=1).encode()
+            self._text(200, body, "application/json")
+        elif path == "/":
+            rows = "".join(
+                f"<tr><td>{html.escape(s.monitor.name)}</td>"
+                f"<td>{html.escape(str(s.state.state))}</td></tr>"
+                for s in server.board.snapshot()
+            )
+            page = (
+                f"<!doctype html><title>retrieval-monitor</title>"
+                f"<h1>retrieval-monitor {__version__}</h1>"
+                f"<table><tr><th>monitor</th><th>state</th></tr>{rows}</table>"
+                f'<p><a href="/metrics">/metrics</a> · <a href="/status">/status</a> · '
+                f'<a href="/healthz">/healthz</a></p>'
+            )
+            self._text(200, page.encode(), "text/html; charset=utf-8")
+        else:
+            self._text(404, b"not found\n")
+
+
 class HttpServer:
-    """Serves the board over HTTP(S) until ``stop()``."""
+    """Serves the board over HTTP(S) until ``stop()``; see the module docstring for the design."""
 
     def __init__(self, config: ServerConfig, board: Board, healthy: Callable[[], bool]) -> None:
-        registry = make_registry(board)
-
-        class Handler(BaseHTTPRequestHandler):
-            server_version = f"retrieval-monitor/{__version__}"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug("http " + format, *args)
-
-            def _send(self, code: int, body: bytes, content_type: str) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                if self.command != "HEAD":
-                    self.wfile.write(body)
-
-            def do_HEAD(self) -> None:
-                self.do_GET()
-
-            def do_GET(self) -> None:
-                path = self.path.split("?", 1)[0]
-                if path == "/metrics":
-                    self._send(200, render(registry), CONTENT_TYPE)
-                elif path == "/healthz":
-                    ok = healthy()
-                    self._send(
-                        200 if ok else 503,
-                        b"ok\n" if ok else b"scheduler not running\n",
-                        "text/plain; charset=utf-8",
-                    )
-                elif path == "/status":
-                    body = json.dumps(status_document(board), indent=1).encode()
-                    self._send(200, body, "application/json")
-                elif path == "/":
-                    rows = "".join(
-                        f"<tr><td>{html.escape(s.monitor.name)}</td>"
-                        f"<td>{html.escape(str(s.state.state))}</td></tr>"
-                        for s in board.snapshot()
-                    )
-                    page = (
-                        f"<!doctype html><title>retrieval-monitor</title>"
-                        f"<h1>retrieval-monitor {__version__}</h1>"
-                        f"<table><tr><th>monitor</th><th>state</th></tr>{rows}</table>"
-                        f'<p><a href="/metrics">/metrics</a> · <a href="/status">/status</a> · '
-                        f'<a href="/healthz">/healthz</a></p>'
-                    )
-                    self._send(200, page.encode(), "text/html; charset=utf-8")
-                else:
-                    self._send(404, b"not found\n", "text/plain; charset=utf-8")
-
-        self._httpd = ThreadingHTTPServer((config.host, config.port), Handler)
-        self._httpd.daemon_threads = True
-        if config.tls_cert_file is not None and config.tls_key_file is not None:
-            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain(str(config.tls_cert_file), str(config.tls_key_file))
-            self._httpd.socket = context.wrap_socket(self._httpd.socket, server_side=True)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="http", daemon=True)
+        self.config = config
+        self.board = board
+        self.healthy = healthy
+        self.limits = (config.request_timeout.total_seconds(), config.idle_timeout.total_seconds())
+        self._web = _WebState(config)
+        self._lock = threading.Lock()
+        self._conns: set[_Conn] = set()
+        self._counts: dict[str, int] = dict.fromkeys(
+            (
+                "connections_accepted",
+                "connections_rejected",
+                "connections_timed_out",
+                "tls_handshake_failures",
+                "auth_failures",
+            ),
+            0,
+        )
+        self._last_warning = 0.0
+        self._stopping = threading.Event()
+        self.registry = make_registry(board, http_counts=self.counts)
+        self._listener = _bind(config.host, config.port)
+        self._thread = threading.Thread(target=self._serve, name="http", daemon=True)
 
     @property
     def port(self) -> int:
         """The bound port (useful with port 0)."""
-        return int(self._httpd.server_address[1])
+        return int(self._listener.getsockname()[1])
+
+    def counts(self) -> HttpCounts:
+        """The connection counters (for ``/metrics``)."""
+        with self._lock:
+            return HttpCounts(connections_active=len(self._conns), **self._counts)
+
+    def count(self, what: str) -> None:
+        """Add one to a counter of :class:`HttpCounts`."""
+        with self._lock:
+            self._counts[what] += 1
 
     def start(self) -> None:
+        """Start the accept loop in a daemon thread."""
         self._thread.start()
 
+    def _serve(self) -> None:
+        _keep_signals_for_the_main_thread()
+        with selectors.DefaultSelector() as selector:
+            selector.register(self._listener, selectors.EVENT_READ)
+            while not self._stopping.is_set():
+                if selector.select(timeout=_POLL):
+                    self._accept()
+                self._reap()
+
+    def _accept(self) -> None:
+        for _ in range(64):  # drain the backlog, but come back to reap
+            try:
+                sock, address = self._listener.accept()
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:  # EMFILE and friends: do not spin
+                self._warn("accept failed", error=str(exc))
+                self._stopping.wait(_POLL)
+                return
+            self._admit(sock, address)
+
+    def _warn(self, message: str, **extra: Any) -> None:
+        now = time.monotonic()
+        if now - self._last_warning >= 10.0:
+            self._last_warning = now
+            log.warning(message, extra=extra)
+
+    def _admit(self, sock: socket.socket, address: Any) -> None:
+        with self._lock:
+            full = len(self._conns) >= self.config.max_connections
+            if full:
+                self._counts["connections_rejected"] += 1
+            else:
+                self._counts["connections_accepted"] += 1
+                conn = _Conn(sock, address)
+                self._conns.add(conn)
+        if full:
+            self._warn("connection limit reached", max_connections=self.config.max_connections)
+            if not self._web.tls:  # a TLS client could not read a plain answer
+                try:
+                    sock.setblocking(False)
+                    sock.send(_BUSY_PLAIN)
+                except OSError:
+                    pass
+            sock.close()
+            return
+        conn.thread = threading.Thread(
+            target=self._connection, args=(conn,), name="http-conn", daemon=True
+        )
+        conn.thread.start()
+
+    def _reap(self) -> None:
+        now = time.monotonic()
+        with self._lock:
+            late = [c for c in self._conns if not c.expired and c.deadline and now > c.deadline]
+            self._counts["connections_timed_out"] += len(late)
+        for conn in late:
+            conn.expire()
+
+    def _connection(self, conn: _Conn) -> None:
+        _keep_signals_for_the_main_thread()
+        request_timeout = self.limits[0]
+        try:
+            context, web, auth = self._web.current()
+            conn.sock.settimeout(request_timeout + _BACKSTOP)
+            conn.deadline = time.monotonic() + request_timeout
+            if context is not None:
+                try:
+                    tls = context.wrap_socket(
+                        conn.sock, server_side=True, do_handshake_on_connect=False
+                    )
+                    with self._lock:
+                        conn.sock = tls
+                    tls.do_handshake()
+                except (OSError, ValueError) as exc:  # ssl.SSLError and timeouts are OSErrors
+                    self.count("tls_handshake_failures")
+                    log.debug("tls handshake failed", extra={"error": str(exc)})
+                    return
+            _Handler(conn, self, web, auth)
+        except OSError as exc:  # reset, reaped, or stopped
+            log.debug("http connection ended", extra={"error": str(exc)})
+        except Exception:
+            log.exception("http connection failed")
+        finally:
+            with contextlib.suppress(OSError):
+                conn.sock.close()
+            with self._lock:
+                self._conns.discard(conn)
+
     def stop(self) -> None:
-        """Stop serving and close the socket (also when ``start`` was never called)."""
+        """Stop within ``shutdown_timeout`` whoever is attached (also when never started).
+
+        The accept loop ends and the listening socket closes first; connections waiting for a
+        handshake, a request or a keep-alive are cut at once; a response being written gets the
+        rest of the timeout, then is cut too.
+        """
+        deadline = time.monotonic() + self.config.shutdown_timeout.total_seconds()
+        self._stopping.set()
         if self._thread.is_alive():
-            self._httpd.shutdown()
-        self._httpd.server_close()
+            self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self._listener.close()
+        with self._lock:
+            conns = list(self._conns)
+        for conn in conns:
+            if not conn.busy:
+                conn.expire()
+        for conn in conns:
+            if conn.thread is not None:
+                conn.thread.join(timeout=max(0.0, deadline - time.monotonic()))
+            if conn.thread is None or conn.thread.is_alive():
+                conn.expire()

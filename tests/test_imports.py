@@ -19,6 +19,8 @@ OWNERS = {
     "pyarrow": "monitor/sources/",
     "prometheus_client": "monitor/exporter.py",
     "apscheduler": "monitor/daemon.py",
+    "yaml": "monitor/webconfig.py",
+    "bcrypt": "monitor/server.py",
 }
 
 

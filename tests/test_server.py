@@ -1,27 +1,112 @@
-"""The HTTP endpoint on its own: routes, health, and TLS with a real certificate."""
+"""The HTTP endpoint on its own, on real loopback sockets: routes, health, TLS with real
+certificates, and the hostile clients of issue 10 (silent, slowloris, too many), each attack
+bounded in count and time."""
 
 from __future__ import annotations
 
+import base64
+import gzip
+import http.client
 import json
-import shutil
+import os
+import socket
 import ssl
-import subprocess
+import threading
+import time
 import urllib.request
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import timedelta
 from pathlib import Path
 
+import bcrypt
 import pytest
 
 from monitor.config import ServerConfig, parse_config
 from monitor.jobs import Board
 from monitor.server import HttpServer
 from monitor.verdict import MonitorState
-from tests.deploy.stack import http_get
+from monitor.webconfig import load_web_config
+from tests.certs import self_signed
+from tests.deploy.stack import http_get, wait_for
+
+BOUND = 3.0  # seconds any one well-behaved request may take while an attack runs
 
 
 def _board() -> Board:
     doc = {"monitors": [{"name": "a", "scores": {"path": "s"}, "outcomes": {"path": "o"}}]}
     config = parse_config(doc, base=Path("/tmp"))
     return Board(config.monitors, {"a": MonitorState(state="ok")})
+
+
+def _ipv6() -> bool:
+    if not socket.has_ipv6:
+        return False
+    try:
+        with socket.socket(socket.AF_INET6, socket.SOCK_STREAM) as s:
+            s.bind(("::1", 0))
+    except OSError:
+        return False
+    return True
+
+
+@pytest.fixture
+def serve() -> Iterator[list[HttpServer]]:
+    """Servers started by a test; each stopped at the end."""
+    servers: list[HttpServer] = []
+    yield servers
+    for server in servers:
+        server.stop()
+
+
+def _start(servers: list[HttpServer], config: ServerConfig) -> HttpServer:
+    server = HttpServer(config, _board(), lambda: True)
+    servers.append(server)
+    server.start()
+    return server
+
+
+def _tls_config(tmp_path: Path, **kwargs: object) -> tuple[ServerConfig, Path]:
+    cert, key = self_signed(tmp_path)
+    config = ServerConfig(port=0, tls_cert_file=cert, tls_key_file=key)
+    return replace(config, **kwargs), cert  # type: ignore[arg-type]
+
+
+def _get(
+    url: str, cafile: Path | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], bytes]:
+    """``(status, headers, body)``; HTTP errors are returned; bounded by ``BOUND``."""
+    context = ssl.create_default_context(cafile=str(cafile)) if cafile else None
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=BOUND) as resp:
+            return resp.status, dict(resp.headers), resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, dict(err.headers), err.read()
+
+
+def _peer_cert(port: int) -> bytes:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    with (
+        socket.create_connection(("127.0.0.1", port), timeout=BOUND) as raw,
+        context.wrap_socket(raw) as tls,
+    ):
+        der = tls.getpeercert(binary_form=True)
+    assert der is not None
+    return der
+
+
+def _closed_by_peer(sock: socket.socket, timeout: float) -> bool:
+    """True when the server closes ``sock`` within ``timeout`` s (EOF or reset)."""
+    sock.settimeout(timeout)
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+    except TimeoutError:
+        return False
 
 
 def test_routes_and_health() -> None:
@@ -46,42 +131,293 @@ def test_routes_and_health() -> None:
         server.stop()
 
 
-def test_tls(tmp_path: Path) -> None:
-    openssl = shutil.which("openssl")
-    if openssl is None:
-        pytest.skip("openssl is not installed")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    subprocess.run(
-        [
-            openssl,
-            "req",
-            "-x509",
-            "-newkey",
-            "rsa:2048",
-            "-nodes",
-            "-days",
-            "1",
-            "-subj",
-            "/CN=127.0.0.1",
-            "-addext",
-            "subjectAltName=IP:127.0.0.1",
-            "-keyout",
-            str(key),
-            "-out",
-            str(cert),
-        ],
-        check=True,
-        capture_output=True,
+def test_tls(tmp_path: Path, serve: list[HttpServer]) -> None:
+    config, cert = _tls_config(tmp_path)
+    server = _start(serve, config)
+    url = f"https://127.0.0.1:{server.port}/healthz"
+    assert _get(url, cert)[0] == 200
+    with pytest.raises(OSError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify"):
+        urllib.request.urlopen(url, context=ssl.create_default_context(), timeout=BOUND)
+
+
+def test_metrics_negotiation_gzip_and_standard_collectors(serve: list[HttpServer]) -> None:
+    server = _start(serve, ServerConfig(port=0))
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    status, headers, body = _get(url)
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    assert "Content-Encoding" not in headers
+    text = body.decode()
+    for name in (
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_open_fds",
+        "python_info",
+        "python_gc_objects_collected_total",
+        "retrieval_monitor_http_connections_active",
+        "retrieval_monitor_http_connections_rejected_total",
+    ):
+        assert f"\n{name}" in text, name
+    status, headers, body = _get(url, headers={"Accept-Encoding": "gzip"})
+    assert headers["Content-Encoding"] == "gzip"
+    assert b"retrieval_monitor_state{" in gzip.decompress(body)
+    status, headers, body = _get(
+        url, headers={"Accept": "application/openmetrics-text; version=1.0.0; charset=utf-8"}
     )
-    config = ServerConfig(port=0, tls_cert_file=cert, tls_key_file=key)
+    assert headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    assert body.endswith(b"# EOF\n")
+    status, headers, body = _get(url + "?name[]=retrieval_monitor_state")
+    assert b"retrieval_monitor_state{" in body
+    assert b"process_cpu_seconds_total" not in body
+
+
+def test_keep_alive_serves_several_requests_on_one_connection(serve: list[HttpServer]) -> None:
+    server = _start(serve, ServerConfig(port=0))
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=BOUND)
+    try:
+        for _ in range(3):
+            conn.request("GET", "/healthz")
+            resp = conn.getresponse()
+            assert (resp.status, resp.read()) == (200, b"ok\n")
+        assert server.counts().connections_accepted == 1
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_silent_client_does_not_stall_others(
+    tls: bool, tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    """Issue 10 #2: a client that connects and sends nothing stalled every HTTPS request."""
+    config, cert = _tls_config(tmp_path) if tls else (ServerConfig(port=0), None)
+    server = _start(serve, replace(config, request_timeout=timedelta(seconds=60)))
+    url = f"{'https' if tls else 'http'}://127.0.0.1:{server.port}/healthz"
+    with socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) as silent:
+        wait_for(lambda: server.counts().connections_active == 1, timeout=BOUND, what="admitted")
+        for _ in range(20):
+            started = time.monotonic()
+            assert _get(url, cert)[0] == 200
+            assert time.monotonic() - started < BOUND
+        assert server.counts().connections_active >= 1  # the silent client is still attached
+        silent.settimeout(0.05)
+        with pytest.raises(TimeoutError):
+            silent.recv(1)
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_slowloris_is_cut_at_request_timeout_and_blocks_nobody(
+    tls: bool, tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    config, cert = _tls_config(tmp_path) if tls else (ServerConfig(port=0), None)
+    server = _start(serve, replace(config, request_timeout=timedelta(seconds=1)))
+    scheme = "https" if tls else "http"
+    result: dict[str, float | bool] = {}
+
+    def slowloris() -> None:
+        raw = socket.create_connection(("127.0.0.1", server.port), timeout=BOUND)
+        sock: socket.socket = raw
+        if tls:
+            context = ssl.create_default_context(cafile=str(cert))
+            sock = context.wrap_socket(raw, server_hostname="127.0.0.1")
+        started = time.monotonic()
+        head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nX-Slow: " + b"a" * 200
+        try:
+            for byte in head[:80]:  # 80 bytes at 50 ms: 4 s, far past request_timeout
+                sock.sendall(bytes([byte]))
+                time.sleep(0.05)
+            result["cut"] = _closed_by_peer(sock, BOUND)
+        except OSError:  # the server shut the connection down under us
+            result["cut"] = True
+        result["after"] = time.monotonic() - started
+        sock.close()
+
+    attacker = threading.Thread(target=slowloris)
+    attacker.start()
+    try:
+        for _ in range(20):
+            started = time.monotonic()
+            assert _get(f"{scheme}://127.0.0.1:{server.port}/healthz", cert)[0] == 200
+            assert time.monotonic() - started < BOUND
+    finally:
+        attacker.join(timeout=15)
+    assert result["cut"] is True
+    assert float(result["after"]) < 4.0  # cut before the attacker finished trickling
+    assert server.counts().connections_timed_out >= 1
+
+
+@pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
+def test_connections_past_the_cap_are_refused_and_serving_goes_on(
+    tls: bool, tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    config, cert = _tls_config(tmp_path) if tls else (ServerConfig(port=0), None)
+    server = _start(serve, replace(config, max_connections=4))
+    held = [socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) for _ in range(4)]
+    try:
+        wait_for(lambda: server.counts().connections_active == 4, timeout=BOUND, what="4 held")
+        extra = [socket.create_connection(("127.0.0.1", server.port), timeout=BOUND)]
+        extra.append(socket.create_connection(("127.0.0.1", server.port), timeout=BOUND))
+        for sock in extra:
+            sock.settimeout(BOUND)
+            try:
+                answer = sock.recv(4096)
+            except ConnectionResetError:
+                answer = b""
+            if tls:
+                assert answer == b""
+            else:
+                assert answer.startswith(b"HTTP/1.1 503 ")
+            sock.close()
+        assert server.counts().connections_rejected == 2
+    finally:
+        for sock in held:
+            sock.close()
+    wait_for(lambda: server.counts().connections_active == 0, timeout=BOUND, what="released")
+    assert _get(f"{'https' if tls else 'http'}://127.0.0.1:{server.port}/healthz", cert)[0] == 200
+
+
+def test_stop_is_bounded_with_clients_attached(tmp_path: Path) -> None:
+    config, _ = _tls_config(
+        tmp_path,
+        shutdown_timeout=timedelta(seconds=2),
+        request_timeout=timedelta(seconds=60),
+        idle_timeout=timedelta(seconds=60),
+    )
     server = HttpServer(config, _board(), lambda: True)
     server.start()
+    clients = [
+        socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) for _ in range(3)
+    ]
+    half = ssl.create_default_context()
+    half.check_hostname, half.verify_mode = False, ssl.CERT_NONE
     try:
-        context = ssl.create_default_context(cafile=str(cert))
-        url = f"https://127.0.0.1:{server.port}/healthz"
-        with urllib.request.urlopen(url, context=context, timeout=5) as resp:
-            assert resp.status == 200
-        with pytest.raises(OSError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify"):
-            urllib.request.urlopen(url, context=ssl.create_default_context(), timeout=5)
-    finally:
+        clients[1].sendall(b"\x16\x03\x01")  # a handshake that never finishes
+        wait_for(lambda: server.counts().connections_active == 3, timeout=BOUND, what="attached")
+        started = time.monotonic()
         server.stop()
+        assert time.monotonic() - started < 2.0
+        for sock in clients:
+            assert _closed_by_peer(sock, BOUND)
+    finally:
+        for sock in clients:
+            sock.close()
+
+
+def test_reaper_closes_a_client_that_sends_nothing(serve: list[HttpServer]) -> None:
+    server = _start(serve, ServerConfig(port=0, request_timeout=timedelta(seconds=0.5)))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) as silent:
+        assert _closed_by_peer(silent, BOUND)
+    assert server.counts().connections_timed_out == 1
+
+
+def test_idle_keep_alive_connection_is_closed_after_idle_timeout(serve: list[HttpServer]) -> None:
+    server = _start(serve, ServerConfig(port=0, idle_timeout=timedelta(seconds=0.5)))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) as sock:
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        data = b""
+        while not data.endswith(b"ok\n"):
+            chunk = sock.recv(4096)
+            assert chunk
+            data += chunk
+        assert data.startswith(b"HTTP/1.1 200 ")
+        assert _closed_by_peer(sock, BOUND)
+
+
+def test_ipv6_loopback(serve: list[HttpServer]) -> None:
+    if not _ipv6():
+        pytest.skip("this kernel has no IPv6 loopback (::1)")
+    server = _start(serve, ServerConfig(host="::1", port=0))
+    assert server.counts().connections_accepted == 0
+    assert _get(f"http://[::1]:{server.port}/healthz")[0] == 200
+
+
+def test_hostname(serve: list[HttpServer]) -> None:
+    server = _start(serve, ServerConfig(host="localhost", port=0))
+    assert _get(f"http://127.0.0.1:{server.port}/healthz")[0] == 200
+
+
+def test_certificate_rotated_on_disk_is_served_to_new_connections(
+    tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    config, cert = _tls_config(tmp_path)
+    server = _start(serve, config)
+    first = _peer_cert(server.port)
+    assert first == ssl.PEM_cert_to_DER_cert(cert.read_text())
+    new_cert, new_key = self_signed(tmp_path / "next", "server")
+    # a rotation caught half-way (new cert, old key) keeps the old certificate
+    os.replace(new_cert, cert)
+    assert _peer_cert(server.port) == first
+    os.replace(new_key, config.tls_key_file)  # type: ignore[arg-type]
+    second = _peer_cert(server.port)
+    assert second != first
+    assert second == ssl.PEM_cert_to_DER_cert(cert.read_text())
+    assert _get(f"https://127.0.0.1:{server.port}/healthz", cert)[0] == 200
+
+
+def _web_config(tmp_path: Path, text: str) -> ServerConfig:
+    path = tmp_path / "web.yml"
+    path.write_text(text)
+    web, problems = load_web_config(path)
+    assert web is not None, problems
+    return ServerConfig(port=0, web_config_file=path, web=web)
+
+
+def _basic(user: str, password: str) -> dict[str, str]:
+    token = base64.b64encode(f"{user}:{password}".encode()).decode()
+    return {"Authorization": f"Basic {token}"}
+
+
+def test_basic_auth_against_bcrypt_hashes(tmp_path: Path, serve: list[HttpServer]) -> None:
+    hashed = bcrypt.hashpw(b"s3cret", bcrypt.gensalt(4)).decode()
+    # htpasswd writes $2y$; exporter-toolkit files carry it
+    config = _web_config(
+        tmp_path,
+        f"basic_auth_users:\n  alice: '$2y${hashed[4:]}'\n"
+        "http_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n",
+    )
+    server = _start(serve, config)
+    url = f"http://127.0.0.1:{server.port}/metrics"
+    status, headers, _ = _get(url)
+    assert status == 401
+    assert headers["WWW-Authenticate"].startswith("Basic realm=")
+    assert _get(url, headers=_basic("alice", "wrong"))[0] == 401
+    assert _get(url, headers=_basic("mallory", "s3cret"))[0] == 401
+    assert _get(url, headers={"Authorization": "Basic !!notbase64"})[0] == 401
+    for _ in range(2):  # the second one is answered from the cache
+        status, headers, body = _get(url, headers=_basic("alice", "s3cret"))
+        assert status == 200
+        assert b"retrieval_monitor_state{" in body
+        assert headers["X-Content-Type-Options"] == "nosniff"
+    assert server.counts().auth_failures == 4
+
+
+def test_web_config_reload_adds_a_user(tmp_path: Path, serve: list[HttpServer]) -> None:
+    config = _web_config(tmp_path, "basic_auth_users: {}\n")
+    server = _start(serve, config)
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    assert _get(url)[0] == 200
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    path = config.web_config_file
+    assert path is not None
+    path.write_text("basic_auth_users:\n  bob: 'not-a-hash'\n")  # invalid: old one kept
+    assert _get(url)[0] == 200
+    path.write_text(f"basic_auth_users:\n  bob: '{hashed}'\n")
+    assert _get(url)[0] == 401
+    assert _get(url, headers=_basic("bob", "pw"))[0] == 200
+
+
+def test_client_certificates_required(tmp_path: Path, serve: list[HttpServer]) -> None:
+    cert, key = self_signed(tmp_path)
+    client_cert, client_key = self_signed(tmp_path, "client", cn="scraper")
+    config = _web_config(
+        tmp_path,
+        f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+        f"  client_auth_type: RequireAndVerifyClientCert\n  client_ca_file: {client_cert}\n",
+    )
+    server = _start(serve, config)
+    url = f"https://127.0.0.1:{server.port}/healthz"
+    with pytest.raises(OSError, match=r"(?i)certificate required|reset|EOF"):
+        _get(url, cert)
+    context = ssl.create_default_context(cafile=str(cert))
+    context.load_cert_chain(str(client_cert), str(client_key))
+    with urllib.request.urlopen(url, context=context, timeout=BOUND) as resp:
+        assert resp.status == 200
