@@ -207,9 +207,103 @@ class DecayTrack:
         )
 
 
+_TRACK_KEYS = {"cusum", "evidence_end", "active", "active_since", "quiet"}
+_DECAY_KEYS = {"last_look_at", "fingerprint", "reports"}
+
+
+def _need(ok: bool, where: str, what: str, value: Any) -> None:
+    if not ok:
+        raise ValueError(f"`{where}` must be {what}; got {value!r:.80}")
+
+
+def _check_time(d: Mapping[str, Any], key: str, where: str) -> None:
+    value = d.get(key)
+    _need(
+        value is None or isinstance(value, str), f"{where}{key}", "null or an RFC 3339 time", value
+    )
+    if value is not None:
+        try:
+            t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"`{where}{key}` must be an RFC 3339 time; got {value!r:.80}"
+            ) from None
+        _need(t.tzinfo is not None, f"{where}{key}", "a time with a UTC offset", value)
+
+
+def _check_number(value: Any, where: str) -> None:
+    _need(
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value),
+        where,
+        "a finite number",
+        value,
+    )
+
+
+def _check_state_doc(d: Any) -> None:
+    """Validate the shape of a persisted state document (types, finiteness, known keys of the
+    sequential parts), so that a damaged file is rejected as a whole instead of loading into
+    a state that silently switches an alarm off or fails every later check."""
+    _need(isinstance(d, Mapping), "state", "a JSON object", type(d).__name__)
+    if d.get("version") != 1:
+        raise ValueError(f"unknown state version {d.get('version')!r:.40}; expected 1")
+    for key in ("state_since", "last_at", "last_run", "last_success"):
+        _check_time(d, key, "")
+    state = d.get("state")
+    _need(state is None or state in STATES, "state", f"null or one of {STATES}", state)
+    fp = d.get("fingerprint")
+    _need(fp is None or isinstance(fp, str), "fingerprint", "null or a string", fp)
+    drift = d.get("drift", {})
+    _need(isinstance(drift, Mapping), "drift", "an object of segments", drift)
+    for segment, track in drift.items():
+        where = f"drift[{segment!r:.40}]."
+        _need(isinstance(track, Mapping), where[:-1], "an object", track)
+        unknown = set(track) - _TRACK_KEYS
+        _need(not unknown, where[:-1], f"an object with keys {sorted(_TRACK_KEYS)}", unknown)
+        _check_number(track.get("cusum", 0.0), f"{where}cusum")
+        _need(track.get("cusum", 0.0) >= 0, f"{where}cusum", "a number >= 0", track.get("cusum"))
+        quiet = track.get("quiet", 0)
+        _need(
+            isinstance(quiet, int) and not isinstance(quiet, bool) and quiet >= 0,
+            f"{where}quiet",
+            "an integer >= 0",
+            quiet,
+        )
+        active = track.get("active", False)
+        _need(isinstance(active, bool), f"{where}active", "true or false", active)
+        for key in ("evidence_end", "active_since"):
+            _check_time(track, key, where)
+    decay = d.get("decay", {})
+    _need(isinstance(decay, Mapping), "decay", "an object", decay)
+    unknown = set(decay) - _DECAY_KEYS
+    _need(not unknown, "decay", f"an object with keys {sorted(_DECAY_KEYS)}", unknown)
+    _check_time(decay, "last_look_at", "decay.")
+    dfp = decay.get("fingerprint")
+    _need(dfp is None or isinstance(dfp, str), "decay.fingerprint", "null or a string", dfp)
+    reports = decay.get("reports", {})
+    _need(isinstance(reports, Mapping), "decay.reports", "an object of segments", reports)
+    names = set(OutcomeReport.__dataclass_fields__)
+    for segment, report in reports.items():
+        where = f"decay.reports[{segment!r:.40}]"
+        _need(isinstance(report, Mapping), where, "an object", report)
+        _need(
+            {"n_pairs", "only_reference", "only_current", "coverage", "decidable"} <= set(report),
+            where,
+            "a complete outcome report",
+            sorted(report),
+        )
+        for key, value in report.items():
+            if key in names and isinstance(value, float):
+                _check_number(value, f"{where}.{key}")
+
+
 @dataclass(frozen=True, slots=True)
 class MonitorState:
-    """Everything a monitor carries from check to check; persisted by the job runner."""
+    """Everything a monitor carries from check to check; persisted by the job runner.
+
+    ``fingerprint`` names the settings the sequential state was computed under (the job runner
+    sets it); a state file written under other settings is not resumed.
+    """
 
     drift: Mapping[str, DriftTrack] = field(default_factory=dict)
     decay: DecayTrack = field(default_factory=DecayTrack)
@@ -218,8 +312,10 @@ class MonitorState:
     last_at: datetime | None = None
     last_run: datetime | None = None
     last_success: datetime | None = None
+    fingerprint: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
+        """The persisted JSON document (version 1); ``from_dict`` reads it back."""
         return {
             "version": 1,
             "drift": {k: v.to_dict() for k, v in self.drift.items()},
@@ -229,12 +325,14 @@ class MonitorState:
             "last_at": _iso(self.last_at),
             "last_run": _iso(self.last_run),
             "last_success": _iso(self.last_success),
+            "fingerprint": self.fingerprint,
         }
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MonitorState:
-        if d.get("version") != 1:
-            raise ValueError(f"unknown state version {d.get('version')!r}; expected 1")
+        """Read a persisted document; ``ValueError`` naming the first bad field when its shape,
+        a type or a number (non-finite, negative CUSUM) is wrong."""
+        _check_state_doc(d)
         return cls(
             drift={k: DriftTrack.from_dict(v) for k, v in d.get("drift", {}).items()},
             decay=DecayTrack.from_dict(d.get("decay", {})),
@@ -243,6 +341,7 @@ class MonitorState:
             last_at=_parse_iso(d.get("last_at")),
             last_run=_parse_iso(d.get("last_run")),
             last_success=_parse_iso(d.get("last_success")),
+            fingerprint=d.get("fingerprint"),
         )
 
 
