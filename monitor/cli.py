@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import threading
@@ -112,7 +113,7 @@ def _fmt(x: Any, spec: str) -> str:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from monitor.jobs import Runner, StateStore
+    from monitor.jobs import Runner, StateStore, state_fingerprint
 
     config = _load(args.config)
     if config is None:
@@ -126,7 +127,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"{args.config}: {exc.args[0]}", file=sys.stderr)
         return 3
-    runner = Runner(config, store=StateStore(config.server.state_dir, readonly=True))
+    # Read-only: an untrustworthy state file (bad encoding or shape, non-finite numbers, times
+    # in the future, written for other settings) is logged and ignored, never set aside here.
+    fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
+    store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
+    runner = Runner(config, store=store)
     verdicts = [runner.check(name, args.at) for name in names]
     at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
     if args.json:
@@ -174,7 +179,14 @@ def _cmd_run(args: argparse.Namespace) -> int:
     config = _load(args.config)
     if config is None:
         return 3
-    return _exit_hard_if_stuck(Daemon(config).serve())
+    try:
+        daemon = Daemon(config)
+    except OSError as exc:  # e.g. the listen address is taken: one line, no traceback
+        logging.getLogger("monitor").error(
+            "cannot start", extra={"error": f"{type(exc).__name__}: {exc}"}
+        )
+        return 1
+    return _exit_hard_if_stuck(daemon.serve())
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
