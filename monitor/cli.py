@@ -114,7 +114,9 @@ def _fmt(x: Any, spec: str) -> str:
 
 def _cmd_check(args: argparse.Namespace) -> int:
     from monitor.jobs import Runner, StateStore, state_fingerprint
+    from monitor.logs import configure_logging
 
+    configure_logging("WARNING")  # problems (e.g. an ignored state file) as JSON lines on stderr
     config = _load(args.config)
     if config is None:
         return 3
@@ -158,9 +160,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return exit_code([v.state for v in verdicts])
 
 
-def _exit_hard_if_stuck(code: int) -> int:
-    """Abandoned runs may still hold a worker thread; do not let them delay the exit."""
-    if any(
+def _exit_hard_if_stuck(code: int, *, stuck: bool = False) -> int:
+    """Abandoned runs may still hold a worker thread (``stuck``: the daemon knows one still runs,
+    e.g. inside a native S3 call whose library would wait for it at exit); do not let them
+    delay the exit."""
+    if stuck or any(
         t.is_alive() and not t.daemon
         for t in threading.enumerate()
         if t is not threading.main_thread()
@@ -186,7 +190,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "cannot start", extra={"error": f"{type(exc).__name__}: {exc}"}
         )
         return 1
-    return _exit_hard_if_stuck(daemon.serve())
+    code = daemon.serve()
+    return _exit_hard_if_stuck(code, stuck=bool(daemon.wait_idle(0)))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

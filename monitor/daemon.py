@@ -85,6 +85,7 @@ class _Run:
     at: datetime
     since: datetime
     done: threading.Event = field(default_factory=threading.Event)
+    abandoned: bool = False
     record: RunRecord | None = None
     error: BaseException | None = None
 
@@ -210,6 +211,7 @@ class Daemon:
                 f"abandoned (a source may hang); its late result will be discarded"
             )
             log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
+            run.abandoned = True
             self.runner.abandon(run.token, name, at, reason)
             return
         if run.error is not None:
@@ -228,11 +230,12 @@ class Daemon:
         finally:
             run.done.set()
 
-    def wait_idle(self, timeout: float) -> list[str]:
-        """Wait up to ``timeout`` s for every run in flight; the monitors still running."""
+    def wait_idle(self, timeout: float, *, abandoned: bool = True) -> list[str]:
+        """Wait up to ``timeout`` s for every run in flight (without ``abandoned``: only for
+        those not abandoned yet); the monitors still running."""
         deadline = time.monotonic() + timeout
         with self._lock:
-            runs = list(self._inflight.items())
+            runs = [(n, r) for n, r in self._inflight.items() if abandoned or not r.abandoned]
         for _, run in runs:
             run.done.wait(max(0.0, deadline - time.monotonic()))
         return sorted(name for name, run in runs if not run.done.is_set())
@@ -400,7 +403,8 @@ class Daemon:
         self._shutdown_scheduler()
 
     def _finish(self) -> int:
-        still = self.wait_idle(self.config.server.shutdown_timeout.total_seconds())
+        # runs abandoned already stay abandoned; the others get shutdown_timeout to finish
+        still = self.wait_idle(self.config.server.shutdown_timeout.total_seconds(), abandoned=False)
         if still:
             log.error(
                 "checks abandoned at shutdown", extra={"count": len(still), "monitors": still}
