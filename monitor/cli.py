@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import threading
@@ -176,8 +177,10 @@ def _fmt(x: Any, spec: str) -> str:
 
 
 def _cmd_check(args: argparse.Namespace) -> int:
-    from monitor.jobs import Runner, StateStore
+    from monitor.jobs import Runner, StateStore, state_fingerprint
+    from monitor.logs import configure_logging
 
+    configure_logging("WARNING")  # problems (e.g. an ignored state file) as JSON lines on stderr
     config = _load(args.config)
     if config is None:
         return 3
@@ -190,7 +193,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(f"{args.config}: {exc.args[0]}", file=sys.stderr)
         return 3
-    runner = Runner(config, store=StateStore(config.server.state_dir, readonly=True))
+    # Read-only: an untrustworthy state file (bad encoding or shape, non-finite numbers, times
+    # in the future, written for other settings) is logged and ignored, never set aside here.
+    fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
+    store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
+    runner = Runner(config, store=store)
     verdicts = [runner.check(name, args.at) for name in names]
     at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
     if args.json:
@@ -217,9 +224,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return exit_code([v.state for v in verdicts])
 
 
-def _exit_hard_if_stuck(code: int) -> int:
-    """Abandoned runs may still hold a worker thread; do not let them delay the exit."""
-    if any(
+def _exit_hard_if_stuck(code: int, *, stuck: bool = False) -> int:
+    """Abandoned runs may still hold a worker thread (``stuck``: the daemon knows one still runs,
+    e.g. inside a native S3 call whose library would wait for it at exit); do not let them
+    delay the exit."""
+    if stuck or any(
         t.is_alive() and not t.daemon
         for t in threading.enumerate()
         if t is not threading.main_thread()
@@ -244,7 +253,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 3
-    return _exit_hard_if_stuck(Daemon(config).serve())
+    try:
+        daemon = Daemon(config)
+    except OSError as exc:  # e.g. the listen address is taken: one line, no traceback
+        logging.getLogger("monitor").error(
+            "cannot start", extra={"error": f"{type(exc).__name__}: {exc}"}
+        )
+        return 1
+    code = daemon.serve()
+    return _exit_hard_if_stuck(code, stuck=bool(daemon.wait_idle(0)))
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

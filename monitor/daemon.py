@@ -4,34 +4,55 @@ One APScheduler 3.x ``BlockingScheduler`` in UTC with one job per monitor: a run
 one per schedule slot (a custom trigger asks ``monitor.schedule`` for slots, so the daemon,
 ``check`` and ``backtest`` agree on every slot), ``max_instances=1``, coalescing, an explicit
 misfire grace.
-Each run executes in a worker thread with a time limit: a run past ``run_timeout`` is
-abandoned
-(recorded as ``error``; its late result is discarded), so a hung source cannot block later runs.
-SIGTERM/SIGINT stop the scheduler, wait up to ``shutdown_timeout`` for running checks, persist every
-monitor's state atomically and return exit code 0.
+
+**Isolation.** Each monitor has its own scheduler executor (one worker) and at most one run in
+flight, in a thread of its own with a time limit. A run past ``run_timeout`` is abandoned
+(recorded as ``error``; its late result is discarded). While it still hangs, that monitor's later
+slots are recorded as ``error`` ("previous run still in flight since T") without starting another
+run, so a hung source holds one thread of its own monitor and nothing of any other: healthy
+monitors keep their cadence, and the thread count stays at most two per monitor plus the HTTP
+server's.
+
+**SIGHUP** re-reads and validates the configuration file: an invalid file is rejected with every
+problem logged and the running configuration kept; otherwise unchanged monitors keep their state,
+jobs and counters, changed ones are rescheduled (their sequential state starts fresh only when a
+setting it depends on changed, see ``monitor.jobs.state_fingerprint``), added ones are loaded
+from their state files and removed ones disappear from ``/metrics``. ``[server]`` settings take
+effect at the next restart (logged).
+
+**SIGTERM/SIGINT** stop the scheduler, wait up to ``shutdown_timeout`` for running checks and
+persist every monitor's state atomically: ``serve`` returns 0 when every state was saved, 1 (with
+one log line naming the monitors and errors) when one could not be.
 """
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, wait
-from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Any
 
-from apscheduler.events import EVENT_JOB_ERROR, EVENT_JOB_MISSED, JobExecutionEvent
+from apscheduler.events import (
+    EVENT_JOB_ERROR,
+    EVENT_JOB_MAX_INSTANCES,
+    EVENT_JOB_MISSED,
+    JobExecutionEvent,
+)
 from apscheduler.executors.pool import ThreadPoolExecutor as ApsThreadPool
+from apscheduler.jobstores.base import JobLookupError
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
-from monitor.config import Config, MonitorConfig
-from monitor.jobs import Runner, RunRecord, utc_now
+from monitor.config import Config, MonitorConfig, ServerConfig, load_config
+from monitor.errors import ConfigError
+from monitor.jobs import Health, Runner, RunRecord, state_fingerprint, utc_now
 from monitor.schedule import Schedule
 from monitor.server import HttpServer
 
@@ -56,8 +77,29 @@ class SlotTrigger(BaseTrigger):  # type: ignore[misc]
         return f"slots[{self.schedule.text}]"
 
 
+@dataclass(slots=True)
+class _Run:
+    """One run in flight: its token, slot, start (wall clock) and outcome."""
+
+    token: int
+    at: datetime
+    since: datetime
+    done: threading.Event = field(default_factory=threading.Event)
+    abandoned: bool = False
+    record: RunRecord | None = None
+    error: BaseException | None = None
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _executor(name: str) -> str:
+    return f"monitor:{name}"
+
+
 class Daemon:
-    """Scheduler + HTTP server + time-limited runs around a ``Runner``.
+    """Scheduler + HTTP server + time-limited, per-monitor runs around a ``Runner``.
 
     ``slot_source`` (the demo's simulated clock) replaces the wall-clock slot of each run (``None``
     from it skips the run); with ``tick`` the jobs fire every ``tick`` real seconds instead of on
@@ -80,75 +122,238 @@ class Daemon:
         self.tick = tick
         self.on_run = on_run
         self.scheduler = BlockingScheduler(
-            timezone=UTC,
-            executors={"default": ApsThreadPool(max_workers=max(1, len(config.monitors)))},
-            job_defaults={"coalesce": True, "max_instances": 1},
+            timezone=UTC, job_defaults={"coalesce": True, "max_instances": 1}
         )
-        self.scheduler.add_listener(self._on_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED)
-        self._pool = ThreadPoolExecutor(
-            max_workers=max(2, 2 * len(config.monitors)), thread_name_prefix="check"
+        self.scheduler.add_listener(
+            self._on_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES
         )
-        self._running: dict[int, Future[Any]] = {}
+        self._executors: dict[str, ApsThreadPool] = {}
+        for m in config.monitors:
+            self._add_executor(m.name)
+        self._inflight: dict[str, _Run] = {}
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
+        self._reload_lock = threading.Lock()
         self._stopping = threading.Event()
         self.http = HttpServer(config.server, self.runner.board, self.healthy)
 
+    # -- health -----------------------------------------------------------------------------
+
     def healthy(self) -> bool:
-        """``/healthz``: the scheduler is running and not shutting down."""
+        """The scheduler is running and not shutting down (``/healthz`` 503 otherwise)."""
         return bool(self.scheduler.running) and not self._stopping.is_set()
+
+    def health(self) -> Health:
+        """``/healthz`` in full: ok, degraded (a state save failing; HTTP 200, body naming the
+        monitors) or unavailable (HTTP 503); see ``monitor.jobs.Health``."""
+        return self.runner.board.health(self.healthy())
 
     def _on_event(self, event: JobExecutionEvent) -> None:
         if event.code == EVENT_JOB_MISSED:
             log.warning("run missed its misfire grace", extra={"job": event.job_id})
+        elif event.code == EVENT_JOB_MAX_INSTANCES:
+            log.warning(
+                "slot skipped: the monitor's previous slot is still waiting for its run",
+                extra={"job": event.job_id},
+            )
         else:
             log.error("job raised", extra={"job": event.job_id, "error": repr(event.exception)})
 
+    # -- runs -------------------------------------------------------------------------------
+
+    def in_flight(self, name: str) -> bool:
+        """True while a run of monitor ``name`` (possibly abandoned) is still executing."""
+        with self._lock:
+            run = self._inflight.get(name)
+            return run is not None and not run.done.is_set()
+
     def run_monitor(self, name: str) -> None:
-        """One time-limited run (the scheduler's job function)."""
+        """One time-limited run (the scheduler's job function, in the monitor's own executor).
+
+        Starts the run in a thread of its own unless the monitor's previous run is still in
+        flight; then the slot is recorded as ``error`` without starting another.
+        """
         if self._stopping.is_set():
             return
-        monitor = self.config.monitor(name)
+        try:
+            monitor = self.config.monitor(name)
+        except KeyError:  # removed by a reload after this slot fired
+            return
         at = self.slot_source(monitor) if self.slot_source else None
         if self.slot_source is not None and at is None:
             return
         at = at or monitor.schedule.latest_slot(self.runner.clock())
-        token = next(self._tokens)
-        future = self._pool.submit(self.runner.run, name, at, token=token)
         with self._lock:
-            self._running[token] = future
-        try:
-            record = future.result(timeout=monitor.run_timeout.total_seconds())
-            if self.on_run is not None:
-                self.on_run(record)
-        except FutureTimeout:
+            previous = self._inflight.get(name)
+            busy = previous is not None and not previous.done.is_set()
+            if not busy:
+                run = _Run(token=next(self._tokens), at=at, since=self.runner.clock())
+                self._inflight[name] = run
+        if busy:
+            assert previous is not None
+            reason = (
+                f"previous run still in flight since {_iso(previous.since)} (slot "
+                f"{_iso(previous.at)}; a source may hang); this slot was not run"
+            )
+            log.error(
+                "slot skipped: previous run still in flight",
+                extra={"monitor": name, "at": at.isoformat(), "since": _iso(previous.since)},
+            )
+            self.runner.fail(name, at, reason)
+            return
+        thread = threading.Thread(
+            target=self._execute, args=(name, run), name=f"check:{name}", daemon=True
+        )
+        thread.start()
+        if not run.done.wait(timeout=monitor.run_timeout.total_seconds()):
             reason = (
                 f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and was "
                 f"abandoned (a source may hang); its late result will be discarded"
             )
             log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
-            self.runner.abandon(token, name, at, reason)
+            run.abandoned = True
+            self.runner.abandon(run.token, name, at, reason)
+            return
+        if run.error is not None:
+            log.error(
+                "run failed unexpectedly",
+                extra={"monitor": name, "at": at.isoformat(), "error": repr(run.error)},
+            )
+        elif run.record is not None and self.on_run is not None:
+            self.on_run(run.record)
+
+    def _execute(self, name: str, run: _Run) -> None:
+        try:
+            run.record = self.runner.run(name, run.at, token=run.token)
+        except BaseException as exc:  # reported by run_monitor; never kills the thread silently
+            run.error = exc
         finally:
-            with self._lock:
-                self._running.pop(token, None)
+            run.done.set()
+
+    def wait_idle(self, timeout: float, *, abandoned: bool = True) -> list[str]:
+        """Wait up to ``timeout`` s for every run in flight (without ``abandoned``: only for
+        those not abandoned yet); the monitors still running."""
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            runs = [(n, r) for n, r in self._inflight.items() if abandoned or not r.abandoned]
+        for _, run in runs:
+            run.done.wait(max(0.0, deadline - time.monotonic()))
+        return sorted(name for name, run in runs if not run.done.is_set())
+
+    # -- jobs -------------------------------------------------------------------------------
+
+    def _add_executor(self, name: str) -> None:
+        executor = ApsThreadPool(max_workers=1)
+        self._executors[name] = executor
+        self.scheduler.add_executor(executor, alias=_executor(name))
+
+    def _remove_executor(self, name: str) -> None:
+        executor = self._executors.pop(name, None)
+        if executor is not None:
+            self.scheduler.remove_executor(_executor(name), shutdown=False)
+            executor.shutdown(wait=False)
+
+    def _add_job(self, m: MonitorConfig) -> None:
+        trigger: BaseTrigger
+        if self.tick is not None:
+            trigger = IntervalTrigger(seconds=self.tick.total_seconds(), timezone=UTC)
+            first = self.runner.clock()
+        else:
+            trigger = SlotTrigger(m.schedule)
+            first = datetime.now(UTC)
+        self.scheduler.add_job(
+            self.run_monitor,
+            trigger=trigger,
+            args=[m.name],
+            id=m.name,
+            name=f"check {m.name}",
+            executor=_executor(m.name),
+            misfire_grace_time=max(1, int(m.misfire_grace.total_seconds())),
+            next_run_time=first,
+        )
 
     def _add_jobs(self) -> None:
-        now = self.runner.clock()
         for m in self.config.monitors:
-            trigger: BaseTrigger
-            if self.tick is not None:
-                trigger = IntervalTrigger(seconds=self.tick.total_seconds(), timezone=UTC)
-            else:
-                trigger = SlotTrigger(m.schedule)
-            self.scheduler.add_job(
-                self.run_monitor,
-                trigger=trigger,
-                args=[m.name],
-                id=m.name,
-                name=f"check {m.name}",
-                misfire_grace_time=max(1, int(m.misfire_grace.total_seconds())),
-                next_run_time=datetime.now(UTC) if self.tick is None else now,
+            self._add_job(m)
+
+    def _remove_job(self, name: str) -> None:
+        with contextlib.suppress(JobLookupError):
+            self.scheduler.remove_job(name)
+
+    # -- reload -----------------------------------------------------------------------------
+
+    def reload(self) -> bool:
+        """Re-read the configuration file (SIGHUP); True when the new one was applied.
+
+        Invalid: every problem is logged and the running configuration kept (False). Valid:
+        see the module docstring.
+        """
+        with self._reload_lock:
+            path = self.config.path
+            if path is None:
+                log.error("reload requested but the configuration was not read from a file")
+                return False
+            try:
+                new = load_config(path)
+            except ConfigError as exc:
+                for problem in exc.problems:
+                    log.error(
+                        "configuration problem", extra={"path": str(path), "problem": problem}
+                    )
+                log.error(
+                    "configuration reload rejected; the running configuration is kept",
+                    extra={"path": str(path), "problems": len(exc.problems)},
+                )
+                return False
+            return self._apply(new)
+
+    def _apply(self, new: Config) -> bool:
+        if new.server != self.config.server:
+            changed = [
+                f.name
+                for f in fields(ServerConfig)
+                if getattr(new.server, f.name) != getattr(self.config.server, f.name)
+            ]
+            log.warning(
+                "[server] settings changed; they take effect at the next restart",
+                extra={"settings": changed},
             )
+            new = replace(new, server=self.config.server)
+        old = {m.name: m for m in self.config.monitors}
+        fresh = {m.name: m for m in new.monitors}
+        added = [n for n in fresh if n not in old]
+        removed = [n for n in old if n not in fresh]
+        changed = [n for n in fresh if n in old and fresh[n] != old[n]]
+        reset = [n for n in changed if state_fingerprint(fresh[n]) != state_fingerprint(old[n])]
+        with self._lock:
+            for n in changed + removed:
+                run = self._inflight.get(n)
+                if run is not None and not run.done.is_set():
+                    self.runner.discard(run.token)
+        self.runner.reconfigure(new, reset=reset)
+        self.config = new
+        for n in removed:
+            self._remove_job(n)
+            self._remove_executor(n)
+        for n in changed:
+            self._remove_job(n)
+            self._add_job(fresh[n])
+        for n in added:
+            self._add_executor(n)
+            self._add_job(fresh[n])
+        log.info(
+            "configuration reloaded",
+            extra={
+                "added": added,
+                "removed": removed,
+                "changed": changed,
+                "state_reset": reset,
+                "unchanged": [n for n in fresh if n in old and n not in changed],
+            },
+        )
+        return True
+
+    # -- lifecycle --------------------------------------------------------------------------
 
     def _request_stop(self, signum: int, frame: FrameType | None) -> None:
         log.info("stopping", extra={"signal": signal.Signals(signum).name})
@@ -156,15 +361,27 @@ class Daemon:
         # shutdown() takes the scheduler's lock: never from inside the signal handler itself
         threading.Thread(target=self._shutdown_scheduler, name="shutdown", daemon=True).start()
 
+    def _request_reload(self, signum: int, frame: FrameType | None) -> None:
+        log.info("reloading the configuration", extra={"signal": "SIGHUP"})
+        threading.Thread(target=self._reload_quietly, name="reload", daemon=True).start()
+
+    def _reload_quietly(self) -> None:
+        try:
+            self.reload()
+        except Exception:  # a reload must never take the daemon down
+            log.exception("configuration reload failed; the running configuration is kept")
+
     def _shutdown_scheduler(self) -> None:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
 
     def serve(self, *, install_signals: bool = True) -> int:
-        """Run until SIGTERM/SIGINT (or ``stop()``); returns the exit code (0)."""
+        """Run until SIGTERM/SIGINT (or ``stop()``); the exit code: 0 when every monitor's state
+        was saved at shutdown, 1 when one could not be."""
         if install_signals:
             signal.signal(signal.SIGTERM, self._request_stop)
             signal.signal(signal.SIGINT, self._request_stop)
+            signal.signal(signal.SIGHUP, self._request_reload)
         self.http.start()
         log.info(
             "started",
@@ -177,24 +394,38 @@ class Daemon:
         try:
             self.scheduler.start()
         finally:
-            self._finish()
-        return 0
+            code = self._finish()
+        return code
 
     def stop(self) -> None:
         """Ask a serving daemon to stop (from another thread)."""
         self._stopping.set()
         self._shutdown_scheduler()
 
-    def _finish(self) -> None:
-        timeout = self.config.server.shutdown_timeout.total_seconds()
-        with self._lock:
-            pending = list(self._running.values())
-        if pending:
-            _, not_done = wait(pending, timeout=timeout)
-            if not_done:
-                log.error("checks abandoned at shutdown", extra={"count": len(not_done)})
-        self._pool.shutdown(wait=False, cancel_futures=True)
+    def _finish(self) -> int:
+        # runs abandoned already stay abandoned; the others get shutdown_timeout to finish
+        still = self.wait_idle(self.config.server.shutdown_timeout.total_seconds(), abandoned=False)
+        if still:
+            log.error(
+                "checks abandoned at shutdown", extra={"count": len(still), "monitors": still}
+            )
+        for executor in list(self._executors.values()):
+            executor.shutdown(wait=False)
+        failed: dict[str, str] = {}
         for snap in self.runner.board.snapshot():
-            self.runner.store.save(snap.monitor.name, snap.state)
+            name = snap.monitor.name
+            try:
+                self.runner.store.save(name, snap.state)
+            except (OSError, ValueError) as exc:
+                failed[name] = f"{type(exc).__name__}: {exc}"
         self.http.stop()
+        if failed:
+            log.error(
+                "stopped; state NOT saved for %d monitor(s), the next start resumes from older "
+                "state files",
+                len(failed),
+                extra={"errors": failed},
+            )
+            return 1
         log.info("stopped")
+        return 0

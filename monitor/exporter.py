@@ -28,7 +28,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from monitor import __version__
-from monitor.jobs import Board, MonitorSnapshot
+from monitor.jobs import RESET_REASONS, Board, MonitorSnapshot
 from monitor.verdict import STATES, InputReport, OutcomeReport
 
 __all__ = [
@@ -172,8 +172,7 @@ class MonitorCollector(Collector):
         )
         src_last = _gauge(
             "source_last_timestamp_seconds",
-            "Newest row before the latest check's slot, per source (scores, outcomes)."
-            + _SCHED,
+            "Newest row before the latest check's slot, per source (scores, outcomes)." + _SCHED,
             ["monitor", "source"],
         )
         stale = _gauge(
@@ -199,8 +198,31 @@ class MonitorCollector(Collector):
             "Checks that ended in error since start-up.",
             labels=["monitor"],
         )
+        save_failures = CounterMetricFamily(
+            PREFIX + "state_save_failures",
+            "Saves of the monitor's sequential state that failed since start-up (read-only or "
+            "full state_dir); each also counts as a run failure.",
+            labels=["monitor"],
+        )
+        last_save = GaugeMetricFamily(
+            PREFIX + "last_state_save_timestamp_seconds",
+            "When the monitor's state file was last written successfully (at start-up: the "
+            "file's modification time).",
+            labels=["monitor"],
+        )
+        resets = CounterMetricFamily(
+            PREFIX + "state_resets",
+            "Sequential state resets since start-up, by reason: a state file that could not be "
+            f"trusted was set aside, or the state became unusable ({', '.join(RESET_REASONS)}).",
+            labels=["monitor", "reason"],
+        )
         for snap in snaps:
             name = snap.monitor.name
+            save_failures.add_metric([name], float(snap.save_failures_total))
+            if snap.last_state_save is not None:
+                last_save.add_metric([name], snap.last_state_save.timestamp())
+            for reason in RESET_REASONS:
+                resets.add_metric([name, reason], float(snap.resets.get(reason, 0)))
             current = snap.state.state
             for s in STATES:
                 state.add_metric([name, s], 1.0 if s == current else 0.0)
@@ -263,6 +285,9 @@ class MonitorCollector(Collector):
             duration,
             runs,
             failures,
+            save_failures,
+            last_save,
+            resets,
         )
         info = GaugeMetricFamily(
             PREFIX + "build_info", "Build information; always 1.", labels=["version"]

@@ -7,14 +7,18 @@ sequential state atomically (temp file + fsync + rename) in ``state_dir``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import math
 import os
+import re
+import stat
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Protocol
@@ -47,14 +51,20 @@ from monitor.verdict import (
 )
 
 __all__ = [
+    "FUTURE_SKEW",
+    "RESET_REASONS",
     "Board",
     "DataReader",
+    "Health",
     "MonitorSnapshot",
     "ParquetReader",
     "RunRecord",
     "Runner",
+    "StateLoad",
     "StateStore",
     "check_windows",
+    "state_fingerprint",
+    "state_is_finite",
     "utc_now",
 ]
 
@@ -113,49 +123,251 @@ class ParquetReader:
         return None
 
 
+RESET_REASONS = (
+    "unreadable",
+    "not_a_file",
+    "too_large",
+    "encoding",
+    "syntax",
+    "shape",
+    "non_finite",
+    "future",
+    "config_changed",
+)
+"""Why a monitor's sequential state was reset (the ``reason`` label of
+``retrieval_monitor_state_resets_total``; a fixed set, so the label stays bounded)."""
+
+FUTURE_SKEW = timedelta(minutes=5)
+"""A state time later than the clock by more than this means the file cannot be trusted (a
+``last_at`` in the future would switch the sequential alarms off until that date)."""
+
+MAX_STATE_BYTES = 16 * 1024 * 1024
+_TMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]+\.tmp$")
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _no_constant(text: str) -> float:
+    raise _NonFinite(f"non-finite number {text} in the state file")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFinite(f"number {text[:40]} overflows to {value}")
+    return value
+
+
+def state_fingerprint(monitor: MonitorConfig) -> str:
+    """A short hash of the settings a monitor's sequential state depends on: schedule, windows,
+    drift, decay and budget settings and the segment columns. A state file written under another
+    fingerprint is set aside instead of resumed (reason ``config_changed``)."""
+    doc = {
+        "schedule": monitor.schedule.text,
+        "windows": asdict(monitor.windows),
+        "drift": asdict(monitor.drift),
+        "decay": asdict(monitor.decay),
+        "budget": asdict(monitor.budget),
+        "segments": [monitor.scores.segment_column, monitor.outcomes.segment_column],
+    }
+    text = json.dumps(doc, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def state_is_finite(state: MonitorState) -> bool:
+    """False when a sequential statistic is NaN or infinite (it could never recover)."""
+    return all(
+        math.isfinite(t.cusum) and t.cusum >= 0
+        for seg in state.drift.values()
+        for t in (seg.reference, seg.anchor)
+    )
+
+
+def _state_times(state: MonitorState) -> Iterator[tuple[str, datetime | None]]:
+    yield from (
+        ("last_at", state.last_at),
+        ("last_run", state.last_run),
+        ("last_success", state.last_success),
+        ("state_since", state.state_since),
+        ("decay.last_look_at", state.decay.last_look_at),
+    )
+    for segment, seg in state.drift.items():
+        yield f"drift[{segment!r}].evidence_end", seg.evidence_end
+        yield f"drift[{segment!r}].reference.active_since", seg.reference.active_since
+        yield f"drift[{segment!r}].anchor.active_since", seg.anchor.active_since
+
+
+@dataclass(frozen=True, slots=True)
+class StateLoad:
+    """What reading one state file gave: the state to start from and, when the file could not be
+    used, the reset ``reason`` (one of ``RESET_REASONS``), a ``detail`` message and where the file
+    was set aside (None when it was left in place: read-only store, or the rename failed)."""
+
+    state: MonitorState
+    reason: str | None = None
+    detail: str | None = None
+    aside: Path | None = None
+    saved_at: datetime | None = None
+
+
 class StateStore:
-    """One JSON file per monitor in ``directory``, written atomically; unreadable files are kept
-    aside (renamed ``*.corrupt-<time>``) and logged, never silently dropped.
+    """One JSON file per monitor in ``directory``, written atomically (temp file, fsync, rename,
+    fsync of the directory).
+
+    A file that cannot be trusted (see ``RESET_REASONS``) is never resumed and never crashes the
+    caller: it is renamed ``<name>.json.corrupt-<UTC time>`` beside itself and logged with its
+    reason, and the monitor starts from a fresh state. When even the rename fails (a read-only
+    directory, a mount point), that is logged too and the file stays; the monitor runs on fresh
+    in-memory state and every later save fails visibly until an operator moves it.
 
     ``readonly`` (``monitor check``): never writes, renames or creates anything; an unreadable
-    file is logged and treated as empty state.
+    file is logged and treated as empty state. ``fingerprints`` (monitor name -> fingerprint)
+    and ``clock`` are the defaults ``load`` checks a file against.
     """
 
-    def __init__(self, directory: Path, *, readonly: bool = False) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        readonly: bool = False,
+        clock: Callable[[], datetime] = utc_now,
+        fingerprints: Mapping[str, str] | None = None,
+    ) -> None:
         self.directory = directory
         self.readonly = readonly
+        self.clock = clock
+        self.fingerprints = dict(fingerprints or {})
 
     def path(self, name: str) -> Path:
         return self.directory / f"{name}.json"
 
     def load(self, name: str) -> MonitorState:
+        """The state to start ``name`` from (see ``read``)."""
+        return self.read(name).state
+
+    def read(
+        self, name: str, *, fingerprint: str | None = None, now: datetime | None = None
+    ) -> StateLoad:
+        """Read and check ``name``'s file: a regular file of at most ``MAX_STATE_BYTES``, UTF-8,
+        JSON without non-finite numbers, the version 1 shape, no time later than ``now`` +
+        ``FUTURE_SKEW``, written under ``fingerprint`` (a file without one, from an older
+        version, is adopted). Anything else is set aside (see the class docstring)."""
+        fingerprint = fingerprint or self.fingerprints.get(name)
+        now = now or self.clock()
         path = self.path(name)
         try:
-            text = path.read_text(encoding="utf-8")
+            st = path.stat()
         except FileNotFoundError:
-            return MonitorState()
+            return StateLoad(MonitorState(fingerprint=fingerprint))
+        except OSError as exc:
+            return self._reject(name, fingerprint, "unreadable", _os_error(exc))
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            return self._reject(name, fingerprint, "not_a_file", f"{path} is {kind}")
+        if st.st_size > MAX_STATE_BYTES:
+            detail = f"{st.st_size} bytes, more than {MAX_STATE_BYTES}"
+            return self._reject(name, fingerprint, "too_large", detail)
         try:
-            return MonitorState.from_dict(json.loads(text))
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            if self.readonly:
-                log.error(
-                    "state file unreadable; checking without sequential state",
-                    extra={"monitor": name, "path": str(path), "error": str(exc)},
-                )
-                return MonitorState()
-            aside = path.with_name(f"{path.name}.corrupt-{int(time.time())}")
-            path.replace(aside)
-            log.error(
-                "state file unreadable, kept aside and starting fresh",
-                extra={"monitor": name, "path": str(path), "aside": str(aside), "error": str(exc)},
+            raw = path.read_bytes()
+        except OSError as exc:
+            return self._reject(name, fingerprint, "unreadable", _os_error(exc))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return self._reject(name, fingerprint, "encoding", f"not UTF-8: {exc}")
+        try:
+            doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        except _NonFinite as exc:
+            return self._reject(name, fingerprint, "non_finite", str(exc))
+        except (ValueError, RecursionError) as exc:
+            detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            return self._reject(name, fingerprint, "syntax", f"not JSON: {detail}")
+        try:
+            state = MonitorState.from_dict(doc)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            return self._reject(name, fingerprint, "shape", f"{type(exc).__name__}: {exc}")
+        if not state_is_finite(state):
+            return self._reject(name, fingerprint, "non_finite", "a CUSUM is not finite")
+        if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
+            detail = (
+                f"written for settings {state.fingerprint}, the monitor now has {fingerprint} "
+                f"(schedule, windows, drift, decay, budget or segments changed)"
             )
-            return MonitorState()
+            return self._reject(name, fingerprint, "config_changed", detail)
+        limit = now + FUTURE_SKEW
+        for key, t in _state_times(state):
+            if t is not None and t > limit:
+                detail = f"{key} {t.isoformat()} is after now ({now.isoformat()})"
+                return self._reject(name, fingerprint, "future", detail)
+        saved_at = datetime.fromtimestamp(st.st_mtime, UTC)
+        return StateLoad(replace(state, fingerprint=fingerprint), saved_at=saved_at)
+
+    def _reject(self, name: str, fingerprint: str | None, reason: str, detail: str) -> StateLoad:
+        path = self.path(name)
+        fresh = MonitorState(fingerprint=fingerprint)
+        fields = {"monitor": name, "path": str(path), "reason": reason, "error": detail}
+        if self.readonly:
+            log.error("state file unreadable; checking without sequential state", extra=fields)
+            return StateLoad(fresh, reason, detail)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists() or aside.is_symlink():
+            n += 1
+            aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+        try:
+            path.rename(aside)
+        except OSError as exc:
+            log.error(
+                "state file unreadable and could not be set aside; starting fresh without it "
+                "(saves fail until it is moved)",
+                extra={**fields, "rename_error": _os_error(exc)},
+            )
+            return StateLoad(fresh, reason, detail)
+        log.error(
+            "state file unreadable, kept aside and starting fresh",
+            extra={**fields, "aside": str(aside)},
+        )
+        return StateLoad(fresh, reason, detail, aside)
+
+    def sweep(self) -> int:
+        """Remove temp files (``.<name>.<random>.tmp``) that interrupted saves left behind;
+        returns how many. Never in a read-only store."""
+        if self.readonly:
+            return 0
+        removed = 0
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return 0
+        for entry in entries:
+            if not _TMP_NAME.match(entry.name):
+                continue
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    os.unlink(entry.path)
+                    removed += 1
+            except OSError as exc:
+                log.warning(
+                    "stale temporary state file not removed",
+                    extra={"path": entry.path, "error": _os_error(exc)},
+                )
+        if removed:
+            log.info(
+                "removed stale temporary state files",
+                extra={"count": removed, "directory": str(self.directory)},
+            )
+        return removed
 
     def save(self, name: str, state: MonitorState) -> None:
+        """Write ``state`` atomically; raises ``OSError`` (read-only or full disk, a directory
+        in the way) or ``ValueError`` (a non-finite number) and leaves no temp file behind."""
         if self.readonly:
             raise PermissionError(f"state store {self.directory} is read-only (monitor check)")
+        data = json.dumps(state.to_dict(), indent=1, sort_keys=True, allow_nan=False)
         self.directory.mkdir(parents=True, exist_ok=True)
-        data = json.dumps(state.to_dict(), indent=1, sort_keys=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -166,6 +378,23 @@ class StateStore:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+        try:  # make the rename itself durable
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(dir_fd)
+        except OSError:
+            pass
+        finally:
+            os.close(dir_fd)
+
+
+def _os_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}{where}"
+    return f"{type(exc).__name__}: {exc}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,13 +410,41 @@ class RunRecord:
 
 @dataclass(frozen=True, slots=True)
 class MonitorSnapshot:
-    """What the exporter and ``/status`` show for one monitor."""
+    """What the exporter and ``/status`` show for one monitor.
+
+    ``failures_total`` counts runs that ended in ``error`` and runs whose state could not be
+    saved; ``save_failures_total``, ``last_state_save`` and ``save_error`` (the latest failed
+    save's message, None once a save succeeds again) describe persistence; ``resets`` counts
+    state resets by reason (every reason of ``RESET_REASONS``, zeros included).
+    """
 
     monitor: MonitorConfig
     latest: RunRecord | None
     state: MonitorState
     runs_total: int
     failures_total: int
+    save_failures_total: int = 0
+    last_state_save: datetime | None = None
+    save_error: str | None = None
+    resets: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Health:
+    """What ``/healthz`` answers: ``status`` ``ok``, ``degraded`` (serving and checking, but some
+    monitor's state could not be saved: HTTP 200, so a liveness probe does not restart a process
+    whose disk a restart cannot fix) or ``unavailable`` (scheduler not running or stopping:
+    HTTP 503). ``body`` is the plain-text answer, naming every degraded monitor."""
+
+    status: str
+    body: str
+
+    @property
+    def http_status(self) -> int:
+        return 503 if self.status == "unavailable" else 200
+
+    def __bool__(self) -> bool:
+        return self.status != "unavailable"
 
 
 class Board:
@@ -198,20 +455,96 @@ class Board:
         self, monitors: Iterable[MonitorConfig], states: Mapping[str, MonitorState]
     ) -> None:
         self._lock = threading.Lock()
-        self._monitors = {m.name: m for m in monitors}
+        self._monitors: dict[str, MonitorConfig] = {}
         self._latest: dict[str, RunRecord] = {}
-        self._states = {name: states.get(name, MonitorState()) for name in self._monitors}
-        self._runs = dict.fromkeys(self._monitors, 0)
-        self._failures = dict.fromkeys(self._monitors, 0)
+        self._states: dict[str, MonitorState] = {}
+        self._runs: dict[str, int] = {}
+        self._failures: dict[str, int] = {}
+        self._save_failures: dict[str, int] = {}
+        self._last_save: dict[str, datetime] = {}
+        self._save_error: dict[str, tuple[str, datetime]] = {}
+        self._resets: dict[str, dict[str, int]] = {}
+        self.reconfigure(monitors, states)
 
-    def record(self, run: RunRecord, state: MonitorState) -> None:
+    def reconfigure(
+        self, monitors: Iterable[MonitorConfig], states: Mapping[str, MonitorState]
+    ) -> None:
+        """Take a new set of monitors (SIGHUP): removed ones disappear with their counters,
+        added ones start from ``states`` (or empty), kept ones keep their record and counters;
+        a monitor named in ``states`` gets that state."""
+        with self._lock:
+            self._monitors = {m.name: m for m in monitors}
+            for table in (
+                self._latest,
+                self._states,
+                self._runs,
+                self._failures,
+                self._save_failures,
+                self._last_save,
+                self._save_error,
+                self._resets,
+            ):
+                for name in set(table) - set(self._monitors):
+                    del table[name]
+            for name in self._monitors:
+                if name in states or name not in self._states:
+                    self._states[name] = states.get(name, MonitorState())
+                self._runs.setdefault(name, 0)
+                self._failures.setdefault(name, 0)
+                self._save_failures.setdefault(name, 0)
+                self._resets.setdefault(name, dict.fromkeys(RESET_REASONS, 0))
+
+    def record(self, run: RunRecord, state: MonitorState, *, failed: bool = False) -> None:
+        """Publish a finished run (``failed``: counts as a failure whatever its verdict); a run
+        of a monitor no longer configured is ignored."""
         name = run.verdict.monitor
         with self._lock:
+            if name not in self._monitors:
+                return
             self._latest[name] = run
             self._states[name] = state
             self._runs[name] += 1
-            if run.verdict.state == "error":
+            if failed or run.verdict.state == "error":
                 self._failures[name] += 1
+
+    def reset(self, name: str, reason: str) -> None:
+        """Count one reset of ``name``'s sequential state (``reason`` in ``RESET_REASONS``)."""
+        if reason not in RESET_REASONS:
+            raise ValueError(f"`reason` must be one of {RESET_REASONS}; got {reason!r}.")
+        with self._lock:
+            if name in self._resets:
+                self._resets[name][reason] += 1
+
+    def saved(self, name: str, at: datetime) -> None:
+        """A save of ``name``'s state succeeded at ``at`` (clears its save error)."""
+        with self._lock:
+            if name in self._monitors:
+                self._last_save[name] = at
+                self._save_error.pop(name, None)
+
+    def save_failed(self, name: str, error: str, at: datetime) -> None:
+        """A save of ``name``'s state failed with ``error`` at ``at``."""
+        with self._lock:
+            if name in self._monitors:
+                self._save_failures[name] += 1
+                since = self._save_error.get(name, (error, at))[1]
+                self._save_error[name] = (error, since)
+
+    def health(self, running: bool) -> Health:
+        """``/healthz``: unavailable unless ``running``; degraded while a monitor's latest save
+        failed (each named with its error and since when); else ok."""
+        if not running:
+            return Health("unavailable", "unavailable: scheduler not running\n")
+        with self._lock:
+            failing = sorted(self._save_error.items())
+        if not failing:
+            return Health("ok", "ok\n")
+        lines = [
+            f"degraded: state of monitor {name} not saved since "
+            f"{since.isoformat().replace('+00:00', 'Z')}: {error}"
+            for name, (error, since) in failing
+        ]
+        return Health("degraded", "\n".join(lines) + "\n")
 
     def state(self, name: str) -> MonitorState:
         with self._lock:
@@ -226,6 +559,10 @@ class Board:
                     state=self._states[name],
                     runs_total=self._runs[name],
                     failures_total=self._failures[name],
+                    save_failures_total=self._save_failures[name],
+                    last_state_save=self._last_save.get(name),
+                    save_error=self._save_error[name][0] if name in self._save_error else None,
+                    resets=dict(self._resets[name]),
                 )
                 for name, m in self._monitors.items()
             ]
@@ -315,14 +652,77 @@ class Runner:
         self.config = config
         self.clock = clock
         self.reader: DataReader = reader or ParquetReader()
-        self.store = store if store is not None else StateStore(config.server.state_dir)
-        states = {m.name: self.store.load(m.name) for m in config.monitors}
-        self.board = board or Board(config.monitors, states)
+        self.store = (
+            store
+            if store is not None
+            else StateStore(config.server.state_dir, clock=clock, fingerprints=_prints(config))
+        )
+        self._fingerprints = _prints(config)
+        loads = {m.name: self._load(m) for m in config.monitors}
+        if self._file_store:
+            self.store.sweep()
+        self.board = board or Board(config.monitors, {n: x.state for n, x in loads.items()})
+        self._note_loads(loads)
         self._baselines: dict[
             tuple[str, str, datetime, datetime], tuple[DriftBaseline, np.ndarray]
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
+
+    @property
+    def _file_store(self) -> bool:
+        """True for a ``StateStore`` that reads its own files (the backtest's in-memory store
+        overrides ``load`` and has neither files to check nor temp files to sweep)."""
+        return type(self.store).load is StateStore.load
+
+    def _load(self, monitor: MonitorConfig) -> StateLoad:
+        if not self._file_store:
+            return StateLoad(self.store.load(monitor.name))
+        fingerprint = self._fingerprints[monitor.name]
+        return self.store.read(monitor.name, fingerprint=fingerprint, now=self.clock())
+
+    def _note_loads(self, loads: Mapping[str, StateLoad]) -> None:
+        for name, loaded in loads.items():
+            if loaded.reason is not None:
+                self.board.reset(name, loaded.reason)
+            if loaded.saved_at is not None:
+                self.board.saved(name, loaded.saved_at)
+
+    def reconfigure(self, config: Config, *, reset: Iterable[str] = ()) -> None:
+        """Switch to ``config`` (SIGHUP): monitors that are new are loaded from their state files
+        (checked as at start-up), those named in ``reset`` (their state fingerprint changed)
+        start fresh (counted as a ``config_changed`` reset; their last run and success times are
+        kept), every other monitor keeps its in-memory state; removed ones leave the board."""
+        old = {m.name for m in self.config.monitors}
+        prints = _prints(config)
+        self.config = config
+        self._fingerprints = prints
+        if self._file_store:
+            self.store.fingerprints = dict(prints)
+        states: dict[str, MonitorState] = {}
+        loads: dict[str, StateLoad] = {}
+        reset = set(reset)
+        for m in config.monitors:
+            self._locks.setdefault(m.name, threading.Lock())
+            if m.name not in old:
+                loads[m.name] = self._load(m)
+                states[m.name] = loads[m.name].state
+            elif m.name in reset:
+                prior = self.board.state(m.name)
+                states[m.name] = MonitorState(
+                    fingerprint=prints[m.name],
+                    last_run=prior.last_run,
+                    last_success=prior.last_success,
+                )
+        self.board.reconfigure(config.monitors, states)
+        self._note_loads(loads)
+        for name in reset & old:
+            if name in prints:
+                self.board.reset(name, "config_changed")
+                log.warning(
+                    "state settings changed on reload; sequential state starts fresh",
+                    extra={"monitor": name, "fingerprint": prints[name]},
+                )
 
     # -- data -------------------------------------------------------------------------------
 
@@ -485,7 +885,9 @@ class Runner:
         """One scheduled run of monitor ``name`` for slot ``at`` (default: the latest slot).
 
         Updates the board and persists the state, unless ``token`` was abandoned meanwhile (a run
-        that exceeded its time limit must not overwrite what later runs decided).
+        that exceeded its time limit must not overwrite what later runs decided). A state that
+        could not be saved makes the run a failure (see ``_persist``) but keeps its verdict; a
+        non-finite CUSUM is reset (reason ``non_finite``) instead of failing every later run.
         """
         monitor = self.config.monitor(name)
         with self._locks[name]:
@@ -500,7 +902,14 @@ class Runner:
             duration = time.perf_counter() - t0
             if not sequential:
                 new_state = prior
-            new_state = self._stamp(new_state, prior, verdict, started)
+            if not state_is_finite(new_state):
+                log.error(
+                    "sequential state not finite; it starts fresh",
+                    extra={"monitor": name, "at": at.isoformat(), "reason": "non_finite"},
+                )
+                self.board.reset(name, "non_finite")
+                new_state = MonitorState(last_run=prior.last_run, last_success=prior.last_success)
+            new_state = self._stamp(new_state, prior, verdict, started, self._fingerprints[name])
             record = RunRecord(
                 verdict=verdict,
                 started=started,
@@ -514,8 +923,12 @@ class Runner:
                     extra={"monitor": name, "at": at.isoformat()},
                 )
                 return record
-            self.board.record(record, new_state)
-            self.store.save(name, new_state)
+            error = self._persist(name, new_state)
+            if error is not None:
+                verdict = replace(verdict, reasons=(*verdict.reasons, f"state not saved: {error}"))
+                record = replace(record, verdict=verdict)
+                new_state = replace(new_state, last_success=prior.last_success)
+            self.board.record(record, new_state, failed=error is not None)
         log.info(
             "check",
             extra={
@@ -524,25 +937,56 @@ class Runner:
                 "state": verdict.state,
                 "duration_seconds": round(duration, 3),
                 "rows_read": rows,
+                "state_saved": error is None,
             },
         )
         return record
 
+    def _persist(self, name: str, state: MonitorState) -> str | None:
+        """Save ``state``; on failure log one line, count it on the board and return the
+        error message (the caller makes the run a failure and does not advance last success)."""
+        try:
+            self.store.save(name, state)
+        except (OSError, ValueError) as exc:
+            error = _os_error(exc)
+            log.error(
+                "state not saved",
+                extra={"monitor": name, "path": _store_path(self.store, name), "error": error},
+            )
+            self.board.save_failed(name, error, self.clock())
+            return error
+        self.board.saved(name, self.clock())
+        return None
+
     def abandon(self, token: int, name: str, at: datetime, reason: str) -> RunRecord:
         """Mark a run that exceeded its limit as abandoned and record an ``error`` verdict."""
         self._abandoned.add(token)
+        return self.fail(name, at, reason)
+
+    def discard(self, token: int) -> None:
+        """Drop the late result of run ``token`` without recording anything (SIGHUP changed
+        or removed its monitor while it ran)."""
+        self._abandoned.add(token)
+
+    def fail(self, name: str, at: datetime, reason: str) -> RunRecord:
+        """Record an ``error`` verdict for slot ``at`` without running (an abandoned run, or a
+        slot skipped because the previous run is still in flight); the state is persisted."""
         started = self.clock()
         prior = self.board.state(name)
         verdict = error_verdict(name, at, reason)
         record = RunRecord(verdict=verdict, started=started, duration_seconds=0.0)
-        new_state = self._stamp(prior, prior, verdict, started)
+        new_state = self._stamp(prior, prior, verdict, started, self._fingerprints.get(name))
+        self._persist(name, new_state)
         self.board.record(record, new_state)
-        self.store.save(name, new_state)
         return record
 
     @staticmethod
     def _stamp(
-        state: MonitorState, prior: MonitorState, verdict: Verdict, started: datetime
+        state: MonitorState,
+        prior: MonitorState,
+        verdict: Verdict,
+        started: datetime,
+        fingerprint: str | None = None,
     ) -> MonitorState:
         since = prior.state_since if prior.state == verdict.state else started
         return replace(
@@ -551,6 +995,7 @@ class Runner:
             state_since=since,
             last_run=started,
             last_success=started if verdict.state != "error" else prior.last_success,
+            fingerprint=fingerprint or state.fingerprint,
         )
 
     def check(self, name: str, at: datetime | None = None) -> Verdict:
@@ -562,3 +1007,14 @@ class Runner:
         sequential = prior.last_at is None or at >= prior.last_at
         verdict, _, _, _ = self.decide(monitor, at, prior, sequential=sequential)
         return verdict
+
+
+def _prints(config: Config) -> dict[str, str]:
+    return {m.name: state_fingerprint(m) for m in config.monitors}
+
+
+def _store_path(store: StateStore, name: str) -> str | None:
+    try:
+        return str(store.path(name))
+    except TypeError:  # a store without files
+        return None

@@ -416,12 +416,129 @@ class DecayTrack:
         )
 
 
+_TRACK_KEYS = {"cusum", "active", "active_since", "quiet"}
+_SEGMENT_KEYS = {"evidence_end", "reference", "anchor", "anchor_ref"}
+_DECAY_KEYS = {"looks", "runs_end", "active", "reference_start", "reference_end", "reports"}
+
+
+def _need(ok: bool, where: str, what: str, value: Any) -> None:
+    if not ok:
+        raise ValueError(f"`{where}` must be {what}; got {value!r:.80}")
+
+
+def _check_time(d: Mapping[str, Any], key: str, where: str) -> None:
+    value = d.get(key)
+    _need(
+        value is None or isinstance(value, str), f"{where}{key}", "null or an RFC 3339 time", value
+    )
+    if value is not None:
+        try:
+            t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"`{where}{key}` must be an RFC 3339 time; got {value!r:.80}"
+            ) from None
+        _need(t.tzinfo is not None, f"{where}{key}", "a time with a UTC offset", value)
+
+
+def _check_number(value: Any, where: str) -> None:
+    _need(
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value),
+        where,
+        "a finite number",
+        value,
+    )
+
+
+def _check_state_doc(d: Any) -> None:
+    """Validate the shape of a persisted state document (types, finiteness, known keys of the
+    sequential parts), so that a damaged file is rejected as a whole instead of loading into
+    a state that silently switches an alarm off or fails every later check."""
+    _need(isinstance(d, Mapping), "state", "a JSON object", type(d).__name__)
+    if d.get("version") != STATE_VERSION:
+        raise ValueError(
+            f"unknown state version {d.get('version')!r:.40}; expected {STATE_VERSION}"
+        )
+    for key in ("state_since", "last_at", "first_at", "last_run", "last_success"):
+        _check_time(d, key, "")
+    state = d.get("state")
+    _need(state is None or state in STATES, "state", f"null or one of {STATES}", state)
+    fp = d.get("fingerprint")
+    _need(fp is None or isinstance(fp, str), "fingerprint", "null or a string", fp)
+    before = d.get("before_last")
+    _need(before is None or isinstance(before, Mapping), "before_last", "an object", before)
+    drift = d.get("drift", {})
+    _need(isinstance(drift, Mapping), "drift", "an object of segments", drift)
+    for segment, seg in drift.items():
+        where = f"drift[{segment!r:.40}]"
+        _need(isinstance(seg, Mapping), where, "an object", seg)
+        unknown = set(seg) - _SEGMENT_KEYS
+        _need(not unknown, where, f"an object with keys {sorted(_SEGMENT_KEYS)}", unknown)
+        _check_time(seg, "evidence_end", f"{where}.")
+        for name in ("reference", "anchor"):
+            track = seg.get(name, {})
+            tw = f"{where}.{name}."
+            _need(isinstance(track, Mapping), tw[:-1], "an object", track)
+            unknown = set(track) - _TRACK_KEYS
+            _need(not unknown, tw[:-1], f"an object with keys {sorted(_TRACK_KEYS)}", unknown)
+            _check_number(track.get("cusum", 0.0), f"{tw}cusum")
+            _need(track.get("cusum", 0.0) >= 0, f"{tw}cusum", "a number >= 0", track.get("cusum"))
+            quiet = track.get("quiet", 0)
+            _need(
+                isinstance(quiet, int) and not isinstance(quiet, bool) and quiet >= 0,
+                f"{tw}quiet",
+                "an integer >= 0",
+                quiet,
+            )
+            active = track.get("active", False)
+            _need(isinstance(active, bool), f"{tw}active", "true or false", active)
+            _check_time(track, "active_since", tw)
+        anchor = seg.get("anchor_ref")
+        _need(
+            anchor is None or isinstance(anchor, Mapping),
+            f"{where}.anchor_ref",
+            "an object",
+            anchor,
+        )
+    decay = d.get("decay", {})
+    _need(isinstance(decay, Mapping), "decay", "an object", decay)
+    unknown = set(decay) - _DECAY_KEYS
+    _need(not unknown, "decay", f"an object with keys {sorted(_DECAY_KEYS)}", unknown)
+    for key in ("runs_end", "reference_start", "reference_end"):
+        _check_time(decay, key, "decay.")
+    looks = decay.get("looks", [])
+    _need(isinstance(looks, list), "decay.looks", "a list of times", looks)
+    for i, t in enumerate(looks):
+        _check_time({"t": t}, "t", f"decay.looks[{i}].")
+    raised = decay.get("active", {})
+    _need(isinstance(raised, Mapping), "decay.active", "an object of segments", raised)
+    for k in raised:
+        _check_time(raised, k, "decay.active.")
+    reports = decay.get("reports", {})
+    _need(isinstance(reports, Mapping), "decay.reports", "an object of segments", reports)
+    names = set(OutcomeReport.__dataclass_fields__)
+    for segment, report in reports.items():
+        where = f"decay.reports[{segment!r:.40}]"
+        _need(isinstance(report, Mapping), where, "an object", report)
+        _need(
+            {"n_pairs", "only_reference", "only_current", "coverage", "decidable"} <= set(report),
+            where,
+            "a complete outcome report",
+            sorted(report),
+        )
+        for key, value in report.items():
+            if key in names and isinstance(value, float):
+                _check_number(value, f"{where}.{key}")
+
+
 @dataclass(frozen=True, slots=True)
 class MonitorState:
     """Everything a monitor carries from check to check; persisted by the job runner.
 
-    ``before_last`` is the state as it was before the slot ``last_at`` was decided, so
-    ``monitor check`` can reproduce the daemon's latest verdict exactly (read-only).
+    ``fingerprint`` names the settings the sequential state was computed under (the job runner
+    sets it); a state file written under other settings is not resumed. ``before_last`` is the
+    state as it was before the slot ``last_at`` was decided, so ``monitor check`` can reproduce
+    the daemon's latest verdict exactly (read-only).
     """
 
     drift: Mapping[str, SegmentDrift] = field(default_factory=dict)
@@ -432,9 +549,11 @@ class MonitorState:
     first_at: datetime | None = None
     last_run: datetime | None = None
     last_success: datetime | None = None
+    fingerprint: str | None = None
     before_last: MonitorState | None = None
 
     def to_dict(self, *, nested: bool = True) -> dict[str, Any]:
+        """The persisted JSON document (version 2); ``from_dict`` reads it back."""
         out: dict[str, Any] = {
             "version": STATE_VERSION,
             "drift": {k: v.to_dict() for k, v in self.drift.items()},
@@ -445,6 +564,7 @@ class MonitorState:
             "first_at": _iso(self.first_at),
             "last_run": _iso(self.last_run),
             "last_success": _iso(self.last_success),
+            "fingerprint": self.fingerprint,
         }
         if nested and self.before_last is not None:
             out["before_last"] = self.before_last.to_dict(nested=False)
@@ -452,10 +572,9 @@ class MonitorState:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> MonitorState:
-        if d.get("version") != STATE_VERSION:
-            raise ValueError(
-                f"unknown state version {d.get('version')!r}; expected {STATE_VERSION}"
-            )
+        """Read a persisted document; ``ValueError`` naming the first bad field when its shape,
+        a type or a number (non-finite, negative CUSUM) is wrong."""
+        _check_state_doc(d)
         before = d.get("before_last")
         return cls(
             drift={k: SegmentDrift.from_dict(v) for k, v in d.get("drift", {}).items()},
@@ -466,6 +585,7 @@ class MonitorState:
             first_at=_parse_iso(d.get("first_at")),
             last_run=_parse_iso(d.get("last_run")),
             last_success=_parse_iso(d.get("last_success")),
+            fingerprint=d.get("fingerprint"),
             before_last=None if before is None else cls.from_dict(before),
         )
 

@@ -194,7 +194,7 @@ def test_hung_source_is_abandoned_and_its_late_result_discarded(tmp_path: Path) 
         assert snap.latest is not None
         assert "run_timeout" in snap.latest.verdict.reasons[0]
         reader.release.set()
-        daemon._pool.shutdown(wait=True)  # let the abandoned run finish: its result is discarded
+        assert daemon.wait_idle(30) == []  # the abandoned run finishes: its result is discarded
         (snap,) = runner.board.snapshot()
         assert snap.state.state == "error"
         assert snap.runs_total == 1

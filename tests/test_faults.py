@@ -1,0 +1,530 @@
+"""What production does to the daemon, done to a real ``monitor run`` child process.
+
+Hung sources (a loopback S3 endpoint that accepts and never answers) next to healthy monitors;
+corrupt state files at start-up (daemon and ``monitor check``); kill -9 loops; a read-only and a
+full ``state_dir`` (a private mount namespace: read-only bind mount, tiny tmpfs); SIGTERM exit
+codes; SIGHUP reloads, valid and invalid. Every wait polls for its event with a deadline.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from monitor.config import load_config
+from monitor.jobs import RESET_REASONS, StateStore, state_fingerprint
+from monitor.verdict import MonitorState
+from tests.deploy.stack import wait_for
+from tests.faults import (
+    Daemon,
+    SilentEndpoint,
+    child_env,
+    config_text,
+    free_address,
+    make_data,
+    monitor_toml,
+    mount_wrapper,
+    namespace_mounts_work,
+    tracebacks,
+    value,
+)
+
+pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.slow]
+
+
+def _runs(d: Daemon, name: str) -> float:
+    try:
+        return value(d.samples(), "retrieval_monitor_runs_total", monitor=name) or 0.0
+    except OSError:
+        return 0.0
+
+
+def _all_ran(d: Daemon, names: list[str], at_least: float = 1) -> bool:
+    try:
+        snap = d.samples()
+    except OSError:
+        return False
+    return all(
+        (value(snap, "retrieval_monitor_runs_total", monitor=n) or 0) >= at_least for n in names
+    )
+
+
+# -------------------------------------------------------------------------------- isolation
+
+
+def test_hung_sources_never_touch_healthy_monitors(tmp_path: Path) -> None:
+    """Two monitors whose sources never answer (run_timeout 1 s, a slot every second) beside
+    three healthy ones: over ~25 s the healthy monitors keep their cadence with zero errors, each
+    hung monitor holds at most one run in flight and the thread count stays bounded."""
+    scores, outcomes = make_data(tmp_path / "world")
+    healthy = ["h1", "h2", "h3"]
+    with SilentEndpoint.running() as silent:
+        tables = [
+            monitor_toml(n, scores, outcomes, schedule="2s", extra="run_timeout = '20s'\n")
+            for n in healthy
+        ]
+        tables.append(monitor_toml("hung_scores", silent.s3_uri("scores"), outcomes, schedule="1s"))
+        tables.append(
+            monitor_toml("hung_outcomes", scores, silent.s3_uri("outcomes"), schedule="1s")
+        )
+        config = tmp_path / "monitor.toml"
+        config.write_text(config_text(free_address(), tmp_path / "state", tables))
+        d = Daemon(config, tmp_path / "daemon.log")
+        try:
+            wait_for(partial(_all_ran, d, healthy), timeout=60, what="first runs", log=d.log)
+            start = {n: _runs(d, n) for n in healthy}
+            t0 = time.monotonic()
+            counts: list[tuple[float, int]] = []
+            while time.monotonic() - t0 < 25:
+                counts.append((time.monotonic() - t0, d.threads()))
+                time.sleep(0.5)
+            elapsed = time.monotonic() - t0
+            doc = d.monitors()
+            snap = d.samples()
+            assert silent.connections >= 1  # the hung monitors really reached the endpoint
+            for n in healthy:
+                m = doc[n]
+                assert m["run_failures_total"] == 0, (n, m["verdict"])
+                assert m["state"] != "error", (n, m["verdict"])
+                # one slot every 2 s: allow for start-up jitter and a loaded CI machine
+                assert m["runs_total"] - start[n] >= elapsed / 2 * 0.6, (n, m["runs_total"])
+                assert m["last_run_duration_seconds"] < 5, (n, m["last_run_duration_seconds"])
+            for n in ("hung_scores", "hung_outcomes"):
+                m = doc[n]
+                assert m["state"] == "error"
+                reasons = " ".join(m["verdict"]["reasons"])
+                assert "previous run still in flight since" in reasons, reasons
+                failures = value(snap, "retrieval_monitor_run_failures_total", monitor=n)
+                assert failures is not None
+                assert failures >= 10
+            # Flat: ~40 abandoned or skipped slots later, no more threads than after the first
+            # few. Bounded: main, HTTP, shutdown/reload, <= 2 per monitor (its executor's worker
+            # and its one run), pyarrow's I/O and CPU pools, the AWS SDK's event loop and
+            # jemalloc's background thread.
+            early = max(n for t, n in counts if t < 10)
+            late = max(n for t, n in counts if t >= 10)
+            assert late <= early, counts
+            bound = 3 + 2 * 5 + pa.io_thread_count() + pa.cpu_count() + 4
+            assert max(n for _, n in counts) <= bound, (counts, bound)
+            assert not tracebacks(d.log())
+        finally:
+            code = d.stop()
+    assert code == 0, d.log()[-3000:]
+
+
+# -------------------------------------------------------------------------------- corrupt state
+
+_GOOD = {
+    "version": 1,
+    "drift": {"": {"cusum": 1.0, "evidence_end": None, "active": False, "quiet": 0}},
+    "decay": {"last_look_at": None, "fingerprint": None, "reports": {}},
+    "state": "ok",
+    "state_since": "2026-01-01T00:00:00Z",
+    "last_at": "2026-01-01T00:00:00Z",
+}
+
+
+def _doc(**changes: object) -> bytes:
+    return json.dumps({**_GOOD, **changes}).encode()
+
+
+# variant name -> (bytes written to <name>.json, or a marker; expected reason)
+CORRUPT: dict[str, tuple[bytes | str, str]] = {
+    "bad_utf8": (b"\xff\xfe{}", "encoding"),
+    "latin1": ('{"version": 1, "state": "\u00e9"}'.encode("latin-1"), "encoding"),
+    "empty": (b"", "syntax"),
+    "truncated": (_doc()[:40], "syntax"),
+    "deep_nesting": (b"[" * 200_000 + b"]" * 200_000, "syntax"),
+    "not_an_object": (b"[1, 2, 3]", "shape"),
+    "wrong_version": (_doc(version=2), "shape"),
+    "drift_not_object": (_doc(drift=7), "shape"),
+    "bool_as_string": (
+        _doc(drift={"": {"cusum": 0.0, "active": "false", "quiet": 0}}),
+        "shape",
+    ),
+    "bad_time": (_doc(last_at="yesterday"), "shape"),
+    "nan_cusum": (_doc().replace(b'"cusum": 1.0', b'"cusum": NaN'), "non_finite"),
+    "inf_cusum": (_doc().replace(b'"cusum": 1.0', b'"cusum": 1e999'), "non_finite"),
+    "future_last_at": (_doc(last_at="2099-01-01T00:00:00Z"), "future"),
+    "other_settings": (_doc(fingerprint="0123456789abcdef"), "config_changed"),
+    "directory": ("<dir>", "not_a_file"),
+    "fifo": ("<fifo>", "not_a_file"),
+    "too_large": (b" " * (17 * 1024 * 1024) + b"{}", "too_large"),
+}
+
+
+def _plant(state_dir: Path, name: str, content: bytes | str) -> None:
+    path = state_dir / f"{name}.json"
+    if content == "<dir>":
+        path.mkdir()
+        (path / "inner").write_text("x")
+    elif content == "<fifo>":
+        os.mkfifo(path)  # reading it would block start-up forever
+    else:
+        assert isinstance(content, bytes)
+        path.write_bytes(content)
+
+
+def test_corrupt_state_files_are_set_aside_at_start_up(tmp_path: Path) -> None:
+    """One monitor per corrupt variant: ``monitor check`` reads them without a traceback and
+    leaves them alone; the daemon starts, sets each aside with its reason counted, runs every
+    monitor and saves a good state; SIGTERM exits 0."""
+    scores, outcomes = make_data(tmp_path / "world")
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    for name, (content, _) in CORRUPT.items():
+        _plant(state_dir, name, content)
+    config = tmp_path / "monitor.toml"
+    tables = [monitor_toml(n, scores, outcomes) for n in CORRUPT]
+    config.write_text(config_text(free_address(), state_dir, tables))
+    before = sorted(p.name for p in state_dir.iterdir())
+
+    check = subprocess.run(
+        [sys.executable, "-m", "monitor", "check", "--config", str(config), "--json"],
+        capture_output=True,
+        timeout=120,
+        check=False,
+        env=child_env(),
+    )
+    err = check.stderr.decode(errors="replace")
+    assert check.returncode in (0, 1, 2, 3), err
+    assert not tracebacks(err), err[-3000:]
+    doc = json.loads(check.stdout)
+    assert sorted(m["name"] for m in doc["monitors"]) == sorted(CORRUPT)
+    assert all(m["state"] != "error" for m in doc["monitors"]), doc
+    assert sorted(p.name for p in state_dir.iterdir()) == before  # read-only: nothing moved
+    records = [json.loads(line) for line in err.splitlines()]
+    logged = {r["monitor"]: r["reason"] for r in records if r["message"].startswith("state file")}
+    assert logged == {n: reason for n, (_, reason) in CORRUPT.items()}
+
+    d = Daemon(config, tmp_path / "daemon.log")
+    try:
+        wait_for(partial(_all_ran, d, list(CORRUPT)), timeout=120, what="first runs", log=d.log)
+        snap = d.samples()
+        doc = d.monitors()
+        for name, (_, reason) in CORRUPT.items():
+            for r in RESET_REASONS:
+                got = value(snap, "retrieval_monitor_state_resets_total", monitor=name, reason=r)
+                assert got == (1.0 if r == reason else 0.0), (name, r, got)
+            assert doc[name]["state"] != "error", (name, doc[name]["verdict"])
+            aside = list(state_dir.glob(f"{name}.json.corrupt-*"))
+            assert len(aside) == 1, (name, aside)
+        records = d.records()
+        set_aside = {
+            r["monitor"]: r["reason"] for r in records if r["message"].startswith("state file")
+        }
+        assert set_aside == {n: reason for n, (_, reason) in CORRUPT.items()}
+        assert not tracebacks(d.log()), d.log()[-3000:]
+    finally:
+        code = d.stop()
+    assert code == 0, d.log()[-3000:]
+    cfg = load_config(config)
+    store = StateStore(state_dir)
+    for m in cfg.monitors:
+        loaded = store.read(m.name, fingerprint=state_fingerprint(m))
+        assert loaded.reason is None, (m.name, loaded)
+        assert loaded.state.last_run is not None
+
+
+# -------------------------------------------------------------------------------- kill -9
+
+KILLS = 20
+
+
+def _saved_in_this_life(path: Path, since_ns: int) -> bool:
+    try:
+        return path.stat().st_mtime_ns > since_ns
+    except FileNotFoundError:
+        return False
+
+
+def test_kill_9_loop_keeps_state_valid_and_sweeps_temp_files(tmp_path: Path) -> None:
+    """20 SIGKILLs at varying moments (right after a save, or while the next run and save are
+    under way): after each, every state file is valid and no older than the previous life's;
+    stale temp files planted before each start are removed at start-up."""
+    scores, outcomes = make_data(tmp_path / "world")
+    state_dir = tmp_path / "state"
+    names = ["k1", "k2"]
+    config = tmp_path / "monitor.toml"
+    tables = [monitor_toml(n, scores, outcomes, schedule="1s") for n in names]
+    config.write_text(config_text(free_address(), state_dir, tables))
+    cfg = load_config(config)
+    prints = {m.name: state_fingerprint(m) for m in cfg.monitors}
+    store = StateStore(state_dir, readonly=True)
+    last_run: dict[str, datetime] = {}
+    log_path = tmp_path / "daemon.log"
+    for i in range(KILLS):
+        state_dir.mkdir(exist_ok=True)
+        stale = state_dir / f".k1.stale{i:03d}x.tmp"
+        stale.write_text("{half a state")
+        since = time.time_ns()
+        d = Daemon(config, log_path)
+        try:
+            path = state_dir / "k1.json"
+            wait_for(
+                partial(_saved_in_this_life, path, since),
+                timeout=60,
+                what=f"a save in life {i}",
+                log=d.log,
+            )
+            assert not stale.exists(), "stale temp file not swept at start-up"
+            time.sleep((i * 53 % 700) / 1000)  # land the kill at different points of a run
+        finally:
+            d.kill()
+        for name in names:
+            loaded = store.read(name, fingerprint=prints[name])
+            if not store.path(name).exists():
+                continue
+            assert loaded.reason is None, (i, name, loaded)
+            run = loaded.state.last_run
+            assert run is not None
+            assert run >= last_run.get(name, run), (i, name)
+            last_run[name] = run
+    assert "k1" in last_run
+    assert "k2" in last_run
+    assert not tracebacks(log_path.read_text(errors="replace"))
+
+
+# -------------------------------------------------------------------------------- full / read-only
+
+
+def _mounts_or_skip() -> None:
+    reason = namespace_mounts_work()
+    if reason is not None:
+        pytest.skip(reason)
+
+
+def _ns_path(d: Daemon, path: Path) -> Path:
+    """``path`` as the child (in its own mount namespace) sees it."""
+    return Path(f"/proc/{d.pid}/root") / path.relative_to("/")
+
+
+def _failing_saves(d: Daemon, name: str, at_least: float) -> bool:
+    try:
+        snap = d.samples()
+    except OSError:
+        return False
+    got = value(snap, "retrieval_monitor_state_save_failures_total", monitor=name) or 0
+    return got >= at_least
+
+
+def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
+    """``state_dir`` on a full 64 KiB tmpfs: every run counts as failed with the verdict kept and
+    "state not saved" among its reasons, the save-failure counter rises, last success does not
+    advance, no temp file is left; once space is freed the next save succeeds and SIGTERM
+    exits 0."""
+    _mounts_or_skip()
+    scores, outcomes = make_data(tmp_path / "world")
+    state_dir = tmp_path / "state"
+    state_dir.mkdir()
+    config = tmp_path / "monitor.toml"
+    config.write_text(
+        config_text(
+            free_address(), state_dir, [monitor_toml("full", scores, outcomes, schedule="1s")]
+        )
+    )
+    script = (
+        f"mount -t tmpfs -o size=64k,nr_inodes=64 tmpfs {state_dir} && "
+        f"(dd if=/dev/zero of={state_dir}/filler bs=4k 2>/dev/null; true)"
+    )
+    d = Daemon(config, tmp_path / "daemon.log", wrapper=mount_wrapper(script))
+    try:
+        wait_for(partial(_failing_saves, d, "full", 3), timeout=60, what="failing saves", log=d.log)
+        m = d.monitors()["full"]
+        snap = d.samples()
+        assert m["state"] != "error", m["verdict"]
+        assert any("state not saved" in r for r in m["verdict"]["reasons"]), m["verdict"]
+        assert m["run_failures_total"] >= 3
+        assert (
+            value(snap, "retrieval_monitor_last_success_timestamp_seconds", monitor="full") is None
+        )
+        assert (
+            value(snap, "retrieval_monitor_last_state_save_timestamp_seconds", monitor="full")
+            is None
+        )
+        inside = _ns_path(d, state_dir)
+        wait_for(  # no temp file is left behind (one may exist for a moment during a save)
+            lambda: sorted(p.name for p in inside.iterdir()) == ["filler"],
+            timeout=10,
+            what="only the filler in the full state_dir",
+            interval=0.05,
+        )
+        lines = [r for r in d.records() if r["message"] == "state not saved"]
+        assert lines
+        assert "No space left on device" in lines[0]["error"]
+        assert any(r["message"] == "check" and r["state_saved"] is False for r in d.records())
+
+        (inside / "filler").unlink()  # free the space: the next run saves again
+        wait_for(
+            lambda: value(
+                d.samples(), "retrieval_monitor_last_state_save_timestamp_seconds", monitor="full"
+            ),
+            timeout=30,
+            what="a successful save",
+            log=d.log,
+        )
+        assert json.loads((inside / "full.json").read_text())["fingerprint"]
+    finally:
+        code = d.stop()
+    assert code == 0, d.log()[-3000:]  # saved at shutdown once there was space again
+    assert not tracebacks(d.log())
+
+
+def test_read_only_state_dir_is_visible(tmp_path: Path) -> None:
+    """``state_dir`` bind-mounted read-only over a good state file from an earlier life: runs
+    count as failed, saves fail visibly, and SIGTERM exits 1 with one log line."""
+    _mounts_or_skip()
+    scores, outcomes = make_data(tmp_path / "world")
+    state_dir = tmp_path / "state"
+    config = tmp_path / "monitor.toml"
+    config.write_text(
+        config_text(free_address(), state_dir, [monitor_toml("ro", scores, outcomes)])
+    )
+    first = Daemon(config, tmp_path / "first.log")
+    try:
+        wait_for(partial(_all_ran, first, ["ro"]), timeout=60, what="first run", log=first.log)
+    finally:
+        assert first.stop() == 0, first.log()[-3000:]
+    saved = (state_dir / "ro.json").read_bytes()
+    script = f"mount --bind {state_dir} {state_dir} && mount -o remount,bind,ro {state_dir}"
+    d = Daemon(config, tmp_path / "daemon.log", wrapper=mount_wrapper(script))
+    try:
+        wait_for(partial(_failing_saves, d, "ro", 1), timeout=60, what="a failing save", log=d.log)
+        m = d.monitors()["ro"]
+        assert m["run_failures_total"] >= 1
+        assert any("Read-only file system" in r for r in m["verdict"]["reasons"]), m["verdict"]
+        snap = d.samples()
+        # the last good save is the file's time from the earlier life
+        last = value(snap, "retrieval_monitor_last_state_save_timestamp_seconds", monitor="ro")
+        assert last == pytest.approx((state_dir / "ro.json").stat().st_mtime, abs=1)
+    finally:
+        code = d.stop()
+    assert code == 1, d.log()[-3000:]
+    assert len([r for r in d.records() if "state NOT saved" in r["message"]]) == 1
+    assert not tracebacks(d.log())
+    assert (state_dir / "ro.json").read_bytes() == saved
+
+
+# -------------------------------------------------------------------------------- SIGHUP
+
+
+def _has_monitor(d: Daemon, name: str, present: bool = True) -> bool:
+    try:
+        snap = d.samples()
+    except OSError:
+        return False
+    got = value(snap, "retrieval_monitor_runs_total", monitor=name) is not None
+    return got == present
+
+
+def test_sighup_reloads_the_configuration(tmp_path: Path) -> None:
+    """SIGHUP with a valid file: the unchanged monitor keeps its counters and state, the one whose
+    drift settings changed starts fresh (a ``config_changed`` reset), the added one appears and
+    runs, the removed one disappears. SIGHUP with an invalid file: every problem is logged, the
+    running configuration is kept. SIGTERM then exits 0."""
+    scores, outcomes = make_data(tmp_path / "world")
+    address = free_address()
+    state_dir = tmp_path / "state"
+    config = tmp_path / "monitor.toml"
+
+    def write(tables: list[str]) -> None:
+        tmp = config.with_suffix(".new")
+        tmp.write_text(config_text(address, state_dir, tables))
+        os.replace(tmp, config)
+
+    keep = monitor_toml("keep", scores, outcomes)
+    write([keep, monitor_toml("change", scores, outcomes), monitor_toml("gone", scores, outcomes)])
+    d = Daemon(config, tmp_path / "daemon.log")
+    try:
+        wait_for(
+            partial(_all_ran, d, ["keep", "change", "gone"]),
+            timeout=60,
+            what="first runs",
+            log=d.log,
+        )
+        before = d.monitors()
+        write(
+            [
+                keep,
+                monitor_toml("change", scores, outcomes, extra="drift.tolerance = 0.03\n"),
+                monitor_toml("added", scores, outcomes),
+            ]
+        )
+        d.signal(signal.SIGHUP)
+        wait_for(partial(_all_ran, d, ["added"]), timeout=60, what="added runs", log=d.log)
+        wait_for(partial(_has_monitor, d, "gone", False), timeout=30, what="gone", log=d.log)
+        again = before["change"]["runs_total"] + 1
+        wait_for(partial(_all_ran, d, ["change"], again), timeout=30, what="change", log=d.log)
+        after = d.monitors()
+        snap = d.samples()
+        assert after["keep"]["runs_total"] == before["keep"]["runs_total"]  # not re-run
+        assert after["keep"]["state_since"] == before["keep"]["state_since"]
+        reset = partial(value, snap, "retrieval_monitor_state_resets_total")
+        assert reset(monitor="change", reason="config_changed") == 1.0
+        assert reset(monitor="keep", reason="config_changed") == 0.0
+        assert value(snap, "retrieval_monitor_psi_tolerance", monitor="change") == 0.03
+        reloaded = [r for r in d.records() if r["message"] == "configuration reloaded"]
+        assert len(reloaded) == 1
+        assert reloaded[0]["added"] == ["added"]
+        assert reloaded[0]["removed"] == ["gone"]
+        assert reloaded[0]["changed"] == ["change"]
+        assert reloaded[0]["unchanged"] == ["keep"]
+        saved = json.loads((state_dir / "change.json").read_text())
+        assert saved["fingerprint"] == state_fingerprint(load_config(config).monitor("change"))
+
+        good = config.read_text()
+        config.write_text("bogus = 1\n" + good.replace('schedule = "1h"', 'schedule = "-5m"', 1))
+        d.signal(signal.SIGHUP)
+        wait_for(
+            lambda: any(
+                r["message"].startswith("configuration reload rejected") for r in d.records()
+            ),
+            timeout=30,
+            what="the rejection",
+            log=d.log,
+        )
+        problems = [r["problem"] for r in d.records() if r["message"] == "configuration problem"]
+        assert len(problems) == 2, problems
+        assert any(p.startswith("monitors[0].schedule") for p in problems), problems
+        assert any(p.startswith("bogus") for p in problems), problems
+        assert sorted(d.monitors()) == ["added", "change", "keep"]
+        assert d.popen.poll() is None
+        assert not tracebacks(d.log())
+    finally:
+        code = d.stop()
+    assert code == 0, d.log()[-3000:]
+
+
+# -------------------------------------------------------------------------------- SIGTERM
+
+
+def test_sigterm_exits_0_when_the_state_was_saved(tmp_path: Path) -> None:
+    """A clean stop saves every state (valid files, fingerprints) and exits 0."""
+    scores, outcomes = make_data(tmp_path / "world")
+    state_dir = tmp_path / "state"
+    config = tmp_path / "monitor.toml"
+    config.write_text(config_text(free_address(), state_dir, [monitor_toml("t", scores, outcomes)]))
+    d = Daemon(config, tmp_path / "daemon.log")
+    try:
+        wait_for(partial(_all_ran, d, ["t"]), timeout=60, what="first run", log=d.log)
+        d.signal(signal.SIGTERM)
+        code = d.wait(30)
+    finally:
+        d.stop()
+    assert code == 0, d.log()[-3000:]
+    state = MonitorState.from_dict(json.loads((state_dir / "t.json").read_text()))
+    assert state.fingerprint == state_fingerprint(load_config(config).monitor("t"))
+    assert state.last_run is not None
+    assert math.isclose(state.last_run.timestamp(), datetime.now(UTC).timestamp(), abs_tol=120)
+    assert [r["message"] for r in d.records()][-1] == "stopped"
