@@ -999,11 +999,18 @@ class Runner:
         )
 
     def check(self, name: str, at: datetime | None = None) -> Verdict:
-        """One read-only check (``monitor check``): uses the persisted sequential state when
-        ``at`` is not before the daemon's last slot, never writes it."""
+        """One read-only check (``monitor check``); never writes the state.
+
+        For the daemon's latest slot (``at == last_at``) it decides from the state as it was
+        before that slot (``before_last``), so it reproduces the daemon's verdict; for a later
+        slot it continues from the persisted state, as the daemon's next run will; for an earlier
+        slot it decides without the sequential history (``sequential: false``).
+        """
         monitor = self.config.monitor(name)
         at = at or monitor.schedule.latest_slot(self.clock())
         prior = self.store.load(name)
+        if prior.last_at is not None and at == prior.last_at and prior.before_last is not None:
+            prior = prior.before_last
         sequential = prior.last_at is None or at >= prior.last_at
         verdict, _, _, _ = self.decide(monitor, at, prior, sequential=sequential)
         return verdict

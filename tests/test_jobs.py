@@ -48,3 +48,34 @@ def test_readonly_store_never_touches_the_directory(tmp_path: Path) -> None:
     readonly.path("m").write_text("garbage")
     assert readonly.load("m") == MonitorState()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(before)
+
+
+def test_check_reproduces_the_daemons_latest_slot(tmp_path: Path) -> None:
+    """``check`` at the daemon's last slot gives the daemon's verdict (from ``before_last``),
+    also while alarms are raised; the state file is left untouched."""
+    import dataclasses
+    from datetime import timedelta
+
+    from monitor.config import load_config
+    from monitor.jobs import Runner
+    from monitor.simulate import SCENARIOS, write_world
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    scenario = dataclasses.replace(SCENARIOS["drift_and_decay"], scores_per_hour=300)
+    world = write_world(
+        tmp_path, scenario, start=start, end=start + timedelta(days=17), seed=4, schedule="6h"
+    )
+    config = load_config(world.config_path)
+    daemon = Runner(config, clock=lambda: start + timedelta(days=17))
+    slots = config.monitors[0].schedule.slots(
+        start + timedelta(days=14), start + timedelta(days=17)
+    )
+    seen = set()
+    for at in slots:
+        record = daemon.run("demo", at)
+        before = (tmp_path / "state" / "demo.json").read_bytes()
+        reader = Runner(config, store=StateStore(tmp_path / "state", readonly=True))
+        assert reader.check("demo", at).to_dict() == record.verdict.to_dict()
+        assert (tmp_path / "state" / "demo.json").read_bytes() == before
+        seen.add(record.verdict.state)
+    assert {"data_drift", "model_decay"} & seen
