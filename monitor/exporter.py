@@ -180,9 +180,6 @@ class MonitorCollector(Collector):
             "1 when a source's newest row is older than its max_lag at the latest check." + _SCHED,
             ["monitor", "source"],
         )
-        max_lag = _gauge(
-            "source_max_lag_seconds", "The max_lag a source is held to.", ["monitor", "source"]
-        )
         last_run = _gauge("last_run_timestamp_seconds", "When the latest run started.", ["monitor"])
         last_ok = _gauge(
             "last_success_timestamp_seconds",
@@ -240,8 +237,6 @@ class MonitorCollector(Collector):
             ):
                 if value is not None:
                     metric.add_metric([name], value.timestamp())
-            max_lag.add_metric([name, "scores"], snap.monitor.score_lag_limit.total_seconds())
-            max_lag.add_metric([name, "outcomes"], snap.monitor.outcome_lag_limit.total_seconds())
             runs.add_metric([name], float(snap.runs_total))
             failures.add_metric([name], float(snap.failures_total))
             run = snap.latest
@@ -279,7 +274,6 @@ class MonitorCollector(Collector):
             latest,
             src_last,
             stale,
-            max_lag,
             last_run,
             last_ok,
             duration,
