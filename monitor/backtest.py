@@ -54,6 +54,7 @@ __all__ = [
     "format_csv",
     "format_json",
     "format_text",
+    "replay_check",
     "run_backtest_cli",
     "summarize",
 ]
@@ -596,6 +597,31 @@ def backtest(
             )
         )
     return results
+
+
+def replay_check(config: Config, name: str, at: datetime, start: datetime) -> Verdict:
+    """The verdict of ``name`` at ``at`` with the sequential state rebuilt by replaying every
+    slot in ``[start, at)`` first, as the daemon would have run them (``monitor check --at``).
+
+    The replay starts from an empty state at ``start`` (the daemon's first slot reproduces the
+    daemon exactly; a later start approximates it once the CUSUMs have renewed). The verdict's
+    ``replay_from`` says where the replay began.
+    """
+    start, at = start.astimezone(UTC), at.astimezone(UTC)
+    if not start <= at:
+        raise ValueError(f"--replay-from {_iso(start)} must not be after --at {_iso(at)}")
+    monitor = config.monitor(name)
+    slots = [t for t in monitor.schedule.slots(start, at) if t < at]
+    reader = CachedReader()
+    _cover(reader, monitor, [*slots, at])
+    clock = _ReplayClock(start)
+    runner = Runner(config, clock=clock, reader=reader, store=MemoryStore())
+    for t in slots:
+        clock.now = t
+        runner.run(name, t)
+    clock.now = at
+    verdict = runner.run(name, at).verdict
+    return replace(verdict, replay_from=start)
 
 
 def _cover(reader: CachedReader, monitor: MonitorConfig, slots: Sequence[datetime]) -> None:

@@ -81,6 +81,13 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--monitor", help="only this monitor")
     c.add_argument("--at", type=_parse_at, help="evaluate the slot at this time (default now)")
     c.add_argument("--json", action="store_true", help="print the JSON contract")
+    c.add_argument(
+        "--replay-from",
+        type=_parse_at,
+        help="for an --at before the daemon's latest slot, rebuild the sequential state by "
+        "replaying the slots from this time (default: the daemon's first slot, or one budget "
+        "period before --at)",
+    )
 
     r = sub.add_parser("run", help="run the daemon (scheduler + /metrics)")
     r.add_argument("--config", required=True, type=Path)
@@ -198,7 +205,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
     runner = Runner(config, store=store)
-    verdicts = [runner.check(name, args.at) for name in names]
+    verdicts = [
+        _check_one(config, runner, store, name, args.at, args.replay_from) for name in names
+    ]
     at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
     if args.json:
         doc = {
@@ -222,6 +231,38 @@ def _cmd_check(args: argparse.Namespace) -> int:
             for reason in v.reasons:
                 print(f"    - {reason}")
     return exit_code([v.state for v in verdicts])
+
+
+def _check_one(
+    config: Config,
+    runner: Any,
+    store: Any,
+    name: str,
+    at: datetime | None,
+    replay_from: datetime | None,
+) -> Any:
+    """One monitor's verdict as the daemon decided (or will decide) it.
+
+    ``at`` at or after the daemon's latest slot: the persisted state (read-only). An earlier
+    ``at`` (or any ``at`` without daemon state, or with ``replay_from``): the sequential state
+    is rebuilt by replaying the slots from ``replay_from`` (default: the daemon's first slot,
+    else one budget period before ``at``).
+    """
+    from monitor.backtest import replay_check
+
+    if at is None and replay_from is None:
+        return runner.check(name, None)
+    state = store.load(name)
+    monitor = config.monitor(name)
+    if at is None:
+        at = monitor.schedule.latest_slot(datetime.now(UTC))
+    if replay_from is None and state.last_at is not None and at >= state.last_at:
+        return runner.check(name, at)
+    start = replay_from
+    if start is None:
+        first = state.first_at
+        start = first if first is not None and first <= at else at - monitor.budget.period
+    return replay_check(config, name, at, start)
 
 
 def _exit_hard_if_stuck(code: int, *, stuck: bool = False) -> int:

@@ -797,6 +797,7 @@ class Verdict:
     error: str | None = None
     sequential: bool = True
     stale: tuple[str, ...] = ()
+    replay_from: datetime | None = None
 
     @property
     def input(self) -> InputReport | None:
@@ -851,6 +852,7 @@ class Verdict:
             },
             "alarm_plan": None if plan is None else _plan_dict(plan),
             "sequential": self.sequential,
+            "replay_from": _iso(self.replay_from),
         }
 
 

@@ -79,3 +79,44 @@ def test_check_reproduces_the_daemons_latest_slot(tmp_path: Path) -> None:
         assert (tmp_path / "state" / "demo.json").read_bytes() == before
         seen.add(record.verdict.state)
     assert {"data_drift", "model_decay"} & seen
+
+
+def test_check_at_any_past_slot_replays_what_the_daemon_decided(tmp_path: Path) -> None:
+    """``monitor check --at T`` for earlier slots rebuilds the sequential state by replaying
+    from the daemon's first slot: same verdict as the daemon for every slot of the history."""
+    import dataclasses
+    import json
+    from datetime import timedelta
+
+    from monitor.cli import main
+    from monitor.config import load_config
+    from monitor.jobs import Runner
+    from monitor.simulate import SCENARIOS, write_world
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    scenario = dataclasses.replace(SCENARIOS["drift_and_decay"], scores_per_hour=300)
+    world = write_world(
+        tmp_path, scenario, start=start, end=start + timedelta(days=17), seed=4, schedule="6h"
+    )
+    config = load_config(world.config_path)
+    daemon = Runner(config, clock=lambda: start + timedelta(days=17))
+    slots = config.monitors[0].schedule.slots(
+        start + timedelta(days=14), start + timedelta(days=17)
+    )
+    said = {at: daemon.run("demo", at).verdict for at in slots}
+    states = set()
+    for at in slots[:-1]:
+        import contextlib
+        import io
+
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            main(["check", "--config", str(world.config_path), "--at", at.isoformat(), "--json"])
+        doc = json.loads(out.getvalue())["monitors"][0]
+        expected = said[at].to_dict()
+        assert doc["replay_from"] == slots[0].isoformat().replace("+00:00", "Z")
+        doc["replay_from"] = None
+        assert doc == expected, at
+        states.add(doc["state"])
+    assert {"ok", "model_decay"} <= states
+    assert any(v.input is not None and v.input.drift for v in said.values())  # drift raised too
