@@ -575,7 +575,10 @@ def plot(summary: Mapping[str, Any], world_list: Sequence[World], directory: Pat
                 labels.append(f"{tag}{side}\n{rule}")
                 values.append(f["p_false_alarm"])
                 lo, hi = f["wilson"]
-                errs.append((f["p_false_alarm"] - lo, hi - f["p_false_alarm"]))
+                # Bars from the interval, clipped at 0: rounding can put a 0/n or n/n value a
+                # hair outside its own interval (hi = 0.9999999999999999), and matplotlib
+                # rejects negative error bars.
+                errs.append((max(f["p_false_alarm"] - lo, 0.0), max(hi - f["p_false_alarm"], 0.0)))
         x = np.arange(len(values))
         colors = ["tab:green" if lab.endswith("default") else "tab:red" for lab in labels]
         ax.bar(x, values, color=colors, yerr=np.array(errs).T, capsize=3)
