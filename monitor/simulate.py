@@ -73,7 +73,9 @@ with volume-weighted masses. :func:`score_mixture` integrates them (exact to rou
 :func:`true_psi` is the population PSI of one such distribution against a reference span on
 the reference's decile bins (Monte Carlo as a fallback and cross-check), and
 :func:`edge_strength` finds by root finding the ``drift_strength`` whose true PSI equals a
-tolerance, to put a world exactly at the edge of the drift test's null (PSI <= tolerance).
+tolerance, to put a world exactly at the edge of the drift test's null (PSI <= tolerance);
+:func:`psi_crossing` dates when a trailing window's true PSI first reaches a level (e.g. when a
+gradual drift crosses twice the tolerance).
 
 Generation is pure numpy; only :func:`write_world` touches parquet (through ``monitor.sources``);
 the true-PSI helpers use scipy (``ndtr``, ``brentq``).
@@ -112,6 +114,7 @@ __all__ = [
     "generate_outcomes",
     "generate_scores",
     "golden_qualities",
+    "psi_crossing",
     "score_mixture",
     "strong_seasonality",
     "true_psi",
@@ -531,8 +534,11 @@ SCENARIOS: dict[str, Scenario] = {
             segment_weights=(0.6, 0.25, 0.15),
         ),
         # issue 9's worlds
-        diurnal(_STATIONARY, name="diurnal"),
-        strong_seasonality(_STATIONARY, name="strong_seasonality"),
+        # issue 9's first row was measured at 1,000 scores/h
+        diurnal(dataclasses.replace(_STATIONARY, scores_per_hour=1000.0), name="diurnal"),
+        strong_seasonality(
+            dataclasses.replace(_STATIONARY, scores_per_hour=1000.0), name="strong_seasonality"
+        ),
         dataclasses.replace(
             _STATIONARY, name="dead_feed", scores_stop=timedelta(days=15, hours=10)
         ),
@@ -1171,6 +1177,70 @@ def true_psi(
         _sample_scores(scenario, t0, t1, o_us, share, n_samples, g) for t0, t1 in spans
     )
     return _sample_psi(ref_sample, cur_sample, bins)
+
+
+def psi_crossing(
+    scenario: Scenario,
+    level: float,
+    *,
+    reference: tuple[TimeLike, TimeLike],
+    between: tuple[TimeLike, TimeLike],
+    origin: TimeLike,
+    window: timedelta = timedelta(days=1),
+    segment: str | None = None,
+    bins: int = 10,
+) -> datetime | None:
+    """The first time ``t`` in ``between`` when the trailing window's true PSI reaches ``level``.
+
+    The PSI is :func:`true_psi` of ``[t - window, t)`` against ``reference`` (integrated). It is
+    scanned on a grid of whole hours from ``between[0]``, then the first crossing is bisected to
+    one second, so a crossing that lasts less than an hour may be missed. Returns an aware UTC
+    datetime, or None when the PSI stays below ``level`` up to ``between[1]``. Use it to date,
+    say, when a gradual drift's true PSI crosses twice the tolerance.
+    """
+    if not isinstance(scenario, Scenario):
+        raise StatsInputError(f"`scenario` must be a Scenario; got {scenario!r}.")
+    problems = _segment_problem(scenario, segment)
+    if not (isinstance(level, int | float) and math.isfinite(level) and level > 0):
+        problems.append(f"`level` must be a finite number > 0; got {level!r}.")
+    if not (isinstance(window, timedelta) and window > timedelta(0)):
+        problems.append(f"`window` must be a positive timedelta; got {window!r}.")
+    if not (isinstance(bins, int) and not isinstance(bins, bool) and bins >= 2):
+        problems.append(f"`bins` must be an integer >= 2; got {bins!r}.")
+    for name, pair in (("reference", reference), ("between", between)):
+        if not (isinstance(pair, tuple) and len(pair) == 2):
+            problems.append(f"`{name}` must be a (start, end) pair; got {pair!r}.")
+    if problems:
+        raise StatsInputError(" ".join(problems))
+    o_us = int(_utc_us(origin, "origin").astype(np.int64))
+    share = _drift_share(scenario, segment)
+    ref = _mixture(scenario, _when_us(reference, "reference"), o_us, share, "reference")
+    lo_us, hi_us = (int(t.astype(np.int64)) for t in _span(between[0], between[1], None)[:2])
+    win_us = _td_us(window)
+
+    def psi_at(t_us: int) -> float:
+        m = _span_masses(scenario, t_us - win_us, t_us, o_us, share)
+        if m is None:  # a silent window has no distribution: it cannot cross
+            return -math.inf
+        cur = ScoreMixture(zero=float(m[0]), easy=float(m[1]), hard=float(m[2]))
+        return _population_psi(ref, cur, bins)
+
+    grid = [*range(lo_us, hi_us, _US_PER_HOUR), hi_us]
+    below = None
+    for t_us in grid:
+        if psi_at(t_us) >= level:
+            if below is None:
+                found = t_us
+            else:
+                a, b = below, t_us  # psi(a) < level <= psi(b)
+                while b - a > 1_000_000:
+                    mid = (a + b) // 2
+                    a, b = (a, mid) if psi_at(mid) >= level else (mid, b)
+                found = b
+            stamp: datetime = np.datetime64(found, "us").astype(datetime)
+            return stamp.replace(tzinfo=UTC)
+        below = t_us
+    return None
 
 
 def edge_strength(

@@ -33,6 +33,7 @@ from monitor.simulate import (
     generate_outcomes,
     generate_scores,
     golden_qualities,
+    psi_crossing,
     score_mixture,
     strong_seasonality,
     true_psi,
@@ -459,13 +460,14 @@ def _expected_zero_share(sc: Scenario, hour: float, weekend: bool, drift: float 
 )
 def test_seasonal_zero_share_by_day_and_night(name: str, day: float, night: float) -> None:
     sc = SCENARIOS[name]
-    log = generate_scores(sc, START, START + 14 * DAY, rng=31)  # 10 weekdays, 4 weekend days
+    busy = dataclasses.replace(sc, scores_per_hour=4000.0)  # volume leaves the shares alone
+    log = generate_scores(busy, START, START + 14 * DAY, rng=31)  # 10 weekdays, 4 weekend days
     # the claim itself, from the model: weekday 15:00 and 03:00 UTC
     assert _expected_zero_share(sc, 15.0, False) == pytest.approx(day, abs=1e-12)
     assert _expected_zero_share(sc, 3.0, False) == pytest.approx(night, abs=1e-12)
     # measured on generated rows, in the hour around the trough and the peak (the cosine's mean
-    # over one hour is 0.997 of its peak). Weekday rows: ~30,000 by day (sd 0.0013), ~10,000 at
-    # night (sd 0.005).
+    # over one hour is 0.997 of its peak). Weekday rows: ~64,000 by day (sd 0.0009), ~22,000 at
+    # night (sd 0.0033); weekend hours ~6,500-19,000 rows (sd <= 0.0065).
     measured_day = _zero_share_at(log, (14,), weekend=False)
     measured_night = _zero_share_at(log, (2,), weekend=False)
     assert measured_day == pytest.approx(_expected_zero_share(sc, 14.5, False), abs=0.006)
@@ -1018,6 +1020,63 @@ def test_edge_strength_grows_with_the_tolerance_and_handles_ramps() -> None:
     )
     # the same shift of the mix has the same PSI, abrupt or at the end of a ramp
     assert s == pytest.approx(edge_strength(base, 0.05), rel=1e-6)
+
+
+def test_psi_crossing_dates_the_first_crossing() -> None:
+    gradual = SCENARIOS["gradual_drift"]  # ramp over days 10-20 to strength 0.35
+    ref = (START + 3 * DAY, START + 10 * DAY)
+    between = (START + 10 * DAY, START + 25 * DAY)
+    t = psi_crossing(gradual, 0.04, reference=ref, between=between, origin=START)
+    assert t is not None
+    assert t.tzinfo is not None
+    second = timedelta(seconds=1)
+    assert true_psi(gradual, (t - DAY, t), ref, origin=START) >= 0.04
+    assert true_psi(gradual, (t - DAY - 2 * second, t - 2 * second), ref, origin=START) < 0.04
+    assert START + 10 * DAY < t < START + 20 * DAY
+    # a higher level is crossed later; a level never reached gives None
+    later = psi_crossing(gradual, 0.08, reference=ref, between=between, origin=START)
+    assert later is not None
+    assert later > t
+    assert psi_crossing(gradual, 5.0, reference=ref, between=between, origin=START) is None
+    # an abrupt step is crossed while the trailing day fills with drifted traffic
+    step = SCENARIOS["covariate_shift"]
+    onset = START + 15 * DAY
+    t_step = psi_crossing(step, 0.02, reference=REF, between=(onset, onset + 2 * DAY), origin=START)
+    assert t_step is not None
+    assert onset < t_step < onset + DAY
+    # a window the feed left silent cannot cross
+    dead = dataclasses.replace(step, scores_stop=timedelta(days=15))
+    assert (
+        psi_crossing(
+            dead, 0.02, reference=REF, between=(onset + DAY, onset + 2 * DAY), origin=START
+        )
+        is None
+    )
+
+
+def test_psi_crossing_iv() -> None:
+    sc = SCENARIOS["gradual_drift"]
+    with pytest.raises(StatsInputError) as info:
+        psi_crossing(
+            sc,
+            -1.0,
+            reference=REF,
+            between=START,  # type: ignore[arg-type]
+            origin=START,
+            window=timedelta(0),
+            bins=0,
+            segment="fr",
+        )
+    for part in (
+        "`level` must be a finite number > 0; got -1.0.",
+        "`window` must be a positive timedelta; got datetime.timedelta(0).",
+        "`bins` must be an integer >= 2; got 0.",
+        "`between` must be a (start, end) pair",
+        "`segment` must be None or one of",
+    ):
+        assert part in str(info.value)
+    with pytest.raises(StatsInputError, match="`scenario` must be a Scenario"):
+        psi_crossing(None, 0.1, reference=REF, between=REF, origin=START)  # type: ignore[arg-type]
 
 
 @settings(max_examples=25)
