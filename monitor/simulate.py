@@ -370,13 +370,15 @@ def _scenario_problems(s: Scenario) -> list[str]:
             f"(range [{trough:.4g}, {peak:.4g}])",
             s.hard_share,
         )
+    zero_ok = True
     for field, shift in (
         ("zero_daily_amplitude", s.zero_daily_amplitude),
         ("zero_weekend_shift", s.zero_weekend_shift),
     ):
         if not (isinstance(shift, int | float) and math.isfinite(shift)):
             bad(field, "a finite number", shift)
-    if math.isfinite(s.zero_daily_amplitude) and math.isfinite(s.zero_weekend_shift):
+            zero_ok = False
+    if zero_ok:
         p0_easy = s.zero_share - s.hard_share * ZERO_GAP
         z_lo = p0_easy - abs(s.zero_daily_amplitude) + min(s.zero_weekend_shift, 0.0)
         z_hi = p0_easy + ZERO_GAP + abs(s.zero_daily_amplitude) + max(s.zero_weekend_shift, 0.0)

@@ -151,6 +151,7 @@ def stationary_scores() -> ScoreLog:
             "`zero_daily_amplitude` must be a finite number; got nan.",
         ),
         ({"zero_weekend_shift": float("inf")}, "`zero_weekend_shift` must be a finite number"),
+        ({"zero_weekend_shift": "0.1"}, "`zero_weekend_shift` must be a finite number; got '0.1'."),
         (  # p0_easy = 0.15 at the defaults: an amplitude of 0.2 takes it below 0 by day
             {"zero_daily_amplitude": 0.2},
             "`zero_daily_amplitude` must be such that the zero-score probabilities of easy and "
