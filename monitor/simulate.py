@@ -109,6 +109,7 @@ __all__ = [
     "ScoreLog",
     "ScoreMixture",
     "World",
+    "at_edge",
     "diurnal",
     "edge_strength",
     "generate_outcomes",
@@ -1299,6 +1300,27 @@ def edge_strength(
             f"({s_max:.4g}) has a true PSI of {top:.4g}; got {tolerance!r}."
         )
     return float(brentq(lambda x: psi_at(x) - tolerance, 0.0, s_max, xtol=1e-12, rtol=1e-12))
+
+
+def at_edge(
+    base: Scenario,
+    tolerance: float = 0.02,
+    *,
+    scores_per_hour: float | None = None,
+    name: str | None = None,
+) -> Scenario:
+    """``base`` with its drift set to :func:`edge_strength` (true PSI = ``tolerance``).
+
+    ``scores_per_hour`` changes the volume (the true PSI does not depend on it: issue 9 asks for
+    300/h, 10,000/h and 1M/day at the same edge); ``name`` defaults to ``f"{base.name}_edge"``.
+    """
+    strength = edge_strength(base, tolerance)
+    return dataclasses.replace(
+        base,
+        name=f"{base.name}_edge" if name is None else name,
+        drift_strength=strength,
+        scores_per_hour=base.scores_per_hour if scores_per_hour is None else scores_per_hour,
+    )
 
 
 # --------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from monitor.simulate import (
     OutcomeLog,
     Scenario,
     ScoreLog,
+    at_edge,
     diurnal,
     edge_strength,
     generate_outcomes,
@@ -1005,6 +1006,17 @@ def test_true_psi_at_an_instant_is_the_limit_of_short_spans() -> None:
         second = timedelta(seconds=1)
         short = true_psi(sc, (t - second, t + second), REF, origin=START)
         assert instant == pytest.approx(short, rel=1e-7, abs=1e-12)
+
+
+def test_at_edge_sets_the_strength_and_the_volume() -> None:
+    base = SCENARIOS["covariate_shift"]
+    for volume in (300.0, 10_000.0, 1e6 / 24):
+        world = at_edge(base, scores_per_hour=volume)
+        assert world.name == "covariate_shift_edge"
+        assert world.scores_per_hour == volume
+        cur = (START + 15 * DAY, START + 15 * DAY + WEEK)
+        assert true_psi(world, cur, REF, origin=START) == pytest.approx(0.02, abs=1e-9)
+    assert at_edge(base, name="e").scores_per_hour == base.scores_per_hour
 
 
 def test_edge_strength_grows_with_the_tolerance_and_handles_ramps() -> None:
