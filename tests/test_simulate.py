@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import tomllib
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -27,11 +28,16 @@ from monitor.simulate import (
     OutcomeLog,
     Scenario,
     ScoreLog,
+    at_edge,
     diurnal,
+    edge_strength,
     generate_outcomes,
     generate_scores,
     golden_qualities,
+    psi_crossing,
+    score_mixture,
     strong_seasonality,
+    true_psi,
     with_seasonality,
     write_world,
 )
@@ -146,6 +152,7 @@ def stationary_scores() -> ScoreLog:
             "`zero_daily_amplitude` must be a finite number; got nan.",
         ),
         ({"zero_weekend_shift": float("inf")}, "`zero_weekend_shift` must be a finite number"),
+        ({"zero_weekend_shift": "0.1"}, "`zero_weekend_shift` must be a finite number; got '0.1'."),
         (  # p0_easy = 0.15 at the defaults: an amplitude of 0.2 takes it below 0 by day
             {"zero_daily_amplitude": 0.2},
             "`zero_daily_amplitude` must be such that the zero-score probabilities of easy and "
@@ -441,10 +448,11 @@ def _zero_share_at(log: ScoreLog, hours: tuple[int, ...], weekend: bool) -> floa
     return float(np.mean(log.scores[mask] == 0))
 
 
-def _expected_zero_share(sc: Scenario, hour: float, weekend: bool) -> float:
+def _expected_zero_share(sc: Scenario, hour: float, weekend: bool, drift: float = 0.0) -> float:
     """The model's zero share at a fractional hour: p0_easy(t) + ZERO_GAP * h(t)."""
     c = np.cos(2 * np.pi * (hour - MIX_PEAK_HOUR) / 24)
     h = sc.hard_share + sc.mix_daily_amplitude * c + sc.mix_weekend_shift * weekend
+    h += sc.drift_strength * drift
     p0_easy = sc.zero_share - sc.hard_share * ZERO_GAP + sc.zero_daily_amplitude * c
     return float(p0_easy + sc.zero_weekend_shift * weekend + ZERO_GAP * h)
 
@@ -454,13 +462,14 @@ def _expected_zero_share(sc: Scenario, hour: float, weekend: bool) -> float:
 )
 def test_seasonal_zero_share_by_day_and_night(name: str, day: float, night: float) -> None:
     sc = SCENARIOS[name]
-    log = generate_scores(sc, START, START + 14 * DAY, rng=31)  # 10 weekdays, 4 weekend days
+    busy = dataclasses.replace(sc, scores_per_hour=4000.0)  # volume leaves the shares alone
+    log = generate_scores(busy, START, START + 14 * DAY, rng=31)  # 10 weekdays, 4 weekend days
     # the claim itself, from the model: weekday 15:00 and 03:00 UTC
     assert _expected_zero_share(sc, 15.0, False) == pytest.approx(day, abs=1e-12)
     assert _expected_zero_share(sc, 3.0, False) == pytest.approx(night, abs=1e-12)
     # measured on generated rows, in the hour around the trough and the peak (the cosine's mean
-    # over one hour is 0.997 of its peak). Weekday rows: ~30,000 by day (sd 0.0013), ~10,000 at
-    # night (sd 0.005).
+    # over one hour is 0.997 of its peak). Weekday rows: ~64,000 by day (sd 0.0009), ~22,000 at
+    # night (sd 0.0033); weekend hours ~6,500-19,000 rows (sd <= 0.0065).
     measured_day = _zero_share_at(log, (14,), weekend=False)
     measured_night = _zero_share_at(log, (2,), weekend=False)
     assert measured_day == pytest.approx(_expected_zero_share(sc, 14.5, False), abs=0.006)
@@ -791,6 +800,315 @@ def test_any_world_respects_the_contract(
     outcomes = generate_outcomes(sc, t0, t1, rng=seed)
     assert np.all((outcomes.outcomes >= 0) & (outcomes.outcomes <= 1))
     assert len(set(outcomes.query_ids.tolist())) <= queries
+
+
+# ----------------------------------------------------------------------------------------------
+# true PSI and the null's edge
+
+WEEK = timedelta(days=7)
+REF = (START + 8 * DAY, START + 15 * DAY)  # the week before the presets' onset on day 15
+
+
+@pytest.mark.parametrize("name", ["covariate_shift", "strong_covariate", "score_outage"])
+def test_score_mixture_against_generated_scores(name: str) -> None:
+    """The integrated distribution of a week spanning the onset against 10^6 generated scores."""
+    sc = (
+        strong_seasonality(SCENARIOS["covariate_shift"])
+        if name == "strong_covariate"
+        else SCENARIOS[name]
+    )
+    span = (START + 12 * DAY + timedelta(hours=7), START + 19 * DAY + timedelta(hours=7))
+    mix = score_mixture(sc, span, origin=START)
+    assert mix.zero + mix.easy + mix.hard == pytest.approx(1.0, abs=1e-12)
+    busy = dataclasses.replace(sc, scores_per_hour=1e6 / 168)
+    sample = np.sort(generate_scores(busy, *span, rng=13, origin=START).scores)
+    n = sample.size
+    # 4 binomial sd at 10^6 draws: 0.0017 for the zero share, 0.002 for the CDF
+    assert np.mean(sample == 0) == pytest.approx(mix.zero, abs=4 * np.sqrt(mix.zero / n))
+    for x in (0.5, 3.0, 5.0, 6.5, 8.0, 11.0, 15.0, 25.0):
+        ecdf = np.searchsorted(sample, x, side="right") / n
+        assert ecdf == pytest.approx(float(mix.cdf(x)), abs=0.002), x
+    for k in range(1, 10):
+        q = mix.quantile(k / 10)
+        if q == 0.0:
+            assert mix.zero >= k / 10
+        else:
+            assert np.searchsorted(sample, q, side="right") / n == pytest.approx(k / 10, abs=0.002)
+    assert mix.cdf(-1.0) == 0.0
+    assert float(mix.cdf(0.0)) == pytest.approx(mix.zero, abs=1e-15)
+
+
+def test_score_mixture_at_an_instant_is_the_model() -> None:
+    sc = strong_seasonality(SCENARIOS["covariate_shift"])
+    for day, hour in ((3, 2.5), (6, 15.0), (15, 3.0), (20, 9.25)):  # day 6 is a Sunday
+        t = START + day * DAY + timedelta(hours=hour)
+        mix = score_mixture(sc, t, origin=START)
+        # the test's own formula: zero share = p0_easy(t) + ZERO_GAP * h(t)
+        expected = _expected_zero_share(sc, hour, day % 7 >= 5, drift=float(day >= 15))
+        assert mix.zero == pytest.approx(expected, abs=1e-12)
+    with pytest.raises(StatsInputError, match=r"`p` must be in \(0, 1\); got 1\.0\."):
+        mix.quantile(1.0)
+    with pytest.raises(StatsInputError, match="`segment` must be None or one of"):
+        score_mixture(sc, START, origin=START, segment="en")
+
+
+def test_true_psi_iv() -> None:
+    sc = SCENARIOS["covariate_shift"]
+    cur = (START + 15 * DAY, START + 16 * DAY)
+    with pytest.raises(StatsInputError, match="`scenario` must be a Scenario"):
+        true_psi("covariate_shift", cur, REF, origin=START)  # type: ignore[arg-type]
+    with pytest.raises(StatsInputError) as info:
+        true_psi(
+            sc,
+            START + 15 * DAY,
+            REF,
+            origin=START,
+            bins=1,
+            method="monte_carlo",
+            n_samples=10,
+            segment="fr",
+        )
+    message = str(info.value)
+    for part in (
+        "`bins` must be an integer >= 2; got 1.",
+        "`n_samples` must be an integer >= 1000; got 10.",
+        "`segment` must be None or one of `scenario.segments` (); got 'fr'.",
+        "`current` must be a (start, end) span when `method` is 'monte_carlo'.",
+    ):
+        assert part in message
+    with pytest.raises(StatsInputError, match="`method` must be one of"):
+        true_psi(sc, cur, REF, origin=START, method="exact")  # type: ignore[arg-type]
+    with pytest.raises(StatsInputError, match="`reference` must be a \\(start, end\\) pair"):
+        true_psi(sc, cur, START, origin=START)  # type: ignore[arg-type]
+    with pytest.raises(StatsInputError, match="`current` must be a time or a \\(start, end\\)"):
+        true_psi(sc, (START, START + DAY, START), REF, origin=START)  # type: ignore[arg-type]
+    with pytest.raises(StatsInputError, match="`end` must be after `start`"):
+        true_psi(sc, cur, (REF[1], REF[0]), origin=START)
+    dead = SCENARIOS["dead_feed"]
+    for method in ("integrate", "monte_carlo"):
+        with pytest.raises(StatsInputError, match="`current` holds no logged scores"):
+            true_psi(dead, (START + 16 * DAY, START + 17 * DAY), REF, origin=START, method=method)
+
+
+def test_edge_strength_iv() -> None:
+    with pytest.raises(StatsInputError, match="`base` must be a Scenario"):
+        edge_strength("covariate_shift")  # type: ignore[arg-type]
+    with pytest.raises(StatsInputError, match=r"`base` must have a drift .*; got 'none'\."):
+        edge_strength(SCENARIOS["stationary"])
+    early = Scenario("early", drift_kind="abrupt", drift_start=DAY)
+    with pytest.raises(StatsInputError, match=r"`base\.drift_start` must be >= 7 days"):
+        edge_strength(early)
+    with pytest.raises(
+        StatsInputError, match=r"`tolerance` must be a finite number > 0; got 0\.0\."
+    ):
+        edge_strength(SCENARIOS["covariate_shift"], 0.0)
+    with pytest.raises(StatsInputError, match="`tolerance` must be reachable"):
+        edge_strength(SCENARIOS["covariate_shift"], 5.0)
+
+
+@pytest.mark.parametrize("name", ["stationary", "diurnal", "strong_seasonality"])
+def test_true_psi_of_a_stationary_world_is_zero_over_whole_weeks(name: str) -> None:
+    sc = SCENARIOS[name]
+    start = START + timedelta(days=15, hours=5, minutes=17)  # any start: whole weeks average out
+    assert true_psi(sc, (start, start + WEEK), REF, origin=START) == pytest.approx(0.0, abs=1e-12)
+    # ...but a night hour is not a week: the cycle alone moves it, the more the stronger it is
+    night = (START + 15 * DAY + timedelta(hours=2), START + 15 * DAY + timedelta(hours=4))
+    psi_night = true_psi(sc, night, REF, origin=START)
+    if name == "stationary":
+        assert psi_night < 0.002
+    else:
+        assert psi_night > 0.05
+
+
+def test_true_psi_against_generated_scores() -> None:
+    """The integrated PSI of a strong shift against 10^6 generated scores on each side."""
+    sc = SCENARIOS["covariate_shift"]  # drift_strength 0.35
+    cur = (START + 15 * DAY, START + 15 * DAY + WEEK)
+    exact = true_psi(sc, cur, REF, origin=START)
+    busy = dataclasses.replace(sc, scores_per_hour=1e6 / 168)
+    current = generate_scores(busy, *cur, rng=3, origin=START).scores
+    reference = generate_scores(busy, *REF, rng=4, origin=START).scores
+    # measured over 6 seeds: mean 0.1438, sd 0.0015 (exact: 0.1440)
+    assert _psi(reference, current)[0] == pytest.approx(exact, abs=0.006)
+    assert 0.1 < exact < 0.2
+
+
+def test_true_psi_against_generated_scores_at_the_edge() -> None:
+    """The integrated PSI of an edge world against 10^6 generated scores on each side."""
+    for base in (SCENARIOS["covariate_shift"], strong_seasonality(SCENARIOS["covariate_shift"])):
+        strength = edge_strength(base, 0.02)
+        sc = base.with_effect(drift_strength=strength)
+        cur = (START + 15 * DAY, START + 15 * DAY + WEEK)
+        assert true_psi(sc, cur, REF, origin=START) == pytest.approx(0.02, abs=1e-9)
+        busy = dataclasses.replace(sc, scores_per_hour=1e6 / 168)  # 10^6 scores a week
+        current = generate_scores(busy, *cur, rng=5, origin=START).scores
+        reference = generate_scores(busy, *REF, rng=6, origin=START).scores
+        assert 0.99e6 < current.size < 1.01e6
+        # The monitor's binning; measured sd of this estimate over 20 seeds: 0.0003, mean
+        # 0.0201 (the plug-in bias is about (B - 1) * 2e-6 plus the noise of the edges).
+        assert _psi(reference, current)[0] == pytest.approx(0.02, abs=0.0015)
+        # without the drift the same weeks have no PSI at all
+        null = dataclasses.replace(busy, drift_strength=0.0)
+        assert true_psi(null, cur, REF, origin=START) == pytest.approx(0.0, abs=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("name", "current", "segment"),
+    [
+        (  # a night hour of a strong cycle after an edge-sized drift
+            "strong_covariate",
+            (START + 15 * DAY + timedelta(hours=3), START + 15 * DAY + timedelta(hours=4)),
+            None,
+        ),
+        ("gradual_drift", (START + 14 * DAY, START + 15 * DAY), None),  # mid-ramp
+        ("segment_drift", (START + 15 * DAY, START + 16 * DAY), "fr"),
+        ("segment_drift", (START + 15 * DAY, START + 16 * DAY), None),
+        ("outage_covariate", (START + 15 * DAY, START + 16 * DAY), None),
+    ],
+)
+def test_true_psi_integrated_against_monte_carlo(
+    name: str, current: tuple[datetime, datetime], segment: str | None
+) -> None:
+    worlds = {
+        "strong_covariate": strong_seasonality(SCENARIOS["covariate_shift"]).with_effect(
+            drift_strength=0.13
+        ),
+        "outage_covariate": dataclasses.replace(
+            SCENARIOS["covariate_shift"],
+            scores_outage=(timedelta(days=15, hours=6), timedelta(days=15, hours=20)),
+        ),
+    }
+    sc = worlds.get(name) or SCENARIOS[name]
+    exact = true_psi(sc, current, REF, origin=START, segment=segment)
+    mc = [
+        true_psi(sc, current, REF, origin=START, segment=segment, method="monte_carlo", rng=k)
+        for k in range(2)
+    ]
+    # 10^6 draws a side: measured sd of one estimate 0.0007 at PSI 0.03 and 0.0015 at PSI 0.14
+    assert np.mean(mc) == pytest.approx(exact, abs=0.001 + 0.02 * exact)
+    assert exact > 0.002  # each case is a real drift, not a trivially small one
+
+
+def test_true_psi_outage_changes_the_weighting() -> None:
+    # an outage over the night hours leaves a day-heavy span: its PSI differs from the full span
+    sc = SCENARIOS["strong_seasonality"]
+    quiet = dataclasses.replace(sc, scores_outage=(timedelta(days=15), timedelta(days=15, hours=8)))
+    span = (START + 15 * DAY, START + 16 * DAY)
+    assert true_psi(quiet, span, REF, origin=START) > true_psi(sc, span, REF, origin=START) + 0.01
+
+
+def test_true_psi_at_an_instant_is_the_limit_of_short_spans() -> None:
+    sc = SCENARIOS["strong_seasonality"].with_effect()
+    for hour in (0.25, 3.0, 9.6, 15.0, 22.9):
+        t = START + 15 * DAY + timedelta(hours=hour)
+        instant = true_psi(sc, t, REF, origin=START)
+        # a span centred on t: its mean equals the instant's value to second order
+        second = timedelta(seconds=1)
+        short = true_psi(sc, (t - second, t + second), REF, origin=START)
+        assert instant == pytest.approx(short, rel=1e-7, abs=1e-12)
+
+
+def test_at_edge_sets_the_strength_and_the_volume() -> None:
+    base = SCENARIOS["covariate_shift"]
+    for volume in (300.0, 10_000.0, 1e6 / 24):
+        world = at_edge(base, scores_per_hour=volume)
+        assert world.name == "covariate_shift_edge"
+        assert world.scores_per_hour == volume
+        cur = (START + 15 * DAY, START + 15 * DAY + WEEK)
+        assert true_psi(world, cur, REF, origin=START) == pytest.approx(0.02, abs=1e-9)
+    assert at_edge(base, name="e").scores_per_hour == base.scores_per_hour
+
+
+def test_edge_strength_grows_with_the_tolerance_and_handles_ramps() -> None:
+    base = SCENARIOS["covariate_shift"]
+    strengths = [edge_strength(base, tol) for tol in (0.01, 0.02, 0.05, 0.1)]
+    assert all(0 < a < b < 0.7 for a, b in itertools.pairwise(strengths))
+    gradual = SCENARIOS["gradual_drift"]
+    s = edge_strength(gradual, 0.05)
+    done = START + gradual.drift_start + gradual.drift_ramp  # type: ignore[operator]
+    onset = START + gradual.drift_start  # type: ignore[operator]
+    world = gradual.with_effect(drift_strength=s)
+    assert true_psi(world, (done, done + WEEK), (onset - WEEK, onset), origin=START) == (
+        pytest.approx(0.05, abs=1e-9)
+    )
+    # the same shift of the mix has the same PSI, abrupt or at the end of a ramp
+    assert s == pytest.approx(edge_strength(base, 0.05), rel=1e-6)
+
+
+def test_psi_crossing_dates_the_first_crossing() -> None:
+    gradual = SCENARIOS["gradual_drift"]  # ramp over days 10-20 to strength 0.35
+    ref = (START + 3 * DAY, START + 10 * DAY)
+    between = (START + 10 * DAY, START + 25 * DAY)
+    t = psi_crossing(gradual, 0.04, reference=ref, between=between, origin=START)
+    assert t is not None
+    assert t.tzinfo is not None
+    second = timedelta(seconds=1)
+    assert true_psi(gradual, (t - DAY, t), ref, origin=START) >= 0.04
+    assert true_psi(gradual, (t - DAY - 2 * second, t - 2 * second), ref, origin=START) < 0.04
+    assert START + 10 * DAY < t < START + 20 * DAY
+    # a higher level is crossed later; a level never reached gives None
+    later = psi_crossing(gradual, 0.08, reference=ref, between=between, origin=START)
+    assert later is not None
+    assert later > t
+    assert psi_crossing(gradual, 5.0, reference=ref, between=between, origin=START) is None
+    # an abrupt step is crossed while the trailing day fills with drifted traffic
+    step = SCENARIOS["covariate_shift"]
+    onset = START + 15 * DAY
+    t_step = psi_crossing(step, 0.02, reference=REF, between=(onset, onset + 2 * DAY), origin=START)
+    assert t_step is not None
+    assert onset < t_step < onset + DAY
+    # a window the feed left silent cannot cross
+    dead = dataclasses.replace(step, scores_stop=timedelta(days=15))
+    assert (
+        psi_crossing(
+            dead, 0.02, reference=REF, between=(onset + DAY, onset + 2 * DAY), origin=START
+        )
+        is None
+    )
+
+
+def test_psi_crossing_iv() -> None:
+    sc = SCENARIOS["gradual_drift"]
+    with pytest.raises(StatsInputError) as info:
+        psi_crossing(
+            sc,
+            -1.0,
+            reference=REF,
+            between=START,  # type: ignore[arg-type]
+            origin=START,
+            window=timedelta(0),
+            bins=0,
+            segment="fr",
+        )
+    for part in (
+        "`level` must be a finite number > 0; got -1.0.",
+        "`window` must be a positive timedelta; got datetime.timedelta(0).",
+        "`bins` must be an integer >= 2; got 0.",
+        "`between` must be a (start, end) pair",
+        "`segment` must be None or one of",
+    ):
+        assert part in str(info.value)
+    with pytest.raises(StatsInputError, match="`scenario` must be a Scenario"):
+        psi_crossing(None, 0.1, reference=REF, between=REF, origin=START)  # type: ignore[arg-type]
+
+
+@settings(max_examples=25)
+@given(
+    hours=st.floats(0.0, 24 * 7),
+    length=st.floats(0.01, 72.0),
+    strength=st.floats(0.0, 0.6),
+    amplitude=st.floats(0.0, 0.15),
+)
+def test_true_psi_is_non_negative_and_zero_against_itself(
+    hours: float, length: float, strength: float, amplitude: float
+) -> None:
+    sc = dataclasses.replace(
+        SCENARIOS["covariate_shift"], drift_strength=strength, zero_daily_amplitude=amplitude
+    )
+    start = START + 10 * DAY + timedelta(hours=hours)
+    span = (start, start + timedelta(hours=length))
+    assert true_psi(sc, span, span, origin=START) == pytest.approx(0.0, abs=1e-12)
+    assert true_psi(sc, span, REF, origin=START) >= 0.0
 
 
 # ----------------------------------------------------------------------------------------------
