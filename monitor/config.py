@@ -535,7 +535,7 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
         table = t.get(side)
         if isinstance(table, dict) and "max_lag" in table:
             lags[side] = c.get(table, "max_lag", f"{path}.{side}", None, _duration)
-    _check_windows(c, path, windows, drift, decay, interval)
+    _check_windows(c, path, windows, drift, decay, interval, schedule_is_cron=schedule.is_cron)
     if len(c.problems) > before or scores is None or outcomes is None:
         return None
     return MonitorConfig(
@@ -564,22 +564,20 @@ def _check_windows(
     drift: DriftConfig,
     decay: DecayConfig,
     interval: timedelta,
+    *,
+    schedule_is_cron: bool = False,
 ) -> None:
-    """Settings that cannot work: say why instead of failing (or misleading) at run time."""
-    if windows.current < interval:
+    """Settings that cannot work: say why instead of failing (or misleading) at run time.
+
+    (A cron schedule's slots are irregular; a window shorter than its mean gap is a deliberate
+    sample, so only interval schedules are held to the rule.)
+    """
+    if windows.current < interval and not schedule_is_cron:
         c.add(
             f"{path}.windows.current",
             f"{format_duration(windows.current)} is shorter than the schedule interval "
             f"{format_duration(interval)}: scores between two checks would never be seen; use "
             f"at least {format_duration(interval)}",
-        )
-    if windows.current < decay.cadence:
-        c.add(
-            f"{path}.windows.current",
-            f"{format_duration(windows.current)} is shorter than decay.cadence "
-            f"{format_duration(decay.cadence)} (how often the golden set is evaluated): most "
-            f"checks would find no evaluation run to pair; use at least "
-            f"{format_duration(decay.cadence)} or set decay.cadence",
         )
     span = windows.reference_span
     for mode, period in (("daily", timedelta(days=1)), ("weekly", timedelta(days=7))):
@@ -732,18 +730,27 @@ def _parse_decay(c: _Collector, data: Any, path: str) -> DecayConfig:
 # The most sign-flip resamples one decay test may draw: about 1.3 s per segment at 2,000 pairs on
 # one core (docs/configuration.md). Without it, `budget.decay = 1e-6` asks for 6e8 and a check
 # runs for minutes.
-_MAX_RESAMPLES = 1_000_000
+MAX_RESAMPLES = 1_000_000
+_MAX_RESAMPLES = MAX_RESAMPLES
 
 
 def _implied_resamples(schedule: Schedule, decay: DecayConfig, budget: BudgetConfig) -> int:
     """The sign-flip resample count a monitor's decay test will use.
 
-    ``decay.n_resamples`` or ``max(9999, ceil(20 / (budget.decay / looks)))`` with ``looks =
-    decay.looks or min(checks per period, 30)``: the same numbers as ``verdict.alarm_plan``
-    (a test keeps the two equal), so that ``validate`` can refuse what a check could not finish.
+    ``decay.n_resamples`` or ``max(9999, ceil(20 / alpha))`` with the alpha of a look one cadence
+    after the previous, ``alpha = budget.decay * cadence / (period + cadence)`` (``cadence =
+    period / decay.looks`` when looks are given): the same numbers as ``verdict.alarm_plan`` (a
+    test keeps the two equal), so that ``validate`` can refuse what a check could not finish.
+    A look sooner after the previous spends less alpha; its resamples are capped at
+    ``MAX_RESAMPLES`` (such a look can then not reject, which only costs power).
     """
-    looks = decay.looks or min(schedule.checks_per(budget.period), 30)
-    return decay.n_resamples or max(9999, math.ceil(20.0 / (budget.decay / looks)))
+    del schedule
+    return decay.n_resamples or max(9999, math.ceil(20.0 / _nominal_alpha(decay, budget)))
+
+
+def _nominal_alpha(decay: DecayConfig, budget: BudgetConfig) -> float:
+    cadence = budget.period / decay.looks if decay.looks else decay.cadence
+    return budget.decay * (cadence / (budget.period + cadence))
 
 
 def _check_resamples(
@@ -758,13 +765,14 @@ def _check_resamples(
             f"must be at most {_MAX_RESAMPLES:,} (the resample cap); got {n:,}",
         )
         return
-    looks = decay.looks or min(schedule.checks_per(budget.period), 30)
-    lowest = 20.0 * looks / _MAX_RESAMPLES
+    alpha = _nominal_alpha(decay, budget)
+    lowest = 20.0 / _MAX_RESAMPLES * (budget.decay / alpha)
     c.add(
         f"{path}.budget.decay",
-        f"implies {n:,} sign-flip resamples per check (ceil(20 / (budget.decay / looks)), "
-        f"looks = {looks}), above the cap of {_MAX_RESAMPLES:,}; raise budget.decay to at "
-        f"least {lowest:.2g} or lower decay.looks; got {budget.decay!r}",
+        f"implies {n:,} sign-flip resamples per check (ceil(20 / alpha), alpha = "
+        f"{alpha:.3g} per look one decay.cadence after the previous), above the cap of "
+        f"{_MAX_RESAMPLES:,}; raise budget.decay to at least {lowest:.2g} or lengthen "
+        f"decay.cadence; got {budget.decay!r}",
     )
 
 

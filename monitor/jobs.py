@@ -827,14 +827,18 @@ class Runner:
         return data, rows, samples
 
     def _runs(self, monitor: MonitorConfig, at: datetime, state: MonitorState) -> _Runs:
-        """The complete evaluation runs in ``[at - windows.current, at)`` not looked at yet.
+        """The complete evaluation runs in the lookback (``max(windows.current, outcomes.max_lag)``
+        before ``at``) not looked at yet.
 
         Runs are the outcome timestamps split at gaps longer than ``decay.run_gap``; a run is
         complete once no outcome arrived for ``decay.settle`` before ``at``. The new runs are
         pooled into one window ``[first start, last end]``.
         """
         cfg = monitor.decay
-        window = Window(start=at - monitor.windows.current, end=at)
+        # far enough back to find the newest outcome for the freshness rule, and every run
+        # that could have landed since the previous check
+        lookback = max(monitor.windows.current, monitor.outcome_lag_limit)
+        window = Window(start=at - lookback, end=at)
         spec = ScoreSpec(
             path=monitor.outcomes.path,
             timestamp_column=monitor.outcomes.timestamp_column,

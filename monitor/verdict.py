@@ -54,7 +54,7 @@ from typing import Any
 import numpy as np
 from scipy.stats import norm
 
-from monitor.config import MonitorConfig
+from monitor.config import MAX_RESAMPLES, MonitorConfig
 from monitor.stats import (
     BaselinePositions,
     DriftBaseline,
@@ -1253,7 +1253,7 @@ def _evaluate_outcomes(
         return carried, decay
     since = None if decay.last_look_at is None else at - decay.last_look_at
     alpha = plan.look_alpha(monitor, since)
-    n_resamples = cfg.n_resamples or max(9999, math.ceil(20.0 / alpha))
+    n_resamples = cfg.n_resamples or min(MAX_RESAMPLES, max(9999, math.ceil(20.0 / alpha)))
     needed = max(cfg.min_pairs, math.ceil(math.log2(1.0 / alpha)))
     look = {
         "alpha": alpha,

@@ -126,9 +126,16 @@ def test_hung_sources_never_touch_healthy_monitors(tmp_path: Path) -> None:
 # -------------------------------------------------------------------------------- corrupt state
 
 _GOOD = {
-    "version": 1,
-    "drift": {"": {"cusum": 1.0, "evidence_end": None, "active": False, "quiet": 0}},
-    "decay": {"last_look_at": None, "fingerprint": None, "reports": {}},
+    "version": 2,
+    "drift": {
+        "": {
+            "evidence_end": None,
+            "reference": {"cusum": 1.0, "active": False, "quiet": 0},
+            "anchor": {"cusum": 0.0, "active": False, "quiet": 0},
+            "anchor_ref": None,
+        }
+    },
+    "decay": {"looks": [], "runs_end": None, "active": {}, "reports": {}},
     "state": "ok",
     "state_since": "2026-01-01T00:00:00Z",
     "last_at": "2026-01-01T00:00:00Z",
@@ -142,15 +149,15 @@ def _doc(**changes: object) -> bytes:
 # variant name -> (bytes written to <name>.json, or a marker; expected reason)
 CORRUPT: dict[str, tuple[bytes | str, str]] = {
     "bad_utf8": (b"\xff\xfe{}", "encoding"),
-    "latin1": ('{"version": 1, "state": "\u00e9"}'.encode("latin-1"), "encoding"),
+    "latin1": ('{"version": 2, "state": "\u00e9"}'.encode("latin-1"), "encoding"),
     "empty": (b"", "syntax"),
     "truncated": (_doc()[:40], "syntax"),
     "deep_nesting": (b"[" * 200_000 + b"]" * 200_000, "syntax"),
     "not_an_object": (b"[1, 2, 3]", "shape"),
-    "wrong_version": (_doc(version=2), "shape"),
+    "wrong_version": (_doc(version=1), "shape"),
     "drift_not_object": (_doc(drift=7), "shape"),
     "bool_as_string": (
-        _doc(drift={"": {"cusum": 0.0, "active": "false", "quiet": 0}}),
+        _doc(drift={"": {"reference": {"cusum": 0.0, "active": "false", "quiet": 0}}}),
         "shape",
     ),
     "bad_time": (_doc(last_at="yesterday"), "shape"),
@@ -331,7 +338,11 @@ def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
     config = tmp_path / "monitor.toml"
     config.write_text(
         config_text(
-            free_address(), state_dir, [monitor_toml("full", scores, outcomes, schedule="1s")]
+            # 3 s: a check on this world takes up to ~1 s on a loaded 2-core machine, and a slot
+            # that finds the previous run still going is (rightly) an error of its own
+            free_address(),
+            state_dir,
+            [monitor_toml("full", scores, outcomes, schedule="3s")],
         )
     )
     script = (

@@ -83,17 +83,18 @@ def test_budget_implying_too_many_resamples_is_refused_with_the_number() -> None
     # The production report: budget.decay = 1e-6 was accepted and a check ran for > 45 s.
     problems = _problems(_monitor(budget={"decay": 1e-6}))
     (problem,) = problems
-    expected = math.ceil(20 / (1e-6 / 30))  # hourly: 720 checks a period, looks = min(720, 30)
+    # a look one cadence (1 d) after the previous spends budget * 1 / (30 + 1)
+    expected = math.ceil(20 / (1e-6 * (1 / 31)))
     assert problem.startswith("monitors[0].budget.decay: implies ")
     assert f"{expected:,} sign-flip resamples" in problem
     assert f"cap of {_MAX_RESAMPLES:,}" in problem
-    assert "raise budget.decay to at least 0.0006" in problem
+    assert "raise budget.decay to at least 0.00062" in problem
     # Just inside and just outside the cap, and looks that move it.
     _parse(_monitor(budget={"decay": 0.001}))
     assert _problems(_monitor(budget={"decay": 0.0005}))
     _parse(_monitor(budget={"decay": 0.0005}, decay={"looks": 10}))
     (many_looks,) = _problems(_monitor(decay={"looks": 5000}))
-    assert "looks = 5000" in many_looks
+    assert "alpha = 1e-05 per look" in many_looks  # 0.05 / (5000 + 1)
 
 
 def test_explicit_n_resamples_above_the_cap_is_refused() -> None:
