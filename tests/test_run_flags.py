@@ -44,14 +44,24 @@ def _world(tmp_path: Path, server_toml: str = "") -> tuple[Path, int]:
     return w.config_path, port
 
 
-def _healthz(port: int, cafile: Path, headers: dict[str, str] | None = None) -> bool:
+def _get(port: int, path: str, cafile: Path, headers: dict[str, str] | None) -> tuple[int, bytes]:
     context = ssl.create_default_context(cafile=str(cafile))
-    request = urllib.request.Request(f"https://127.0.0.1:{port}/healthz", headers=headers or {})
+    request = urllib.request.Request(f"https://127.0.0.1:{port}{path}", headers=headers or {})
     try:
         with urllib.request.urlopen(request, context=context, timeout=2) as resp:
-            return bool(resp.status == 200)
-    except urllib.error.HTTPError:
-        return False
+            return resp.status, resp.read()
+    except urllib.error.HTTPError as err:
+        return err.code, b""
+
+
+def _healthz(port: int, cafile: Path, headers: dict[str, str] | None = None) -> bool:
+    return _get(port, "/healthz", cafile, headers)[0] == 200
+
+
+def _first_check_done(port: int, cafile: Path, headers: dict[str, str] | None = None) -> bool:
+    """The first check has finished, so SIGTERM measures the server, not a running check."""
+    status, body = _get(port, "/metrics", cafile, headers)
+    return status == 200 and b'retrieval_monitor_runs_total{monitor="demo"} 1.0' in body
 
 
 def _stop_with_clients_attached(proc: Process, port: int) -> float:
@@ -80,7 +90,7 @@ def test_run_tls_logfmt_debug_and_sigterm_with_silent_client(tmp_path: Path) -> 
     argv += ["--log.level", "DEBUG", "--log.format", "logfmt"]
     proc = Process("monitor", argv, tmp_path / "run.log", cwd=config.parent)
     try:
-        wait_for(lambda: _healthz(port, cert), timeout=30, what="/healthz", log=proc.log)
+        wait_for(lambda: _first_check_done(port, cert), timeout=60, what="check", log=proc.log)
         elapsed = _stop_with_clients_attached(proc, port)
     finally:
         code = proc.stop()
@@ -112,7 +122,9 @@ def test_run_web_config_flags_override_the_toml_json_logs(tmp_path: Path) -> Non
     proc = Process("monitor", argv, tmp_path / "run.log", cwd=config.parent)
     creds = {"Authorization": "Basic " + base64.b64encode(b"prometheus:scrape").decode()}
     try:
-        wait_for(lambda: _healthz(port, cert, creds), timeout=30, what="/healthz", log=proc.log)
+        wait_for(
+            lambda: _first_check_done(port, cert, creds), timeout=60, what="check", log=proc.log
+        )
         assert not _healthz(port, cert)  # 401 without credentials
         with pytest.raises(OSError, match="refused"):
             socket.create_connection(("127.0.0.1", toml_port), timeout=2).close()

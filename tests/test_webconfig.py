@@ -3,6 +3,7 @@ reported with its path, on real files and real certificates (issue 10 #7)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import bcrypt
@@ -241,3 +242,20 @@ def test_flags_override_the_toml(tmp_path: Path) -> None:
         "--web.listen-address",
         "--web.config.file",
     ]
+
+
+def test_the_documented_web_config_example_is_valid(tmp_path: Path) -> None:
+    doc = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
+    (block,) = re.findall(r"```yaml\n(tls_server_config:.*?)```", doc, flags=re.S)
+    cert, key = self_signed(tmp_path)
+    ca, _ = self_signed(tmp_path, "ca")
+    text = block.replace("/etc/retrieval-monitor/tls/server.crt", str(cert))
+    text = text.replace("/etc/retrieval-monitor/tls/server.key", str(key))
+    text = text.replace("/etc/retrieval-monitor/tls/scrapers-ca.crt", str(ca))
+    web, problems = load_web_config(_write(tmp_path, text))
+    assert problems == []
+    assert web is not None
+    assert web.tls is not None
+    assert web.tls.client_auth_type == "RequireAndVerifyClientCert"
+    (hashed,) = web.basic_auth_users.values()
+    assert bcrypt.checkpw(b"change-me", hashed)
