@@ -42,6 +42,10 @@ from tests.faults import (
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.slow]
 
+# A one-second schedule would default run_timeout to 1 s; on a loaded CI machine the first check
+# (cold caches) can take longer, which is not what these tests are about.
+SLOW_OK = "run_timeout = '20s'\n"
+
 
 def _runs(d: Daemon, name: str) -> float:
     try:
@@ -257,7 +261,7 @@ def test_kill_9_loop_keeps_state_valid_and_sweeps_temp_files(tmp_path: Path) -> 
     state_dir = tmp_path / "state"
     names = ["k1", "k2"]
     config = tmp_path / "monitor.toml"
-    tables = [monitor_toml(n, scores, outcomes, schedule="1s") for n in names]
+    tables = [monitor_toml(n, scores, outcomes, schedule="1s", extra=SLOW_OK) for n in names]
     config.write_text(config_text(free_address(), state_dir, tables))
     cfg = load_config(config)
     prints = {m.name: state_fingerprint(m) for m in cfg.monitors}
@@ -331,7 +335,9 @@ def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
     config = tmp_path / "monitor.toml"
     config.write_text(
         config_text(
-            free_address(), state_dir, [monitor_toml("full", scores, outcomes, schedule="1s")]
+            free_address(),
+            state_dir,
+            [monitor_toml("full", scores, outcomes, schedule="1s", extra=SLOW_OK)],
         )
     )
     script = (
