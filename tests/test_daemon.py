@@ -297,3 +297,21 @@ def test_reload_applies_a_valid_file_and_keeps_the_old_one_on_errors(
         assert snap.state.last_run is not None  # the run times are kept
     finally:
         daemon.http.stop()
+
+
+def test_health_is_unavailable_until_the_scheduler_runs_and_degraded_on_save_failures(
+    tmp_path: Path,
+) -> None:
+    path, end = _two_monitor_world(tmp_path)
+    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    try:
+        assert daemon.health().http_status == 503  # not serving yet
+        board = daemon.runner.board
+        board.save_failed("demo", "OSError: [Errno 28] No space left on device", end)
+        health = board.health(True)
+        assert (health.status, health.http_status) == ("degraded", 200)
+        assert health.body.startswith("degraded: state of monitor demo not saved since")
+        board.saved("demo", end)
+        assert board.health(True).status == "ok"
+    finally:
+        daemon.http.stop()
