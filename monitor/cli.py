@@ -3,6 +3,11 @@
 ``check`` exit codes follow the Nagios plugin convention: 0 all ``ok``; 1 any
 ``data_drift``; 2 any ``model_decay`` (2 wins over 1); 3 when the worst is
 ``insufficient_data`` or ``error``, or the configuration is invalid.
+
+``run`` exits 0 after SIGTERM/SIGINT when every monitor's state was saved, 1 when one could not be
+(one log line names them) or the daemon could not start (e.g. its listen address is taken), 3 when
+the configuration is invalid. Neither ``run`` nor ``check`` crashes on a damaged state file: it is
+set aside (``run``) or ignored (``check``) with its reason logged.
 """
 
 from __future__ import annotations

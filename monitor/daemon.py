@@ -253,14 +253,17 @@ class Daemon:
             self.scheduler.remove_executor(_executor(name), shutdown=False)
             executor.shutdown(wait=False)
 
-    def _add_job(self, m: MonitorConfig) -> None:
+    def _add_job(self, m: MonitorConfig, *, immediate: bool = True) -> None:
         trigger: BaseTrigger
+        first: datetime | None
         if self.tick is not None:
             trigger = IntervalTrigger(seconds=self.tick.total_seconds(), timezone=UTC)
             first = self.runner.clock()
         else:
             trigger = SlotTrigger(m.schedule)
             first = datetime.now(UTC)
+        if not immediate:
+            first = trigger.get_next_fire_time(None, datetime.now(UTC))
         self.scheduler.add_job(
             self.run_monitor,
             trigger=trigger,
@@ -325,11 +328,12 @@ class Daemon:
         removed = [n for n in old if n not in fresh]
         changed = [n for n in fresh if n in old and fresh[n] != old[n]]
         reset = [n for n in changed if state_fingerprint(fresh[n]) != state_fingerprint(old[n])]
+        busy = {n for n in old if self.in_flight(n)}
         with self._lock:
-            for n in changed + removed:
-                run = self._inflight.get(n)
-                if run is not None and not run.done.is_set():
-                    self.runner.discard(run.token)
+            # a run still in flight for a removed monitor, or one whose state starts fresh,
+            # must not write its old-settings state afterwards
+            for n in set(reset + removed) & busy:
+                self.runner.discard(self._inflight[n].token)
         self.runner.reconfigure(new, reset=reset)
         self.config = new
         for n in removed:
@@ -337,7 +341,9 @@ class Daemon:
             self._remove_executor(n)
         for n in changed:
             self._remove_job(n)
-            self._add_job(fresh[n])
+            # run at once with the new settings, unless a run is in flight (then at the next
+            # slot: an immediate one would only be recorded as "still in flight")
+            self._add_job(fresh[n], immediate=n not in busy)
         for n in added:
             self._add_executor(n)
             self._add_job(fresh[n])

@@ -302,7 +302,8 @@ class StateStore:
                 detail = f"{key} {t.isoformat()} is after now ({now.isoformat()})"
                 return self._reject(name, fingerprint, "future", detail)
         saved_at = datetime.fromtimestamp(st.st_mtime, UTC)
-        return StateLoad(replace(state, fingerprint=fingerprint), saved_at=saved_at)
+        adopted = replace(state, fingerprint=fingerprint or state.fingerprint)
+        return StateLoad(adopted, saved_at=saved_at)
 
     def _reject(self, name: str, fingerprint: str | None, reason: str, detail: str) -> StateLoad:
         path = self.path(name)
@@ -898,7 +899,7 @@ class Runner:
             started = self.clock()
             at = at or monitor.schedule.latest_slot(started)
             t0 = time.perf_counter()
-            prior = self.board.state(name)
+            prior = self._finite(name, at, self.board.state(name))
             sequential = prior.last_at is None or at >= prior.last_at
             verdict, new_state, rows, samples = self.decide(
                 monitor, at, prior, sequential=sequential
@@ -906,13 +907,7 @@ class Runner:
             duration = time.perf_counter() - t0
             if not sequential:
                 new_state = prior
-            if not state_is_finite(new_state):
-                log.error(
-                    "sequential state not finite; it starts fresh",
-                    extra={"monitor": name, "at": at.isoformat(), "reason": "non_finite"},
-                )
-                self.board.reset(name, "non_finite")
-                new_state = MonitorState(last_run=prior.last_run, last_success=prior.last_success)
+            new_state = self._finite(name, at, new_state)
             new_state = self._stamp(new_state, prior, verdict, started, self._fingerprints[name])
             record = RunRecord(
                 verdict=verdict,
@@ -945,6 +940,26 @@ class Runner:
             },
         )
         return record
+
+    def _finite(self, name: str, at: datetime, state: MonitorState) -> MonitorState:
+        """``state``, or a fresh one (keeping the run and success times, counted as a
+        ``non_finite`` reset) when a CUSUM is NaN or infinite: such a value can never recover
+        and would fail or silence every later check."""
+        if state_is_finite(state):
+            return state
+        log.error(
+            "sequential state not finite; it starts fresh",
+            extra={"monitor": name, "at": at.isoformat(), "reason": "non_finite"},
+        )
+        self.board.reset(name, "non_finite")
+        return replace(
+            MonitorState(),
+            state=state.state,
+            state_since=state.state_since,
+            last_run=state.last_run,
+            last_success=state.last_success,
+            fingerprint=state.fingerprint,
+        )
 
     def _persist(self, name: str, state: MonitorState) -> str | None:
         """Save ``state``; on failure log one line, count it on the board and return the

@@ -74,9 +74,16 @@ def child_env() -> dict[str, str]:
 
 
 class Daemon:
-    """``python -m monitor run`` as a child, its output in a log file."""
+    """``python -m monitor run`` as a child, its output in a log file; ``wrapper`` is an argv
+    prefix (e.g. ``mount_wrapper``)."""
 
-    def __init__(self, config: Path, log_path: Path, *, wrapper: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        config: Path,
+        log_path: Path,
+        *,
+        wrapper: Sequence[str] = (),
+    ) -> None:
         self.address = ""
         for line in config.read_text().splitlines():
             if line.startswith("listen = "):

@@ -201,3 +201,117 @@ def test_hung_source_is_abandoned_and_its_late_result_discarded(tmp_path: Path) 
     finally:
         reader.release.set()
         daemon.http.stop()
+
+
+class HangOne(ParquetReader):
+    """Blocks the score reads of one monitor's path until released."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.release = threading.Event()
+
+    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
+        if spec.path == self.path:
+            self.release.wait(timeout=30)
+        return super().scores(spec, window, with_timestamps=with_timestamps)
+
+
+def _two_monitor_world(tmp_path: Path) -> tuple[Path, datetime]:
+    end = datetime(2026, 11, 20, tzinfo=UTC)
+    w = write_world(
+        tmp_path,
+        SCENARIOS["stationary"],
+        start=end - timedelta(days=9),
+        end=end,
+        seed=1,
+        extra_monitor_toml='run_timeout = "1s"\n',
+    )
+    text = w.config_path.read_text()
+    table = text[text.index("[[monitors]]") :]
+    shutil.copytree(w.scores_path, tmp_path / "scores_hung")
+    hung = table.replace('name = "demo"', 'name = "hung"').replace(
+        'scores.path = "scores"', 'scores.path = "scores_hung"'
+    )
+    w.config_path.write_text(text + "\n" + hung)
+    return w.config_path, end
+
+
+def test_a_hung_monitor_skips_its_own_slots_and_leaves_the_others_alone(tmp_path: Path) -> None:
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    reader = HangOne(config.monitor("hung").scores.path)
+    runner = Runner(config, reader=reader)
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    try:
+        daemon.run_monitor("hung")  # abandoned after run_timeout; its thread still hangs
+        assert daemon.in_flight("hung")
+        for _ in range(5):
+            daemon.run_monitor("hung")  # returns at once: no second run is started
+            daemon.run_monitor("demo")
+        snaps = {s.monitor.name: s for s in runner.board.snapshot()}
+        assert snaps["demo"].failures_total == 0
+        assert snaps["demo"].runs_total == 5
+        assert snaps["hung"].failures_total == 6
+        assert snaps["hung"].latest is not None
+        assert "previous run still in flight since" in snaps["hung"].latest.verdict.reasons[0]
+        hung_threads = [t for t in threading.enumerate() if t.name == "check:hung"]
+        assert len(hung_threads) == 1
+    finally:
+        reader.release.set()
+        assert daemon.wait_idle(30) == []
+        daemon.http.stop()
+
+
+def test_reload_applies_a_valid_file_and_keeps_the_old_one_on_errors(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    daemon = Daemon(config, slot_source=lambda m: end)
+    try:
+        daemon._add_jobs()
+        daemon.run_monitor("demo")
+        good = path.read_text()
+        path.write_text("bogus = 1\n" + good.replace('schedule = "1h"', 'schedule = "0s"'))
+        assert daemon.reload() is False
+        problems = [r.__dict__["problem"] for r in caplog.records if hasattr(r, "problem")]
+        assert len(problems) == 3, problems  # the unknown key and both schedules
+        assert daemon.config is config
+        first = good.index("[[monitors]]")
+        table = good[first : good.index("[[monitors]]", first + 1)]  # "demo" alone
+        added = table.replace('name = "demo"', 'name = "added"')
+        kept = good[: good.index("[[monitors]]")] + table  # "hung" removed
+        path.write_text(kept + "\n" + added)
+        assert daemon.reload() is True
+        assert [m.name for m in daemon.config.monitors] == ["demo", "added"]
+        assert sorted(j.id for j in daemon.scheduler.get_jobs()) == ["added", "demo"]
+        snaps = {s.monitor.name: s for s in daemon.runner.board.snapshot()}
+        assert sorted(snaps) == ["added", "demo"]
+        assert snaps["demo"].runs_total == 1  # unchanged: counters and state kept
+        assert snaps["demo"].state.last_run is not None
+        path.write_text(kept.replace('windows.current = "1d"', 'windows.current = "2d"'))
+        assert daemon.reload() is True
+        (snap,) = daemon.runner.board.snapshot()
+        assert snap.resets["config_changed"] == 1
+        assert snap.state.last_at is None  # sequential state starts fresh
+        assert snap.state.last_run is not None  # the run times are kept
+    finally:
+        daemon.http.stop()
+
+
+def test_health_is_unavailable_until_the_scheduler_runs_and_degraded_on_save_failures(
+    tmp_path: Path,
+) -> None:
+    path, end = _two_monitor_world(tmp_path)
+    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    try:
+        assert daemon.health().http_status == 503  # not serving yet
+        board = daemon.runner.board
+        board.save_failed("demo", "OSError: [Errno 28] No space left on device", end)
+        health = board.health(True)
+        assert (health.status, health.http_status) == ("degraded", 200)
+        assert health.body.startswith("degraded: state of monitor demo not saved since")
+        board.saved("demo", end)
+        assert board.health(True).status == "ok"
+    finally:
+        daemon.http.stop()

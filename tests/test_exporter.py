@@ -10,7 +10,7 @@ import pytest
 
 from monitor.config import MonitorConfig, parse_config
 from monitor.exporter import make_registry, render
-from monitor.jobs import Board, RunRecord
+from monitor.jobs import RESET_REASONS, Board, RunRecord
 from monitor.verdict import STATES, MonitorState, alarm_plan, error_verdict, evaluate
 from tests.test_verdict import AT, check_data, segment
 
@@ -112,3 +112,29 @@ def test_removed_monitor_disappears_and_help_says_scheduled() -> None:
     assert 'retrieval_monitor_state{monitor="a",state="ok"} 1.0' in text
     assert "# HELP retrieval_monitor_psi" in text
     assert "Computed on the monitor's schedule, not at scrape time." in text
+
+
+def test_persistence_metrics() -> None:
+    (a, b) = monitors("a", "b")
+    board = Board([a, b], {})
+    t = datetime(2026, 12, 1, tzinfo=UTC)
+    board.saved("a", t)
+    board.save_failed("b", "OSError: [Errno 30] Read-only file system", t)
+    board.save_failed("b", "OSError: [Errno 30] Read-only file system", t)
+    board.reset("b", "future")
+    with pytest.raises(ValueError, match="`reason` must be one of"):
+        board.reset("b", "cosmic_rays")
+    get = make_registry(board).get_sample_value
+    assert get("retrieval_monitor_state_save_failures_total", {"monitor": "a"}) == 0.0
+    assert get("retrieval_monitor_state_save_failures_total", {"monitor": "b"}) == 2.0
+    ts = "retrieval_monitor_last_state_save_timestamp_seconds"
+    assert get(ts, {"monitor": "a"}) == t.timestamp()
+    assert get(ts, {"monitor": "b"}) is None
+    for reason in RESET_REASONS:  # every reason is exported, zeros included (bounded labels)
+        got = get("retrieval_monitor_state_resets_total", {"monitor": "b", "reason": reason})
+        assert got == (1.0 if reason == "future" else 0.0)
+    board.reconfigure([a], {})  # SIGHUP removed b: its series disappear
+    get = make_registry(board).get_sample_value
+    assert get("retrieval_monitor_state_save_failures_total", {"monitor": "b"}) is None
+    text = render(make_registry(board)).decode()
+    assert "# TYPE retrieval_monitor_state_resets_total counter" in text

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -41,6 +42,10 @@ from tests.faults import (
 )
 
 pytestmark = [pytest.mark.faults, pytest.mark.integration, pytest.mark.slow]
+
+# A one-second schedule would default run_timeout to 1 s; on a loaded CI machine the first check
+# (cold caches) can take longer, which is not what these tests are about.
+SLOW_OK = "run_timeout = '20s'\n"
 
 
 def _runs(d: Daemon, name: str) -> float:
@@ -264,7 +269,7 @@ def test_kill_9_loop_keeps_state_valid_and_sweeps_temp_files(tmp_path: Path) -> 
     state_dir = tmp_path / "state"
     names = ["k1", "k2"]
     config = tmp_path / "monitor.toml"
-    tables = [monitor_toml(n, scores, outcomes, schedule="1s") for n in names]
+    tables = [monitor_toml(n, scores, outcomes, schedule="1s", extra=SLOW_OK) for n in names]
     config.write_text(config_text(free_address(), state_dir, tables))
     cfg = load_config(config)
     prints = {m.name: state_fingerprint(m) for m in cfg.monitors}
@@ -338,11 +343,9 @@ def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
     config = tmp_path / "monitor.toml"
     config.write_text(
         config_text(
-            # 3 s: a check on this world takes up to ~1 s on a loaded 2-core machine, and a slot
-            # that finds the previous run still going is (rightly) an error of its own
             free_address(),
             state_dir,
-            [monitor_toml("full", scores, outcomes, schedule="3s")],
+            [monitor_toml("full", scores, outcomes, schedule="3s", extra=SLOW_OK)],
         )
     )
     script = (
@@ -392,39 +395,73 @@ def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
     assert not tracebacks(d.log())
 
 
-def test_read_only_state_dir_is_visible(tmp_path: Path) -> None:
-    """``state_dir`` bind-mounted read-only over a good state file from an earlier life: runs
-    count as failed, saves fail visibly, and SIGTERM exits 1 with one log line."""
-    _mounts_or_skip()
-    scores, outcomes = make_data(tmp_path / "world")
-    state_dir = tmp_path / "state"
-    config = tmp_path / "monitor.toml"
+# Root ignores file permissions through these capabilities; a root child without them does not
+# (simpler than a non-root child, which could not reach an interpreter installed under /root).
+NO_DAC = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
+
+
+def _permissions_wrapper_or_skip() -> list[str]:
+    if os.geteuid() != 0:
+        return []  # not root: permissions apply as they are
+    if shutil.which("setpriv") is None:
+        pytest.skip("running as root and setpriv(1) is missing: root would ignore permissions")
+    return NO_DAC
+
+
+@pytest.mark.parametrize("how", ["bind_mount", "permissions"])
+def test_read_only_state_dir_is_visible(tmp_path_factory: pytest.TempPathFactory, how: str) -> None:
+    """``state_dir`` made unwritable over a good state file from an earlier life, either
+    bind-mounted read-only in a private mount namespace, or by permissions (mode 0555; when the
+    tests run as root, the child runs without the capabilities that let root ignore them): runs
+    count as failed, saves fail visibly, the file from the earlier life is resumed and left
+    intact, and SIGTERM exits 1 with one log line."""
+    if how == "bind_mount":
+        _mounts_or_skip()
+    else:
+        wrapper = _permissions_wrapper_or_skip()
+    root = tmp_path_factory.mktemp(f"ro-{how}")
+    scores, outcomes = make_data(root / "world")
+    state_dir = root / "state"
+    config = root / "monitor.toml"
     config.write_text(
         config_text(free_address(), state_dir, [monitor_toml("ro", scores, outcomes)])
     )
-    first = Daemon(config, tmp_path / "first.log")
+    first = Daemon(config, root / "first.log")
     try:
         wait_for(partial(_all_ran, first, ["ro"]), timeout=60, what="first run", log=first.log)
     finally:
         assert first.stop() == 0, first.log()[-3000:]
-    saved = (state_dir / "ro.json").read_bytes()
-    script = f"mount --bind {state_dir} {state_dir} && mount -o remount,bind,ro {state_dir}"
-    d = Daemon(config, tmp_path / "daemon.log", wrapper=mount_wrapper(script))
+    state_file = state_dir / "ro.json"
+    saved = state_file.read_bytes()
+    if how == "bind_mount":
+        script = f"mount --bind {state_dir} {state_dir} && mount -o remount,bind,ro {state_dir}"
+        wrapper = mount_wrapper(script)
+        expected = "Read-only file system"
+    else:
+        state_dir.chmod(0o555)  # the file stays readable, the directory is not writable
+        expected = "Permission denied"
+    d = Daemon(config, root / "daemon.log", wrapper=wrapper)
     try:
         wait_for(partial(_failing_saves, d, "ro", 1), timeout=60, what="a failing save", log=d.log)
         m = d.monitors()["ro"]
         assert m["run_failures_total"] >= 1
-        assert any("Read-only file system" in r for r in m["verdict"]["reasons"]), m["verdict"]
+        assert any(expected in r for r in m["verdict"]["reasons"]), m["verdict"]
         snap = d.samples()
+        resets = [
+            value(snap, "retrieval_monitor_state_resets_total", monitor="ro", reason=r)
+            for r in RESET_REASONS
+        ]
+        assert resets == [0.0] * len(RESET_REASONS)  # the earlier life's file was resumed
         # the last good save is the file's time from the earlier life
         last = value(snap, "retrieval_monitor_last_state_save_timestamp_seconds", monitor="ro")
-        assert last == pytest.approx((state_dir / "ro.json").stat().st_mtime, abs=1)
+        assert last == pytest.approx(state_file.stat().st_mtime, abs=1)
     finally:
         code = d.stop()
+        state_dir.chmod(0o755)
     assert code == 1, d.log()[-3000:]
     assert len([r for r in d.records() if "state NOT saved" in r["message"]]) == 1
     assert not tracebacks(d.log())
-    assert (state_dir / "ro.json").read_bytes() == saved
+    assert state_file.read_bytes() == saved
 
 
 # -------------------------------------------------------------------------------- SIGHUP

@@ -1,14 +1,31 @@
-"""The state store: atomic writes, corrupt files kept aside (daemon) or left alone (check)."""
+"""The state store: atomic writes, untrusted files set aside with a reason (daemon) or ignored
+(check), stale temp files swept; the board's persistence counters and health; failed saves."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import errno
+import json
+import logging
+import math
+import os
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from monitor.jobs import StateStore
-from monitor.verdict import MonitorState, SegmentDrift
+from monitor.config import Config, load_config
+from monitor.jobs import (
+    FUTURE_SKEW,
+    Board,
+    Runner,
+    StateStore,
+    state_fingerprint,
+    state_is_finite,
+)
+from monitor.simulate import SCENARIOS, write_world
+from monitor.verdict import DriftTrack, MonitorState, SegmentDrift
 
 STATE = MonitorState(
     drift={"": SegmentDrift(evidence_end=datetime(2026, 11, 30, tzinfo=UTC))},
@@ -120,3 +137,256 @@ def test_check_at_any_past_slot_replays_what_the_daemon_decided(tmp_path: Path) 
         states.add(doc["state"])
     assert {"ok", "model_decay"} <= states
     assert any(v.input is not None and v.input.drift for v in said.values())  # drift raised too
+
+
+# -------------------------------------------------------------------------------- trust
+
+
+NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
+
+
+def _good(**changes: object) -> dict[str, object]:
+    doc = STATE.to_dict()
+    doc.update(changes)
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"\xff\xfe{}", "encoding"),
+        (b"", "syntax"),
+        (b"{", "syntax"),
+        (b"[" * 100_000 + b"]" * 100_000, "syntax"),
+        (b"1" * 5000, "syntax"),  # int too large to parse
+        (b"[]", "shape"),
+        (json.dumps(_good(version=None)).encode(), "shape"),
+        (json.dumps(_good(drift={"": {"cusum": -1.0}})).encode(), "shape"),
+        (json.dumps(_good(drift={"": {"cusum": "1"}})).encode(), "shape"),
+        (json.dumps(_good(drift={"": {"cusum": True}})).encode(), "shape"),
+        (json.dumps(_good(drift={"": {"quiet": 1.5}})).encode(), "shape"),
+        (json.dumps(_good(drift={"": {"extra": 1}})).encode(), "shape"),
+        (json.dumps(_good(state="sideways")).encode(), "shape"),
+        (json.dumps(_good(last_at="2026-11-30T00:00:00")).encode(), "shape"),  # no offset
+        (json.dumps(_good(decay={"reports": {"": {"n_pairs": 1}}})).encode(), "shape"),
+        (json.dumps(_good(fingerprint=7)).encode(), "shape"),
+        (b'{"version": 1, "drift": {"": {"cusum": Infinity}}}', "non_finite"),
+        (b'{"version": 1, "drift": {"": {"cusum": -Infinity}}}', "non_finite"),
+        (b'{"version": 1, "drift": {"": {"cusum": 1e400}}}', "non_finite"),
+        (json.dumps(_good(last_at="2026-12-01T12:06:00Z")).encode(), "future"),
+        (json.dumps(_good(last_success="2027-01-01T00:00:00Z")).encode(), "future"),
+        (
+            json.dumps(
+                _good(drift={"": {"cusum": 0.0, "evidence_end": "2030-01-01T00:00:00Z"}})
+            ).encode(),
+            "future",
+        ),
+        (json.dumps(_good(fingerprint="other")).encode(), "config_changed"),
+    ],
+)
+def test_untrusted_state_is_set_aside_with_its_reason(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, reason: str
+) -> None:
+    store = StateStore(tmp_path, clock=lambda: NOW)
+    store.path("m").write_bytes(content)
+    loaded = store.read("m", fingerprint="mine")
+    assert loaded.reason == reason, loaded.detail
+    assert loaded.state == MonitorState(fingerprint="mine")
+    assert loaded.aside is not None
+    assert loaded.aside.name.startswith("m.json.corrupt-")
+    assert loaded.aside.read_bytes() == content
+    assert not store.path("m").exists()
+    (record,) = [r for r in caplog.records if r.getMessage().startswith("state file")]
+    assert record.__dict__["reason"] == reason
+
+
+def test_state_within_the_skew_and_legacy_files_are_resumed(tmp_path: Path) -> None:
+    store = StateStore(tmp_path, clock=lambda: NOW)
+    soon = NOW + FUTURE_SKEW - timedelta(seconds=1)
+    store.path("m").write_text(json.dumps(_good(last_at=soon.isoformat(), fingerprint=None)))
+    loaded = store.read("m", fingerprint="mine")
+    assert loaded.reason is None
+    assert loaded.state.last_at == soon
+    assert loaded.state.fingerprint == "mine"  # adopted: written before fingerprints existed
+    assert loaded.saved_at is not None
+
+
+def test_not_a_file_is_set_aside_and_an_unmovable_one_logged(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = StateStore(tmp_path)
+    store.path("d").mkdir()
+    os.mkfifo(store.path("f"))
+    assert store.read("d").reason == "not_a_file"
+    assert store.read("f").reason == "not_a_file"  # never opened: it would block
+    assert sorted(p.name.split("-")[0] for p in tmp_path.iterdir()) == [
+        "d.json.corrupt",
+        "f.json.corrupt",
+    ]
+    blocked = StateStore(tmp_path / "file-not-dir")
+    (tmp_path / "file-not-dir").write_text("")
+    loaded = blocked.read("m")
+    assert loaded.reason == "unreadable"
+    assert loaded.aside is None
+    assert "could not be set aside" in caplog.text
+
+
+def test_readonly_store_ignores_untrusted_files_without_moving_them(tmp_path: Path) -> None:
+    path = tmp_path / "m.json"
+    path.write_text(json.dumps(_good(last_at="2099-01-01T00:00:00Z")))
+    store = StateStore(tmp_path, readonly=True, fingerprints={"m": "mine"})
+    loaded = store.read("m")
+    assert loaded.reason == "future"
+    assert loaded.aside is None
+    assert store.load("m") == MonitorState(fingerprint="mine")
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+    assert StateStore(tmp_path, readonly=True).sweep() == 0
+
+
+def test_sweep_removes_only_stale_temp_files(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    store.save("m", STATE)
+    for name in (".m.abc123_x.tmp", ".other.q1w2e3.tmp"):
+        (tmp_path / name).write_text("{")
+    (tmp_path / ".keep").write_text("")
+    (tmp_path / "m.json.corrupt-1").write_text("")
+    assert store.sweep() == 2
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".keep", "m.json", "m.json.corrupt-1"]
+
+
+def test_save_refuses_non_finite_numbers_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    store = StateStore(tmp_path)
+    bad = MonitorState(drift={"": SegmentDrift(reference=DriftTrack(cusum=math.nan))})
+    with pytest.raises(ValueError, match="Out of range float"):
+        store.save("m", bad)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_from_dict_iv() -> None:
+    cases = [
+        ([], "`state` must be a JSON object"),
+        ({"version": 2}, "unknown state version 2"),
+        ({"version": 1, "state": "x"}, "`state` must be null or one of"),
+        ({"version": 1, "last_at": 5}, "`last_at` must be null or an RFC 3339 time"),
+        ({"version": 1, "last_at": "soon"}, "`last_at` must be an RFC 3339 time"),
+        ({"version": 1, "last_run": "2026-01-01T00:00"}, "`last_run` must be a time with"),
+        ({"version": 1, "fingerprint": 1}, "`fingerprint` must be null or a string"),
+        ({"version": 1, "drift": []}, "`drift` must be an object of segments"),
+        ({"version": 1, "drift": {"a": 1}}, "`drift['a']` must be an object"),
+        ({"version": 1, "drift": {"a": {"x": 1}}}, "`drift['a']` must be an object with keys"),
+        ({"version": 1, "drift": {"a": {"cusum": "1"}}}, "`drift['a'].cusum` must be a finite"),
+        ({"version": 1, "drift": {"a": {"cusum": -1}}}, "`drift['a'].cusum` must be a number >="),
+        ({"version": 1, "drift": {"a": {"quiet": -1}}}, "`drift['a'].quiet` must be an integer"),
+        ({"version": 1, "drift": {"a": {"active": 1}}}, "`drift['a'].active` must be true or"),
+        ({"version": 1, "drift": {"a": {"active_since": 1}}}, "`drift['a'].active_since` must"),
+        ({"version": 1, "decay": 1}, "`decay` must be an object"),
+        ({"version": 1, "decay": {"x": 1}}, "`decay` must be an object with keys"),
+        ({"version": 1, "decay": {"last_look_at": 1}}, "`decay.last_look_at` must be null"),
+        ({"version": 1, "decay": {"fingerprint": 1}}, "`decay.fingerprint` must be null"),
+        ({"version": 1, "decay": {"reports": 1}}, "`decay.reports` must be an object of"),
+        ({"version": 1, "decay": {"reports": {"": 1}}}, "`decay.reports['']` must be an object"),
+        ({"version": 1, "decay": {"reports": {"": {}}}}, "must be a complete outcome report"),
+    ]
+    for doc, message in cases:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            MonitorState.from_dict(doc)  # type: ignore[arg-type]
+
+
+def test_round_trip_keeps_the_fingerprint() -> None:
+    state = replace(STATE, fingerprint="abc")
+    assert MonitorState.from_dict(json.loads(json.dumps(state.to_dict()))) == state
+
+
+def test_fingerprint_follows_the_settings_the_state_depends_on(tmp_path: Path) -> None:
+    w = write_world(
+        tmp_path, SCENARIOS["stationary"], start=NOW - timedelta(days=2), end=NOW, seed=1
+    )
+    m = load_config(w.config_path).monitors[0]
+    fp = state_fingerprint(m)
+    assert fp == state_fingerprint(replace(m, run_timeout=timedelta(seconds=9)))
+    assert fp == state_fingerprint(replace(m, seed=99))
+    assert fp != state_fingerprint(replace(m, drift=replace(m.drift, tolerance=0.5)))
+    assert fp != state_fingerprint(replace(m, windows=replace(m.windows, gap=timedelta(hours=1))))
+    assert fp != state_fingerprint(replace(m, budget=replace(m.budget, decay=0.01)))
+    assert fp != state_fingerprint(replace(m, decay=replace(m.decay, margin=0.1)))
+
+
+# -------------------------------------------------------------------------------- board
+
+
+def test_board_health_and_persistence_counters() -> None:
+    board = Board([], {})
+    assert board.health(False).http_status == 503
+    assert not board.health(False)
+    ok = board.health(True)
+    assert (ok.status, ok.http_status, ok.body, bool(ok)) == ("ok", 200, "ok\n", True)
+
+
+class FailingStore(StateStore):
+    """Saves fail like a full disk until ``full`` is cleared."""
+
+    full = True
+
+    def save(self, name: str, state: MonitorState) -> None:
+        if self.full:
+            raise OSError(errno.ENOSPC, "No space left on device", str(self.path(name)))
+        super().save(name, state)
+
+
+@pytest.fixture
+def world_config(tmp_path: Path) -> Config:
+    end = datetime(2026, 11, 20, tzinfo=UTC)
+    w = write_world(
+        tmp_path, SCENARIOS["stationary"], start=end - timedelta(days=9), end=end, seed=1
+    )
+    return load_config(w.config_path)
+
+
+def test_failed_save_is_a_visible_failure_that_keeps_the_verdict(
+    world_config: Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="monitor")
+    at = datetime(2026, 11, 20, tzinfo=UTC)
+    store = FailingStore(world_config.server.state_dir)
+    runner = Runner(world_config, store=store, clock=lambda: at)
+    record = runner.run("demo", at)
+    (snap,) = runner.board.snapshot()
+    assert record.verdict.state != "error"
+    assert record.verdict.reasons[-1].startswith("state not saved: OSError: [Errno 28]")
+    assert snap.state.state == record.verdict.state
+    assert snap.state.last_success is None  # a run whose state was lost is not a success
+    assert (snap.runs_total, snap.failures_total, snap.save_failures_total) == (1, 1, 1)
+    assert snap.last_state_save is None
+    assert snap.save_error is not None
+    health = runner.board.health(True)
+    assert (health.status, health.http_status) == ("degraded", 200)
+    assert "monitor demo not saved since 2026-11-20T00:00:00Z" in health.body
+    assert "No space left on device" in health.body
+    check = [r for r in caplog.records if r.getMessage() == "check"]
+    assert check[-1].__dict__["state_saved"] is False
+
+    store.full = False
+    runner.run("demo", at)
+    (snap,) = runner.board.snapshot()
+    assert (snap.runs_total, snap.failures_total, snap.save_failures_total) == (2, 1, 1)
+    assert snap.last_state_save == at
+    assert snap.save_error is None
+    assert snap.state.last_success == at
+    assert runner.board.health(True).status == "ok"
+    assert store.load("demo").fingerprint == state_fingerprint(world_config.monitors[0])
+
+
+def test_a_non_finite_cusum_is_reset_not_an_error_for_good(world_config: Config) -> None:
+    at = datetime(2026, 11, 20, tzinfo=UTC)
+    runner = Runner(world_config, clock=lambda: at)
+    broken = MonitorState(
+        drift={"": SegmentDrift(reference=DriftTrack(cusum=math.inf))},
+        last_at=at - timedelta(hours=1),
+    )
+    runner.board.reconfigure(world_config.monitors, {"demo": broken})
+    runner.run("demo", at)
+    (snap,) = runner.board.snapshot()
+    assert snap.resets["non_finite"] == 1
+    assert snap.state.state != "error"
+    assert state_is_finite(snap.state)
+    assert runner.store.read("demo").reason is None
