@@ -367,7 +367,8 @@ class StateStore:
         in the way) or ``ValueError`` (a non-finite number) and leaves no temp file behind."""
         if self.readonly:
             raise PermissionError(f"state store {self.directory} is read-only (monitor check)")
-        data = json.dumps(state.to_dict(), indent=1, sort_keys=True, allow_nan=False)
+        # compact: an anchor holds a few thousand counts, and a save needs room for two copies
+        data = json.dumps(state.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False)
         self.directory.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
         try:

@@ -321,7 +321,7 @@ class Anchor:
     def to_dict(self) -> dict[str, Any]:
         return {
             "edges": list(self.edges),
-            "counts": [list(row) for row in self.counts],
+            "counts": [[int(x) if x.is_integer() else x for x in row] for row in self.counts],
             "start": _iso(self.start),
             "end": _iso(self.end),
             "set_at": _iso(self.set_at),
