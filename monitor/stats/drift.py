@@ -567,23 +567,28 @@ def _ks_exact_sf(k: int, n: int, m: int, alternative: str) -> float:
     """
     if k <= 0:
         return 1.0
+    if alternative == "two-sided" and n > m:
+        n, m = m, n  # the two-sided band is symmetric in (n, m): loop over the shorter side
     row = np.zeros(m + 1)
+    new = np.zeros(m + 1)
     log_scale = 0.0
     for i in range(n + 1):
         lo = 0 if alternative == "less" else max((i * m - k) // n + 1, 0)
         hi = m if alternative == "greater" else min((i * m + k - 1) // n, m)
-        new = np.zeros(m + 1)
+        new.fill(0.0)
         if lo <= hi:
             if i == 0:
                 new[lo : hi + 1] = 1.0 if lo == 0 else 0.0
             else:
                 np.cumsum(row[lo : hi + 1], out=new[lo : hi + 1])
-        row = new
-        top = float(row.max())
+        row, new = new, row
+        # counts are non-negative, so the cumulative sum peaks at the band's upper end
+        top = float(row[hi]) if lo <= hi else 0.0
         if top == 0.0:
             return 1.0
-        row /= top
-        log_scale += math.log(top)
+        if top > 1e200 or top < 1e-200:
+            row /= top
+            log_scale += math.log(top)
     inside = row[m] * math.exp(
         log_scale - (special.gammaln(n + m + 1) - special.gammaln(n + 1) - special.gammaln(m + 1))
     )

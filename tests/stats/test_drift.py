@@ -552,3 +552,14 @@ def test_against_scipy_ks_2samp_asymptotic_large_n() -> None:
         else:  # N_eff = 13 636, p ~ 1e-5: documented tolerance 40 / N_eff, conservative
             assert ref.pvalue <= ours.pvalue <= ref.pvalue * (1 + 40 / 13_636)
             assert ours.pvalue < 1e-3
+
+
+def test_exact_ks_two_sided_is_symmetric_in_the_sample_sizes() -> None:
+    """The exact path count loops over the shorter sample: same p-value either way round, and
+    scipy's exact value."""
+    rng = np.random.default_rng(3)
+    x, y = rng.normal(size=1500), rng.normal(0.15, size=120)
+    a = ks_2samp(x, y, method="exact").pvalue
+    b = ks_2samp(y, x, method="exact").pvalue
+    assert a == pytest.approx(b, rel=1e-12)
+    assert a == pytest.approx(stats.ks_2samp(x, y, method="exact").pvalue, rel=1e-8)
