@@ -33,6 +33,7 @@ import functools
 import itertools
 import json
 import math
+import multiprocessing
 import sys
 import tempfile
 import time
@@ -44,7 +45,14 @@ from typing import Any
 
 from monitor.backtest import backtest
 from monitor.config import load_config
-from monitor.simulate import SCENARIOS, Scenario, write_world
+from monitor.simulate import (
+    SCENARIOS,
+    Scenario,
+    at_edge,
+    edge_strength,
+    psi_crossing,
+    write_world,
+)
 
 __all__ = ["WORLDS", "MonthResult", "WorldSpec", "run_month", "summarize", "wilson_interval"]
 
@@ -58,19 +66,68 @@ HOUR = timedelta(hours=1)
 
 @dataclass(frozen=True, slots=True)
 class WorldSpec:
-    """A world: its scenario, the state it should reach (None: null world) and from when."""
+    """A world: its scenario, the state it should reach (None: null world) and from when.
+
+    ``onset`` is an offset from the origin, or a callable of the origin (a gradual drift's
+    onset is when its true PSI crosses a level); ``schedule`` the monitor's schedule;
+    ``start_offset`` shifts the first replayed slot (the daemon's start phase).
+    """
 
     name: str
     scenario: Callable[[], Scenario]
     expected: str | None = None
-    onset: timedelta | None = None
+    onset: timedelta | Callable[[Scenario, datetime], datetime | None] | None = None
     extra_toml: str = ""
+    schedule: str = "1h"
+    start_offset: timedelta = timedelta(0)
+    null_until: Callable[[Scenario, datetime], datetime | None] | None = None
+    cost: float = 1.0  # relative replay cost, for the order of a parallel run
 
 
 def _base(name: str, **changes: Any) -> Scenario:
-    return dataclasses.replace(
-        SCENARIOS[name], name=name, scores_per_hour=SCORES_PER_HOUR, **changes
+    fields = {"scores_per_hour": SCORES_PER_HOUR, **changes}
+    return dataclasses.replace(SCENARIOS[name], name=name, **fields)
+
+
+_FIXED = 'windows.reference_start = "{start}"\nwindows.reference_end = "{end}"\n'
+
+
+@functools.lru_cache(maxsize=8)
+def _edge(scores_per_hour: float) -> Scenario:
+    """An abrupt drift whose true PSI against the reference week is exactly the tolerance, from
+    the first check on: every block is at the edge of the null (true PSI = 0.02)."""
+    base = dataclasses.replace(
+        SCENARIOS["covariate_shift"], drift_start=timedelta(days=7), name="edge"
     )
+    return at_edge(base, 0.02, scores_per_hour=scores_per_hour)
+
+
+@functools.lru_cache(maxsize=8)
+def _creep(level: float) -> Scenario:
+    """A drift ramping over 14 days from day 10 to a true PSI of ``level``."""
+    base = dataclasses.replace(
+        SCENARIOS["gradual_drift"],
+        drift_start=timedelta(days=10),
+        drift_ramp=timedelta(days=14),
+        scores_per_hour=SCORES_PER_HOUR,
+    )
+    strength = edge_strength(base, level)
+    return dataclasses.replace(base, name=f"creep_{level:g}", drift_strength=strength)
+
+
+def _crossing(level: float) -> Callable[[Scenario, datetime], datetime | None]:
+    """When the trailing day's true PSI against the first reference week reaches ``level``."""
+
+    def onset(scenario: Scenario, origin: datetime) -> datetime | None:
+        return psi_crossing(
+            scenario,
+            level,
+            reference=(origin, origin + timedelta(days=7)),
+            between=(origin + timedelta(days=10), origin + CHECKS_END),
+            origin=origin,
+        )
+
+    return onset
 
 
 WORLDS: dict[str, WorldSpec] = {
@@ -89,23 +146,31 @@ WORLDS: dict[str, WorldSpec] = {
             lambda: _base("strong_seasonality"),
             extra_toml='drift.seasonality = "none"\n',
         ),
-        WorldSpec("segments_20", lambda: _base("segments_20")),
+        WorldSpec("segments_20", lambda: _base("segments_20"), cost=5.0),
+        WorldSpec("edge_300/h", lambda: _edge(300.0), extra_toml=_FIXED, cost=0.6),
+        WorldSpec("edge_10k/h", lambda: _edge(10_000.0), extra_toml=_FIXED, cost=5.0),
+        WorldSpec(
+            "edge_1M/day (daily checks)",
+            lambda: _edge(1e6 / 24),
+            extra_toml=_FIXED,
+            schedule="1d",
+            cost=8.0,
+        ),
         WorldSpec(
             "step_drift",
             lambda: _base("covariate_shift"),
             expected="data_drift",
             onset=ONSET,
         ),
-        WorldSpec(
-            "creep",
-            lambda: _base(
-                "gradual_drift",
-                drift_start=timedelta(days=10),
-                drift_ramp=timedelta(days=14),
-                drift_strength=0.30,
-            ),
-            expected="data_drift",
-            onset=timedelta(days=10),
+        *(
+            WorldSpec(
+                f"creep_to_{level:g} (onset: true PSI 0.04)",
+                functools.partial(_creep, level),
+                expected="data_drift",
+                onset=_crossing(0.04),
+                null_until=_crossing(0.02),  # alarms before the tolerance is crossed are false
+            )
+            for level in (0.05, 0.1)
         ),
         *(
             WorldSpec(
@@ -115,6 +180,34 @@ WORLDS: dict[str, WorldSpec] = {
                 onset=ONSET + timedelta(hours=h),
             )
             for h in (0, 3, 13)
+        ),
+        *(
+            WorldSpec(
+                f"decay_h13/start+{s}h",
+                functools.partial(_base, "abrupt_decay", decay_start=ONSET + timedelta(hours=13)),
+                expected="model_decay",
+                onset=ONSET + timedelta(hours=13),
+                start_offset=timedelta(hours=s),
+            )
+            for s in (5, 17)
+        ),
+        WorldSpec(
+            "decay_4_evaluations/day",
+            lambda: _base("evaluations_4"),
+            expected="model_decay",
+            onset=ONSET,
+        ),
+        WorldSpec(
+            "decay_golden_30",
+            lambda: _base("golden_30"),
+            expected="model_decay",
+            onset=ONSET,
+        ),
+        WorldSpec(
+            "small_decay_0.015",
+            functools.partial(_base, "abrupt_decay", decay_size=0.015),
+            expected="model_decay",
+            onset=ONSET,
         ),
         WorldSpec(
             "dead_feed",
@@ -150,39 +243,64 @@ def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
         start=origin,
         end=origin + CHECKS_END,
         seed=1000 + month,
-        schedule="1h",
+        schedule=spec.schedule,
         listen="127.0.0.1:0",
-        extra_monitor_toml=spec.extra_toml,
+        extra_monitor_toml=spec.extra_toml.format(
+            start=_iso(origin), end=_iso(origin + timedelta(days=7))
+        ),
     )
     text = world.config_path.read_text()
-    for line in spec.extra_toml.splitlines():  # an extra key replaces write_world's default
+    extra = spec.extra_toml.format(start=_iso(origin), end=_iso(origin + timedelta(days=7)))
+    for line in extra.splitlines():  # an extra key replaces write_world's default
         key = line.split("=", 1)[0].strip()
         text = "\n".join(
             t for t in text.splitlines() if t.split("=", 1)[0].strip() != key or t == line
         )
+    if "reference_start" in extra:
+        text = "\n".join(t for t in text.splitlines() if not t.startswith("windows.reference ="))
     world.config_path.write_text(text + "\n")
     config = load_config(world.config_path)
     t0 = time.perf_counter()
-    (result,) = backtest(config, origin + CHECKS_START, origin + CHECKS_END - HOUR)
+    first = origin + CHECKS_START + spec.start_offset
+    (result,) = backtest(config, first, origin + CHECKS_END - HOUR)
     seconds = time.perf_counter() - t0
     checks = result.checks
-    onset_at = None if spec.onset is None else origin + spec.onset
+    if callable(spec.onset):
+        onset_at = spec.onset(scenario, origin)
+    else:
+        onset_at = None if spec.onset is None else origin + spec.onset
+    quiet_end = onset_at
+    if spec.null_until is not None:
+        quiet_end = spec.null_until(scenario, origin)
     drift = decay = 0
     prev = None
     for c in checks:
-        before = onset_at is None or c.at < onset_at
+        before = quiet_end is None or c.at < quiet_end
         if c.state != prev and before:
             drift += c.state == "data_drift"
             decay += c.state == "model_decay"
         prev = c.state
     delay = right = changes = None
+    if spec.expected is not None and onset_at is None:
+        right, changes = 0.0, 0  # the effect never reached its onset level this month
     if onset_at is not None and spec.expected is not None:
-        after = [c for c in checks if c.at > onset_at]
-        hit = next((c for c in after if c.state == spec.expected), None)
+        start = onset_at if quiet_end is None else min(onset_at, quiet_end)
+        hit = next((c for c in checks if c.at > start and c.state == spec.expected), None)
         delay = None if hit is None else (hit.at - onset_at) / HOUR
+        after = [c for c in checks if c.at > onset_at]
         right = sum(c.state == spec.expected for c in after) / max(len(after), 1)
         changes = sum(1 for a, b in itertools.pairwise(after) if a.state != b.state)
     return MonthResult(spec.name, month, drift, decay, delay, right, changes, seconds)
+
+
+def _iso(t: datetime) -> str:
+    return t.isoformat().replace("+00:00", "Z")
+
+
+def _task(item: tuple[str, int]) -> MonthResult:
+    name, month = item
+    with tempfile.TemporaryDirectory() as tmp:
+        return run_month(WORLDS[name], month, Path(tmp))
 
 
 def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
@@ -256,26 +374,31 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--months", type=int, default=2)
     p.add_argument("--worlds", default=",".join(WORLDS))
     p.add_argument("--json", type=Path)
+    p.add_argument("--processes", type=int, default=1)
     args = p.parse_args(argv)
     names = [w for w in args.worlds.split(",") if w]
     unknown = sorted(set(names) - set(WORLDS))
     if unknown:
         print(f"unknown worlds {unknown}; known: {', '.join(WORLDS)}", file=sys.stderr)
         return 2
-    results: list[MonthResult] = []
+    tasks = []
     for name in names:
         spec = WORLDS[name]
         months = args.months if spec.expected is None else max(1, args.months // 2)
-        for month in range(months):
-            with tempfile.TemporaryDirectory() as tmp:
-                results.append(run_month(spec, month, Path(tmp)))
-            r = results[-1]
+        tasks += [(spec.cost, name, month) for month in range(months)]
+    tasks.sort(key=lambda t: (-t[0], t[1], t[2]))  # the longest first
+    results: list[MonthResult] = []
+    with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
+        for r in pool.imap_unordered(_task, [(n, m) for _, n, m in tasks]):
+            results.append(r)
             print(
-                f"{name} month {month}: drift alarms {r.drift_alarms}, decay alarms "
+                f"{r.world} month {r.month}: drift alarms {r.drift_alarms}, decay alarms "
                 f"{r.decay_alarms}, delay {r.delay_hours}, right {r.hours_right}, "
                 f"changes {r.changes_after_onset} ({r.seconds:.1f} s)",
                 flush=True,
             )
+    order = {n: i for i, n in enumerate(names)}
+    results.sort(key=lambda r: (order[r.world], r.month))
     summary = summarize(results)
     print(format_table(summary))
     if args.json:

@@ -124,6 +124,7 @@ class DriftConfig:
     cusum_k: float = 0.5
     cusum_share: float = 0.8
     clear_after: int = 3
+    clear_share: float = 0.5
     seasonality: str = "auto"
     anchor: bool = True
     anchor_refresh: timedelta = timedelta(days=28)
@@ -689,6 +690,7 @@ def _parse_drift(c: _Collector, data: Any, path: str) -> DriftConfig:
         cusum_k=c.get(t, "cusum_k", path, d.cusum_k, _float(0.0, 5.0, open_low=True)),
         cusum_share=c.get(t, "cusum_share", path, d.cusum_share, _float(0.0, 1.0)),
         clear_after=c.get(t, "clear_after", path, d.clear_after, _int(1)),
+        clear_share=c.get(t, "clear_share", path, d.clear_share, _float(0.0, 1.0, open_low=True)),
         seasonality=c.get(t, "seasonality", path, d.seasonality, _seasonality),
         anchor=c.get(t, "anchor", path, d.anchor, _bool),
         anchor_refresh=c.get(t, "anchor_refresh", path, d.anchor_refresh, _duration),

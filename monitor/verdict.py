@@ -19,8 +19,10 @@ README's "How a check decides":
   started or was last re-anchored, kept as per-phase bin counts), so drift that creeps past the
   tolerance over weeks alarms, and an alarm stays raised while the change persists. A raised
   track clears only after ``clear_after`` consecutive blocks whose debiased PSI against *that
-  track's* reference is below ``tolerance``. The anchor is refreshed after ``anchor_refresh`` only
-  while no alarm is raised and the rolling reference is within half the tolerance of it.
+  track's* reference is below ``clear_share * tolerance`` (half, by default: a band between
+  the two keeps a drift near the edge from flapping). The anchor is refreshed after
+  ``anchor_refresh`` only while no alarm is raised and the rolling reference is within half the
+  tolerance of it.
 * **Model decay** (per segment). A one-sided sign-flip test of ``mean(current - reference) <
   -margin`` on per-query pairs decides. The current side is the complete evaluation runs that
   landed since the last look (pooled), the reference side the reference period's runs; a look
@@ -1085,7 +1087,7 @@ def _evaluate_input(
     if test is not None:
         z = z_from_pvalue(test.pvalue)
         cusum = cusum_step(state.reference.cusum, z, k=cfg.cusum_k)
-        quiet = state.reference.quiet + 1 if test.debiased < cfg.tolerance else 0
+        quiet = state.reference.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
         state = replace(state, reference=replace(state.reference, cusum=cusum, quiet=quiet))
         report = replace(
             report,
@@ -1114,7 +1116,7 @@ def _evaluate_input(
         if test is not None:
             z = z_from_pvalue(test.pvalue)
             cusum = cusum_step(state.anchor.cusum, z, k=cfg.cusum_k)
-            quiet = state.anchor.quiet + 1 if test.debiased < cfg.tolerance else 0
+            quiet = state.anchor.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
             state = replace(state, anchor=replace(state.anchor, cusum=cusum, quiet=quiet))
             report = replace(
                 report,
@@ -1442,7 +1444,8 @@ def _input_reason(
         )
         return (
             f"{where}data drift since {ir.drift_since} against {which} (clears after "
-            f"{cfg.clear_after} blocks within tolerance): {stem}"
+            f"{cfg.clear_after} blocks with debiased PSI below "
+            f"{cfg.clear_share * cfg.tolerance:g}): {stem}"
         )
     return f"{where}no input drift alarm: {stem}"
 
