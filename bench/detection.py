@@ -20,7 +20,8 @@ alarms per month; for effect worlds the delay from onset to the first check in t
 (median and max over months), the share of post-onset hours in that state and the number of state
 changes after onset (goal: one).
 
-Usage: ``python bench/detection.py [--months N] [--worlds a,b] [--json PATH]``. ``make bench``
+Usage: ``python bench/detection.py [--months N] [--worlds a,b=M] [--processes P] [--json PATH]``
+(``b=M``: M months of world b). ``make bench``
 runs ``--months 2``; the figures in ``docs/detection.md`` come from the command printed there.
 Cost: about 10-15 s per world-month on one core.
 """
@@ -376,7 +377,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--processes", type=int, default=1)
     args = p.parse_args(argv)
-    names = [w for w in args.worlds.split(",") if w]
+    # "name" or "name=months" (a per-world month count)
+    wanted = [w.rsplit("=", 1) if "=" in w else [w, ""] for w in args.worlds.split(",") if w]
+    names = [w for w, _ in wanted]
+    counts = {w: int(c) for w, c in wanted if c}
     unknown = sorted(set(names) - set(WORLDS))
     if unknown:
         print(f"unknown worlds {unknown}; known: {', '.join(WORLDS)}", file=sys.stderr)
@@ -384,7 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     tasks = []
     for name in names:
         spec = WORLDS[name]
-        months = args.months if spec.expected is None else max(1, args.months // 2)
+        months = counts.get(name) or (
+            args.months if spec.expected is None else max(1, args.months // 2)
+        )
         tasks += [(spec.cost, name, month) for month in range(months)]
     tasks.sort(key=lambda t: (-t[0], t[1], t[2]))  # the longest first
     results: list[MonthResult] = []
