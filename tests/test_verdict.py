@@ -399,3 +399,12 @@ def test_replay_without_sequential_state_ignores_it() -> None:
     v, _ = evaluate(m, AT, check_data(AT, {"": seg}), active, sequential=False)
     assert v.state == "ok"
     assert not v.sequential
+
+
+def test_package_hands_on_its_public_names() -> None:
+    import monitor.verdict as v
+
+    assert sorted(v.__all__) == sorted(set(v.__all__))
+    for name in v.__all__:
+        assert getattr(v, name) is not None
+    assert {"evaluate", "alarm_plan", "MonitorState", "Verdict", "CheckData"} <= set(v.__all__)

@@ -1,0 +1,47 @@
+"""Constants and time helpers shared by the verdict modules."""
+
+from __future__ import annotations
+
+import math
+import zlib
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+STATES = ("ok", "data_drift", "model_decay", "insufficient_data", "error")
+TRACKS = ("reference", "anchor")
+STATE_VERSION = 2
+_NS = 1_000_000_000
+_HOUR_NS = 3600 * _NS
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MAX_LOOKS_KEPT = 10_000
+
+
+def _iso(t: datetime | None) -> str | None:
+    if t is None:
+        return None
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _parse_iso(text: str | None) -> datetime | None:
+    if text is None:
+        return None
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _finite(x: float) -> float | None:
+    """JSON has no NaN/inf: non-finite numbers become null."""
+    return float(x) if math.isfinite(x) else None
+
+
+def _ns(t: datetime) -> int:
+    return (t - _EPOCH) // timedelta(microseconds=1) * 1000
+
+
+def _from_ns(ns: int) -> datetime:
+    return _EPOCH + timedelta(microseconds=ns // 1000)
+
+
+def _rng_seed(seed: int, segment: str) -> np.random.SeedSequence:
+    """The seed of a segment's resampling: (monitor seed, CRC-32 of the segment name)."""
+    return np.random.SeedSequence([seed, zlib.crc32(segment.encode("utf-8"))])

@@ -1,0 +1,83 @@
+"""What the job runner reads for one check (pure data, no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from monitor.stats import (
+    BaselinePositions,
+    DriftBaseline,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Pairs:
+    """Per-query outcomes of one segment, paired by query id (same order)."""
+
+    reference: np.ndarray
+    current: np.ndarray
+    only_reference: int = 0
+    only_current: int = 0
+    query_ids: np.ndarray | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.reference.size)
+
+    @property
+    def coverage(self) -> float:
+        total = self.n + self.only_reference
+        return self.n / total if total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentData:
+    """One segment's data for a check. Timestamps are int64 ns and align with their values.
+
+    ``positions`` (optional, only with ``baseline``): ``current`` located in ``baseline``,
+    precomputed by a reader that serves many windows against one frozen baseline (the backtest);
+    ``reference_phases`` (optional): the reference's per-(phase, bin) counts on ``baseline``'s
+    edges, cached by the runner for a fixed reference. The numbers are identical without them.
+    """
+
+    reference: np.ndarray
+    current: np.ndarray
+    current_timestamps: np.ndarray
+    pairs: Pairs
+    baseline: DriftBaseline | None = None
+    positions: BaselinePositions | None = None
+    reference_timestamps: np.ndarray | None = None
+    reference_phases: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckData:
+    """What the job runner read for one check: windows, per-segment data, freshness.
+
+    Outcomes: ``runs`` complete evaluation runs landed in ``[runs_start, runs_end]`` since the
+    last look (0: nothing new to look at), paired with the reference period
+    ``[outcome_reference_start, outcome_reference_end)``. ``newest_score`` / ``newest_outcome``
+    are the newest rows before ``at`` that the runner saw (None: none in the windows read).
+    """
+
+    current_start: datetime
+    current_end: datetime
+    reference_start: datetime
+    reference_end: datetime
+    segments: Mapping[str, SegmentData]
+    newest_score: datetime | None = None
+    newest_outcome: datetime | None = None
+    reference_outcome_queries: int = 0
+    current_outcome_queries: int = 0
+    runs: int = 0
+    runs_start: datetime | None = None
+    runs_end: datetime | None = None
+    outcome_reference_start: datetime | None = None
+    outcome_reference_end: datetime | None = None
+
+
+# --------------------------------------------------------------------------- reports

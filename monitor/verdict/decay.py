@@ -1,0 +1,159 @@
+"""Model decay: looks at landed evaluation runs, time-based alpha spending, raise and recover."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from monitor.config import MAX_RESAMPLES, MonitorConfig
+from monitor.stats import (
+    adjust_pvalues,
+    paired_test,
+)
+from monitor.verdict._common import _MAX_LOOKS_KEPT, _iso, _rng_seed
+from monitor.verdict.data import CheckData, Pairs
+from monitor.verdict.plan import AlarmPlan
+from monitor.verdict.reports import OutcomeReport
+from monitor.verdict.state import DecayTrack
+
+
+def _describe(pairs: Pairs) -> dict[str, Any]:
+    d = pairs.current - pairs.reference
+    if d.size == 0:
+        return {}
+    rounded = np.round(d, 12)
+    return {
+        "mean_difference": float(d.mean()),
+        "median_difference": float(np.median(d)),
+        "sd_difference": float(d.std(ddof=1)) if d.size > 1 else None,
+        "wins": int(np.count_nonzero(rounded > 0)),
+        "losses": int(np.count_nonzero(rounded < 0)),
+        "ties": int(np.count_nonzero(rounded == 0)),
+    }
+
+
+def _evaluate_outcomes(
+    monitor: MonitorConfig,
+    at: datetime,
+    data: CheckData,
+    decay: DecayTrack,
+    plan: AlarmPlan,
+) -> tuple[dict[str, OutcomeReport], DecayTrack]:
+    cfg = monitor.decay
+    period = monitor.budget.period
+    last = decay.last_look_at
+    if (
+        data.runs == 0
+        or data.runs_end is None
+        or (decay.runs_end is not None and data.runs_end <= decay.runs_end)
+        or (last is not None and at <= last)
+    ):
+        # nothing new landed (or already looked at): carry the last look; raised stays raised
+        carried = {k: replace(v, new_look=False) for k, v in decay.reports.items()}
+        return carried, decay
+    since = None if decay.last_look_at is None else at - decay.last_look_at
+    alpha = plan.look_alpha(monitor, since)
+    n_resamples = cfg.n_resamples or min(MAX_RESAMPLES, max(9999, math.ceil(20.0 / alpha)))
+    needed = max(cfg.min_pairs, math.ceil(math.log2(1.0 / alpha)))
+    look = {
+        "alpha": alpha,
+        "margin": cfg.margin,
+        "looked_at": _iso(at),
+        "new_look": True,
+        "runs": data.runs,
+        "runs_start": _iso(data.runs_start),
+        "runs_end": _iso(data.runs_end),
+        "reference_start": _iso(data.outcome_reference_start),
+        "reference_end": _iso(data.outcome_reference_end),
+    }
+    base: dict[str, OutcomeReport] = {}
+    results = {}
+    for name, seg in data.segments.items():
+        p = seg.pairs
+        base[name] = OutcomeReport(
+            n_pairs=p.n,
+            only_reference=p.only_reference,
+            only_current=p.only_current,
+            coverage=p.coverage,
+            decidable=p.n >= needed,
+            **look,  # type: ignore[arg-type]
+            **_describe(p),
+        )
+        if p.n >= 2:
+            results[name] = paired_test(
+                p.reference,
+                p.current,
+                alternative="less",
+                margin=cfg.margin,
+                n_resamples=n_resamples,
+                confidence_level=cfg.confidence_level,
+                alpha=alpha,
+                power=cfg.power,
+                rng=np.random.default_rng(_rng_seed(monitor.seed, name)),
+            )
+    decidable = sorted(n for n in results if base[n].decidable)
+    adjusted = dict(
+        zip(
+            decidable,
+            adjust_pvalues([results[n].pvalue for n in decidable], method="holm")
+            if decidable
+            else [],
+            strict=True,
+        )
+    )
+    active = dict(decay.active)
+    out = dict(base)
+    for name, r in results.items():
+        ci = r.confidence_interval
+        p_adj = adjusted.get(name)
+        significant = p_adj is not None and p_adj <= alpha
+        recovered = ci.low is not None and math.isfinite(ci.low) and ci.low > -cfg.margin
+        if significant:
+            active.setdefault(name, at)
+        elif name in active and recovered and base[name].decidable:
+            del active[name]
+        out[name] = replace(
+            base[name],
+            significant=bool(significant),
+            recovered=bool(recovered and not significant and name in decay.active),
+            pvalue=r.pvalue,
+            pvalue_adjusted=None if p_adj is None else float(p_adj),
+            ci_low=ci.low,
+            ci_high=ci.high,
+            confidence_level=r.confidence_level,
+            effect_size=r.effect_size,
+            mde=r.mde,
+            ttest_pvalue=r.ttest.pvalue,
+            sign_test_pvalue=r.sign_test_pvalue,
+            wilcoxon_pvalue=r.wilcoxon_pvalue,
+            n_resamples=r.permutation.n_resamples,
+            exact=r.permutation.exact,
+            flat=bool(ci.low >= -cfg.margin and ci.high <= cfg.margin),
+        )
+    for name in list(out):
+        if name in active:
+            out[name] = replace(out[name], decay=True, decay_since=_iso(active[name]))
+    for name, since_at in active.items():  # raised segments absent from this look stay raised
+        if name not in out and name in decay.reports:
+            out[name] = replace(decay.reports[name], new_look=False, decay_since=_iso(since_at))
+    ref_start, ref_end = decay.reference_start, decay.reference_end
+    if active and ref_start is None:
+        ref_start, ref_end = data.outcome_reference_start, data.outcome_reference_end
+    elif not active:
+        ref_start = ref_end = None
+    looks = (*tuple(t for t in decay.looks if at - t < period)[-_MAX_LOOKS_KEPT:], at)
+    return out, DecayTrack(
+        looks=looks,
+        runs_end=data.runs_end,
+        active=active,
+        reference_start=ref_start,
+        reference_end=ref_end,
+        reports=out,
+    )
+
+
+# --------------------------------------------------------------------------- reasons

@@ -1,0 +1,362 @@
+"""Input drift: window numbers, phase-matched evidence blocks, the reference and anchor tracks."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+
+import numpy as np
+
+from monitor.config import MonitorConfig
+from monitor.stats import (
+    adjust_pvalues,
+    build_baseline,
+    cusum_step,
+    drift_tests,
+    proportion_test_counts,
+    psi_test_counts,
+    z_from_pvalue,
+)
+from monitor.verdict._common import _HOUR_NS, TRACKS, _iso, _ns
+from monitor.verdict.data import CheckData, SegmentData
+from monitor.verdict.plan import AlarmPlan, phase_counts, phase_of
+from monitor.verdict.reports import InputReport
+from monitor.verdict.state import Anchor, SegmentDrift
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    psi: float
+    debiased: float
+    pvalue: float
+    n_reference: float
+
+
+def _block_test(
+    counts: np.ndarray,
+    block_phases: np.ndarray,
+    block_bins: np.ndarray,
+    tolerance: float,
+    smoothing: float,
+) -> _Block | None:
+    """Block bin counts against the phase-weighted reference counts ``counts`` (P x B).
+
+    Expected shares q = sum_p w_p c_p / n_p with w_p the block's share in phase p (phases the
+    reference lacks fall back to the whole reference); the reference size for N_eff is
+    1 / sum_p (w_p^2 / n_p), the size of an equally precise plain sample.
+    """
+    phases, bins = counts.shape
+    m = block_bins.size
+    cur = np.bincount(block_bins, minlength=bins).astype(np.float64)
+    totals = counts.sum(axis=1)
+    if phases == 1:
+        ref, n_ref = counts[0], float(totals[0])
+    else:
+        w = np.bincount(block_phases, minlength=phases).astype(np.float64) / m
+        missing = (w > 0) & (totals <= 0)
+        overall = counts.sum(axis=0)
+        if overall.sum() <= 0:
+            return None
+        shares = np.where(totals[:, None] > 0, counts / np.maximum(totals, 1.0)[:, None], 0.0)
+        q = (w[:, None] * shares).sum(axis=0) + w[missing].sum() * overall / overall.sum()
+        inv = np.sum(np.where(totals > 0, w**2 / np.maximum(totals, 1.0), 0.0))
+        inv += w[missing].sum() ** 2 / overall.sum()
+        n_ref = 1.0 / inv
+        ref = q * n_ref
+    if n_ref <= 0 or ref.sum() <= 0:
+        return None
+    r = psi_test_counts(ref, cur, tolerance=tolerance, smoothing=smoothing, n_reference=n_ref)
+    return _Block(psi=r.statistic, debiased=r.debiased, pvalue=r.pvalue, n_reference=n_ref)
+
+
+def _volume_ratio(
+    monitor: MonitorConfig, data: CheckData, seg: SegmentData, counts: np.ndarray
+) -> float | None:
+    """Current-window volume over the volume the reference had at the same phases."""
+    span = data.reference_end - data.reference_start
+    cur_span = data.current_end - data.current_start
+    if span <= timedelta(0) or seg.reference.size == 0:
+        return None
+    period = monitor.seasonal_period
+    if period is None or counts.shape[0] == 1 or seg.reference_timestamps is None:
+        expected = seg.reference.size * (cur_span / span)
+    else:
+        cycles = span / period
+        start = _ns(data.current_start) // _HOUR_NS
+        end = -(-_ns(data.current_end) // _HOUR_NS)
+        hours = np.arange(start, end, dtype=np.int64) * _HOUR_NS
+        ph = phase_of(hours, period)
+        per_phase = counts.sum(axis=1) / cycles
+        expected = float(per_phase[ph].sum()) * (cur_span / timedelta(hours=int(end - start)))
+    return float(seg.current.size / expected) if expected > 0 else None
+
+
+def _make_anchor(
+    monitor: MonitorConfig,
+    at: datetime,
+    data: CheckData,
+    seg: SegmentData,
+    edges: np.ndarray,
+    counts: np.ndarray,
+) -> Anchor:
+    del monitor, seg
+    return Anchor(
+        edges=tuple(float(x) for x in edges),
+        counts=tuple(tuple(float(x) for x in row) for row in counts),
+        start=data.reference_start,
+        end=data.reference_end,
+        set_at=at,
+    )
+
+
+def _evaluate_input(
+    monitor: MonitorConfig,
+    at: datetime,
+    data: CheckData,
+    seg: SegmentData,
+    prior: SegmentDrift,
+    plan: AlarmPlan,
+) -> tuple[InputReport, SegmentDrift, dict[str, float]]:
+    """Window numbers and each track's block p-value (``{track: p}``; empty: no evidence)."""
+    cfg = monitor.drift
+    n_ref, n_cur = int(seg.reference.size), int(seg.current.size)
+    tracks_txt = tuple(t for t in TRACKS if prior.track(t).active)
+    if n_ref < cfg.min_reference_samples or n_cur < cfg.min_current_samples:
+        return (
+            InputReport(
+                n_reference=n_ref,
+                n_current=n_cur,
+                decidable=False,
+                cusum=prior.reference.cusum,
+                drift=prior.active,
+                drift_since=_iso(_since(prior)),
+                drift_tracks=tracks_txt,
+            ),
+            prior,
+            {},
+        )
+    baseline = seg.baseline
+    positions = seg.positions
+    if baseline is None:
+        baseline = build_baseline(seg.reference, bins=cfg.bins)
+        positions = None
+    both = drift_tests(
+        baseline,
+        seg.current,
+        tolerance=cfg.tolerance,
+        smoothing=cfg.smoothing,
+        positions=positions,
+    )
+    ordered = baseline.sorted_reference
+    zero_ref = int(np.searchsorted(ordered, 0.0, side="right")) - int(
+        np.searchsorted(ordered, 0.0, side="left")
+    )
+    zero_cur = int(np.count_nonzero(seg.current == 0.0))
+    zero = proportion_test_counts(zero_ref, n_ref, zero_cur, n_cur)
+    period = plan.seasonal_period
+    counts = seg.reference_phases
+    if counts is None:
+        counts = phase_counts(seg.reference, seg.reference_timestamps, baseline.edges, period)
+
+    block_start = data.current_start
+    if prior.evidence_end is not None and prior.evidence_end > block_start:
+        block_start = prior.evidence_end
+    in_block = seg.current_timestamps >= _ns(block_start)
+    block = seg.current[in_block]
+    report = InputReport(
+        n_reference=n_ref,
+        n_current=n_cur,
+        decidable=True,
+        psi=both.psi.statistic,
+        psi_pvalue=both.psi.pvalue,
+        psi_noise_floor=both.psi.noise_floor,
+        psi_debiased=both.psi.debiased,
+        psi_tolerance=cfg.tolerance,
+        psi_bins=both.psi.n_bins,
+        ks_statistic=both.ks.statistic,
+        ks_pvalue=both.ks.pvalue,
+        ks_location=both.ks.statistic_location,
+        zero_rate_reference=zero.rate_reference,
+        zero_rate_current=zero.rate_current,
+        zero_rate_pvalue=zero.pvalue,
+        out_of_range_rate=both.psi.out_of_range_rate,
+        volume_ratio=_volume_ratio(monitor, data, seg, counts),
+        block_start=_iso(block_start),
+        block_end=_iso(at),
+        block_samples=int(block.size),
+        cusum=prior.reference.cusum,
+        cusum_threshold=plan.drift_h,
+        z_threshold=plan.drift_z,
+        drift=prior.active,
+        drift_since=_iso(_since(prior)),
+        drift_tracks=tracks_txt,
+    )
+    state = prior
+    use_anchor = plan.tracks == 2
+    if use_anchor:
+        anchor = state.anchor_ref
+        if (
+            anchor is None
+            or (
+                anchor.array.shape[0] != counts.shape[0]  # the seasonality setting changed
+            )
+            or (
+                at - anchor.set_at >= cfg.anchor_refresh
+                and not state.active
+                and _close_to_anchor(anchor, seg, period, cfg.tolerance, cfg.smoothing)
+            )
+        ):
+            anchor = _make_anchor(monitor, at, data, seg, baseline.edges, counts)
+        state = replace(state, anchor_ref=anchor)
+        report = replace(
+            report,
+            anchor_start=_iso(anchor.start),
+            anchor_end=_iso(anchor.end),
+            anchor_cusum=state.anchor.cusum,
+        )
+    if block.size < cfg.min_block_samples:
+        return report, state, {}
+    block_ts = seg.current_timestamps[in_block]
+    block_ph = phase_of(block_ts, period) if counts.shape[0] > 1 else np.zeros(block.size, np.intp)
+    pvalues: dict[str, float] = {}
+    test = _block_test(
+        counts,
+        block_ph,
+        np.searchsorted(baseline.edges, block, side="left"),
+        cfg.tolerance,
+        cfg.smoothing,
+    )
+    if test is not None:
+        z = z_from_pvalue(test.pvalue)
+        cusum = cusum_step(state.reference.cusum, z, k=cfg.cusum_k)
+        quiet = state.reference.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
+        state = replace(state, reference=replace(state.reference, cusum=cusum, quiet=quiet))
+        report = replace(
+            report,
+            evidence=True,
+            block_psi=test.psi,
+            block_pvalue=test.pvalue,
+            z=z,
+            cusum=cusum,
+            block_reference_samples=test.n_reference,
+        )
+        pvalues["reference"] = test.pvalue
+    if use_anchor and state.anchor_ref is not None:
+        anchor = state.anchor_ref
+        edges = np.asarray(anchor.edges, dtype=np.float64)
+        a_counts = anchor.array
+        a_ph = block_ph if a_counts.shape[0] == counts.shape[0] else phase_of(block_ts, period)
+        if a_counts.shape[0] == 1:
+            a_ph = np.zeros(block.size, np.intp)
+        test = _block_test(
+            a_counts,
+            a_ph,
+            np.searchsorted(edges, block, side="left"),
+            cfg.tolerance,
+            cfg.smoothing,
+        )
+        if test is not None:
+            z = z_from_pvalue(test.pvalue)
+            cusum = cusum_step(state.anchor.cusum, z, k=cfg.cusum_k)
+            quiet = state.anchor.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
+            state = replace(state, anchor=replace(state.anchor, cusum=cusum, quiet=quiet))
+            report = replace(
+                report,
+                evidence=True,
+                anchor_psi=test.psi,
+                anchor_pvalue=test.pvalue,
+                anchor_z=z,
+                anchor_cusum=cusum,
+            )
+            pvalues["anchor"] = test.pvalue
+    if pvalues:
+        state = replace(state, evidence_end=at)
+    return report, state, pvalues
+
+
+def _close_to_anchor(
+    anchor: Anchor,
+    seg: SegmentData,
+    period: timedelta | None,
+    tolerance: float,
+    smoothing: float,
+) -> bool:
+    """Whether the rolling reference is within half the tolerance of the anchor (debiased)."""
+    edges = np.asarray(anchor.edges, dtype=np.float64)
+    now = phase_counts(seg.reference, seg.reference_timestamps, edges, period).sum(axis=0)
+    then = anchor.array.sum(axis=0)
+    if now.sum() <= 0 or then.sum() <= 0:
+        return False
+    r = psi_test_counts(then, now, tolerance=tolerance, smoothing=smoothing)
+    return r.debiased < tolerance / 2
+
+
+def _since(d: SegmentDrift) -> datetime | None:
+    times = [t.active_since for t in (d.reference, d.anchor) if t.active and t.active_since]
+    return min(times) if times else None
+
+
+def _settle_drift(
+    monitor: MonitorConfig,
+    at: datetime,
+    reports: dict[str, InputReport],
+    states: dict[str, SegmentDrift],
+    block_p: dict[tuple[str, str], float],
+    plan: AlarmPlan,
+) -> None:
+    """Raise or clear alarms once every segment's evidence is in (Holm over segment-tracks)."""
+    keys = sorted(block_p)
+    adjusted = (
+        dict(zip(keys, adjust_pvalues([block_p[k] for k in keys], method="holm"), strict=True))
+        if keys
+        else {}
+    )
+    for name, report in list(reports.items()):
+        state = states[name]
+        fired: list[tuple[str, str]] = []
+        for track_name in TRACKS[: plan.tracks]:
+            track = state.track(track_name)
+            key = (name, track_name)
+            alarm: str | None = None
+            if key in adjusted:
+                if adjusted[key] <= plan.drift_alpha:
+                    alarm = "immediate"
+                elif track.cusum > plan.drift_h:
+                    alarm = "cusum"
+            if alarm is not None:
+                track = replace(
+                    track, cusum=0.0, active=True, active_since=track.active_since or at, quiet=0
+                )
+                fired.append((alarm, track_name))
+            elif track.active and track.quiet >= monitor.drift.clear_after:
+                track = replace(track, active=False, active_since=None, quiet=0)
+            elif not track.active:
+                track = replace(track, quiet=0)
+            state = (
+                replace(state, reference=track)
+                if track_name == "reference"
+                else replace(state, anchor=track)
+            )
+        states[name] = state
+        first = fired[0] if fired else (None, None)
+        reports[name] = replace(
+            report,
+            alarm=first[0],
+            alarm_track=first[1],
+            block_pvalue_adjusted=_get(adjusted, (name, "reference")),
+            anchor_pvalue_adjusted=_get(adjusted, (name, "anchor")),
+            drift=state.active,
+            anchor_drift=state.anchor.active,
+            drift_since=_iso(_since(state)),
+            drift_tracks=tuple(t for t in TRACKS if state.track(t).active),
+            cusum=state.reference.cusum,
+            anchor_cusum=state.anchor.cusum if plan.tracks == 2 else None,
+        )
+
+
+def _get(d: Mapping[tuple[str, str], float], key: tuple[str, str]) -> float | None:
+    return float(d[key]) if key in d else None
+
+
+# --------------------------------------------------------------------------- decay

@@ -1,0 +1,165 @@
+"""The alarm plan: the thresholds that hold a monitor's budget, and the seasonal phases."""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from datetime import timedelta
+
+import numpy as np
+from scipy.stats import norm
+
+from monitor.config import MonitorConfig
+from monitor.stats import (
+    cusum_threshold_shared,
+    shewhart_threshold_shared,
+)
+from monitor.verdict._common import _HOUR_NS
+
+# --------------------------------------------------------------------------- phases
+
+
+def phase_of(timestamps_ns: np.ndarray, period: timedelta | None) -> np.ndarray:
+    """Phase index of each timestamp: hour of day (daily, 0-23, UTC), hour of week (weekly,
+    0-167, Monday 00:00 UTC = 0) or 0 (no seasonality)."""
+    ts = np.asarray(timestamps_ns, dtype=np.int64)
+    if period is None:
+        return np.zeros(ts.shape, dtype=np.intp)
+    hours = ts // _HOUR_NS
+    if period == timedelta(days=1):
+        return (hours % 24).astype(np.intp)
+    return ((hours + 72) % 168).astype(np.intp)  # 1970-01-01 was a Thursday
+
+
+def _phases(period: timedelta | None) -> int:
+    if period is None:
+        return 1
+    return 24 if period == timedelta(days=1) else 168
+
+
+def phase_counts(
+    values: np.ndarray,
+    timestamps_ns: np.ndarray | None,
+    edges: np.ndarray,
+    period: timedelta | None,
+) -> np.ndarray:
+    """Counts of ``values`` per (phase, bin) on the right-closed bins of inner ``edges``: P x B."""
+    bins = int(edges.size) + 1
+    phases = _phases(period)
+    idx = np.searchsorted(edges, values, side="left")
+    if phases == 1 or timestamps_ns is None:
+        return np.bincount(idx, minlength=bins).astype(np.float64).reshape(1, bins)
+    ph = phase_of(timestamps_ns, period)
+    flat = np.bincount(ph * bins + idx, minlength=phases * bins)
+    return flat.astype(np.float64).reshape(phases, bins)
+
+
+# --------------------------------------------------------------------------- alarm plan
+
+
+@dataclass(frozen=True, slots=True)
+class AlarmPlan:
+    """The per-check thresholds that hold a monitor's false-alarm budget for its schedule.
+
+    ``checks`` slots per period; drift: ``tests = segments x tracks`` compared series, CUSUM
+    ``drift_h`` for a share ``cusum_share`` of the budget split over them and ``drift_alpha`` /
+    ``drift_z`` the immediate threshold for the rest, both accounting for the blocks' shared
+    reference (correlation ``rho = 1 / (1 + reference cycles per phase)``, ``phases`` independent
+    phase references a CUSUM cycles through); decay: ``decay_alpha`` spent by a look one
+    ``cadence`` after the previous one (``budget * cadence / (period + cadence)``),
+    ``decay_looks`` such looks fit in a period.
+    """
+
+    checks: int
+    segments: int
+    tracks: int
+    seasonal_period: timedelta | None
+    phases: int
+    rho: float
+    drift_h: float
+    drift_alpha: float
+    drift_z: float
+    decay_looks: int
+    decay_alpha: float
+    cadence: timedelta
+    n_resamples: int
+    min_pairs_for_alpha: int
+
+    def look_alpha(self, monitor: MonitorConfig, since_last: timedelta | None) -> float:
+        """Alpha a look spends ``since_last`` after the previous look (None: first look)."""
+        period = monitor.budget.period
+        dt = self.cadence if since_last is None else min(since_last, self.cadence)
+        return monitor.budget.decay * (dt / (period + self.cadence))
+
+
+@functools.lru_cache(maxsize=256)
+def _cusum_h(checks: int, p: float, k: float, rho: float, phases: int) -> float:
+    """Markov-chain root search (up to a second with a shared reference): cached."""
+    if rho == 0.0:
+        return cusum_threshold_shared(checks, p, k=k)
+    return cusum_threshold_shared(checks, p, k=k, rho=rho, phases=phases, states=100)
+
+
+@functools.lru_cache(maxsize=256)
+def _shewhart_z(checks: int, p: float, rho: float, phases: int) -> float:
+    return shewhart_threshold_shared(checks, p, rho=rho, phases=phases)
+
+
+def _tracks(monitor: MonitorConfig) -> int:
+    return 2 if monitor.drift.anchor and not monitor.windows.fixed_reference else 1
+
+
+def alarm_plan(monitor: MonitorConfig, segments: int = 1) -> AlarmPlan:
+    """Thresholds for ``monitor`` with ``segments`` compared segments (see ``AlarmPlan``)."""
+    budget = monitor.budget
+    checks = monitor.schedule.checks_per(budget.period)
+    interval = monitor.schedule.nominal_interval(budget.period)
+    period = monitor.seasonal_period
+    tracks = _tracks(monitor)
+    tests = max(1, segments) * tracks
+    span = monitor.windows.reference_span
+    if period is None:
+        cycles = span / max(interval, timedelta(seconds=1))
+        phases = 1
+    else:
+        cycles = span / period
+        phases = max(1, round(period / max(interval, timedelta(hours=1))))
+        phases = min(phases, _phases(period))
+    rho = round(1.0 / (1.0 + max(cycles, 1e-9)), 4)
+    share = monitor.drift.cusum_share
+    if share > 0:
+        h = _cusum_h(checks, share * budget.drift / tests, monitor.drift.cusum_k, rho, phases)
+    else:
+        h = math.inf
+    if share < 1:
+        drift_z = _shewhart_z(checks, (1.0 - share) * budget.drift / tests, rho, phases)
+        drift_alpha = float(norm.sf(drift_z)) * tests  # compared with Holm-adjusted p-values
+    else:
+        drift_z, drift_alpha = math.inf, 0.0
+    cadence = monitor.decay.cadence
+    looks = max(1, math.floor(budget.period / cadence))
+    if monitor.decay.looks:
+        looks = monitor.decay.looks
+        cadence = budget.period / looks
+    decay_alpha = budget.decay * (cadence / (budget.period + cadence))
+    n_resamples = monitor.decay.n_resamples or max(9999, math.ceil(20.0 / decay_alpha))
+    return AlarmPlan(
+        checks=checks,
+        segments=segments,
+        tracks=tracks,
+        seasonal_period=period,
+        phases=phases,
+        rho=rho,
+        drift_h=h,
+        drift_alpha=drift_alpha,
+        drift_z=drift_z,
+        decay_looks=looks,
+        decay_alpha=decay_alpha,
+        cadence=cadence,
+        n_resamples=n_resamples,
+        min_pairs_for_alpha=math.ceil(math.log2(1.0 / decay_alpha)),
+    )
+
+
+# --------------------------------------------------------------------------- state

@@ -1,0 +1,148 @@
+"""Reasons: the evidence that decided, deciding segments first."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from monitor.config import MonitorConfig
+from monitor.verdict._common import _iso
+from monitor.verdict.data import CheckData
+from monitor.verdict.plan import AlarmPlan
+from monitor.verdict.reports import InputReport, OutcomeReport
+
+
+def _fmt(x: float | None, spec: str = ".4f") -> str:
+    return "n/a" if x is None else format(x, spec)
+
+
+def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
+    where = f"segment {name!r}: " if name else ""
+    ci = (
+        f"{r.confidence_level or 0:.0%} CI [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+        if r.ci_low is not None
+        else "no interval"
+    )
+    ref = f"reference runs [{r.reference_start}, {r.reference_end})"
+    runs = f"{r.runs} run(s) landed [{r.runs_start}, {r.runs_end}]"
+    stem = (
+        f"mean outcome difference {_fmt(r.mean_difference, '+.4f')} over {r.n_pairs} pairs "
+        f"({r.wins} wins, {r.losses} losses, {r.ties} ties), {ci}, "
+        f"p={_fmt(r.pvalue_adjusted if r.decidable else r.pvalue, '.3g')} "
+        f"(look alpha {_fmt(r.alpha, '.2g')}, margin {monitor.decay.margin:g}); {runs} vs {ref}"
+    )
+    if not r.new_look and r.looked_at:
+        stem += f"; carried from the look at {r.looked_at}"
+    if r.decay:
+        head = f"model decay since {r.decay_since}" if not r.significant else "model decay"
+        if not r.significant and r.new_look:
+            head += " (not yet recovered: the interval's lower end is not above -margin)"
+        return f"{where}{head}: {stem}"
+    if not r.decidable:
+        return (
+            f"{where}undecidable (too few pairs for the look alpha: 2^-n must be <= alpha and "
+            f"n >= min_pairs {monitor.decay.min_pairs}; {r.only_reference} queries only in the "
+            f"reference, {r.only_current} only in the current runs); descriptive: {stem}"
+        )
+    if r.recovered:
+        return f"{where}decay cleared (recovered: interval above -margin): {stem}"
+    if r.flat:
+        return f"{where}outcome flat within +-{monitor.decay.margin:g}: {stem}"
+    return f"{where}no evidence of decay (not proof of none: MDE {_fmt(r.mde)}): {stem}"
+
+
+def _input_reason(
+    monitor: MonitorConfig, data: CheckData, name: str, ir: InputReport, plan: AlarmPlan
+) -> str:
+    where = f"segment {name!r}: " if name else ""
+    cfg = monitor.drift
+    if not ir.decidable:
+        newest = _iso(data.newest_score) or "never"
+        return (
+            f"{where}undecidable drift: {ir.n_current} scores in the current window "
+            f"[{_iso(data.current_start)}, {_iso(data.current_end)}) (need "
+            f"{cfg.min_current_samples}), {ir.n_reference} in the reference (need "
+            f"{cfg.min_reference_samples}); newest score at {newest}"
+        )
+    ref_txt = f"the reference [{_iso(data.reference_start)}, {_iso(data.reference_end)})"
+    if plan.seasonal_period is not None:
+        ref_txt += f" at the same {'hour of day' if plan.phases <= 24 else 'hour of week'}"
+    block = (
+        f"block [{ir.block_start}, {ir.block_end}) of {ir.block_samples} scores: PSI "
+        f"{_fmt(ir.block_psi)} vs {ref_txt}, adjusted p={_fmt(ir.block_pvalue_adjusted, '.3g')}"
+    )
+    if ir.anchor_psi is not None:
+        block += (
+            f"; PSI {_fmt(ir.anchor_psi)} vs the anchor [{ir.anchor_start}, {ir.anchor_end}), "
+            f"adjusted p={_fmt(ir.anchor_pvalue_adjusted, '.3g')}"
+        )
+    if not ir.evidence:
+        block = f"no new evidence block ({ir.block_samples} scores since {ir.block_start})"
+    cusum = f"CUSUM {ir.cusum:.2f}"
+    if ir.anchor_cusum is not None:
+        cusum += f" (anchor {ir.anchor_cusum:.2f})"
+    cusum += f" / h {plan.drift_h:.2f}, immediate z > {plan.drift_z:.2f}"
+    window = (
+        f"window PSI {_fmt(ir.psi)} (noise floor {_fmt(ir.psi_noise_floor)}, tolerance "
+        f"{cfg.tolerance:g}), KS D {_fmt(ir.ks_statistic)}, zero-score rate "
+        f"{_fmt(ir.zero_rate_reference, '.1%')} -> {_fmt(ir.zero_rate_current, '.1%')}"
+    )
+    stem = f"{block}; {cusum}; {window}"
+    track = "the anchor" if ir.alarm_track == "anchor" else "the reference"
+    if ir.alarm == "immediate":
+        return f"{where}data drift (abrupt, against {track}): {stem}"
+    if ir.alarm == "cusum":
+        return f"{where}data drift (sustained, CUSUM against {track} crossed h): {stem}"
+    if ir.drift:
+        which = " and ".join(
+            "the anchor" if t == "anchor" else "the reference" for t in ir.drift_tracks
+        )
+        return (
+            f"{where}data drift since {ir.drift_since} against {which} (clears after "
+            f"{cfg.clear_after} blocks with debiased PSI below "
+            f"{cfg.clear_share * cfg.tolerance:g}): {stem}"
+        )
+    return f"{where}no input drift alarm: {stem}"
+
+
+def _reasons(
+    monitor: MonitorConfig,
+    data: CheckData,
+    inputs: Mapping[str, InputReport],
+    outcomes: Mapping[str, OutcomeReport],
+    plan: AlarmPlan,
+    stale: Sequence[str],
+) -> list[str]:
+    """Reasons, the deciding ones first: decays, drifts, then the rest, undecidable last."""
+    out: list[tuple[int, str]] = [(0, s) for s in stale]
+    for name in sorted(outcomes):
+        r = outcomes[name]
+        rank = 1 if r.decay else (5 if not r.decidable else 3)
+        out.append((rank, _outcome_reason(monitor, name, r)))
+        if r.coverage < monitor.decay.min_coverage and r.new_look:
+            where = f"segment {name!r}: " if name else ""
+            out.append(
+                (
+                    4,
+                    f"{where}pairing coverage {r.coverage:.0%} is below "
+                    f"{monitor.decay.min_coverage:.0%}: the golden set changed "
+                    f"({r.only_reference} reference-only, {r.only_current} current-only "
+                    f"queries)",
+                )
+            )
+    for name in sorted(inputs):
+        ir = inputs[name]
+        rank = 2 if ir.drift else (5 if not ir.decidable else 3)
+        out.append((rank, _input_reason(monitor, data, name, ir, plan)))
+        if ir.volume_ratio is not None and ir.volume_ratio < 0.5:
+            where = f"segment {name!r}: " if name else ""
+            out.append(
+                (
+                    4,
+                    f"{where}volume collapse: {ir.n_current} scores in the current window, "
+                    f"{ir.volume_ratio:.0%} of what the reference had at the same phases",
+                )
+            )
+    return [text for _, text in sorted(out, key=lambda x: x[0])]
+
+
+# --------------------------------------------------------------------------- evaluate

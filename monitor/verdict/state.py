@@ -1,0 +1,333 @@
+"""The sequential state a monitor carries from check to check, and its validation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from monitor.verdict._common import STATE_VERSION, STATES, _iso, _parse_iso
+from monitor.verdict.reports import OutcomeReport
+
+
+@dataclass(frozen=True, slots=True)
+class DriftTrack:
+    """Sequential state of one drift track of one segment: CUSUM and alarm."""
+
+    cusum: float = 0.0
+    active: bool = False
+    active_since: datetime | None = None
+    quiet: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "cusum": self.cusum,
+            "active": self.active,
+            "active_since": _iso(self.active_since),
+            "quiet": self.quiet,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DriftTrack:
+        cusum = float(d.get("cusum", 0.0))
+        if not math.isfinite(cusum) or cusum < 0:
+            raise ValueError(f"drift CUSUM must be a finite number >= 0; got {cusum!r}")
+        return cls(
+            cusum=cusum,
+            active=bool(d.get("active", False)),
+            active_since=_parse_iso(d.get("active_since")),
+            quiet=int(d.get("quiet", 0)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Anchor:
+    """A frozen drift reference kept as per-phase bin counts (``counts``: phases x bins)."""
+
+    edges: tuple[float, ...]
+    counts: tuple[tuple[float, ...], ...]
+    start: datetime
+    end: datetime
+    set_at: datetime
+
+    @property
+    def array(self) -> np.ndarray:
+        return np.asarray(self.counts, dtype=np.float64)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "edges": list(self.edges),
+            "counts": [[int(x) if x.is_integer() else x for x in row] for row in self.counts],
+            "start": _iso(self.start),
+            "end": _iso(self.end),
+            "set_at": _iso(self.set_at),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Anchor:
+        edges = tuple(float(x) for x in d["edges"])
+        counts = tuple(tuple(float(x) for x in row) for row in d["counts"])
+        if any(len(row) != len(edges) + 1 for row in counts) or not counts:
+            raise ValueError("anchor counts must have one row per phase, len(edges) + 1 each")
+        if not all(math.isfinite(x) and x >= 0 for row in counts for x in row):
+            raise ValueError("anchor counts must be finite and >= 0")
+        start, end, set_at = (_parse_iso(d.get(k)) for k in ("start", "end", "set_at"))
+        if start is None or end is None or set_at is None:
+            raise ValueError("anchor needs start, end and set_at")
+        return cls(edges=edges, counts=counts, start=start, end=end, set_at=set_at)
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentDrift:
+    """Drift state of one segment: end of the last evidence block, its tracks, its anchor."""
+
+    evidence_end: datetime | None = None
+    reference: DriftTrack = field(default_factory=DriftTrack)
+    anchor: DriftTrack = field(default_factory=DriftTrack)
+    anchor_ref: Anchor | None = None
+
+    def track(self, name: str) -> DriftTrack:
+        return self.reference if name == "reference" else self.anchor
+
+    @property
+    def active(self) -> bool:
+        return self.reference.active or self.anchor.active
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "evidence_end": _iso(self.evidence_end),
+            "reference": self.reference.to_dict(),
+            "anchor": self.anchor.to_dict(),
+            "anchor_ref": None if self.anchor_ref is None else self.anchor_ref.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SegmentDrift:
+        anchor_ref = d.get("anchor_ref")
+        return cls(
+            evidence_end=_parse_iso(d.get("evidence_end")),
+            reference=DriftTrack.from_dict(d.get("reference", {})),
+            anchor=DriftTrack.from_dict(d.get("anchor", {})),
+            anchor_ref=None if anchor_ref is None else Anchor.from_dict(anchor_ref),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DecayTrack:
+    """Sequential decay state: looks spent, the runs already looked at, raised segments, the
+    frozen reference while a decay is raised, and the last look's per-segment reports."""
+
+    looks: tuple[datetime, ...] = ()
+    runs_end: datetime | None = None
+    active: Mapping[str, datetime] = field(default_factory=dict)
+    reference_start: datetime | None = None
+    reference_end: datetime | None = None
+    reports: Mapping[str, OutcomeReport] = field(default_factory=dict)
+
+    @property
+    def last_look_at(self) -> datetime | None:
+        return self.looks[-1] if self.looks else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "looks": [_iso(t) for t in self.looks],
+            "runs_end": _iso(self.runs_end),
+            "active": {k: _iso(v) for k, v in self.active.items()},
+            "reference_start": _iso(self.reference_start),
+            "reference_end": _iso(self.reference_end),
+            "reports": {k: v.to_dict() for k, v in self.reports.items()},
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> DecayTrack:
+        looks = tuple(t for t in (_parse_iso(x) for x in d.get("looks", [])) if t is not None)
+        active = {k: _parse_iso(v) for k, v in d.get("active", {}).items()}
+        return cls(
+            looks=looks,
+            runs_end=_parse_iso(d.get("runs_end")),
+            active={k: v for k, v in active.items() if v is not None},
+            reference_start=_parse_iso(d.get("reference_start")),
+            reference_end=_parse_iso(d.get("reference_end")),
+            reports={k: OutcomeReport.from_dict(v) for k, v in d.get("reports", {}).items()},
+        )
+
+
+_TRACK_KEYS = {"cusum", "active", "active_since", "quiet"}
+_SEGMENT_KEYS = {"evidence_end", "reference", "anchor", "anchor_ref"}
+_DECAY_KEYS = {"looks", "runs_end", "active", "reference_start", "reference_end", "reports"}
+
+
+def _need(ok: bool, where: str, what: str, value: Any) -> None:
+    if not ok:
+        raise ValueError(f"`{where}` must be {what}; got {value!r:.80}")
+
+
+def _check_time(d: Mapping[str, Any], key: str, where: str) -> None:
+    value = d.get(key)
+    _need(
+        value is None or isinstance(value, str), f"{where}{key}", "null or an RFC 3339 time", value
+    )
+    if value is not None:
+        try:
+            t = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            raise ValueError(
+                f"`{where}{key}` must be an RFC 3339 time; got {value!r:.80}"
+            ) from None
+        _need(t.tzinfo is not None, f"{where}{key}", "a time with a UTC offset", value)
+
+
+def _check_number(value: Any, where: str) -> None:
+    _need(
+        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value),
+        where,
+        "a finite number",
+        value,
+    )
+
+
+def _check_state_doc(d: Any) -> None:
+    """Validate the shape of a persisted state document (types, finiteness, known keys of the
+    sequential parts), so that a damaged file is rejected as a whole instead of loading into
+    a state that silently switches an alarm off or fails every later check."""
+    _need(isinstance(d, Mapping), "state", "a JSON object", type(d).__name__)
+    if d.get("version") != STATE_VERSION:
+        raise ValueError(
+            f"unknown state version {d.get('version')!r:.40}; expected {STATE_VERSION}"
+        )
+    for key in ("state_since", "last_at", "first_at", "last_run", "last_success"):
+        _check_time(d, key, "")
+    state = d.get("state")
+    _need(state is None or state in STATES, "state", f"null or one of {STATES}", state)
+    fp = d.get("fingerprint")
+    _need(fp is None or isinstance(fp, str), "fingerprint", "null or a string", fp)
+    before = d.get("before_last")
+    _need(before is None or isinstance(before, Mapping), "before_last", "an object", before)
+    drift = d.get("drift", {})
+    _need(isinstance(drift, Mapping), "drift", "an object of segments", drift)
+    for segment, seg in drift.items():
+        where = f"drift[{segment!r:.40}]"
+        _need(isinstance(seg, Mapping), where, "an object", seg)
+        unknown = set(seg) - _SEGMENT_KEYS
+        _need(not unknown, where, f"an object with keys {sorted(_SEGMENT_KEYS)}", unknown)
+        _check_time(seg, "evidence_end", f"{where}.")
+        for name in ("reference", "anchor"):
+            track = seg.get(name, {})
+            tw = f"{where}.{name}."
+            _need(isinstance(track, Mapping), tw[:-1], "an object", track)
+            unknown = set(track) - _TRACK_KEYS
+            _need(not unknown, tw[:-1], f"an object with keys {sorted(_TRACK_KEYS)}", unknown)
+            _check_number(track.get("cusum", 0.0), f"{tw}cusum")
+            _need(track.get("cusum", 0.0) >= 0, f"{tw}cusum", "a number >= 0", track.get("cusum"))
+            quiet = track.get("quiet", 0)
+            _need(
+                isinstance(quiet, int) and not isinstance(quiet, bool) and quiet >= 0,
+                f"{tw}quiet",
+                "an integer >= 0",
+                quiet,
+            )
+            active = track.get("active", False)
+            _need(isinstance(active, bool), f"{tw}active", "true or false", active)
+            _check_time(track, "active_since", tw)
+        anchor = seg.get("anchor_ref")
+        _need(
+            anchor is None or isinstance(anchor, Mapping),
+            f"{where}.anchor_ref",
+            "an object",
+            anchor,
+        )
+    decay = d.get("decay", {})
+    _need(isinstance(decay, Mapping), "decay", "an object", decay)
+    unknown = set(decay) - _DECAY_KEYS
+    _need(not unknown, "decay", f"an object with keys {sorted(_DECAY_KEYS)}", unknown)
+    for key in ("runs_end", "reference_start", "reference_end"):
+        _check_time(decay, key, "decay.")
+    looks = decay.get("looks", [])
+    _need(isinstance(looks, list), "decay.looks", "a list of times", looks)
+    for i, t in enumerate(looks):
+        _check_time({"t": t}, "t", f"decay.looks[{i}].")
+    raised = decay.get("active", {})
+    _need(isinstance(raised, Mapping), "decay.active", "an object of segments", raised)
+    for k in raised:
+        _check_time(raised, k, "decay.active.")
+    reports = decay.get("reports", {})
+    _need(isinstance(reports, Mapping), "decay.reports", "an object of segments", reports)
+    names = set(OutcomeReport.__dataclass_fields__)
+    for segment, report in reports.items():
+        where = f"decay.reports[{segment!r:.40}]"
+        _need(isinstance(report, Mapping), where, "an object", report)
+        _need(
+            {"n_pairs", "only_reference", "only_current", "coverage", "decidable"} <= set(report),
+            where,
+            "a complete outcome report",
+            sorted(report),
+        )
+        for key, value in report.items():
+            if key in names and isinstance(value, float):
+                _check_number(value, f"{where}.{key}")
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorState:
+    """Everything a monitor carries from check to check; persisted by the job runner.
+
+    ``fingerprint`` names the settings the sequential state was computed under (the job runner
+    sets it); a state file written under other settings is not resumed. ``before_last`` is the
+    state as it was before the slot ``last_at`` was decided, so ``monitor check`` can reproduce
+    the daemon's latest verdict exactly (read-only).
+    """
+
+    drift: Mapping[str, SegmentDrift] = field(default_factory=dict)
+    decay: DecayTrack = field(default_factory=DecayTrack)
+    state: str | None = None
+    state_since: datetime | None = None
+    last_at: datetime | None = None
+    first_at: datetime | None = None
+    last_run: datetime | None = None
+    last_success: datetime | None = None
+    fingerprint: str | None = None
+    before_last: MonitorState | None = None
+
+    def to_dict(self, *, nested: bool = True) -> dict[str, Any]:
+        """The persisted JSON document (version 2); ``from_dict`` reads it back."""
+        out: dict[str, Any] = {
+            "version": STATE_VERSION,
+            "drift": {k: v.to_dict() for k, v in self.drift.items()},
+            "decay": self.decay.to_dict(),
+            "state": self.state,
+            "state_since": _iso(self.state_since),
+            "last_at": _iso(self.last_at),
+            "first_at": _iso(self.first_at),
+            "last_run": _iso(self.last_run),
+            "last_success": _iso(self.last_success),
+            "fingerprint": self.fingerprint,
+        }
+        if nested and self.before_last is not None:
+            out["before_last"] = self.before_last.to_dict(nested=False)
+        return out
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MonitorState:
+        """Read a persisted document; ``ValueError`` naming the first bad field when its shape,
+        a type or a number (non-finite, negative CUSUM) is wrong."""
+        _check_state_doc(d)
+        before = d.get("before_last")
+        return cls(
+            drift={k: SegmentDrift.from_dict(v) for k, v in d.get("drift", {}).items()},
+            decay=DecayTrack.from_dict(d.get("decay", {})),
+            state=d.get("state"),
+            state_since=_parse_iso(d.get("state_since")),
+            last_at=_parse_iso(d.get("last_at")),
+            first_at=_parse_iso(d.get("first_at")),
+            last_run=_parse_iso(d.get("last_run")),
+            last_success=_parse_iso(d.get("last_success")),
+            fingerprint=d.get("fingerprint"),
+            before_last=None if before is None else cls.from_dict(before),
+        )
+
+
+# --------------------------------------------------------------------------- inputs
