@@ -206,6 +206,26 @@ WORLDS: dict[str, WorldSpec] = {
             onset=ONSET,
         ),
         WorldSpec(
+            "large_decay_0.10",
+            functools.partial(_base, "abrupt_decay", decay_size=0.10),
+            expected="model_decay",
+            onset=ONSET,
+        ),
+        WorldSpec(
+            "decay_24_evaluations/day",
+            functools.partial(_base, "abrupt_decay", evaluations_per_day=24),
+            expected="model_decay",
+            onset=ONSET,
+        ),
+        WorldSpec("window_1h", lambda: _base("stationary"), extra_toml='windows.current = "1h"\n'),
+        WorldSpec(
+            "window_1h/decay",
+            lambda: _base("abrupt_decay"),
+            expected="model_decay",
+            onset=ONSET,
+            extra_toml='windows.current = "1h"\n',
+        ),
+        WorldSpec(
             "small_decay_0.015",
             functools.partial(_base, "abrupt_decay", decay_size=0.015),
             expected="model_decay",
@@ -244,6 +264,7 @@ class MonthResult:
     hours_right: float | None
     changes_after_onset: int | None
     seconds: float
+    share_insufficient: float = 0.0
 
 
 def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
@@ -303,7 +324,8 @@ def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
         after = [c for c in checks if c.at > onset_at]
         right = sum(c.state == spec.expected for c in after) / max(len(after), 1)
         changes = sum(1 for a, b in itertools.pairwise(after) if a.state != b.state)
-    return MonthResult(spec.name, month, drift, decay, delay, right, changes, seconds)
+    insufficient = sum(c.state == "insufficient_data" for c in checks) / max(len(checks), 1)
+    return MonthResult(spec.name, month, drift, decay, delay, right, changes, seconds, insufficient)
 
 
 def _iso(t: datetime) -> str:
@@ -343,12 +365,16 @@ def summarize(results: Sequence[MonthResult]) -> dict[str, dict[str, Any]]:
             "p_false_decay": any_decay / n,
             "p_false_decay_ci": wilson_interval(any_decay, n),
             "seconds_per_month": sum(r.seconds for r in rows) / n,
+            "share_insufficient": sum(r.share_insufficient for r in rows) / n,
         }
         if rows[0].hours_right is not None:
             entry |= {
                 "detected": len(delays) / n,
                 "delay_median_h": delays[len(delays) // 2] if delays else None,
                 "delay_max_h": delays[-1] if delays else None,
+                "delay_p90_h": delays[min(len(delays) - 1, math.ceil(0.9 * len(delays)) - 1)]
+                if delays
+                else None,
                 "share_hours_right": sum(r.hours_right or 0.0 for r in rows) / n,
                 "changes_after_onset_max": max(r.changes_after_onset or 0 for r in rows),
             }
@@ -363,12 +389,13 @@ def _fmt_ci(ci: tuple[float, float]) -> str:
 def format_table(summary: dict[str, dict[str, Any]]) -> str:
     lines = [
         "| world | months | P(false drift) [95 % CI] | P(false decay) [95 % CI] | "
-        "delay median / max (h) | post-onset hours right | changes after onset |",
-        "|---|---|---|---|---|---|---|",
+        "delay median / p90 / max (h) | post-onset hours right | changes after onset | "
+        "hours insufficient |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, e in summary.items():
         delay = (
-            f"{e['delay_median_h']:.0f} / {e['delay_max_h']:.0f}"
+            f"{e['delay_median_h']:.0f} / {e['delay_p90_h']:.0f} / {e['delay_max_h']:.0f}"
             if e.get("delay_median_h") is not None
             else ("never" if "detected" in e else "-")
         )
@@ -377,7 +404,7 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
         lines.append(
             f"| {name} | {e['months']} | {e['p_false_drift']:.1%} {_fmt_ci(e['p_false_drift_ci'])}"
             f" | {e['p_false_decay']:.1%} {_fmt_ci(e['p_false_decay_ci'])} | {delay} | {right} "
-            f"| {changes} |"
+            f"| {changes} | {e['share_insufficient']:.1%} |"
         )
     return "\n".join(lines)
 
