@@ -83,6 +83,11 @@ def status_document(board: Board) -> dict[str, Any]:
                 else None,
                 "runs_total": snap.runs_total,
                 "run_failures_total": snap.failures_total,
+                "state_save_failures_total": snap.save_failures_total,
+                "last_state_save": snap.last_state_save.isoformat()
+                if snap.last_state_save
+                else None,
+                "state_save_error": snap.save_error,
                 "last_run_duration_seconds": run.duration_seconds if run else None,
                 "verdict": run.verdict.to_dict() if run else None,
             }
@@ -345,8 +350,10 @@ class _Handler(BaseHTTPRequestHandler):
             )
             self._send(200, body, headers)
         elif path == "/healthz":
-            ok = server.healthy()
-            self._text(200 if ok else 503, b"ok\n" if ok else b"scheduler not running\n")
+            # 503 while the scheduler is not running; 200 "degraded: ..." naming each monitor
+            # whose state could not be saved (a restart would not fix its disk); else 200 "ok"
+            health = server.board.health(bool(server.healthy()))
+            self._text(health.http_status, health.body.encode())
         elif path == "/status":
             body = json.dumps(status_document(server.board), indent=1).encode()
             self._text(200, body, "application/json")

@@ -26,13 +26,14 @@ import pytest
 from monitor.config import load_config
 from monitor.jobs import RESET_REASONS, StateStore, state_fingerprint
 from monitor.verdict import MonitorState
-from tests.deploy.stack import wait_for
+from tests.deploy.stack import http_get, wait_for
 from tests.faults import (
     Daemon,
     SilentEndpoint,
     child_env,
     config_text,
     free_address,
+    http_get,
     make_data,
     monitor_toml,
     mount_wrapper,
@@ -360,6 +361,11 @@ def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
         assert m["state"] != "error", m["verdict"]
         assert any("state not saved" in r for r in m["verdict"]["reasons"]), m["verdict"]
         assert m["run_failures_total"] >= 3
+        assert m["state_save_failures_total"] >= 3
+        assert "No space left" in (m["state_save_error"] or "")
+        code, body = http_get(f"http://{d.address}/healthz")
+        assert code == 200  # degraded, not down: a liveness probe must not restart it
+        assert body.startswith(b"degraded: state of monitor full not saved since"), body
         assert (
             value(snap, "retrieval_monitor_last_success_timestamp_seconds", monitor="full") is None
         )
