@@ -33,7 +33,6 @@ from tests.faults import (
     child_env,
     config_text,
     free_address,
-    http_get,
     make_data,
     monitor_toml,
     mount_wrapper,
