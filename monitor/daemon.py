@@ -61,6 +61,14 @@ __all__ = ["Daemon", "SlotTrigger"]
 log = logging.getLogger("monitor.daemon")
 
 
+def _block_stop_signals() -> None:
+    """Block SIGTERM/SIGINT/SIGHUP in a worker thread, so the kernel delivers them to the main
+    thread: a signal that lands in a worker is only flagged by Python, and a main thread asleep in
+    the scheduler's wait would not run its handler until the next slot."""
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM, signal.SIGINT, signal.SIGHUP})
+
+
 class SlotTrigger(BaseTrigger):  # type: ignore[misc]
     """Fires at the slots of a ``monitor.schedule.Schedule``."""
 
@@ -223,6 +231,7 @@ class Daemon:
             self.on_run(run.record)
 
     def _execute(self, name: str, run: _Run) -> None:
+        _block_stop_signals()
         try:
             run.record = self.runner.run(name, run.at, token=run.token)
         except BaseException as exc:  # reported by run_monitor; never kills the thread silently
@@ -243,7 +252,7 @@ class Daemon:
     # -- jobs -------------------------------------------------------------------------------
 
     def _add_executor(self, name: str) -> None:
-        executor = ApsThreadPool(max_workers=1)
+        executor = ApsThreadPool(max_workers=1, pool_kwargs={"initializer": _block_stop_signals})
         self._executors[name] = executor
         self.scheduler.add_executor(executor, alias=_executor(name))
 
