@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.backtest import backtest
-from monitor.config import load_config
+from monitor.config import DecayConfig, load_config
 from monitor.simulate import (
     SCENARIOS,
     Scenario,
@@ -216,6 +216,13 @@ WORLDS: dict[str, WorldSpec] = {
             functools.partial(_base, "abrupt_decay", evaluations_per_day=24),
             expected="model_decay",
             onset=ONSET,
+        ),
+        WorldSpec(
+            "decay_at_margin",  # true drop = margin all month: the decay null's worst case
+            lambda: _base(
+                "abrupt_decay", decay_start=timedelta(days=7), decay_size=DecayConfig().margin
+            ),
+            extra_toml=_FIXED,
         ),
         WorldSpec("window_1h", lambda: _base("stationary"), extra_toml='windows.current = "1h"\n'),
         WorldSpec(
@@ -420,6 +427,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--json", type=Path)
     p.add_argument("--processes", type=int, default=1)
+    p.add_argument("--first-month", type=int, default=0, help="month index to start from")
     args = p.parse_args(argv)
     if args.worlds == "all":
         args.worlds = ",".join(WORLDS)
@@ -437,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         months = counts.get(name) or (
             args.months if spec.expected is None else max(1, args.months // 2)
         )
-        tasks += [(spec.cost, name, month) for month in range(months)]
+        first = args.first_month
+        tasks += [(spec.cost, name, month) for month in range(first, first + months)]
     tasks.sort(key=lambda t: (-t[0], t[1], t[2]))  # the longest first
     results: list[MonthResult] = []
     with multiprocessing.get_context("spawn").Pool(args.processes) as pool:
