@@ -28,10 +28,11 @@ relevant document, so the ideal DCG is 1); RR@10 is reported beside it.
 
 Traffic. The pool of served queries is the first sentences of every other document (same
 stripping), plus the golden queries at ``GOLDEN_TRAFFIC_SHARE`` of the traffic. Modules are in two
-groups (``SYSTEM_MODULES``: files, processes, network; the rest); the share of system queries
-follows a daily cycle ``SYSTEM_SHARE + SYSTEM_AMPLITUDE cos(2π (hour - 14) / 24)``. Each hour
-``Poisson(SCORES_PER_HOUR (1 + 0.5 cos(2π (hour - 14) / 24)))`` queries are served at uniform
-times in the hour and the top-1 BM25 score of each is logged (exact zeros when nothing matches).
+groups (``NETWORK_MODULES``: concurrency and networking, 23 % of the pool; the rest); the share of
+network queries follows a daily cycle, ``NETWORK_SHARE + NETWORK_AMPLITUDE cos(2π (hour - 14) /
+24)``. Each hour ``Poisson(SCORES_PER_HOUR (1 + 0.5 cos(2π (hour - 14) / 24)))`` queries are
+served at uniform times in the hour and the top-1 BM25 score of each is logged (exact zeros
+when nothing matches).
 
 Golden-set runs: once a day from 02:00 UTC, one row per query at uniform times over 15 minutes,
 outcome = nDCG@10 under the index in effect at the run's start (the index is deterministic, so
@@ -43,8 +44,8 @@ day 8), onset at day 15 13:00 UTC (the worst hour for a daily evaluation: 13 h t
 * ``healthy``: nothing changes (every alarm is false);
 * ``titles_only``: the index loses the docstring bodies (documents are their name tokens only):
   scores move at once and nDCG drops at the next run; expected ``model_decay``;
-* ``query_mix``: traffic moves to the system modules' queries (share 0.85 + the same cycle);
-  golden set and index unchanged; expected ``data_drift`` and never ``model_decay``;
+* ``query_mix``: traffic moves to the network modules' queries (share 0.25 -> 0.80, the same
+  cycle); golden set and index unchanged; expected ``data_drift`` and never ``model_decay``;
 * ``milder``: each body loses a seeded 30 % of its tokens; expected ``model_decay``.
 
 Each month is written as parquet in ``monitor.simulate.write_world``'s layout
@@ -65,7 +66,6 @@ import importlib
 import inspect
 import itertools
 import json
-import math
 import platform
 import re
 import sys
@@ -169,32 +169,15 @@ MODULES: tuple[str, ...] = (
     "xml.etree.ElementTree",
     "zipfile",
 )
-#: Files, processes and the network: the traffic group ``query_mix`` moves to.
-SYSTEM_MODULES = frozenset(
-    {
-        "asyncio",
-        "glob",
-        "gzip",
-        "http.client",
-        "io",
-        "os",
-        "os.path",
-        "pathlib",
-        "shutil",
-        "socket",
-        "sqlite3",
-        "ssl",
-        "subprocess",
-        "tarfile",
-        "tempfile",
-        "threading",
-        "zipfile",
-    }
+#: Concurrency and networking: the traffic group ``query_mix`` moves to.
+NETWORK_MODULES = frozenset(
+    {"asyncio", "http.client", "queue", "socket", "ssl", "subprocess", "threading"}
 )
 #: Lucene's English stop words (``EnglishAnalyzer.ENGLISH_STOP_WORDS_SET``).
 STOP_WORDS = frozenset(
-    "a an and are as at be but by for if in into is it no not of on or such that the their then "
-    "there these they this to was will with".split()
+    {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in", "into", "is", "it"}
+    | {"no", "not", "of", "on", "or", "such", "that", "the", "their", "then", "there", "these"}
+    | {"they", "this", "to", "was", "will", "with"}
 )
 K1 = 1.2
 B = 0.75
@@ -213,9 +196,9 @@ SCORES_PER_HOUR = 600.0
 VOLUME_AMPLITUDE = 0.5
 PEAK_HOUR = 14.0
 GOLDEN_TRAFFIC_SHARE = 0.10
-SYSTEM_SHARE = 0.35
-SYSTEM_SHARE_AFTER_MIX = 0.85
-SYSTEM_AMPLITUDE = 0.10
+NETWORK_SHARE = 0.25
+NETWORK_SHARE_AFTER_MIX = 0.80
+NETWORK_AMPLITUDE = 0.10
 MILDER_DROP = 0.30
 
 Variant = Literal["full", "titles_only", "milder"]
@@ -369,9 +352,7 @@ class BM25Index:
     ``weights @ [t in q]`` over its distinct known terms (unknown terms add nothing).
     """
 
-    def __init__(
-        self, documents: Sequence[Sequence[str]], *, k1: float = K1, b: float = B
-    ) -> None:
+    def __init__(self, documents: Sequence[Sequence[str]], *, k1: float = K1, b: float = B) -> None:
         if not documents:
             raise ValueError("`documents` must hold at least one document; got 0.")
         vocabulary: dict[str, int] = {}
@@ -489,13 +470,13 @@ class System:
     the top-1 score of every pool query.
 
     ``golden``: document indices of the golden set (sorted); ``pool``: document indices of the
-    traffic queries that are not golden; ``system_pool``: which of those are system modules'.
+    traffic queries that are not golden; ``network_pool``: which of those are network modules'.
     """
 
     corpus: Corpus
     golden: npt.NDArray[np.int64]
     pool: npt.NDArray[np.int64]
-    system_pool: npt.NDArray[np.bool_]
+    network_pool: npt.NDArray[np.bool_]
     ndcg: dict[str, npt.NDArray[np.float64]]
     rr: dict[str, npt.NDArray[np.float64]]
     pool_top1: dict[str, npt.NDArray[np.float64]]
@@ -515,7 +496,7 @@ def build_system(corpus: Corpus | None = None) -> System:
     rng = np.random.default_rng(np.random.SeedSequence(GOLDEN_SEED, spawn_key=(0,)))
     golden = np.sort(rng.choice(eligible, size=min(GOLDEN_SIZE, eligible.size), replace=False))
     pool = np.setdiff1d(eligible, golden)
-    system_pool = np.asarray([corpus.documents[i].module in SYSTEM_MODULES for i in pool])
+    network_pool = np.asarray([corpus.documents[i].module in NETWORK_MODULES for i in pool])
     ndcg: dict[str, npt.NDArray[np.float64]] = {}
     rr: dict[str, npt.NDArray[np.float64]] = {}
     pool_top1: dict[str, npt.NDArray[np.float64]] = {}
@@ -528,7 +509,7 @@ def build_system(corpus: Corpus | None = None) -> System:
         rr[variant] = rr_at_10(ranks)
         pool_top1[variant] = index.top1([queries[i] for i in pool])
         golden_top1[variant] = index.top1(golden_queries)
-    return System(corpus, golden, pool, system_pool, ndcg, rr, pool_top1, golden_top1)
+    return System(corpus, golden, pool, network_pool, ndcg, rr, pool_top1, golden_top1)
 
 
 # --------------------------------------------------------------------------------------------
@@ -541,7 +522,7 @@ class RealScenario:
 
     name: str
     index_after: Variant = "full"
-    system_share_after: float = SYSTEM_SHARE
+    network_share_after: float = NETWORK_SHARE
     expected: str | None = None
     onset: timedelta | None = ONSET
 
@@ -552,7 +533,7 @@ SCENARIOS: dict[str, RealScenario] = {
         RealScenario("healthy"),
         RealScenario("titles_only", index_after="titles_only", expected="model_decay"),
         RealScenario(
-            "query_mix", system_share_after=SYSTEM_SHARE_AFTER_MIX, expected="data_drift"
+            "query_mix", network_share_after=NETWORK_SHARE_AFTER_MIX, expected="data_drift"
         ),
         RealScenario("milder", index_after="milder", expected="model_decay"),
     )
@@ -576,18 +557,22 @@ def score_log(
     ts = np.repeat(starts, counts) + rng.integers(0, _US_PER_HOUR, counts.sum())
     ts.sort()
     n = ts.size
-    onset_us = None if scenario.onset is None else o_us + scenario.onset // timedelta(microseconds=1)
+    onset_us = (
+        None if scenario.onset is None else o_us + scenario.onset // timedelta(microseconds=1)
+    )
     after = np.zeros(n, bool) if onset_us is None else ts >= onset_us
-    base = np.where(after, scenario.system_share_after, SYSTEM_SHARE)
-    share = np.clip(base + SYSTEM_AMPLITUDE * np.cos(2 * np.pi * (_hours(ts) - PEAK_HOUR) / 24), 0, 1)
+    base = np.where(after, scenario.network_share_after, NETWORK_SHARE)
+    share = np.clip(
+        base + NETWORK_AMPLITUDE * np.cos(2 * np.pi * (_hours(ts) - PEAK_HOUR) / 24), 0, 1
+    )
     golden_hit = rng.random(n) < GOLDEN_TRAFFIC_SHARE
-    system_hit = rng.random(n) < share
+    network_hit = rng.random(n) < share
     pick = rng.random(n)
-    sys_idx = np.flatnonzero(system.system_pool)
-    other_idx = np.flatnonzero(~system.system_pool)
+    net_idx = np.flatnonzero(system.network_pool)
+    other_idx = np.flatnonzero(~system.network_pool)
     pool_pos = np.where(
-        system_hit,
-        sys_idx[(pick * sys_idx.size).astype(np.int64)],
+        network_hit,
+        net_idx[(pick * net_idx.size).astype(np.int64)],
         other_idx[(pick * other_idx.size).astype(np.int64)],
     )
     golden_pos = (pick * system.golden.size).astype(np.int64)
@@ -670,10 +655,12 @@ class MonthResult:
 
     ``false_drift_alarms`` / ``false_decay_alarms``: changes into ``data_drift`` / ``model_decay``
     at checks before the onset (every check in ``healthy``); ``delay_h``: onset to the first
-    later check in the expected state; ``after_landing_h``: the end of the first golden-set run
-    after the onset to that check; ``share_right``: share of post-onset checks in the expected
-    state; ``changes_after_onset``: state changes between post-onset checks; ``states_after``:
-    checks per state after onset; ``ndcg_drop``: mean golden nDCG@10 before minus after;
+    later check in the expected state; ``after_landing_h`` (decay only): the end of the first
+    golden-set run after the onset to that check; ``share_right``: share of post-onset checks in
+    the expected state; ``changes_after_onset``: state changes between post-onset checks;
+    ``left_expected``: state changes after the first check in the expected state (0: held);
+    ``states_after``: checks per state after onset; ``ndcg_drop``: mean golden nDCG@10 before
+    minus after;
     ``psi``: PSI of the logged top-1 scores of the week after the onset against the week before
     (``monitor.stats.build_baseline`` / ``psi``, 10 quantile bins of the week before).
     """
@@ -687,6 +674,7 @@ class MonthResult:
     after_landing_h: float | None
     share_right: float | None
     changes_after_onset: int | None
+    left_expected: int | None
     states_after: dict[str, int]
     ndcg_drop: float
     psi: float
@@ -730,19 +718,23 @@ def run_month(
             drift += c.state == "data_drift"
             decay += c.state == "model_decay"
         previous = c.state
-    delay = landing_delay = right = changes = None
+    delay = landing_delay = right = changes = left = None
     after = [c for c in checks if c.at > onset]
     if scenario.expected is not None:
         hit = next((c for c in after if c.state == scenario.expected), None)
         if hit is not None:
             delay = (hit.at - onset) / HOUR
-            run = datetime.combine(onset.date(), datetime.min.time(), UTC) + timedelta(
-                hours=EVALUATION_HOUR
-            )
-            run += timedelta(days=1) if run < onset else timedelta(0)
-            landing_delay = (hit.at - (run + RUN_LENGTH)) / HOUR
+            if scenario.expected == "model_decay":
+                run = datetime.combine(onset.date(), datetime.min.time(), UTC) + timedelta(
+                    hours=EVALUATION_HOUR
+                )
+                run += timedelta(days=1) if run < onset else timedelta(0)
+                landing_delay = (hit.at - (run + RUN_LENGTH)) / HOUR
         right = sum(c.state == scenario.expected for c in after) / max(len(after), 1)
         changes = sum(1 for a, b in itertools.pairwise(after) if a.state != b.state)
+        if hit is not None:
+            held = [c for c in after if c.at >= hit.at]
+            left = sum(1 for a, b in itertools.pairwise(held) if a.state != b.state)
     states: dict[str, int] = {}
     for c in after:
         states[c.state] = states.get(c.state, 0) + 1
@@ -761,6 +753,7 @@ def run_month(
         after_landing_h=landing_delay,
         share_right=right,
         changes_after_onset=changes,
+        left_expected=left,
         states_after=dict(sorted(states.items())),
         ndcg_drop=float(system.ndcg["full"].mean() - system.ndcg[scenario.index_after].mean()),
         psi=float(psi(build_baseline(before_s), after_s).statistic),
@@ -780,6 +773,7 @@ def format_table(results: Sequence[MonthResult]) -> str:
     lines = [
         "| scenario | month | false drift / decay alarms before onset | delay from onset (h) "
         "| from the run's landing (h) | post-onset checks right | changes after onset "
+        "(after reaching it) "
         "| post-onset states | nDCG@10 drop | PSI week after vs before | zeros before / after |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
@@ -788,7 +782,8 @@ def format_table(results: Sequence[MonthResult]) -> str:
         lines.append(
             f"| {r.scenario} | {r.month} | {r.false_drift_alarms} / {r.false_decay_alarms} "
             f"| {_fmt(r.delay_h, '.0f')} | {_fmt(r.after_landing_h, '.2f')} "
-            f"| {_fmt(r.share_right, '.0%')} | {_fmt(r.changes_after_onset, 'd')} | {states} "
+            f"| {_fmt(r.share_right, '.0%')} | {_fmt(r.changes_after_onset, 'd')} "
+            f"({_fmt(r.left_expected, 'd')}) | {states} "
             f"| {r.ndcg_drop:.3f} | {r.psi:.3f} "
             f"| {r.zero_share_before:.1%} / {r.zero_share_after:.1%} |"
         )
@@ -805,7 +800,7 @@ def describe(system: System) -> dict[str, Any]:
         "documents": len(c.documents),
         "golden_queries": int(system.golden.size),
         "pool_queries": int(system.pool.size),
-        "system_share_of_pool": float(system.system_pool.mean()),
+        "system_share_of_pool": float(system.network_pool.mean()),
         "mean_ndcg_at_10": {k: float(v.mean()) for k, v in system.ndcg.items()},
         "mean_rr_at_10": {k: float(v.mean()) for k, v in system.rr.items()},
         "golden_ndcg_zero_share": {k: float((v == 0).mean()) for k, v in system.ndcg.items()},
