@@ -66,6 +66,7 @@ import importlib
 import inspect
 import itertools
 import json
+import math
 import platform
 import re
 import sys
@@ -96,7 +97,9 @@ __all__ = [
     "ndcg_at_10",
     "rr_at_10",
     "run_month",
+    "summarize",
     "tokenize",
+    "wilson_interval",
     "write_month",
 ]
 
@@ -768,6 +771,74 @@ def _fmt(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
+def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    """Wilson score interval for ``k`` successes in ``n`` trials (95 % by default)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def summarize(results: Sequence[MonthResult]) -> dict[str, dict[str, Any]]:
+    """Per scenario over its months: P(any false alarm) with a Wilson 95 % interval, delays
+    (median and max), mean share of post-onset checks right, most state changes, true effects."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in dict.fromkeys(r.scenario for r in results):
+        rows = [r for r in results if r.scenario == name]
+        n = len(rows)
+        false_any = sum(r.false_drift_alarms + r.false_decay_alarms > 0 for r in rows)
+        delays = sorted(r.delay_h for r in rows if r.delay_h is not None)
+        entry: dict[str, Any] = {
+            "months": n,
+            "p_any_false_alarm": false_any / n,
+            "p_any_false_alarm_ci": wilson_interval(false_any, n),
+            "false_drift_alarms": sum(r.false_drift_alarms for r in rows),
+            "false_decay_alarms": sum(r.false_decay_alarms for r in rows),
+            "ndcg_drop": sum(r.ndcg_drop for r in rows) / n,
+            "psi_mean": sum(r.psi for r in rows) / n,
+        }
+        if SCENARIOS[name].expected is not None:
+            entry |= {
+                "detected": len(delays) / n,
+                "delay_median_h": delays[len(delays) // 2] if delays else None,
+                "delay_max_h": delays[-1] if delays else None,
+                "share_right": sum(r.share_right or 0.0 for r in rows) / n,
+                "changes_after_onset_max": max(r.changes_after_onset or 0 for r in rows),
+                "left_expected_max": max(r.left_expected or 0 for r in rows),
+            }
+        out[name] = entry
+    return out
+
+
+def format_summary(summary: dict[str, dict[str, Any]]) -> str:
+    """The per-scenario summary as a markdown table."""
+    lines = [
+        "| scenario | months | P(any false alarm before onset) [95 % Wilson] "
+        "| delay median / max (h) | post-onset checks right | changes after onset, max "
+        "(after reaching it) | mean nDCG@10 drop | PSI after vs before |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, e in summary.items():
+        lo, hi = e["p_any_false_alarm_ci"]
+        if "detected" not in e:
+            delay = right = changes = "-"
+        else:
+            delay = (
+                "never"
+                if e["delay_median_h"] is None
+                else f"{e['delay_median_h']:.0f} / {e['delay_max_h']:.0f}"
+            )
+            right = f"{e['share_right']:.0%}"
+            changes = f"{e['changes_after_onset_max']} ({e['left_expected_max']})"
+        lines.append(
+            f"| {name} | {e['months']} | {e['p_any_false_alarm']:.0%} [{lo:.0%}, {hi:.0%}] "
+            f"| {delay} | {right} | {changes} | {e['ndcg_drop']:.3f} | {e['psi_mean']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
 def format_table(results: Sequence[MonthResult]) -> str:
     """One markdown row per scenario-month."""
     lines = [
@@ -829,9 +900,18 @@ def main(argv: list[str] | None = None) -> int:
             r = run_month(system, SCENARIOS[name], month, Path(tmp))
         results.append(r)
         print(f"{name} month {month}: {dataclasses.asdict(r)}", flush=True)
+    summary = summarize(results)
     print(format_table(results))
+    print(format_summary(summary))
     if args.json:
-        payload = {"collection": info, "months": [dataclasses.asdict(r) for r in results]}
+        payload = {
+            "command": " ".join(
+                ["python bench/realworld.py", *(sys.argv[1:] if argv is None else argv)]
+            ),
+            "collection": info,
+            "summary": summary,
+            "months": [dataclasses.asdict(r) for r in results],
+        }
         args.json.write_text(json.dumps(payload, indent=1))
     return 0
 
