@@ -706,8 +706,8 @@ def run_month(
 
     config_path, origin = write_month(workdir, system, scenario, month)
     if schedule is not None:
-        text = config_path.read_text().replace('schedule = "1h"', f"schedule = {schedule!r}")
-        config_path.write_text(text.replace("'", '"'))
+        text = config_path.read_text()
+        config_path.write_text(text.replace('schedule = "1h"', f'schedule = "{schedule}"', 1))
     t0 = time.perf_counter()
     (result,) = backtest(load_config(config_path), origin + first, origin + last - HOUR)
     seconds = time.perf_counter() - t0
