@@ -18,6 +18,7 @@ SCRIPTS = [
     "bench_schedule.py",
     "bench_scrape.py",
     "detection.py",
+    "realworld.py",
 ]
 
 

@@ -833,8 +833,10 @@ class Runner:
         before ``at``) not looked at yet.
 
         Runs are the outcome timestamps split at gaps longer than ``decay.run_gap``; a run is
-        complete once no outcome arrived for ``decay.settle`` before ``at``. The new runs are
-        pooled into one window ``[first start, last end]``.
+        complete once no outcome arrived for ``decay.settle`` before ``at``. Everything that
+        landed after the previous look up to the end of the newest complete run is pooled into one
+        window (runs closer together than ``run_gap``, e.g. hourly evaluations, merge into one
+        cluster; the pooling is the same).
         """
         cfg = monitor.decay
         # far enough back to find the newest outcome for the freshness rule, and every run
@@ -855,20 +857,23 @@ class Runner:
         ts = np.sort(times)
         newest = _from_ns(int(ts[-1]))
         cuts = np.flatnonzero(np.diff(ts) > cfg.run_gap // timedelta(microseconds=1) * 1000)
-        starts = np.concatenate(([0], cuts + 1))
         ends = np.concatenate((cuts, [ts.size - 1]))
         limit = _ns(at - cfg.settle)
-        seen = state.decay.runs_end
-        chosen = [
-            (int(ts[a]), int(ts[b]))
-            for a, b in zip(starts, ends, strict=True)
-            if ts[b] <= limit and (seen is None or _from_ns(int(ts[b])) > seen)
-        ]
-        if not chosen:
+        complete = [int(ts[b]) for b in ends if ts[b] <= limit]
+        if not complete:
             return _Runs(count=0, new=None, end=None, newest=newest)
-        first, last = chosen[0][0], chosen[-1][1]
+        last = complete[-1]
+        seen = state.decay.runs_end
+        # everything that landed after the previous look, up to the end of the newest complete
+        # run (runs closer together than run_gap merge into one; the pooling is the same)
+        floor = _ns(seen) if seen is not None else None
+        fresh = ts[(ts <= last) & (ts > floor)] if floor is not None else ts[ts <= last]
+        if fresh.size == 0:
+            return _Runs(count=0, new=None, end=None, newest=newest)
+        first = int(fresh[0])
+        chosen = [b for b in ends if first <= ts[b] <= last]
         new = Window(start=_from_ns(first), end=_from_ns(last) + timedelta(microseconds=1))
-        return _Runs(count=len(chosen), new=new, end=_from_ns(last), newest=newest)
+        return _Runs(count=max(len(chosen), 1), new=new, end=_from_ns(last), newest=newest)
 
     # -- runs -------------------------------------------------------------------------------
 

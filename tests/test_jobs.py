@@ -27,6 +27,8 @@ from monitor.jobs import (
 from monitor.simulate import SCENARIOS, write_world
 from monitor.verdict import DriftTrack, MonitorState, SegmentDrift
 
+HOUR = timedelta(hours=1)
+
 STATE = MonitorState(
     drift={"": SegmentDrift(evidence_end=datetime(2026, 11, 30, tzinfo=UTC))},
     state="data_drift",
@@ -395,3 +397,35 @@ def test_a_non_finite_cusum_is_reset_not_an_error_for_good(world_config: Config)
     assert snap.state.state != "error"
     assert state_is_finite(snap.state)
     assert runner.store.read("demo").reason is None
+
+
+def test_hourly_evaluations_are_looked_at_one_by_one(tmp_path: Path) -> None:
+    """Runs closer together than ``decay.run_gap`` merge into one cluster of timestamps; each
+    look still pairs only what landed since the previous look, so a decay is named at the
+    first check after its first run (not diluted by the days of runs before it)."""
+    import dataclasses
+    from datetime import timedelta
+
+    from monitor.backtest import backtest
+    from monitor.config import load_config
+    from monitor.simulate import SCENARIOS, write_world
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    scenario = dataclasses.replace(
+        SCENARIOS["abrupt_decay"],
+        scores_per_hour=200,
+        evaluations_per_day=24,
+        decay_start=timedelta(days=9),
+    )
+    world = write_world(
+        tmp_path, scenario, start=start, end=start + timedelta(days=10), seed=2, schedule="1h"
+    )
+    onset = start + timedelta(days=9)
+    (result,) = backtest(
+        load_config(world.config_path), onset - timedelta(hours=3), onset + 3 * HOUR
+    )
+    states = {v.at: v.state for v in result.verdicts}
+    assert states[onset] != "model_decay"
+    assert states[onset + 2 * HOUR] == "model_decay"  # the 00:00 run, looked at by 02:00
+    runs = [v.outcome.runs for v in result.verdicts[1:] if v.outcome is not None]
+    assert max(runs) == 1  # one run per look after the first
