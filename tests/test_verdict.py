@@ -100,8 +100,13 @@ def test_alarm_plan_hourly_matches_the_design(reference_vectors: dict[str, Any])
     assert plan.seasonal_period == timedelta(days=7)
     assert (plan.phases, plan.tracks) == (168, 2)
     assert plan.rho == pytest.approx(1 / 2)
+    # a false CUSUM alarm builds over ~(h0 + 1.166) / k blocks: it averages that many phases'
+    # shared reference terms (h0 the independent-block threshold)
+    h0 = cusum_threshold_shared(720, 0.04 / 2)
+    span = math.ceil((h0 + 1.166) / 0.5)
+    assert span < 168
     assert plan.drift_h == pytest.approx(
-        cusum_threshold_shared(720, 0.04 / 2, rho=1 / 2, phases=168, states=100)
+        cusum_threshold_shared(720, 0.04 / 2, rho=1 / 2, phases=span, states=100)
     )
     assert plan.drift_h > design["h_markov_ARL0_17638"]
     assert plan.drift_z == pytest.approx(

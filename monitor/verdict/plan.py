@@ -129,7 +129,13 @@ def alarm_plan(monitor: MonitorConfig, segments: int = 1) -> AlarmPlan:
     rho = round(1.0 / (1.0 + max(cycles, 1e-9)), 4)
     share = monitor.drift.cusum_share
     if share > 0:
-        h = _cusum_h(checks, share * budget.drift / tests, monitor.drift.cusum_k, rho, phases)
+        k = monitor.drift.cusum_k
+        p_cusum = share * budget.drift / tests
+        # A false CUSUM alarm builds over about (h + 1.166) / k blocks (Siegmund's b = h + 1.166
+        # covered at the in-control drift k); it averages the shared reference terms of only
+        # that many phases, not of all of them.
+        span_blocks = math.ceil((_cusum_h(checks, p_cusum, k, 0.0, 1) + 1.166) / k) if k else 1
+        h = _cusum_h(checks, p_cusum, k, rho, max(1, min(phases, span_blocks)))
     else:
         h = math.inf
     if share < 1:
