@@ -413,3 +413,14 @@ def test_package_hands_on_its_public_names() -> None:
     for name in v.__all__:
         assert getattr(v, name) is not None
     assert {"evaluate", "alarm_plan", "MonitorState", "Verdict", "CheckData"} <= set(v.__all__)
+
+
+def test_reasons_name_the_phase_the_block_was_matched_on() -> None:
+    rng = np.random.default_rng(21)
+    seg = segment(rng, AT, shift=1.0)
+    for schedule, words in (("1h", "hour of week"), ("1d", "hour of week")):
+        v, _ = evaluate(make_monitor(schedule), AT, check_data(AT, {"": seg}), MonitorState())
+        assert any(f"at the same {words}" in r for r in v.reasons), v.reasons
+    daily = make_monitor(drift={"seasonality": "daily"})
+    v, _ = evaluate(daily, AT, check_data(AT, {"": seg}), MonitorState())
+    assert any("at the same hour of day" in r for r in v.reasons), v.reasons

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import timedelta
 
 from monitor.config import MonitorConfig
 from monitor.verdict._common import _iso
@@ -65,7 +66,8 @@ def _input_reason(
         )
     ref_txt = f"the reference [{_iso(data.reference_start)}, {_iso(data.reference_end)})"
     if plan.seasonal_period is not None:
-        ref_txt += f" at the same {'hour of day' if plan.phases <= 24 else 'hour of week'}"
+        daily = plan.seasonal_period == timedelta(days=1)
+        ref_txt += f" at the same {'hour of day' if daily else 'hour of week'}"
     block = (
         f"block [{ir.block_start}, {ir.block_end}) of {ir.block_samples} scores: PSI "
         f"{_fmt(ir.block_psi)} vs {ref_txt}, adjusted p={_fmt(ir.block_pvalue_adjusted, '.3g')}"
