@@ -260,38 +260,10 @@ def psi_test_counts(
             f"got {ref.size} and {cur.size}."
         )
     n = float(ref.sum()) if n_reference is None else v.real(n_reference, "n_reference", low=1.0)
-    m = float(cur.sum())
-    value = _psi_value(ref, cur, smoothing)
-    n_eff = n * m / (n + m)
-    df = ref.size - 1
-    if math.isinf(value):
-        pvalue = 0.0
-    elif tolerance > 0:
-        pvalue = float(stats.ncx2.sf(n_eff * value, df, tolerance * n_eff))
-    else:
-        pvalue = float(stats.chi2.sf(n_eff * value, df))
-    floor = df * (1.0 / n + 1.0 / m)
     ref_int = np.rint(ref).astype(np.int64)
     cur_int = np.rint(cur).astype(np.int64)
-    for arr in (ref_int, cur_int):
-        arr.flags.writeable = False
-    return PSIResult(
-        statistic=value,
-        pvalue=min(max(pvalue, 0.0), 1.0),
-        n_bins=int(ref.size),
-        reference_counts=ref_int,
-        current_counts=cur_int,
-        n_reference=round(n),
-        n_current=round(m),
-        n_eff=n_eff,
-        empty_bins=int(np.count_nonzero(cur == 0)),
-        out_of_range_rate=0.0,
-        noise_floor=floor,
-        debiased=max(value - floor, 0.0),
-        tolerance=tolerance,
-        smoothing=smoothing,
-        empty_reference_bins=int(np.count_nonzero(ref == 0)),
-    )
+    ref_int.flags.writeable = False
+    return _result(ref, cur, ref_int, cur_int, n, 0, tolerance, smoothing)
 
 
 def _check_baseline(baseline: object) -> None:
@@ -338,11 +310,35 @@ def _psi_result(
     tolerance: float,
     smoothing: float,
 ) -> PSIResult:
-    n, m = baseline.n_reference, int(counts.sum())
     ref = baseline.reference_counts
-    value = _psi_value(ref.astype(np.float64), counts.astype(np.float64), smoothing)
+    return _result(
+        ref.astype(np.float64),
+        counts.astype(np.float64),
+        ref,
+        counts,
+        baseline.n_reference,
+        outside,
+        tolerance,
+        smoothing,
+    )
+
+
+def _result(
+    ref: NDArray[np.float64],
+    cur: NDArray[np.float64],
+    ref_counts: NDArray[np.int64],
+    cur_counts: NDArray[np.int64],
+    n: float,
+    outside: int,
+    tolerance: float,
+    smoothing: float,
+) -> PSIResult:
+    """The PSI result of ``psi`` and ``psi_test_counts``: PSI, tolerance-null p-value
+    ncx2.sf(N_eff PSI, B - 1, tolerance N_eff), noise floor (B - 1)(1/n + 1/m)."""
+    m = float(cur.sum())
+    value = _psi_value(ref, cur, smoothing)
     n_eff = n * m / (n + m)
-    df = baseline.n_bins - 1
+    df = ref.size - 1
     floor = df * (1.0 / n + 1.0 / m)
     if math.isinf(value):
         pvalue = 0.0
@@ -350,23 +346,23 @@ def _psi_result(
         pvalue = float(stats.ncx2.sf(n_eff * value, df, tolerance * n_eff))
     else:
         pvalue = float(stats.chi2.sf(n_eff * value, df))
-    counts.flags.writeable = False
+    cur_counts.flags.writeable = False
     return PSIResult(
         statistic=value,
         pvalue=min(max(pvalue, 0.0), 1.0),
-        n_bins=baseline.n_bins,
-        reference_counts=ref,
-        current_counts=counts,
-        n_reference=n,
-        n_current=m,
+        n_bins=int(ref.size),
+        reference_counts=ref_counts,
+        current_counts=cur_counts,
+        n_reference=round(n),
+        n_current=round(m),
         n_eff=n_eff,
-        empty_bins=int(np.count_nonzero(counts == 0)),
+        empty_bins=int(np.count_nonzero(cur_counts == 0)),
         out_of_range_rate=outside / m,
         noise_floor=floor,
         debiased=max(value - floor, 0.0),
         tolerance=tolerance,
         smoothing=smoothing,
-        empty_reference_bins=int(np.count_nonzero(ref == 0)),
+        empty_reference_bins=int(np.count_nonzero(ref_counts == 0)),
     )
 
 

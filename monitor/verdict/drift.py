@@ -218,58 +218,43 @@ def _evaluate_input(
     if block.size < cfg.min_block_samples:
         return report, state, {}
     block_ts = seg.current_timestamps[in_block]
-    block_ph = phase_of(block_ts, period) if counts.shape[0] > 1 else np.zeros(block.size, np.intp)
     pvalues: dict[str, float] = {}
-    test = _block_test(
-        counts,
-        block_ph,
-        np.searchsorted(baseline.edges, block, side="left"),
-        cfg.tolerance,
-        cfg.smoothing,
-    )
-    if test is not None:
-        z = z_from_pvalue(test.pvalue)
-        cusum = cusum_step(state.reference.cusum, z, k=cfg.cusum_k)
-        quiet = state.reference.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
-        state = replace(state, reference=replace(state.reference, cusum=cusum, quiet=quiet))
-        report = replace(
-            report,
-            evidence=True,
-            block_psi=test.psi,
-            block_pvalue=test.pvalue,
-            z=z,
-            cusum=cusum,
-            block_reference_samples=test.n_reference,
-        )
-        pvalues["reference"] = test.pvalue
+    references = [("reference", baseline.edges, counts)]
     if use_anchor and state.anchor_ref is not None:
         anchor = state.anchor_ref
-        edges = np.asarray(anchor.edges, dtype=np.float64)
-        a_counts = anchor.array
-        a_ph = block_ph if a_counts.shape[0] == counts.shape[0] else phase_of(block_ts, period)
-        if a_counts.shape[0] == 1:
-            a_ph = np.zeros(block.size, np.intp)
-        test = _block_test(
-            a_counts,
-            a_ph,
-            np.searchsorted(edges, block, side="left"),
-            cfg.tolerance,
-            cfg.smoothing,
+        references.append(("anchor", np.asarray(anchor.edges, dtype=np.float64), anchor.array))
+    for name, edges, ref_counts in references:
+        phases = (
+            phase_of(block_ts, period) if ref_counts.shape[0] > 1 else np.zeros(block.size, np.intp)
         )
-        if test is not None:
-            z = z_from_pvalue(test.pvalue)
-            cusum = cusum_step(state.anchor.cusum, z, k=cfg.cusum_k)
-            quiet = state.anchor.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
-            state = replace(state, anchor=replace(state.anchor, cusum=cusum, quiet=quiet))
+        bins = np.searchsorted(edges, block, side="left")
+        test = _block_test(ref_counts, phases, bins, cfg.tolerance, cfg.smoothing)
+        if test is None:
+            continue
+        z = z_from_pvalue(test.pvalue)
+        track = state.track(name)
+        quiet = track.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
+        track = replace(track, cusum=cusum_step(track.cusum, z, k=cfg.cusum_k), quiet=quiet)
+        state = state.with_track(name, track)
+        if name == "reference":
             report = replace(
                 report,
-                evidence=True,
+                block_psi=test.psi,
+                block_pvalue=test.pvalue,
+                z=z,
+                cusum=track.cusum,
+                block_reference_samples=test.n_reference,
+            )
+        else:
+            report = replace(
+                report,
                 anchor_psi=test.psi,
                 anchor_pvalue=test.pvalue,
                 anchor_z=z,
-                anchor_cusum=cusum,
+                anchor_cusum=track.cusum,
             )
-            pvalues["anchor"] = test.pvalue
+        report = replace(report, evidence=True)
+        pvalues[name] = test.pvalue
     if pvalues:
         state = replace(state, evidence_end=at)
     return report, state, pvalues
@@ -333,11 +318,7 @@ def _settle_drift(
                 track = replace(track, active=False, active_since=None, quiet=0)
             elif not track.active:
                 track = replace(track, quiet=0)
-            state = (
-                replace(state, reference=track)
-                if track_name == "reference"
-                else replace(state, anchor=track)
-            )
+            state = state.with_track(track_name, track)
         states[name] = state
         first = fired[0] if fired else (None, None)
         reports[name] = replace(

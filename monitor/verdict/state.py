@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -92,6 +92,12 @@ class SegmentDrift:
 
     def track(self, name: str) -> DriftTrack:
         return self.reference if name == "reference" else self.anchor
+
+    def with_track(self, name: str, track: DriftTrack) -> SegmentDrift:
+        """This state with track ``name`` (``reference`` or ``anchor``) replaced."""
+        if name == "reference":
+            return replace(self, reference=track)
+        return replace(self, anchor=track)
 
     @property
     def active(self) -> bool:
