@@ -9,28 +9,17 @@ score feed reported as ``insufficient_data``.
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
+from tests.bench_modules import load_bench
+
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("detection", REPO / "bench" / "detection.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("detection", module)  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-detection: Any = _load()
+detection: Any = load_bench("detection")
 pytestmark = pytest.mark.slow
 
 

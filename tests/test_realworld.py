@@ -10,13 +10,11 @@ days of hourly checks around the onset reach ``model_decay`` for ``titles_only``
 
 from __future__ import annotations
 
-import importlib.util
 import math
 import sys
 from collections import Counter
 from datetime import timedelta
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -24,21 +22,12 @@ import pytest
 import pytrec_eval
 
 from monitor.stats import build_baseline, psi
+from tests.bench_modules import load_bench
 
 REPO = Path(__file__).resolve().parent.parent
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("realworld", REPO / "bench" / "realworld.py")
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("realworld", module)  # dataclasses resolve their module by name
-    spec.loader.exec_module(module)
-    return module
-
-
-realworld: Any = _load()
+realworld: Any = load_bench("realworld")
 pytestmark = pytest.mark.slow
 
 
