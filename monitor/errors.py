@@ -5,6 +5,7 @@
     MonitorError
     ├── ConfigError            the configuration is invalid (all problems, each with its path)
     ├── StatsInputError        a statistics function was misused (bad shape, NaN, bad option)
+    │   └── ConflictingJudgmentsError  one (query, document) judged twice with different grades
     ├── InsufficientDataError  too little data to decide: a state (`insufficient_data`), not a bug
     └── SourceError            a log could not be read as the data contract says (state `error`)
         ├── SourceNotFoundError    path, glob or URI matches nothing
@@ -22,6 +23,7 @@ from __future__ import annotations
 __all__ = [
     "BadValuesError",
     "ConfigError",
+    "ConflictingJudgmentsError",
     "CorruptFileError",
     "InsufficientDataError",
     "MonitorError",
@@ -50,6 +52,23 @@ class ConfigError(MonitorError):
 
 class StatsInputError(MonitorError, ValueError):
     """A statistics function was called with invalid arguments (misuse, not lack of data)."""
+
+
+class ConflictingJudgmentsError(StatsInputError):
+    """A (query, document) pair is judged twice with different grades.
+
+    ``query`` and ``doc`` are the integer codes the statistics function was given (the caller
+    translates them back to ids); ``grades`` the two different grades found, smaller first.
+    """
+
+    def __init__(self, query: int, doc: int, grades: tuple[float, float]) -> None:
+        self.query = query
+        self.doc = doc
+        self.grades = grades
+        super().__init__(
+            f"query {query}, document {doc} is judged twice with different grades "
+            f"({grades[0]:g} and {grades[1]:g})."
+        )
 
 
 class InsufficientDataError(MonitorError):
