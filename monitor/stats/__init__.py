@@ -1,10 +1,12 @@
 """Pure statistics: numpy and scipy in, frozen result dataclasses out. No I/O, clock or global RNG.
 
 Modules: ``drift`` (PSI, KS, point-mass rate), ``paired`` (decay tests on per-query outcomes),
-``multiple`` (adjusted p-values), ``sequential`` (CUSUM alarm design). Conventions and formulas
-are in ``docs/statistics.md``.
+``multiple`` (adjusted p-values), ``sequential`` (CUSUM alarm design), ``ranking`` (per-query IR
+metrics from coded runs and judgments), ``calibration`` (ECE, MCE, Brier, AUC of scores).
+Conventions and formulas are in ``docs/statistics.md``.
 """
 
+from monitor.stats.calibration import CalibrationBin, CalibrationResult, calibration
 from monitor.stats.drift import (
     BaselinePositions,
     DriftBaseline,
@@ -34,6 +36,7 @@ from monitor.stats.paired import (
     required_sample_size,
     sign_flip_test,
 )
+from monitor.stats.ranking import MetricSpec, RankingMetrics, parse_metric, ranking_metrics
 from monitor.stats.sequential import (
     arl_for_budget,
     cusum_arl,
@@ -46,20 +49,25 @@ from monitor.stats.sequential import (
 
 __all__ = [
     "BaselinePositions",
+    "CalibrationBin",
+    "CalibrationResult",
     "ConfidenceInterval",
     "DriftBaseline",
     "DriftResult",
     "KSResult",
+    "MetricSpec",
     "PSIResult",
     "PairedResult",
     "PermutationResult",
     "ProportionResult",
+    "RankingMetrics",
     "TTestResult",
     "adjust_pvalues",
     "arl_for_budget",
     "baseline_positions",
     "bca_interval",
     "build_baseline",
+    "calibration",
     "cusum_arl",
     "cusum_step",
     "cusum_threshold",
@@ -68,11 +76,13 @@ __all__ = [
     "ks_2samp",
     "minimum_detectable_effect",
     "paired_test",
+    "parse_metric",
     "proportion_test",
     "proportion_test_counts",
     "psi",
     "psi_from_counts",
     "psi_test_counts",
+    "ranking_metrics",
     "required_sample_size",
     "shewhart_threshold_shared",
     "sign_flip_test",

@@ -1,0 +1,226 @@
+"""Calibration of scores read as relevance probabilities: ECE, MCE, Brier and its decomposition.
+
+Conventions (``docs/statistics.md`` and the review notes, section F):
+
+* ``equal_width``: B bins with edges k/B. Right-closed bins ((m-1)/B, m/B] as Guo et al. (2017),
+  assigned with ``np.searchsorted(np.arange(B + 1) / B, p, side='left') - 1`` (not floor(p B),
+  which puts a score on an edge in the bin above); ``closed='left'`` gives [(m-1)/B, m/B). The
+  outer edges are closed: 0 falls in the first bin, 1 in the last.
+* ``equal_mass`` (the monitor's default): the scores are sorted and the one at sorted position i
+  (0-based) goes to bin floor(i B / N), so bins hold floor(N/B) or ceil(N/B) scores; a run of
+  equal scores goes whole to the bin of its first member, so ties never straddle bins (bins can
+  then hold more, and later bins fewer or none). ``closed`` does not apply.
+* ECE = sum_b (n_b/N) |acc_b - conf_b|, MCE = max over non-empty bins of |acc_b - conf_b|
+  (acc_b: fraction of positives, conf_b: mean score in bin b); Brier = mean (p - y)^2.
+* Murphy (1973) decomposition on the bins: REL = sum_b (n_b/N)(conf_b - acc_b)^2, RES = sum_b
+  (n_b/N)(acc_b - ybar)^2, UNC = ybar (1 - ybar). Brier = REL - RES + UNC + W exactly, with the
+  within-bin term W = (1/N) sum_i (p_i - conf_b)^2 - (2/N) sum_i (p_i - conf_b)(y_i - acc_b)
+  (Stephenson, Coelho & Jolliffe 2008); W = 0 when scores are constant within bins.
+* AUC: pooled ROC AUC with ties counting 1/2, U / (n_pos n_neg) from average ranks (the
+  Mann-Whitney U of the positives).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import stats
+
+from monitor.errors import StatsInputError
+from monitor.stats import _validation as v
+
+__all__ = ["CalibrationBin", "CalibrationResult", "calibration"]
+
+_BINNINGS = ("equal_mass", "equal_width")
+_CLOSED = ("right", "left")
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationBin:
+    """One non-empty bin: ``n`` scores, their mean (``mean_confidence``), the fraction of positive
+    labels, ``gap`` = |fraction_positive - mean_confidence|, and its range.
+
+    ``lower``/``upper``: the bin's edges for ``equal_width`` ((index)/B and (index + 1)/B), the
+    smallest and largest score in it for ``equal_mass``. ``index`` is the bin number 0 .. B-1
+    (``equal_width``: the interval; ``equal_mass``: the rank of the bin, empty ones skipped).
+    """
+
+    index: int
+    n: int
+    mean_confidence: float
+    fraction_positive: float
+    gap: float
+    lower: float
+    upper: float
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationResult:
+    """Calibration summary of ``n`` scored items, ``positives`` of them labelled 1.
+
+    ``probabilities`` is whether every score lies in [0, 1]; if not, the scores are not
+    probabilities: ``ece``, ``mce``, ``brier`` and the decomposition are None, ``bins`` is empty,
+    and only ``auc`` is computed. ``auc`` is None when one class is empty. ``n_bins`` is the
+    requested number of bins (``len(bins)`` counts the non-empty ones).
+    """
+
+    n: int
+    positives: int
+    n_bins: int
+    binning: str
+    ece: float | None
+    mce: float | None
+    brier: float | None
+    reliability: float | None
+    resolution: float | None
+    uncertainty: float | None
+    within_bin: float | None
+    auc: float | None
+    bins: tuple[CalibrationBin, ...]
+    probabilities: bool
+
+
+def calibration(
+    scores: ArrayLike,
+    labels: ArrayLike,
+    *,
+    n_bins: int = 10,
+    binning: Literal["equal_mass", "equal_width"] = "equal_mass",
+    closed: Literal["right", "left"] = "right",
+) -> CalibrationResult:
+    """ECE, MCE, Brier score, Murphy decomposition and ROC AUC of scores against 0/1 labels.
+
+    Bins and formulas are in the module docstring. ``within_bin`` = brier - (reliability -
+    resolution + uncertainty), the term the binned decomposition leaves (0 up to round-off when
+    every bin holds one score value). Scores outside [0, 1] are not probabilities: only the AUC
+    is computed (``probabilities=False``).
+    """
+    n_bins = v.integer(n_bins, "n_bins", minimum=1)
+    binning_name = v.choice(binning, "binning", _BINNINGS)
+    closed_name = v.choice(closed, "closed", _CLOSED)
+    p = v.sample(scores, "scores")
+    y = _labels(labels)
+    if y.size != p.size:
+        raise StatsInputError(
+            f"`labels` must have the same length as `scores` (one label per score); "
+            f"got {y.size} and {p.size}."
+        )
+
+    n = p.size
+    positives = int(np.count_nonzero(y))
+    auc = _auc(p, y, positives)
+    probabilities = bool(p.min() >= 0.0 and p.max() <= 1.0)
+    if not probabilities:
+        return CalibrationResult(
+            n=n,
+            positives=positives,
+            n_bins=n_bins,
+            binning=binning_name,
+            ece=None,
+            mce=None,
+            brier=None,
+            reliability=None,
+            resolution=None,
+            uncertainty=None,
+            within_bin=None,
+            auc=auc,
+            bins=(),
+            probabilities=False,
+        )
+
+    if binning_name == "equal_width":
+        edges = np.arange(n_bins + 1) / n_bins
+        side: Literal["left", "right"] = "left" if closed_name == "right" else "right"
+        which = np.clip(np.searchsorted(edges, p, side=side) - 1, 0, n_bins - 1)
+    else:
+        which = _equal_mass(p, n_bins)
+    count = np.bincount(which, minlength=n_bins)
+    filled = np.flatnonzero(count)
+    n_b = count[filled].astype(np.float64)
+    conf = np.bincount(which, weights=p, minlength=n_bins)[filled] / n_b
+    acc = np.bincount(which, weights=y, minlength=n_bins)[filled] / n_b
+    gap = np.abs(acc - conf)
+    weight = n_b / n
+    ybar = positives / n
+    brier = float(np.mean((p - y) ** 2))
+    reliability = float(np.sum(weight * (conf - acc) ** 2))
+    resolution = float(np.sum(weight * (acc - ybar) ** 2))
+    uncertainty = ybar * (1.0 - ybar)
+    if binning_name == "equal_width":
+        lower, upper = filled / n_bins, (filled + 1) / n_bins
+        index = filled
+    else:
+        lower = np.full(n_bins, np.inf)
+        upper = np.full(n_bins, -np.inf)
+        np.minimum.at(lower, which, p)
+        np.maximum.at(upper, which, p)
+        lower, upper = lower[filled], upper[filled]
+        index = np.arange(filled.size)
+    bins = tuple(
+        CalibrationBin(
+            index=int(index[j]),
+            n=int(count[filled[j]]),
+            mean_confidence=float(conf[j]),
+            fraction_positive=float(acc[j]),
+            gap=float(gap[j]),
+            lower=float(lower[j]),
+            upper=float(upper[j]),
+        )
+        for j in range(filled.size)
+    )
+    return CalibrationResult(
+        n=n,
+        positives=positives,
+        n_bins=n_bins,
+        binning=binning_name,
+        ece=float(np.sum(weight * gap)),
+        mce=float(gap.max()),
+        brier=brier,
+        reliability=reliability,
+        resolution=resolution,
+        uncertainty=uncertainty,
+        within_bin=brier - (reliability - resolution + uncertainty),
+        auc=auc,
+        bins=bins,
+        probabilities=True,
+    )
+
+
+def _labels(labels: ArrayLike) -> NDArray[np.float64]:
+    """``labels`` as 0.0/1.0 floats (booleans or numbers equal to 0 or 1)."""
+    y = v.sample(labels, "labels")
+    bad = (y != 0.0) & (y != 1.0)
+    if bad.any():
+        first = int(np.argmax(bad))
+        raise StatsInputError(
+            f"`labels` must be 0 or 1 (or booleans); got {int(np.count_nonzero(bad))} other "
+            f"value(s), the first {y[first]:g} at position {first}."
+        )
+    return y
+
+
+def _equal_mass(p: NDArray[np.float64], n_bins: int) -> NDArray[np.intp]:
+    """Bin of each score: sorted position i -> floor(i B / N); ties take their first one's bin."""
+    n = p.size
+    order = np.argsort(p, kind="stable")
+    ps = p[order]
+    by_position = (np.arange(n, dtype=np.int64) * n_bins) // n
+    new = np.ones(n, dtype=bool)
+    new[1:] = ps[1:] != ps[:-1]
+    run_start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
+    which = np.empty(n, dtype=np.intp)
+    which[order] = by_position[run_start]
+    return which
+
+
+def _auc(p: NDArray[np.float64], y: NDArray[np.float64], positives: int) -> float | None:
+    """U / (n_pos n_neg) from average ranks; None if a class is empty."""
+    negatives = p.size - positives
+    if positives == 0 or negatives == 0:
+        return None
+    ranks = stats.rankdata(p)
+    u = float(np.sum(ranks[y == 1.0])) - positives * (positives + 1) / 2.0
+    return u / (positives * negatives)
