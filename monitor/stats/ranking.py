@@ -48,8 +48,10 @@ _PATTERN = re.compile(r"(ndcg'|ndcg|map|ap|rprec|mrr|rr|p|r|judged)(?:@([0-9]+))
 _ALIASES = {"map": "ap", "mrr": "rr", "ndcg'": "ndcg_cond"}
 _NEEDS_K = frozenset({"p", "r", "judged"})
 _NO_K = frozenset({"ap", "rprec", "rr"})
-# Composite sort keys stay below this, so that products of two factors cannot overflow int64.
+# Composite sort keys stay below this, so that packing them cannot overflow int64; above it the
+# components are folded with dense re-ranking instead (tests lower it to exercise that path).
 _KEY_LIMIT = 1 << 62
+_PACK_LIMIT = _KEY_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +336,7 @@ def _sorted_parts(
     """
     sizes = [max(size, 1) for _, size, _ in parts]
     out = [_EMPTY] * len(parts)
-    if math.prod(sizes) < _KEY_LIMIT:
+    if math.prod(sizes) < _PACK_LIMIT:
         key = _component(parts[0], n, consume=consume)
         for i in range(1, len(parts)):
             codes, size, descending = parts[i]
@@ -359,12 +361,13 @@ def _sorted_parts(
             if i > 0 and any(wanted[:i]):
                 key //= sizes[i]
         return out
-    key, bound = _component(parts[0], n, consume=consume), sizes[0]
+    # fallback: the components must survive (they are gathered below), so nothing is consumed
+    key, bound = _component(parts[0], n), sizes[0]
     for part, size in zip(parts[1:], sizes[1:], strict=True):
         comp, comp_size = _component(part, n), size
-        if bound * comp_size >= _KEY_LIMIT:
+        if bound * comp_size >= _PACK_LIMIT:
             key, bound = _dense(key)
-            if bound * comp_size >= _KEY_LIMIT:
+            if bound * comp_size >= _PACK_LIMIT:
                 comp, comp_size = _dense(comp)
         key *= comp_size
         key += comp
