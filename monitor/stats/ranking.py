@@ -167,8 +167,10 @@ def ranking_metrics(
       (judged@k NaN); a query in neither has every metric NaN.
 
     ``metrics`` entries are parsed with :func:`parse_metric`; entries naming the same metric
-    (``"map"`` and ``"ap"``) give one key. Cost: three sorts of the run rows (the score ranks,
-    the placement order, the (query, document) order) and two of the judgment rows.
+    (``"map"`` and ``"ap"``) give one key. Cost: three sorts of the run rows (the score values,
+    the packed placement key, the packed (query, document, position) key; integral ranks in a
+    short range need no sort of their own), two of the judgment rows, and a binary search of the
+    run's (query, document) pairs in the judgments; memory about 1.5 times the input arrays.
     """
     n_queries = v.integer(n_queries, "n_queries", minimum=0)
     if isinstance(metrics, str) or not isinstance(metrics, Sequence):
@@ -280,7 +282,8 @@ def _ordinal(x: FloatArray, *, keep_values: bool = True) -> tuple[IntArray, int,
     if x.size == 0:
         return np.zeros(0, dtype=np.int64), 1, np.zeros(1)
     low, high = float(x.min()), float(x.max())
-    if high - low <= 4 * x.size + 1024 and np.array_equal(x, np.floor(x)):
+    exact = low >= -(2.0**53) and high <= 2.0**53  # integers that float64 and int64 share
+    if exact and high - low <= 4 * x.size + 1024 and np.array_equal(x, np.floor(x)):
         span = int(high - low) + 1
         codes = x.astype(np.int64)
         codes -= int(low)

@@ -473,3 +473,9 @@ def test_ranking_metrics_iv(change: dict[str, Any], message: str) -> None:
     with pytest.raises(StatsInputError) as info:
         rm(**kwargs)
     assert str(info.value).startswith(message), str(info.value)
+
+
+def test_large_integral_scores_are_sorted_not_shifted() -> None:
+    res = rm([0, 0, 0], [0, 1, 2], [0], [2], [1], n_queries=1, metrics=["rr"],
+             score=[1e300, -1e300, 2.0**60])  # fmt: skip
+    assert res.metrics["rr"][0] == 0.5
