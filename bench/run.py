@@ -15,6 +15,7 @@ SCRIPTS = [
     "bench_stats.py",
     "bench_sources.py",
     "bench_backtest.py",
+    "bench_outcomes.py",
     "bench_schedule.py",
     "bench_scrape.py",
     "detection.py",

@@ -38,7 +38,14 @@ import numpy.typing as npt
 
 from monitor.config import Config, MonitorConfig
 from monitor.errors import MonitorError
-from monitor.jobs import DataReader, ParquetReader, Runner, StateStore, check_windows
+from monitor.jobs import (
+    DataReader,
+    ParquetReader,
+    Runner,
+    StateStore,
+    check_windows,
+    outcome_time_spec,
+)
 from monitor.sources import OutcomeSpec, OutcomeWindow, ScoreSpec, ScoreWindow, Window
 from monitor.stats import BaselinePositions, DriftBaseline, baseline_positions
 from monitor.verdict import STATES, MonitorState, Verdict
@@ -332,6 +339,14 @@ class CachedReader:
                 piece = located.pieces[j] = baseline_positions(baseline, values)
             pieces.append(piece)
         return BaselinePositions.concatenate(baseline, pieces)
+
+    def outcome_times(self, spec: OutcomeSpec, window: Window) -> np.ndarray:
+        """Precomputed outcomes: their timestamps through the span cache (one read per span);
+        judged runs: read each time from the fallback."""
+        if spec.judged is not None:
+            return self.fallback.outcome_times(spec, window)
+        times = self.scores(outcome_time_spec(spec), window, with_timestamps=True).timestamps
+        return np.empty(0, dtype=np.int64) if times is None else times
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
         key = (spec, window)

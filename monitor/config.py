@@ -30,9 +30,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, StatsInputError
 from monitor.schedule import Schedule, format_duration, parse_duration, parse_schedule
-from monitor.sources import OutcomeSpec, ScoreSpec
+from monitor.sources import JudgedSpec, OutcomeSpec, ScoreSpec
+from monitor.sources.model import GainKind
+from monitor.stats import parse_metric
 from monitor.webconfig import TlsConfig, WebConfig, check_tls_files, load_web_config
 
 __all__ = [
@@ -308,6 +310,14 @@ def _float(
         return float(value)
 
     return convert
+
+
+def _gain(value: Any) -> GainKind:
+    if value == "linear":
+        return "linear"
+    if value == "exponential":
+        return "exponential"
+    raise ValueError(f"must be 'linear' or 'exponential'; got {value!r}")
 
 
 def _duration(value: Any) -> timedelta:
@@ -618,23 +628,116 @@ def _parse_source(
     t = c.table(data, path)
     columns = _SPEC_COLUMNS[kind]
     known = {"path", "segment_column", "timestamp_unit", "prune_partitions", "max_lag", *columns}
+    judged_kind = kind is OutcomeSpec and t.get("kind") == "judged_runs"
+    if kind is ScoreSpec:
+        known |= {"rank_column", "top_rank"}
+    if kind is OutcomeSpec:
+        known |= {"kind"}
+        if judged_kind:
+            known = (known - {"path", "outcome_column"}) | _JUDGED_KEYS
     c.unknown(t, path, known)
     before = len(c.problems)
-    if "path" not in t:
-        c.add(f"{path}.path", "is required")
+    if kind is OutcomeSpec and t.get("kind", "per_query") not in ("per_query", "judged_runs"):
+        c.add(f"{path}.kind", f"must be 'per_query' or 'judged_runs'; got {t.get('kind')!r}")
+    where = "runs" if judged_kind else "path"
+    if where not in t:
+        c.add(f"{path}.{where}", "is required")
     kwargs: dict[str, Any] = {
-        "path": _resolve(base, c.get(t, "path", path, "", _string)),
+        "path": _resolve(base, c.get(t, where, path, "", _string)),
         "segment_column": c.get(t, "segment_column", path, None, _optional_string),
         "timestamp_unit": c.get(t, "timestamp_unit", path, None, _unit),
         "prune_partitions": c.get(t, "prune_partitions", path, True, _bool),
         "max_invalid_share": max_invalid,
     }
     for key, default in columns.items():
+        if judged_kind and key == "outcome_column":
+            continue
         kwargs[key] = c.get(t, key, path, default, _string)
+    if judged_kind:
+        kwargs["judged"] = _parse_judged(c, t, path, base)
+    if kind is ScoreSpec:
+        kwargs["rank_column"] = c.get(t, "rank_column", path, None, _optional_string)
+        kwargs["top_rank"] = c.get(t, "top_rank", path, 1, _int(0))
     if len(c.problems) > before:
         return None
     try:
         return kind(**kwargs)
+    except ValueError as exc:
+        c.add(path, str(exc))
+        return None
+
+
+_JUDGED_KEYS = {
+    "runs",
+    "judgments",
+    "judgments_version",
+    "metric",
+    "report",
+    "relevant_grade",
+    "gain",
+    "doc_column",
+    "rank_column",
+    "score_column",
+    "judgment_query_column",
+    "judgment_doc_column",
+    "grade_column",
+    "judged_k",
+    "judged_tolerance",
+    "calibration_bins",
+}
+
+
+def _metric(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a metric name such as 'ndcg@10'; got {value!r}")
+    try:
+        return parse_metric(value).name
+    except StatsInputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _metrics(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of metric names; got {value!r}")
+    return tuple(_metric(v) for v in value)
+
+
+def _parse_judged(c: _Collector, t: dict[str, Any], path: str, base: Path) -> JudgedSpec | None:
+    """The ``judged_runs`` keys of an ``outcomes`` table (see ``JudgedSpec``)."""
+    d = JudgedSpec(judgments="-")
+    before = len(c.problems)
+    if "judgments" not in t:
+        c.add(f"{path}.judgments", "is required when kind = 'judged_runs'")
+    metric = c.get(t, "metric", path, d.metric, _metric)
+    cut = parse_metric(metric).k if metric else None
+    judged_k = c.get(t, "judged_k", path, cut or d.judged_k, _int(1, 10_000))
+    report = c.get(t, "report", path, d.report, _metrics)
+    kwargs: dict[str, Any] = {
+        "judgments": _resolve(base, c.get(t, "judgments", path, "", _string)),
+        "judgments_version": c.get(t, "judgments_version", path, None, _optional_string),
+        "metric": metric,
+        "report": report,
+        "relevant_grade": c.get(t, "relevant_grade", path, d.relevant_grade, _float(0.0, 1e9)),
+        "gain": c.get(t, "gain", path, d.gain, _gain),
+        "judged_k": judged_k,
+        "judged_tolerance": c.get(
+            t, "judged_tolerance", path, d.judged_tolerance, _float(0.0, 1.0)
+        ),
+        "calibration_bins": c.get(t, "calibration_bins", path, d.calibration_bins, _int(2, 1000)),
+    }
+    for key in (
+        "doc_column",
+        "rank_column",
+        "score_column",
+        "judgment_query_column",
+        "judgment_doc_column",
+        "grade_column",
+    ):
+        kwargs[key] = c.get(t, key, path, getattr(d, key), _string)
+    if len(c.problems) > before:
+        return None
+    try:
+        return JudgedSpec(**kwargs)
     except ValueError as exc:
         c.add(path, str(exc))
         return None

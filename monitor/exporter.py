@@ -160,6 +160,7 @@ class MonitorCollector(Collector):
             "Paired queries over the reference window's queries.",
             seg,
         )
+        judged = _JudgedFamilies.make()
         samples = _gauge(
             "window_samples",
             "Samples in each window (outcomes: queries).",
@@ -262,10 +263,14 @@ class MonitorCollector(Collector):
                 self._add_input(inputs, zero, drift, name, segment, r)
             for segment, o in v.outcomes.items():
                 self._add_outcome(outcomes, decay, pairs, coverage, name, segment, o)
+                judged.add(name, segment, o)
+            if v.judgments is not None and v.judgments.get("version"):
+                judged.info.add_metric([name, str(v.judgments["version"])], 1.0)
         yield from (state, since, interval, tolerance, h, zthr, alpha, margin)
         yield from inputs.values()
         yield from (zero, drift)
         yield from outcomes.values()
+        yield from judged.all()
         yield from (
             decay,
             pairs,
@@ -329,6 +334,68 @@ class MonitorCollector(Collector):
             value = getattr(o, attr)
             if value is not None:
                 families[suffix].add_metric([name, segment], float(value))
+
+
+_CALIBRATION_GAUGES = (
+    ("ece", "Expected calibration error of scores as relevance probabilities (equal-mass bins)."),
+    ("mce", "Maximum calibration error over the bins."),
+    ("brier", "Brier score: mean (score - relevant)^2 over judged results."),
+    ("reliability", "Brier decomposition (Murphy): reliability, lower is better."),
+    ("resolution", "Brier decomposition (Murphy): resolution, higher is better."),
+    ("uncertainty", "Brier decomposition (Murphy): uncertainty of the labels."),
+    ("auc", "Pooled ROC AUC of the scores over judged (query, document) pairs."),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class _JudgedFamilies:
+    """Judged-runs gauges: per-metric means per window, judgment holes, calibration, version."""
+
+    metric: GaugeMetricFamily
+    holes: GaugeMetricFamily
+    calibration: dict[str, GaugeMetricFamily]
+    info: GaugeMetricFamily
+
+    @classmethod
+    def make(cls) -> _JudgedFamilies:
+        win = ["monitor", "segment", "window"]
+        return cls(
+            metric=_gauge(
+                "outcome_metric",
+                "Mean of each configured metric over the paired queries (judged runs).",
+                ["monitor", "segment", "metric", "window"],
+            ),
+            holes=_gauge(
+                "judgment_holes",
+                "1 when judged@k fell more than judged_tolerance below the reference's.",
+                ["monitor", "segment"],
+            ),
+            calibration={k: _gauge(f"calibration_{k}", doc, win) for k, doc in _CALIBRATION_GAUGES},
+            info=_gauge(
+                "judgments_info", "The judgment set in use; always 1.", ["monitor", "version"]
+            ),
+        )
+
+    def add(self, name: str, segment: str, o: OutcomeReport) -> None:
+        if o.metric is None:
+            return
+        self.holes.add_metric([name, segment], 1.0 if o.judgment_holes else 0.0)
+        for metric, sides in (o.metrics or {}).items():
+            for window in ("reference", "current"):
+                value = sides.get(window)
+                if value is not None:
+                    self.metric.add_metric([name, segment, metric, window], float(value))
+        for window, cal in (o.calibration or {}).items():
+            for key, family in self.calibration.items():
+                value = None if cal is None else cal.get(key)
+                if value is not None:
+                    family.add_metric([name, segment, window], float(value))
+
+    def all(self) -> Iterator[GaugeMetricFamily]:
+        yield self.metric
+        yield self.holes
+        yield from self.calibration.values()
+        yield self.info
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ import numpy as np
 
 from monitor.config import Config, MonitorConfig
 from monitor.errors import MonitorError, SourceError
+from monitor.judged import judged_outcomes
 from monitor.sources import (
     OutcomeSpec,
     OutcomeWindow,
@@ -36,11 +37,13 @@ from monitor.sources import (
     Window,
     pair_outcomes,
     read_outcomes,
+    read_run_times,
     read_scores,
 )
 from monitor.stats import BaselinePositions, DriftBaseline, build_baseline
 from monitor.verdict import (
     CheckData,
+    JudgedCheck,
     MonitorState,
     Pairs,
     SegmentData,
@@ -63,6 +66,7 @@ __all__ = [
     "StateLoad",
     "StateStore",
     "check_windows",
+    "outcome_time_spec",
     "state_fingerprint",
     "state_is_finite",
     "utc_now",
@@ -100,12 +104,29 @@ class DataReader(Protocol):
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow: ...
 
+    def outcome_times(self, spec: OutcomeSpec, window: Window) -> np.ndarray:
+        """Timestamps (int64 ns) of the outcome rows in ``window``, for splitting into runs."""
+        ...
+
     def positions(
         self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline
     ) -> BaselinePositions | None:
         """The current window's positions in a frozen ``baseline``, when the reader has them
         precomputed (the backtest's cache); None makes the verdict locate the scores itself."""
         ...
+
+
+def outcome_time_spec(spec: OutcomeSpec) -> ScoreSpec:
+    """The precomputed outcome log read for its timestamps only: its outcome column as the
+    "score" with every invalid value allowed (a timestamp is what the run split needs)."""
+    return ScoreSpec(
+        path=spec.path,
+        timestamp_column=spec.timestamp_column,
+        score_column=spec.outcome_column,
+        timestamp_unit=spec.timestamp_unit,
+        max_invalid_share=1.0,
+        prune_partitions=spec.prune_partitions,
+    )
 
 
 class ParquetReader:
@@ -115,7 +136,15 @@ class ParquetReader:
         return read_scores(spec, window, with_timestamps=with_timestamps)
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
+        if spec.judged is not None:
+            return judged_outcomes(spec, window)
         return read_outcomes(spec, window)
+
+    def outcome_times(self, spec: OutcomeSpec, window: Window) -> np.ndarray:
+        if spec.judged is not None:
+            return read_run_times(spec, window)
+        times = self.scores(outcome_time_spec(spec), window, with_timestamps=True).timestamps
+        return np.empty(0, dtype=np.int64) if times is None else times
 
     def positions(
         self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline
@@ -582,6 +611,23 @@ def _split_scores(window: ScoreWindow) -> dict[str, tuple[np.ndarray, np.ndarray
     return out
 
 
+def _judged_check(
+    monitor: MonitorConfig, ref: OutcomeWindow, cur: OutcomeWindow | None
+) -> JudgedCheck | None:
+    spec = monitor.outcomes.judged
+    if spec is None or ref.judged is None:
+        return None
+    info = ref.judged
+    return JudgedCheck(
+        metric=info.metric,
+        judged_metric=info.judged_metric,
+        judged_tolerance=spec.judged_tolerance,
+        condensed=info.condensed,
+        reference=info,
+        current=None if cur is None else cur.judged,
+    )
+
+
 def _pairs(p: PairedOutcomes) -> Pairs:
     return Pairs(
         reference=p.reference,
@@ -589,6 +635,7 @@ def _pairs(p: PairedOutcomes) -> Pairs:
         only_reference=p.only_reference,
         only_current=p.only_current,
         query_ids=p.query_ids,
+        extras={k: (v, p.current_extras[k]) for k, v in p.reference_extras.items()},
     )
 
 
@@ -632,6 +679,8 @@ def _empty_outcomes(like: OutcomeWindow, window: Window) -> OutcomeWindow:
         dropped_null_query=0,
         dropped_null=0,
         files_read=0,
+        extras={},
+        judged=None,
     )
 
 
@@ -818,6 +867,7 @@ class Runner:
             runs_end=runs.end,
             outcome_reference_start=out_ref_w.start,
             outcome_reference_end=out_ref_w.end,
+            judged=_judged_check(monitor, ref_out, cur_out if runs.new else None),
         )
         rows = ref.rows + cur.rows + ref_out.rows + (cur_out.rows if runs.new else 0)
         samples = {
@@ -843,16 +893,8 @@ class Runner:
         # that could have landed since the previous check
         lookback = max(monitor.windows.current, monitor.outcome_lag_limit)
         window = Window(start=at - lookback, end=at)
-        spec = ScoreSpec(
-            path=monitor.outcomes.path,
-            timestamp_column=monitor.outcomes.timestamp_column,
-            score_column=monitor.outcomes.outcome_column,
-            timestamp_unit=monitor.outcomes.timestamp_unit,
-            max_invalid_share=1.0,
-            prune_partitions=monitor.outcomes.prune_partitions,
-        )
-        times = self.reader.scores(spec, window, with_timestamps=True).timestamps
-        if times is None or times.size == 0:
+        times = self.reader.outcome_times(monitor.outcomes, window)
+        if times.size == 0:
             return _Runs(count=0, new=None, end=None, newest=None)
         ts = np.sort(times)
         newest = _from_ns(int(ts[-1]))

@@ -31,6 +31,7 @@ The package, in the order data flows through it::
     columns     column checks and conversions shared by the readers
     scores      read_scores
     outcomes    read_outcomes, pair_outcomes
+    judged      read_judged_runs, read_run_times: ranked runs and judgments (parquet or TREC)
     probe       inspect_source: lists files and reads footers only (validate --sources)
     writing     write_parquet
 """
@@ -38,7 +39,10 @@ The package, in the order data flows through it::
 from __future__ import annotations
 
 from monitor.sources.footers import clear_cache
+from monitor.sources.judged import judgments_version, read_judged_runs, read_run_times
 from monitor.sources.model import (
+    JudgedRuns,
+    JudgedSpec,
     OutcomeSpec,
     OutcomeWindow,
     PairedOutcomes,
@@ -53,6 +57,8 @@ from monitor.sources.scores import read_scores
 from monitor.sources.writing import write_parquet
 
 __all__ = [
+    "JudgedRuns",
+    "JudgedSpec",
     "OutcomeSpec",
     "OutcomeWindow",
     "PairedOutcomes",
@@ -62,9 +68,12 @@ __all__ = [
     "Window",
     "clear_cache",
     "inspect_source",
+    "judgments_version",
     "latest_timestamp",
     "pair_outcomes",
+    "read_judged_runs",
     "read_outcomes",
+    "read_run_times",
     "read_scores",
     "write_parquet",
 ]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Literal, TypeAlias
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
@@ -105,6 +105,9 @@ class ScoreSpec:
     ``timestamp_unit`` is needed only for integer epoch columns. ``max_invalid_share`` is the share
     of a window's rows that may be dropped (null, NaN, inf) before the read is an error.
     ``prune_partitions`` skips hive partitions outside the window without opening them.
+    ``rank_column`` (a full result log, one row per result): only rows whose rank equals
+    ``top_rank`` are the logged top-1 scores, so a team that logs whole result lists needs no
+    second pipeline.
     """
 
     path: str
@@ -114,6 +117,8 @@ class ScoreSpec:
     timestamp_unit: TimeUnit | None = None
     max_invalid_share: float = 0.01
     prune_partitions: bool = True
+    rank_column: str | None = None
+    top_rank: int = 1
 
     def __post_init__(self) -> None:
         _validate_spec(
@@ -122,13 +127,77 @@ class ScoreSpec:
                 "timestamp_column": self.timestamp_column,
                 "score_column": self.score_column,
                 "segment_column": self.segment_column,
+                "rank_column": self.rank_column,
             },
         )
+        if isinstance(self.top_rank, bool) or not isinstance(self.top_rank, int):
+            raise ValueError(f"`top_rank` must be an integer; got {self.top_rank!r}.")
+
+
+GainKind: TypeAlias = Literal["linear", "exponential"]
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedSpec:
+    """Outcomes computed from ranked runs and graded judgments (``outcomes.kind = "judged_runs"``).
+
+    The runs live at the ``OutcomeSpec``'s ``path`` (parquet: ``timestamp``, ``query_id``,
+    ``doc_id``, ``rank`` and/or ``score``; or TREC run files ``qid Q0 docid rank score tag``, one
+    evaluation run per file); ``judgments`` is a parquet or TREC qrels (``qid 0 docid grade``)
+    file or directory. A directory with ``version=<name>`` subdirectories holds versions: the
+    last name in sort order is used unless ``judgments_version`` pins one. ``metric`` decides;
+    ``report`` is shown beside it; ``judged@{judged_k}`` is always computed, and a current
+    window whose mean judged@k falls more than ``judged_tolerance`` below the reference's makes
+    the decay look undecidable (unless the decision metric is a condensed ``ndcg'``).
+    ``rank_column`` / ``score_column`` are used when the file has them (at least one).
+    """
+
+    judgments: str
+    metric: str = "ndcg@10"
+    report: tuple[str, ...] = ("ap", "rr", "p@10", "r@100", "judged@10")
+    relevant_grade: float = 1.0
+    gain: GainKind = "linear"
+    doc_column: str = "doc_id"
+    rank_column: str = "rank"
+    score_column: str = "score"
+    judgment_query_column: str = "query_id"
+    judgment_doc_column: str = "doc_id"
+    grade_column: str = "grade"
+    judgments_version: str | None = None
+    judged_k: int = 10
+    judged_tolerance: float = 0.1
+    calibration_bins: int = 10
+
+    def __post_init__(self) -> None:
+        problems = []
+        if not isinstance(self.judgments, str) or not self.judgments:
+            problems.append(f"`judgments` must be a non-empty string; got {self.judgments!r}.")
+        if self.gain not in ("linear", "exponential"):
+            problems.append(f"`gain` must be 'linear' or 'exponential'; got {self.gain!r}.")
+        if not isinstance(self.judged_k, int) or self.judged_k < 1:
+            problems.append(f"`judged_k` must be an integer >= 1; got {self.judged_k!r}.")
+        if not 0.0 <= self.judged_tolerance <= 1.0:
+            problems.append(f"`judged_tolerance` must be in [0, 1]; got {self.judged_tolerance!r}.")
+        if not isinstance(self.calibration_bins, int) or self.calibration_bins < 2:
+            problems.append(
+                f"`calibration_bins` must be an integer >= 2; got {self.calibration_bins!r}."
+            )
+        if problems:
+            raise ValueError(" ".join(problems))
+
+    @property
+    def judged_metric(self) -> str:
+        """The judged@k metric name this spec always computes."""
+        return f"judged@{self.judged_k}"
 
 
 @dataclass(frozen=True, slots=True)
 class OutcomeSpec:
-    """Where the outcome log (one row per evaluation of a labelled query) lives, and its columns."""
+    """Where the outcome log (one row per evaluation of a labelled query) lives, and its columns.
+
+    With ``judged`` set (``outcomes.kind = "judged_runs"``), ``path`` holds ranked runs and the
+    outcomes are computed from them and the judgments (``outcome_column`` is unused).
+    """
 
     path: str
     timestamp_column: str = "timestamp"
@@ -138,6 +207,7 @@ class OutcomeSpec:
     timestamp_unit: TimeUnit | None = None
     max_invalid_share: float = 0.01
     prune_partitions: bool = True
+    judged: JudgedSpec | None = None
 
     def __post_init__(self) -> None:
         _validate_spec(
@@ -149,6 +219,12 @@ class OutcomeSpec:
                 "segment_column": self.segment_column,
             },
         )
+
+    @property
+    def kind(self) -> str:
+        """``"judged_runs"`` when outcomes are computed from runs and judgments, else
+        ``"per_query"``."""
+        return "per_query" if self.judged is None else "judged_runs"
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +280,8 @@ class OutcomeWindow:
     the mean of the ``counts`` evaluations of each key. Of the ``rows`` in the window, rows with a
     null query id are counted in ``dropped_null_query``, then a null outcome or segment in
     ``dropped_null``, then NaN and infinite outcomes in ``dropped_nan`` / ``dropped_inf``.
+    ``extras`` (judged runs): per-key means of the metrics reported beside the decision metric,
+    aligned with ``query_ids`` (NaN where a key's metric is undefined).
     """
 
     window: Window
@@ -218,6 +296,8 @@ class OutcomeWindow:
     newest_timestamp: datetime | None
     files_read: int
     dropped_null: int = 0
+    extras: Mapping[str, FloatArray] = field(default_factory=dict)
+    judged: Any = None  # monitor.judged.JudgedInfo for judged runs (kept free of its imports)
 
     @property
     def dropped(self) -> int:
@@ -252,6 +332,8 @@ class PairedOutcomes:
     )
     only_reference_segments: npt.NDArray[np.str_] | None = None
     only_current_segments: npt.NDArray[np.str_] | None = None
+    reference_extras: Mapping[str, FloatArray] = field(default_factory=dict)
+    current_extras: Mapping[str, FloatArray] = field(default_factory=dict)
 
     @property
     def pairs(self) -> int:
@@ -288,9 +370,48 @@ class PairedOutcomes:
                 only_current_ids=self.only_current_ids[cur_sel],
                 only_reference_segments=ref_seg[ref_sel],
                 only_current_segments=cur_seg[cur_sel],
+                reference_extras={k: v[sel] for k, v in self.reference_extras.items()},
+                current_extras={k: v[sel] for k, v in self.current_extras.items()},
             )
         return result
 
 
 def _or_empty(arr: npt.NDArray[np.str_] | None) -> npt.NDArray[np.str_]:
     return np.empty(0, dtype=np.str_) if arr is None else arr
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedRuns:
+    """The ranked lists of one window and the judgments they are scored against, as codes.
+
+    A *list* is one query's ranked results in one evaluation run: the rows sharing a
+    ``(segment, query_id, timestamp)``. ``row_list`` gives each result row's list;
+    ``list_query`` / ``list_segment`` / ``list_timestamp`` describe the lists (sorted by
+    segment, query, timestamp). Documents are coded in one vocabulary shared by runs and
+    judgments whose code order is the document ids' string order (the tie rule needs it);
+    ``query_names`` is the sorted vocabulary of query ids of both. ``row_rank`` / ``row_score``
+    are None when no file had that column (NaN where a row's value is null).
+    """
+
+    window: Window
+    list_query: IntArray
+    list_segment: IntArray | None
+    list_timestamp: IntArray
+    row_list: IntArray
+    row_doc: IntArray
+    row_rank: FloatArray | None
+    row_score: FloatArray | None
+    query_names: npt.NDArray[np.str_]
+    doc_names: npt.NDArray[np.str_]
+    segment_names: tuple[str, ...]
+    judged_query: IntArray
+    judged_doc: IntArray
+    grade: FloatArray
+    judgments_version: str
+    judgments_path: str
+    rows: int
+    dropped_null: int
+    newest_timestamp: datetime | None
+    files_read: int
+    runs_format: str  # "parquet" | "trec"
+    judgments_format: str  # "parquet" | "trec"

@@ -152,6 +152,7 @@ def pair_outcomes(reference: OutcomeWindow, current: OutcomeWindow) -> PairedOut
     """Pair two outcome windows by key (``(segment, query_id)`` when both have segments).
 
     The result is sorted by key; ``coverage = pairs / keys in the reference`` (0.0 if it has none).
+    ``extras`` both windows have (judged runs' reported metrics) are paired the same way.
     Raises ``ValueError`` if one window has segments and the other does not.
     """
     if (reference.segments is None) != (current.segments is None):
@@ -196,4 +197,6 @@ def pair_outcomes(reference: OutcomeWindow, current: OutcomeWindow) -> PairedOut
         only_current_ids=current.query_ids[only_cur],
         only_reference_segments=seg(reference, only_ref),
         only_current_segments=seg(current, only_cur),
+        reference_extras={k: v[i_ref] for k, v in reference.extras.items() if k in current.extras},
+        current_extras={k: v[i_cur] for k, v in current.extras.items() if k in reference.extras},
     )

@@ -5,10 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from monitor.errors import SourceError, SourceNotFoundError
+from monitor.errors import SchemaError, SourceError, SourceNotFoundError
 from monitor.sources.columns import _check_label, _check_numeric, _segment_source
 from monitor.sources.footers import _FOOTERS, _column_type, _Footer, _ts_unit
-from monitor.sources.model import OutcomeSpec, ScoreSpec
+from monitor.sources.judged import _is_parquet, judgments_version
+from monitor.sources.model import JudgedSpec, OutcomeSpec, ScoreSpec
 from monitor.sources.paths import _File, _resolve, _walk
 
 
@@ -52,7 +53,15 @@ def inspect_source(spec: ScoreSpec | OutcomeSpec) -> SourceReport:
                 hint="check the path in the configuration",
             )
         )
+    judged = isinstance(spec, OutcomeSpec) and spec.judged is not None
     for f in files:
+        if judged:
+            try:
+                if not _is_parquet(source, f):
+                    continue  # a TREC run file: read (and checked line by line) at check time
+            except SourceError as exc:
+                problems.append(exc)
+                continue
         try:
             footer = _FOOTERS.get(source, f)
         except SourceError as exc:
@@ -63,6 +72,11 @@ def inspect_source(spec: ScoreSpec | OutcomeSpec) -> SourceReport:
                 check(footer, f)
             except SourceError as exc:
                 problems.append(exc)
+    if isinstance(spec, OutcomeSpec) and spec.judged is not None:
+        try:
+            judgments_version(spec.judged)  # reads the (small) judgment set whole
+        except SourceError as exc:
+            problems.append(exc)
     return SourceReport(spec.path, len(files), _summarise(problems))
 
 
@@ -81,6 +95,19 @@ def _column_checks(spec: ScoreSpec | OutcomeSpec) -> list[Callable[[_Footer, _Fi
                 "score_column",
             )
         )
+        if spec.rank_column is not None:
+            rank = spec.rank_column
+            checks.append(
+                lambda footer, f: _check_numeric(
+                    _column_type(footer, f, rank, "rank", "rank_column"),
+                    f,
+                    rank,
+                    "rank",
+                    "rank_column",
+                )
+            )
+    elif spec.judged is not None:
+        checks.extend(_run_checks(spec.judged))
     else:
         checks.append(
             lambda footer, f: _check_numeric(
@@ -91,6 +118,7 @@ def _column_checks(spec: ScoreSpec | OutcomeSpec) -> list[Callable[[_Footer, _Fi
                 "outcome_column",
             )
         )
+    if isinstance(spec, OutcomeSpec):
         checks.append(
             lambda footer, f: _check_label(
                 _column_type(footer, f, spec.query_column, "query id", "query_column"),
@@ -102,6 +130,34 @@ def _column_checks(spec: ScoreSpec | OutcomeSpec) -> list[Callable[[_Footer, _Fi
         )
     checks.append(lambda footer, f: _segment_source(footer, f, spec.segment_column))
     return checks
+
+
+def _run_checks(judged: JudgedSpec) -> list[Callable[[_Footer, _File], object]]:
+    """Parquet runs: a document id column, and a rank or a score column that is numeric."""
+
+    def ordered(footer: _Footer, f: _File) -> None:
+        names = set(footer.schema.names)
+        present = [c for c in (judged.rank_column, judged.score_column) if c in names]
+        if not present:
+            raise SchemaError(
+                f"has neither a rank column ({judged.rank_column!r}) nor a score column "
+                f"({judged.score_column!r})",
+                path=f.path,
+                hint="set `rank_column` or `score_column` to the column that orders the results",
+            )
+        for c in present:
+            _check_numeric(footer.schema.field(c).type, f, c, "rank or score", c)
+
+    return [
+        lambda footer, f: _check_label(
+            _column_type(footer, f, judged.doc_column, "document id", "doc_column"),
+            f,
+            judged.doc_column,
+            "document id",
+            "doc_column",
+        ),
+        ordered,
+    ]
 
 
 def _summarise(problems: list[SourceError]) -> tuple[str, ...]:

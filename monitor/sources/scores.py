@@ -31,7 +31,8 @@ def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = Fals
     timestamp, score and segment columns; rows are copied straight into a preallocated float64
     array (no pandas). ``with_timestamps`` also returns the aligned timestamps (int64 ns, UTC), so
     a caller can read a long span once and slice it. Raises ``BadValuesError`` when
-    ``dropped / rows > spec.max_invalid_share``.
+    ``dropped / rows > spec.max_invalid_share``. With ``spec.rank_column`` (a full result log)
+    only the rows ranked ``spec.top_rank`` are scores, and only they count as rows.
     """
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
@@ -44,6 +45,9 @@ def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = Fals
     for plan in plans:
         dtype = _column_type(plan.footer, plan.file, spec.score_column, "score", "score_column")
         _check_numeric(dtype, plan.file, spec.score_column, "score", "score_column")
+        if spec.rank_column is not None:
+            dtype = _column_type(plan.footer, plan.file, spec.rank_column, "rank", "rank_column")
+            _check_numeric(dtype, plan.file, spec.rank_column, "rank", "rank_column")
         seg_sources.append(_segment_source(plan.footer, plan.file, seg_col))
 
     capacity = sum(p.capacity for p in plans)
@@ -64,11 +68,19 @@ def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = Fals
                     columns.append(spec.timestamp_column)
                 if seg_in_file is not None:
                     columns.append(seg_in_file)
+                if spec.rank_column is not None:
+                    columns.append(spec.rank_column)
                 table = _read_group(pf, plan, g, columns)
                 score, valid = _floats(table.column(spec.score_column))
                 mask = (
                     None if inside else _in_window(table, spec.timestamp_column, plan.unit, window)
                 )
+                if spec.rank_column is not None:
+                    rank, rank_valid = _floats(table.column(spec.rank_column))
+                    top = rank == spec.top_rank
+                    if rank_valid is not None:
+                        top &= rank_valid
+                    mask = top if mask is None else mask & top
                 seg, seg_valid = _segment(table, plan.file, seg_col, labels, table.num_rows)
                 in_rows = table.num_rows if mask is None else int(mask.sum())
                 rows += in_rows

@@ -45,13 +45,15 @@ README's "How a check decides":
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from datetime import datetime
+from typing import Any
 
 from monitor.config import MonitorConfig
 from monitor.verdict._common import STATES, TRACKS, _iso
-from monitor.verdict.data import CheckData, Pairs, SegmentData
-from monitor.verdict.decay import _evaluate_outcomes
+from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData
+from monitor.verdict.decay import _evaluate_outcomes, calibration_summary
 from monitor.verdict.drift import _evaluate_input, _settle_drift
 from monitor.verdict.plan import AlarmPlan, alarm_plan, phase_counts, phase_of
 from monitor.verdict.reasons import _reasons
@@ -67,6 +69,7 @@ __all__ = [
     "DecayTrack",
     "DriftTrack",
     "InputReport",
+    "JudgedCheck",
     "MonitorState",
     "OutcomeReport",
     "Pairs",
@@ -91,6 +94,41 @@ def _stale(monitor: MonitorConfig, at: datetime, data: CheckData) -> list[str]:
             since = _iso(newest) if newest is not None else "before the windows read"
             out.append(f"{feed} feed stale since {since} (max_lag {limit})")
     return out
+
+
+def _window_numbers(info: Any) -> dict[str, Any] | None:
+    if info is None:
+        return None
+    return {
+        "lists": info.lists,
+        "runs": info.runs,
+        "duplicates": info.duplicates,
+        "undefined_lists": info.undefined_lists,
+        "unjudged_lists": info.unjudged_lists,
+        "judged_rows": info.judged_rows,
+        "means": {k: (v if math.isfinite(v) else None) for k, v in info.means.items()},
+        "calibration": calibration_summary(info),
+    }
+
+
+def _judgments(data: CheckData) -> dict[str, Any] | None:
+    """The ``judgments`` object of ``check --json``: what the outcomes were computed with."""
+    j = data.judged
+    if j is None:
+        return None
+    ref = j.reference
+    return {
+        "metric": j.metric,
+        "judged_metric": j.judged_metric,
+        "judged_tolerance": j.judged_tolerance,
+        "condensed": j.condensed,
+        "version": ref.judgments_version,
+        "path": ref.judgments_path,
+        "runs_format": ref.runs_format,
+        "judgments_format": ref.judgments_format,
+        "reference": _window_numbers(ref),
+        "current": _window_numbers(j.current),
+    }
 
 
 def evaluate(
@@ -172,6 +210,7 @@ def evaluate(
         newest_outcome=data.newest_outcome,
         sequential=sequential,
         stale=tuple(stale),
+        judgments=_judgments(data),
     )
     new_state = MonitorState(
         drift=drift,

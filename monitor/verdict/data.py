@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 import numpy as np
 
@@ -16,13 +17,17 @@ from monitor.stats import (
 
 @dataclass(frozen=True, slots=True)
 class Pairs:
-    """Per-query outcomes of one segment, paired by query id (same order)."""
+    """Per-query outcomes of one segment, paired by query id (same order).
+
+    ``extras`` (judged runs): each reported metric's (reference, current) per-query values on
+    the same pairs."""
 
     reference: np.ndarray
     current: np.ndarray
     only_reference: int = 0
     only_current: int = 0
     query_ids: np.ndarray | None = None
+    extras: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None
 
     @property
     def n(self) -> int:
@@ -78,6 +83,21 @@ class CheckData:
     runs_end: datetime | None = None
     outcome_reference_start: datetime | None = None
     outcome_reference_end: datetime | None = None
+    judged: JudgedCheck | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JudgedCheck:
+    """How a judged-runs monitor scored this check's outcomes (``outcomes.kind =
+    "judged_runs"``): the decision metric, judged@k and its tolerance, and each window's
+    ``monitor.judged.JudgedInfo`` (``current`` None when no new run was looked at)."""
+
+    metric: str
+    judged_metric: str
+    judged_tolerance: float
+    condensed: bool
+    reference: Any
+    current: Any = None
 
 
 # --------------------------------------------------------------------------- reports

@@ -36,6 +36,81 @@ def _describe(pairs: Pairs) -> dict[str, Any]:
     }
 
 
+def _judged_numbers(data: CheckData, pairs: Pairs) -> dict[str, Any]:
+    """Judged runs: each metric's paired means, judged@k on both sides, and the holes rule.
+
+    Holes: when the current side's mean judged@k is more than ``judged_tolerance`` below the
+    reference's on the same queries, unjudged documents took top ranks and a metric that counts
+    them as non-relevant falls without any loss of quality, so the look is undecidable (unless
+    the decision metric is a condensed ``ndcg'``, which leaves unjudged documents out).
+    """
+    j = data.judged
+    if j is None:
+        return {}
+    metrics: dict[str, dict[str, float | None]] = {}
+    sides = {j.metric: (pairs.reference, pairs.current), **(pairs.extras or {})}
+    for m, (ref, cur) in sides.items():
+        both = np.isfinite(ref) & np.isfinite(cur)
+        metrics[m] = {
+            "reference": _mean(ref[np.isfinite(ref)]),
+            "current": _mean(cur[np.isfinite(cur)]),
+            "mean_difference": _mean(cur[both] - ref[both]),
+        }
+    out: dict[str, Any] = {
+        "metric": j.metric,
+        "metrics": metrics,
+        "judged_metric": j.judged_metric,
+        "calibration": {
+            "reference": calibration_summary(j.reference),
+            "current": calibration_summary(j.current),
+        },
+    }
+    judged = metrics.get(j.judged_metric)
+    if judged is not None:
+        out["judged_reference"] = judged["reference"]
+        out["judged_current"] = judged["current"]
+        ref_j, cur_j = judged["reference"], judged["current"]
+        if ref_j is not None and cur_j is not None and ref_j - cur_j > j.judged_tolerance:
+            out["judgment_holes"] = True
+            if not j.condensed:
+                out["undecidable_reason"] = (
+                    f"{j.judged_metric} fell from {ref_j:.3f} to {cur_j:.3f} (more than "
+                    f"judged_tolerance {j.judged_tolerance:g}): unjudged documents took top "
+                    f"ranks, so {j.metric} would fall without any loss of quality; judge the "
+                    f"new documents, or decide on a condensed metric such as ndcg'"
+                )
+    return out
+
+
+_CALIBRATION_FIELDS = (
+    "n",
+    "positives",
+    "n_bins",
+    "binning",
+    "probabilities",
+    "ece",
+    "mce",
+    "brier",
+    "reliability",
+    "resolution",
+    "uncertainty",
+    "within_bin",
+    "auc",
+)
+
+
+def calibration_summary(info: Any) -> dict[str, Any] | None:
+    """A window's pooled calibration numbers (``JudgedInfo.calibration``) as plain values."""
+    cal = None if info is None else info.calibration
+    if cal is None:
+        return None
+    return {k: getattr(cal, k) for k in _CALIBRATION_FIELDS}
+
+
+def _mean(x: np.ndarray) -> float | None:
+    return float(x.mean()) if x.size else None
+
+
 def _evaluate_outcomes(
     monitor: MonitorConfig,
     at: datetime,
@@ -74,16 +149,19 @@ def _evaluate_outcomes(
     results = {}
     for name, seg in data.segments.items():
         p = seg.pairs
+        judged = _judged_numbers(data, p)
+        holes = judged.get("undecidable_reason") is not None
         base[name] = OutcomeReport(
             n_pairs=p.n,
             only_reference=p.only_reference,
             only_current=p.only_current,
             coverage=p.coverage,
-            decidable=p.n >= needed,
+            decidable=p.n >= needed and not holes,
             **look,  # type: ignore[arg-type]
             **_describe(p),
+            **judged,
         )
-        if p.n >= 2:
+        if p.n >= 2 and not holes:
             results[name] = paired_test(
                 p.reference,
                 p.current,

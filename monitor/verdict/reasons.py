@@ -25,8 +25,9 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
     )
     ref = f"reference runs [{r.reference_start}, {r.reference_end})"
     runs = f"{r.runs} run(s) landed [{r.runs_start}, {r.runs_end}]"
+    what = f"mean {r.metric} difference" if r.metric else "mean outcome difference"
     stem = (
-        f"mean outcome difference {_fmt(r.mean_difference, '+.4f')} over {r.n_pairs} pairs "
+        f"{what} {_fmt(r.mean_difference, '+.4f')} over {r.n_pairs} pairs "
         f"({r.wins} wins, {r.losses} losses, {r.ties} ties), {ci}, "
         f"p={_fmt(r.pvalue_adjusted if r.decidable else r.pvalue, '.3g')} "
         f"(look alpha {_fmt(r.alpha, '.2g')}, margin {monitor.decay.margin:g}); {runs} vs {ref}"
@@ -37,7 +38,11 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
         head = f"model decay since {r.decay_since}" if not r.significant else "model decay"
         if not r.significant and r.new_look:
             head += " (not yet recovered: the interval's lower end is not above -margin)"
+        if r.undecidable_reason:
+            head += f"; this look undecidable: {r.undecidable_reason}"
         return f"{where}{head}: {stem}"
+    if not r.decidable and r.undecidable_reason:
+        return f"{where}undecidable: {r.undecidable_reason}; descriptive: {stem}"
     if not r.decidable:
         return (
             f"{where}undecidable (too few pairs for the look alpha: 2^-n must be <= alpha and "

@@ -77,7 +77,10 @@ class InputReport:
 class OutcomeReport:
     """Paired outcome numbers for one segment (the JSON ``outcome`` object).
 
-    ``decidable`` False: the numbers are descriptive only (too few pairs for the look's alpha).
+    ``decidable`` False: the numbers are descriptive only (too few pairs for the look's alpha,
+    or ``undecidable_reason``: judgment holes). Judged runs: ``metric`` is the decision metric,
+    ``metrics`` each reported metric's paired means (``reference``, ``current``,
+    ``mean_difference``), ``judged_*`` the mean judged@k of both sides.
     ``decay`` is the raised state (it stays until ``recovered``); ``significant`` says whether
     this look's test rejected.
     """
@@ -119,6 +122,14 @@ class OutcomeReport:
     runs_end: str | None = None
     reference_start: str | None = None
     reference_end: str | None = None
+    metric: str | None = None
+    metrics: dict[str, dict[str, float | None]] | None = None
+    judged_metric: str | None = None
+    judged_reference: float | None = None
+    judged_current: float | None = None
+    judgment_holes: bool = False
+    undecidable_reason: str | None = None
+    calibration: dict[str, dict[str, Any] | None] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {k: (_finite(v) if isinstance(v, float) else v) for k, v in asdict(self).items()}
@@ -147,6 +158,7 @@ class Verdict:
     sequential: bool = True
     stale: tuple[str, ...] = ()
     replay_from: datetime | None = None
+    judgments: Mapping[str, Any] | None = None
 
     @property
     def input(self) -> InputReport | None:
@@ -202,6 +214,7 @@ class Verdict:
             "alarm_plan": None if plan is None else _plan_dict(plan),
             "sequential": self.sequential,
             "replay_from": _iso(self.replay_from),
+            "judgments": None if self.judgments is None else dict(self.judgments),
         }
 
 

@@ -1,0 +1,339 @@
+"""Outcomes from ranked runs and judgments (issue 12), through the real parquet / TREC readers.
+
+Worlds come from ``monitor.simulate_runs``: a golden set evaluated daily at 02:00, optionally
+with a real decay, judgment holes (new unjudged documents at the top) or a second judgment
+version. Each test runs the monitor's own ``Runner`` (or ``check``) on files on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from monitor.config import load_config
+from monitor.errors import ConfigError, SchemaError
+from monitor.exporter import make_registry
+from monitor.jobs import Runner
+from monitor.judged import judged_outcomes
+from monitor.simulate_runs import RunsWorld, write_runs_world
+from monitor.sources import ScoreSpec, Window, read_run_times, read_scores
+
+START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
+END = START + timedelta(days=12)
+AT = START + timedelta(days=11, hours=6)  # four hours after the day-11 run landed
+
+
+def _world(tmp_path: Path, world: RunsWorld, **kwargs: object) -> Path:
+    return write_runs_world(tmp_path, world, start=START, end=END, seed=7, **kwargs)  # type: ignore[arg-type]
+
+
+def _run(config_path: Path, at: datetime = AT) -> dict[str, Any]:
+    """Replay the daemon hourly over the last two days up to ``at``; return the last verdict."""
+    config = load_config(config_path)
+    runner = Runner(config, clock=lambda: at)
+    name = config.monitors[0].name
+    slots = config.monitors[0].schedule.slots(at - timedelta(days=2), at + timedelta(seconds=1))
+    verdict = None
+    for slot in slots:
+        verdict = runner.run(name, slot).verdict
+    assert verdict is not None
+    return verdict.to_dict()
+
+
+def _window(config_path: Path, start: datetime, end: datetime):  # type: ignore[no-untyped-def]
+    spec = load_config(config_path).monitors[0].outcomes
+    return judged_outcomes(spec, Window(start=start, end=end))
+
+
+def test_healthy_world_is_ok_and_reports_every_metric(tmp_path: Path) -> None:
+    d = _run(_world(tmp_path, RunsWorld()))
+    assert d["state"] == "ok", d["reasons"]
+    out = d["outcome"]
+    assert isinstance(out, dict)
+    assert out["metric"] == "ndcg@10"
+    assert set(out["metrics"]) == {"ndcg@10", "ap", "rr", "p@10", "r@100", "judged@10"}
+    ndcg = out["metrics"]["ndcg@10"]
+    assert 0.2 < ndcg["reference"] < 1.0
+    assert math.isclose(ndcg["mean_difference"], out["mean_difference"], abs_tol=1e-12)
+    assert out["judged_reference"] is not None
+    assert out["judgment_holes"] is False
+    judgments = d["judgments"]
+    assert isinstance(judgments, dict)
+    assert judgments["version"].startswith("v1 (")
+    assert judgments["runs_format"] == "parquet"
+    cal = judgments["reference"]["calibration"]
+    assert cal["probabilities"] is True
+    assert 0.5 < cal["auc"] <= 1.0
+    assert cal["binning"] == "equal_mass"
+    assert cal["n_bins"] == 10
+
+
+def test_real_decay_is_model_decay(tmp_path: Path) -> None:
+    world = RunsWorld(decay_start=timedelta(days=10, hours=1))
+    d = _run(_world(tmp_path, world))
+    assert d["state"] == "model_decay", d["reasons"]
+    assert "mean ndcg@10 difference" in d["reasons"][0]
+
+
+def test_judgment_holes_make_the_look_undecidable_not_decay(tmp_path: Path) -> None:
+    """New unjudged documents take the top 3 ranks: nDCG@10 falls with no loss of quality."""
+    world = RunsWorld(holes_start=timedelta(days=10, hours=1))
+    config = _world(tmp_path, world)
+    d = _run(config)
+    out = d["outcome"]
+    assert isinstance(out, dict)
+    assert out["judgment_holes"] is True
+    assert out["mean_difference"] < -0.05  # what a naive monitor would page for
+    assert out["judged_reference"] - out["judged_current"] > 0.25
+    assert d["state"] == "insufficient_data", d["reasons"]
+    assert any("judged@10 fell from" in r and "ndcg'" in r for r in d["reasons"])
+
+
+def test_condensed_ndcg_sees_through_judgment_holes(tmp_path: Path) -> None:
+    world = RunsWorld(holes_start=timedelta(days=10, hours=1))
+    config = _world(tmp_path, world, extra_outcomes_toml='outcomes.metric = "ndcg\'@10"\n')
+    d = _run(config)
+    out = d["outcome"]
+    assert isinstance(out, dict)
+    assert out["metric"] == "ndcg'@10"
+    assert out["judgment_holes"] is True
+    assert d["state"] == "ok", d["reasons"]
+
+
+def test_a_judgment_update_never_looks_like_decay(tmp_path: Path) -> None:
+    """Both windows are scored with the latest version (v2); pinning v1 also works."""
+    world = RunsWorld(rejudge_at=timedelta(days=11))
+    config = _world(tmp_path, world)
+    d = _run(config)
+    assert d["state"] == "ok", d["reasons"]
+    assert d["judgments"]["version"].startswith("v2 (")
+    ref_v2 = _window(config, START + timedelta(days=3), START + timedelta(days=10))
+    cur_v2 = _window(config, START + timedelta(days=11), START + timedelta(days=11, hours=3))
+    assert ref_v2.judged.judgments_version == cur_v2.judged.judgments_version
+    pinned = _world(
+        tmp_path / "pinned", world, extra_outcomes_toml='outcomes.judgments_version = "v1"\n'
+    )
+    ref_v1 = _window(pinned, START + timedelta(days=3), START + timedelta(days=10))
+    assert ref_v1.judged.judgments_version.startswith("v1 (")
+    assert not np.allclose(ref_v1.outcomes, ref_v2.outcomes)  # the grades did change
+
+
+def test_trec_files_give_the_same_outcomes_as_parquet(tmp_path: Path) -> None:
+    world = RunsWorld(n_queries=40)
+    par = _world(tmp_path / "p", world)
+    trec = _world(tmp_path / "t", world, fmt="trec")
+    w = (START + timedelta(days=3), START + timedelta(days=10))
+    a, b = _window(par, *w), _window(trec, *w)
+    assert b.judged.runs_format == "trec"
+    assert b.judged.judgments_format == "trec"
+    assert a.judged.runs == b.judged.runs == 7
+    np.testing.assert_array_equal(a.query_ids, b.query_ids)
+    np.testing.assert_allclose(a.outcomes, b.outcomes, rtol=0, atol=1e-12)
+    for name in a.extras:
+        np.testing.assert_allclose(a.extras[name], b.extras[name], rtol=0, atol=1e-12)
+    times = read_run_times(load_config(trec).monitors[0].outcomes, Window(start=w[0], end=w[1]))
+    assert times.size == 7
+    assert int(np.unique(times).size) == 7
+
+
+def test_conflicting_judgments_name_the_query_and_document(tmp_path: Path) -> None:
+    config = _world(tmp_path, RunsWorld(n_queries=5))
+    qrels = tmp_path / "qrels" / "version=v1" / "qrels.parquet"
+    table = pq.read_table(qrels)
+    extra = pa.table(
+        {
+            "query_id": ["q3"],
+            "doc_id": ["q3-j4"],
+            "grade": [float(table["grade"][3 * 30 + 4].as_py() + 1)],
+        }
+    )
+    pq.write_table(pa.concat_tables([table, extra]), qrels)
+    with pytest.raises(SchemaError, match=r"query 'q3': document 'q3-j4' is judged twice"):
+        _window(config, START, END)
+    d = _run(config)
+    assert d["state"] == "error"
+    assert "q3-j4" in str(d["error"])
+
+
+def test_bad_trec_line_names_file_and_line(tmp_path: Path) -> None:
+    config = _world(tmp_path, RunsWorld(n_queries=5), fmt="trec")
+    run = sorted((tmp_path / "runs").iterdir())[0]
+    run.write_text(run.read_text() + "q1 Q0 only-four 3\n")
+    with pytest.raises(SchemaError, match=r"line \d+ has 4 fields") as info:
+        _window(config, START, END)
+    assert run.name in str(info.value)
+
+
+def test_config_keys_are_validated_with_their_paths(tmp_path: Path) -> None:
+    config = _world(
+        tmp_path,
+        RunsWorld(n_queries=5),
+        extra_outcomes_toml='outcomes.metric = "ndcg@ten"\noutcomes.gain = "cubic"\n'
+        'outcomes.path = "x"\n',
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(config)
+    text = str(info.value)
+    assert "monitors[0].outcomes.metric" in text
+    assert "monitors[0].outcomes.gain" in text
+    assert "outcomes.path" in text  # judged runs are read from outcomes.runs
+
+
+def test_exporter_shows_metrics_calibration_and_version(tmp_path: Path) -> None:
+    config = load_config(_world(tmp_path, RunsWorld(n_queries=60)))
+    runner = Runner(config, clock=lambda: AT)
+    runner.run("golden", AT - timedelta(hours=1))
+    record = runner.run("golden", AT)
+    registry = make_registry(runner.board)
+    value = registry.get_sample_value
+    labels = {"monitor": "golden", "segment": "", "metric": "ndcg@10", "window": "current"}
+    assert value("retrieval_monitor_outcome_metric", labels) is not None
+    auc = value(
+        "retrieval_monitor_calibration_auc",
+        {"monitor": "golden", "segment": "", "window": "reference"},
+    )
+    assert auc is not None
+    assert 0.5 < auc <= 1.0
+    assert value("retrieval_monitor_judgment_holes", {"monitor": "golden", "segment": ""}) == 0.0
+    versions = [
+        s.labels["version"]
+        for m in registry.collect()
+        if m.name == "retrieval_monitor_judgments_info"
+        for s in m.samples
+    ]
+    assert len(versions) == 1
+    assert versions[0].startswith("v1 (")
+    json.dumps(record.verdict.to_dict(), allow_nan=False)  # the check --json contract: finite
+
+
+def test_top1_scores_from_a_full_result_log(tmp_path: Path) -> None:
+    """``scores.rank_column``: the rank-1 row of each served query is its top-1 score."""
+    path = tmp_path / "results.parquet"
+    ts = np.datetime64("2026-03-02T10:00:00", "us") + np.arange(30).astype("timedelta64[s]") // 3
+    rank = np.tile([1, 2, 3], 10)
+    score = np.arange(30, dtype=np.float64)
+    pq.write_table(
+        pa.table(
+            {"timestamp": pa.array(ts, pa.timestamp("us", tz="UTC")), "rank": rank, "score": score}
+        ),
+        path,
+    )
+    spec = ScoreSpec(path=str(path), rank_column="rank")
+    w = read_scores(spec, Window(start=START, end=END))
+    np.testing.assert_array_equal(w.values, score[rank == 1])
+    assert w.rows == 10
+
+
+def _desc_key(doc: str) -> tuple[int, ...]:
+    """Sort key for document id descending (byte order), as trec_eval breaks score ties."""
+    return (*tuple(-b for b in doc.encode()), 1)
+
+
+@pytest.mark.slow
+def test_real_bm25_collection_matches_trec_eval_through_the_trec_reader(tmp_path: Path) -> None:
+    """A real TREC-style collection: BM25 over the standard library's docstrings (bench/
+    realworld.py), 200 results per golden query with real score ties; graded judgments: the
+    query's own document 2, up to 5 other members of its module 1. Written as TREC run and qrels
+    files, read by the monitor, every metric compared with trec_eval per query."""
+    import pytrec_eval
+
+    from monitor.sources import JudgedSpec, OutcomeSpec
+    from tests.bench_modules import load_bench
+
+    realworld = load_bench("realworld")
+    system = realworld.build_system()
+    corpus = system.corpus
+    ids = corpus.ids
+    index = realworld.BM25Index(realworld.index_documents(corpus, "titles_only"))
+    queries = [corpus.documents[i].query for i in system.golden]
+    by_module: dict[str, list[int]] = {}
+    for i, doc in enumerate(corpus.documents):
+        by_module.setdefault(doc.module, []).append(i)
+    qrels: dict[str, dict[str, int]] = {}
+    run: dict[str, dict[str, float]] = {}
+    lines: list[str] = []
+    k = 0
+    for block in index.scores(queries):
+        for row in block:
+            own = int(system.golden[k])
+            qid = f"q{k}"
+            siblings = [j for j in by_module[corpus.documents[own].module] if j != own][:5]
+            qrels[qid] = {ids[own]: 2, **{ids[j]: 1 for j in siblings}}
+            top = np.flatnonzero(row > 0)
+            order = sorted(top.tolist(), key=lambda j: (-row[j], _desc_key(ids[j])))[:200]
+            run[qid] = {ids[j]: float(row[j]) for j in order}
+            lines += [
+                f"{qid} Q0 {ids[j]} {r} {float(row[j])!r} bm25" for r, j in enumerate(order, 1)
+            ]
+            k += 1
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text("\n".join(lines) + "\n")
+    (tmp_path / "qrels.txt").write_text(
+        "".join(f"{q} 0 {d} {g}\n" for q, docs in qrels.items() for d, g in docs.items())
+    )
+    metrics = ("ndcg@10", "ndcg", "ap", "rprec", "rr", "p@10", "r@100")
+    spec = OutcomeSpec(
+        path=str(tmp_path / "runs"),
+        judged=JudgedSpec(judgments=str(tmp_path / "qrels.txt"), report=metrics[1:]),
+    )
+    w = judged_outcomes(spec, Window(start=START, end=END))
+    run = {q: docs for q, docs in run.items() if docs}  # a query nothing matched has no rows
+    trec = pytrec_eval.RelevanceEvaluator(
+        qrels, {"ndcg_cut.10", "ndcg", "map", "Rprec", "recip_rank", "P.10", "recall.100"}
+    ).evaluate(run)
+    names = {
+        "ndcg@10": "ndcg_cut_10",
+        "ndcg": "ndcg",
+        "ap": "map",
+        "rprec": "Rprec",
+        "rr": "recip_rank",
+        "p@10": "P_10",
+        "r@100": "recall_100",
+    }
+    assert w.judged.lists == len(run) > 0.9 * system.golden.size
+    ours = {"ndcg@10": w.outcomes, **w.extras}
+    for metric, trec_name in names.items():
+        expected = np.array([trec[q][trec_name] for q in w.query_ids])
+        np.testing.assert_allclose(ours[metric], expected, rtol=0, atol=1e-12, err_msg=metric)
+    assert 0.0 < float(np.mean(w.outcomes)) < 1.0
+
+
+def test_the_worked_example_of_docs_outcomes() -> None:
+    """docs/outcomes.md: query A, judgments d1=3, d2=2, d3=0, d4=1; list d3, d1, x, d4."""
+    from monitor.stats import ranking_metrics
+
+    names = ["ndcg@3", "ndcg'@3", "ap", "rr", "p@3", "r@3", "rprec", "judged@3"]
+    r = ranking_metrics(
+        [0, 0, 0, 0],
+        [2, 0, 4, 3],
+        [0, 0, 0, 0],
+        [0, 1, 2, 3],
+        [3, 2, 0, 1],
+        n_queries=1,
+        metrics=names,
+        rank=[1, 2, 3, 4],
+    )
+    dcg = 3 / math.log2(3)
+    idcg = 3 + 2 / math.log2(3) + 1 / 2
+    expected = {
+        "ndcg@3": dcg / idcg,
+        "ndcg'@3": (dcg + 1 / 2) / idcg,
+        "ap": (1 / 2 + 2 / 4) / 3,
+        "rr": 1 / 2,
+        "p@3": 1 / 3,
+        "r@3": 1 / 3,
+        "rprec": 1 / 3,
+        "judged@3": 2 / 3,
+    }
+    for name, value in expected.items():
+        assert r.metrics[name][0] == pytest.approx(value, abs=1e-15), name
+    assert round(expected["ndcg@3"], 5) == 0.39749
+    assert round(expected["ndcg'@3"], 5) == 0.50249
