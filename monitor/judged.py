@@ -172,7 +172,7 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
 
 def _unique_judgments(jr: JudgedRuns) -> tuple[IntArray, IntArray, FloatArray]:
     """Judgments sorted by (query, document), one per pair; conflicting grades raise."""
-    n_docs = max(int(jr.doc_names.size), 1)
+    n_docs = max(jr.n_docs, 1)
     key = jr.judged_query * n_docs + jr.judged_doc
     order = np.lexsort((jr.grade, key))
     key, grade = key[order], jr.grade[order]
@@ -182,7 +182,7 @@ def _unique_judgments(jr: JudgedRuns) -> tuple[IntArray, IntArray, FloatArray]:
         if clash.any():
             i = int(np.flatnonzero(clash)[0])
             q = str(jr.query_names[key[i] // n_docs])
-            d = str(jr.doc_names[key[i] % n_docs])
+            d = jr.doc_name(int(key[i] % n_docs))
             raise SchemaError(
                 f"query {q!r}: document {d!r} is judged twice with different grades "
                 f"({grade[i]:g} and {grade[i + 1]:g})",
@@ -221,7 +221,7 @@ def _calibration(
     """Calibration over the scored rows that have a judgment (pooled over the window)."""
     if jr.row_score is None or jr.row_list.size == 0 or jq.size == 0:
         return None, 0
-    n_docs = max(int(jr.doc_names.size), 1)
+    n_docs = max(jr.n_docs, 1)
     jkey = jq * n_docs + jd
     rkey = jr.list_query[jr.row_list] * n_docs + jr.row_doc
     pos = np.minimum(np.searchsorted(jkey, rkey), jkey.size - 1)

@@ -100,13 +100,14 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
     newest = _newest_run(spec, source)
     runs = _read_runs(spec, judged, source, window)
     judgments = _load_judgments(judged)
-    q_names, (run_q, jq) = _vocabulary(runs.query, judgments.query)
-    d_names, (run_d, jd) = _vocabulary(runs.doc, judgments.doc)
+    q_vocab, (run_q, jq) = _vocabulary(runs.query, judgments.query)
+    q_names = np.asarray(q_vocab.to_numpy(zero_copy_only=False).astype(str), dtype=np.str_)
+    d_vocab, (run_d, jd) = _vocabulary(runs.doc, judgments.doc)
     seg_names: tuple[str, ...] = ()
     seg_codes: IntArray | None = None
     if spec.segment_column is not None and runs.segment is not None:
         names, (seg_codes,) = _vocabulary(runs.segment)
-        seg_names = tuple(str(n) for n in names)
+        seg_names = tuple(str(n) for n in names.to_pylist())
     width = max(q_names.size, 1)
     key = run_q if seg_codes is None else seg_codes * width + run_q
     order = np.lexsort((runs.ts, key))
@@ -136,7 +137,8 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
         row_rank=runs.rank,
         row_score=runs.score,
         query_names=q_names,
-        doc_names=d_names,
+        n_docs=len(d_vocab),
+        doc_name=lambda code: str(d_vocab[code].as_py()),
         segment_names=seg_names,
         judged_query=jq,
         judged_doc=jd,
@@ -610,19 +612,21 @@ def _concat(parts: list[pa.Array]) -> pa.Array:
     return pa.concat_arrays([_strings(p) for p in parts])
 
 
-def _vocabulary(*arrays: pa.Array) -> tuple[npt.NDArray[np.str_], list[IntArray]]:
-    """The sorted distinct values of ``arrays`` (UTF-8 byte order = code point order) and
-    each array's codes into it."""
+def _vocabulary(*arrays: pa.Array) -> tuple[pa.Array, list[IntArray]]:
+    """The sorted distinct values of ``arrays`` (UTF-8 byte order = code point order) and each
+    array's codes into it: one hash pass (``dictionary_encode``) and a sort of the distinct
+    values only."""
     parts = [_strings(a) for a in arrays]
-    allv = pa.chunked_array(parts, type=pa.string())
-    uniq = pc.unique(allv)
-    vocab = pc.take(uniq, pc.array_sort_indices(uniq))
-    codes = [
-        np.asarray(pc.index_in(a, value_set=vocab).to_numpy(zero_copy_only=False), np.int64)
-        for a in parts
-    ]
-    names = np.asarray(vocab.to_numpy(zero_copy_only=False).astype(str), dtype=np.str_)
-    return names, codes
+    encoded = pc.dictionary_encode(pa.concat_arrays(parts)) if parts else None
+    if encoded is None or len(encoded) == 0:
+        return pa.array([], pa.string()), [np.empty(0, dtype=np.int64) for _ in parts]
+    order = np.asarray(pc.array_sort_indices(encoded.dictionary).to_numpy(), dtype=np.int64)
+    rank = np.empty(order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size, dtype=np.int64)
+    codes = rank[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+    vocab = pc.take(encoded.dictionary, pa.array(order))
+    bounds = np.cumsum([0] + [len(p) for p in parts])
+    return vocab, [codes[bounds[i] : bounds[i + 1]] for i in range(len(parts))]
 
 
 __all__ = ["judgments_version", "read_judged_runs", "read_run_times"]

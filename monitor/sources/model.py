@@ -4,7 +4,7 @@ No pyarrow here: these are the types the rest of ``monitor`` passes around."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeAlias
@@ -389,8 +389,10 @@ class JudgedRuns:
     ``list_query`` / ``list_segment`` / ``list_timestamp`` describe the lists (sorted by
     segment, query, timestamp). Documents are coded in one vocabulary shared by runs and
     judgments whose code order is the document ids' string order (the tie rule needs it);
-    ``query_names`` is the sorted vocabulary of query ids of both. ``row_rank`` / ``row_score``
-    are None when no file had that column (NaN where a row's value is null).
+    ``query_names`` is the sorted vocabulary of query ids of both; ``doc_name(code)`` a
+    document's id (the vocabulary of ``n_docs`` stays in Arrow: only error messages need
+    names). ``row_rank`` / ``row_score`` are None when no file had that column (NaN where a
+    row's value is null).
     """
 
     window: Window
@@ -402,7 +404,8 @@ class JudgedRuns:
     row_rank: FloatArray | None
     row_score: FloatArray | None
     query_names: npt.NDArray[np.str_]
-    doc_names: npt.NDArray[np.str_]
+    n_docs: int
+    doc_name: Callable[[int], str]
     segment_names: tuple[str, ...]
     judged_query: IntArray
     judged_doc: IntArray
