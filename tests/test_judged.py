@@ -337,3 +337,19 @@ def test_the_worked_example_of_docs_outcomes() -> None:
         assert r.metrics[name][0] == pytest.approx(value, abs=1e-15), name
     assert round(expected["ndcg@3"], 5) == 0.39749
     assert round(expected["ndcg'@3"], 5) == 0.50249
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "trec"])
+def test_validate_sources_opens_runs_and_judgments(
+    tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from monitor.cli import main
+
+    config = _world(tmp_path, RunsWorld(n_queries=5), fmt=fmt)
+    assert main(["validate", "--config", str(config), "--sources"]) == 0
+    for qrels in (tmp_path / "qrels" / "version=v1").iterdir():
+        qrels.write_text("q1 0 only-three\n")  # a broken judgment file, in either format
+    assert main(["validate", "--config", str(config), "--sources"]) == 3
+    err = capsys.readouterr().err
+    assert "monitors[0].outcomes" in err
+    assert "line 1 has 3 fields" in err
