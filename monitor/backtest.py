@@ -44,7 +44,6 @@ from monitor.jobs import (
     Runner,
     StateStore,
     check_windows,
-    outcome_time_spec,
 )
 from monitor.sources import OutcomeSpec, OutcomeWindow, ScoreSpec, ScoreWindow, Window
 from monitor.stats import BaselinePositions, DriftBaseline, baseline_positions
@@ -341,12 +340,8 @@ class CachedReader:
         return BaselinePositions.concatenate(baseline, pieces)
 
     def outcome_times(self, spec: OutcomeSpec, window: Window) -> np.ndarray:
-        """Precomputed outcomes: their timestamps through the span cache (one read per span);
-        judged runs: read each time from the fallback."""
-        if spec.judged is not None:
-            return self.fallback.outcome_times(spec, window)
-        times = self.scores(outcome_time_spec(spec), window, with_timestamps=True).timestamps
-        return np.empty(0, dtype=np.int64) if times is None else times
+        """The outcome timestamps, read by ``fallback`` (the timestamp column only)."""
+        return self.fallback.outcome_times(spec, window)
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
         key = (spec, window)

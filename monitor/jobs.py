@@ -66,7 +66,6 @@ __all__ = [
     "StateLoad",
     "StateStore",
     "check_windows",
-    "outcome_time_spec",
     "state_fingerprint",
     "state_is_finite",
     "utc_now",
@@ -116,19 +115,6 @@ class DataReader(Protocol):
         ...
 
 
-def outcome_time_spec(spec: OutcomeSpec) -> ScoreSpec:
-    """The precomputed outcome log read for its timestamps only: its outcome column as the
-    "score" with every invalid value allowed (a timestamp is what the run split needs)."""
-    return ScoreSpec(
-        path=spec.path,
-        timestamp_column=spec.timestamp_column,
-        score_column=spec.outcome_column,
-        timestamp_unit=spec.timestamp_unit,
-        max_invalid_share=1.0,
-        prune_partitions=spec.prune_partitions,
-    )
-
-
 class ParquetReader:
     """Reads every window from parquet through ``monitor.sources``."""
 
@@ -141,10 +127,7 @@ class ParquetReader:
         return read_outcomes(spec, window)
 
     def outcome_times(self, spec: OutcomeSpec, window: Window) -> np.ndarray:
-        if spec.judged is not None:
-            return read_run_times(spec, window)
-        times = self.scores(outcome_time_spec(spec), window, with_timestamps=True).timestamps
-        return np.empty(0, dtype=np.int64) if times is None else times
+        return read_run_times(spec, window)
 
     def positions(
         self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline

@@ -155,11 +155,11 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
 
 
 def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
-    """Timestamps (ns, sorted) of the run rows in ``window``: what the runner splits into
-    evaluation runs. TREC files give one timestamp per file."""
-    _judged(spec)
+    """Timestamps (ns, sorted) of the outcome rows in ``window``: what the runner splits into
+    evaluation runs. Only the timestamp column is read (a row counts whatever its values);
+    judged runs in TREC files give one timestamp per file."""
     source = _resolve(spec.path, spec.prune_partitions)
-    if _is_trec(source, window):
+    if spec.judged is not None and _is_trec(source, window):
         stamps = [t for f, t in _trec_files(source, window)]
         return np.sort(np.asarray(stamps, dtype=np.int64))
     out: list[IntArray] = []
