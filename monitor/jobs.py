@@ -40,6 +40,8 @@ from monitor.sources import (
     read_run_times,
     read_scores,
 )
+from monitor.sources.model import _from_ns
+from monitor.sources.model import _to_ns as _ns
 from monitor.stats import BaselinePositions, DriftBaseline, build_baseline
 from monitor.verdict import (
     CheckData,
@@ -628,17 +630,6 @@ class _Runs:
     new: Window | None
     end: datetime | None
     newest: datetime | None
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _ns(t: datetime) -> int:
-    return (t - _EPOCH) // timedelta(microseconds=1) * 1000
-
-
-def _from_ns(ns: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=ns // 1000)
 
 
 def _newest(*arrays: np.ndarray | None) -> datetime | None:
