@@ -48,6 +48,7 @@ class RunsWorld:
     rejudge_at: timedelta | None = None
     rejudged_share: float = 0.3
     scores_per_hour: int = 300
+    segments: tuple[str, ...] = ()  # query q in segments[q % len]; scores spread evenly
 
 
 def _run_times(world: RunsWorld, start: datetime, end: datetime) -> list[datetime]:
@@ -150,10 +151,16 @@ def write_runs_world(
                     "doc_id": did.ravel(),
                     "rank": rank.ravel().astype(np.int64),
                     "score": prob.ravel(),
+                    **_segment_column(world, np.repeat(np.arange(world.n_queries), world.results)),
                 },
             )
     _write_scores(root, world, start, end, g)
     judgments_dir = "qrels"
+    segments = (
+        'scores.segment_column = "segment"\noutcomes.segment_column = "segment"\n'
+        if world.segments
+        else ""
+    )
     config = root / "monitor.toml"
     config.write_text(
         f"""[server]
@@ -168,7 +175,7 @@ scores.path = "scores"
 outcomes.kind = "judged_runs"
 outcomes.runs = "runs"
 outcomes.judgments = "{judgments_dir}"
-{extra_outcomes_toml}{extra_monitor_toml}"""
+{segments}{extra_outcomes_toml}{extra_monitor_toml}"""
     )
     return config
 
@@ -188,8 +195,20 @@ def _write_scores(
             ts < np.datetime64(end.astimezone(UTC).replace(tzinfo=None), "us")
         )
         values = g.lognormal(1.0, 0.5, size=n)
+        kept = int(keep.sum())
         write_parquet(
             root / "scores" / f"date={day.date().isoformat()}" / "part-0.parquet",
-            {"timestamp": np.sort(ts[keep]), "score": values[keep]},
+            {
+                "timestamp": np.sort(ts[keep]),
+                "score": values[keep],
+                **_segment_column(world, np.arange(kept)),
+            },
         )
         day += timedelta(days=1)
+
+
+def _segment_column(world: RunsWorld, index: np.ndarray) -> dict[str, np.ndarray]:
+    if not world.segments:
+        return {}
+    names = np.asarray(world.segments)
+    return {"segment": names[index % names.size]}

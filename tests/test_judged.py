@@ -353,3 +353,21 @@ def test_validate_sources_opens_runs_and_judgments(
     err = capsys.readouterr().err
     assert "monitors[0].outcomes" in err
     assert "line 1 has 3 fields" in err
+
+
+def test_segments_decay_alone_and_backtest_agrees(tmp_path: Path) -> None:
+    """A segmented judged golden set (60 queries a segment) decays in both segments; the
+    backtest replays the same state through its cached reader."""
+    from monitor.backtest import backtest
+
+    world = RunsWorld(n_queries=120, segments=("en", "de"), decay_start=timedelta(days=10, hours=1))
+    config_path = _world(tmp_path, world)
+    d = _run(config_path)
+    assert d["state"] == "model_decay", d["reasons"]
+    assert {s["segment"] for s in d["segments"]} == {"en", "de"}
+    for seg in d["segments"]:
+        assert seg["outcome"]["metric"] == "ndcg@10"
+        assert seg["outcome"]["n_pairs"] == 60
+    config = load_config(config_path)
+    (result,) = backtest(config, AT - timedelta(days=2), AT)
+    assert result.checks[-1].state == "model_decay"
