@@ -2,7 +2,8 @@
 
 Modules: ``drift`` (PSI, KS, point-mass rate), ``paired`` (decay tests on per-query outcomes),
 ``multiple`` (adjusted p-values), ``sequential`` (CUSUM alarm design), ``ranking`` (per-query IR
-metrics from coded runs and judgments), ``calibration`` (ECE, MCE, Brier, AUC of scores).
+metrics from coded runs and judgments), ``calibration`` (ECE, MCE, Brier, AUC of scores),
+``summary`` (mergeable score summaries on a frozen grid: PSI bit-equal, a KS bracket).
 Conventions and formulas are in ``docs/statistics.md``.
 """
 
@@ -46,6 +47,15 @@ from monitor.stats.sequential import (
     shewhart_threshold_shared,
     z_from_pvalue,
 )
+from monitor.stats.summary import (
+    Grid,
+    KSBracket,
+    ScoreSummary,
+    ks_bracket,
+    psi_from_summaries,
+    summarize,
+    summary_grid,
+)
 
 __all__ = [
     "BaselinePositions",
@@ -54,6 +64,8 @@ __all__ = [
     "ConfidenceInterval",
     "DriftBaseline",
     "DriftResult",
+    "Grid",
+    "KSBracket",
     "KSResult",
     "MetricSpec",
     "PSIResult",
@@ -61,6 +73,7 @@ __all__ = [
     "PermutationResult",
     "ProportionResult",
     "RankingMetrics",
+    "ScoreSummary",
     "TTestResult",
     "adjust_pvalues",
     "arl_for_budget",
@@ -74,6 +87,7 @@ __all__ = [
     "cusum_threshold_shared",
     "drift_tests",
     "ks_2samp",
+    "ks_bracket",
     "minimum_detectable_effect",
     "paired_test",
     "parse_metric",
@@ -81,10 +95,13 @@ __all__ = [
     "proportion_test_counts",
     "psi",
     "psi_from_counts",
+    "psi_from_summaries",
     "psi_test_counts",
     "ranking_metrics",
     "required_sample_size",
     "shewhart_threshold_shared",
     "sign_flip_test",
+    "summarize",
+    "summary_grid",
     "z_from_pvalue",
 ]

@@ -48,6 +48,14 @@ EXPECTED = {
     "shewhart_threshold_shared",
     "sign_flip_test",
     "z_from_pvalue",
+    # the summary layer (issue 13)
+    "Grid",
+    "KSBracket",
+    "ScoreSummary",
+    "ks_bracket",
+    "psi_from_summaries",
+    "summarize",
+    "summary_grid",
 }
 
 

@@ -1,0 +1,299 @@
+"""Mergeable score summaries on a frozen grid: PSI bit-equal to ``psi``, a bracket around KS D.
+
+A :class:`Grid` is a sorted set of finite points g_1 < ... < g_G (the PSI bin edges, the
+reference's minimum and maximum, and reference quantiles). It has 2G + 1 *cells*: each point
+itself (values equal to it) and each open gap (-inf, g_1), (g_1, g_2), ..., (g_G, +inf). A
+:class:`ScoreSummary` holds the cell counts of a set of scores plus their row, invalid and zero
+counts and newest timestamp; ``a + b`` merges two summaries of the same grid exactly
+(associative and commutative), so a window's summary is the sum of its partitions' (hours,
+files, Spark or Dask partitions).
+
+From two summaries:
+
+* :func:`psi_from_summaries`: counts on the PSI bins are sums of whole cells (the edges are grid
+  points, bins are right-closed), so PSI, its tolerance-null p-value and noise floor are those
+  of :func:`monitor.stats.psi` on the same edges, bit for bit.
+* :func:`ks_bracket`: D_lo <= D <= D_hi. The ECDFs are known exactly at every grid point and
+  just left of it (F(g-)); inside an open gap (a, b) they can move by at most the gap's mass, so
+  D_hi = max(D_lo, max over gaps holding both samples of max(F_x(b-) - F_y(a), F_y(b-) - F_x(a))).
+  D_hi - D_lo <= the largest open-cell mass. When no gap holds mass of both samples (a grid of
+  every distinct value of one sample), D_lo = D_hi = today's exact D. The p-value range follows
+  from the KS distribution (p is decreasing in D). No quantile sketch is used: KLL or t-digest
+  ranks fed into the exact-sample formula reject a true null at large n.
+* :func:`summary_grid`: how many reference quantiles a grid needs so that the bracket moves the
+  test statistic sqrt(N_eff) D by at most ``max_effect`` (0.1): open cells of reference mass
+  <= max_effect / sqrt(N_eff).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from monitor.errors import StatsInputError
+from monitor.stats import _validation as v
+from monitor.stats.drift import _KS_EXACT_MAX_N, PSIResult, _ks_asymp_sf, _ks_exact_sf, _result
+
+__all__ = [
+    "Grid",
+    "KSBracket",
+    "ScoreSummary",
+    "ks_bracket",
+    "psi_from_summaries",
+    "summarize",
+    "summary_grid",
+]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Grid:
+    """Sorted unique finite grid points; cell 2i + 1 is point i, cell 2i the gap below it."""
+
+    points: NDArray[np.float64]
+
+    def __post_init__(self) -> None:
+        pts = np.asarray(self.points, dtype=np.float64)
+        if pts.ndim != 1 or pts.size == 0 or not np.all(np.isfinite(pts)):
+            raise StatsInputError(
+                f"`points` must be a non-empty 1-D array of finite numbers; got {pts!r}."
+            )
+        if pts.size > 1 and not bool(np.all(pts[1:] > pts[:-1])):
+            raise StatsInputError("`points` must be strictly increasing.")
+        pts = pts.copy()
+        pts.flags.writeable = False
+        object.__setattr__(self, "points", pts)
+
+    @property
+    def n_cells(self) -> int:
+        """2G + 1."""
+        return 2 * int(self.points.size) + 1
+
+    def cells(self, values: NDArray[np.float64]) -> NDArray[np.intp]:
+        """The cell of each value: 2i + 1 if it equals point i, else 2i for the gap below it."""
+        i = np.searchsorted(self.points, values, side="left")
+        on = (i < self.points.size) & (self.points[np.minimum(i, self.points.size - 1)] == values)
+        cells: NDArray[np.intp] = 2 * i + on
+        return cells
+
+    def same(self, other: Grid) -> bool:
+        """Whether ``other`` has the same points (summaries merge only on one grid)."""
+        return self is other or bool(np.array_equal(self.points, other.points))
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ScoreSummary:
+    """Cell counts of finite scores on ``grid``, with ``rows`` seen, ``invalid`` ones dropped
+    (null, NaN, inf: not in the cells), ``zeros`` (scores exactly 0) and the newest timestamp
+    (int ns, None when unknown). ``a + b`` merges."""
+
+    grid: Grid
+    counts: NDArray[np.int64]
+    rows: int
+    invalid: int
+    zeros: int
+    newest_ns: int | None = None
+
+    @property
+    def n(self) -> int:
+        """Finite scores summarised."""
+        return int(self.counts.sum())
+
+    @property
+    def out_of_range(self) -> int:
+        """Scores below the first grid point or above the last (the reference's range when the
+        grid spans it, as ``summary_grid`` makes it)."""
+        return int(self.counts[0] + self.counts[-1])
+
+    def __add__(self, other: ScoreSummary) -> ScoreSummary:
+        if not isinstance(other, ScoreSummary):
+            return NotImplemented
+        if not self.grid.same(other.grid):
+            raise StatsInputError("summaries on different grids cannot be merged.")
+        newest = [t for t in (self.newest_ns, other.newest_ns) if t is not None]
+        counts = self.counts + other.counts
+        counts.flags.writeable = False
+        return ScoreSummary(
+            grid=self.grid,
+            counts=counts,
+            rows=self.rows + other.rows,
+            invalid=self.invalid + other.invalid,
+            zeros=self.zeros + other.zeros,
+            newest_ns=max(newest) if newest else None,
+        )
+
+
+def summarize(
+    values: ArrayLike,
+    grid: Grid,
+    *,
+    invalid: int = 0,
+    newest_ns: int | None = None,
+) -> ScoreSummary:
+    """The summary of finite ``values`` on ``grid`` (``invalid`` rows dropped upstream are
+    counted in ``rows`` and ``invalid``)."""
+    if not isinstance(grid, Grid):
+        raise StatsInputError(f"`grid` must be a Grid; got {type(grid).__name__}.")
+    x = np.asarray(values, dtype=np.float64)
+    if x.ndim != 1 or not np.all(np.isfinite(x)):
+        raise StatsInputError("`values` must be a 1-D array of finite numbers.")
+    invalid = v.integer(invalid, "invalid", minimum=0)
+    counts = np.bincount(grid.cells(x), minlength=grid.n_cells).astype(np.int64)
+    counts.flags.writeable = False
+    return ScoreSummary(
+        grid=grid,
+        counts=counts,
+        rows=int(x.size) + invalid,
+        invalid=invalid,
+        zeros=int(np.count_nonzero(x == 0.0)),
+        newest_ns=None if newest_ns is None else int(newest_ns),
+    )
+
+
+def summary_grid(
+    sorted_reference: ArrayLike,
+    edges: ArrayLike,
+    *,
+    n_current: int,
+    max_effect: float = 0.1,
+) -> Grid:
+    """A grid for a reference sample (sorted) and its PSI ``edges``.
+
+    Points: the edges, the reference's minimum and maximum, and the reference quantiles at
+    k/Q (lower, type 1: actual sample values), Q = ceil(sqrt(N_eff) / max_effect) with
+    N_eff = n m / (n + m), so no open cell holds more than 1/Q of the reference.
+    """
+    ref = np.asarray(sorted_reference, dtype=np.float64)
+    if ref.ndim != 1 or ref.size == 0 or not np.all(np.isfinite(ref)):
+        raise StatsInputError("`sorted_reference` must be a non-empty 1-D array of finite numbers.")
+    if ref.size > 1 and not bool(np.all(ref[1:] >= ref[:-1])):
+        raise StatsInputError("`sorted_reference` must be sorted ascending.")
+    n_current = v.integer(n_current, "n_current", minimum=1)
+    max_effect = v.real(max_effect, "max_effect", low=0.0)
+    if max_effect <= 0:
+        raise StatsInputError(f"`max_effect` must be > 0; got {max_effect!r}.")
+    n_eff = ref.size * n_current / (ref.size + n_current)
+    q = max(1, math.ceil(math.sqrt(n_eff) / max_effect))
+    idx = np.unique(np.minimum((np.arange(1, q) * ref.size) // q, ref.size - 1))
+    points = np.unique(np.concatenate([np.asarray(edges, np.float64), ref[idx], ref[[0, -1]]]))
+    return Grid(points)
+
+
+def psi_from_summaries(
+    reference: ScoreSummary,
+    current: ScoreSummary,
+    edges: ArrayLike,
+    *,
+    tolerance: float = 0.0,
+    smoothing: float = 0.5,
+) -> PSIResult:
+    """PSI of two summaries on right-closed bins with inner ``edges`` (each a grid point): the
+    same numbers as ``psi(build_baseline(reference), current)`` with those edges, bit for bit
+    (``out_of_range_rate`` counts the current scores outside the grid's span)."""
+    _same_grid(reference, current)
+    e = np.asarray(edges, dtype=np.float64)
+    pts = reference.grid.points
+    at = np.searchsorted(pts, e)
+    if e.size and (
+        np.any(at >= pts.size) or not np.array_equal(pts[np.minimum(at, pts.size - 1)], e)
+    ):
+        raise StatsInputError("every PSI edge must be a grid point.")
+    tolerance = v.real(tolerance, "tolerance", low=0.0)
+    smoothing = v.real(smoothing, "smoothing", low=0.0)
+    # bin b ends with edge b's point cell (2 at + 1); sum cells between consecutive ends
+    ends = np.concatenate([2 * at + 2, [reference.grid.n_cells]])
+
+    def bins(s: ScoreSummary) -> NDArray[np.int64]:
+        c = np.concatenate([[0], np.cumsum(s.counts)])
+        out: NDArray[np.int64] = np.diff(np.concatenate([[0], c[ends]])).astype(np.int64)
+        return out
+
+    ref, cur = bins(reference), bins(current)
+    ref.flags.writeable = False
+    return _result(
+        ref.astype(np.float64),
+        cur.astype(np.float64),
+        ref,
+        cur,
+        reference.n,
+        current.out_of_range,
+        tolerance,
+        smoothing,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class KSBracket:
+    """D_lo <= D <= D_hi and the p-values they give (``pvalue_high`` = p(D_lo)); ``exact`` when
+    the bracket has collapsed; ``method`` 'exact' or 'asymp' as ``ks_2samp``."""
+
+    statistic_low: float
+    statistic_high: float
+    pvalue_low: float
+    pvalue_high: float
+    max_open_mass: float
+    method: str
+
+    @property
+    def exact(self) -> bool:
+        """Whether D_lo == D_hi (the grid resolves D)."""
+        return self.statistic_low == self.statistic_high
+
+    @property
+    def width(self) -> float:
+        """D_hi - D_lo (at most ``max_open_mass``); times sqrt(N_eff) it is how far the bracket
+        can move the test statistic."""
+        return self.statistic_high - self.statistic_low
+
+
+def ks_bracket(x: ScoreSummary, y: ScoreSummary, *, method: str = "auto") -> KSBracket:
+    """Two-sided KS bracket of summaries ``x`` and ``y`` (see the module docstring)."""
+    _same_grid(x, y)
+    method = v.choice(method, "method", ("auto", "exact", "asymp"))
+    n, m = x.n, y.n
+    if n == 0 or m == 0:
+        raise StatsInputError("both summaries must hold at least one score.")
+    cx, cy = np.cumsum(x.counts), np.cumsum(y.counts)  # counts <= end of each cell
+    # integer |i m - j n| at every cell end: point ends are F(g), gap ends are F(g-)
+    k_all = np.abs(cx * m - cy * n)
+    k_lo = int(k_all.max())
+    gaps = np.arange(0, x.grid.n_cells, 2)
+    both = (x.counts[gaps] > 0) & (y.counts[gaps] > 0)
+    k_hi = k_lo
+    if both.any():
+        g = gaps[both]
+        before_x = np.where(g > 0, cx[np.maximum(g - 1, 0)], 0)
+        before_y = np.where(g > 0, cy[np.maximum(g - 1, 0)], 0)
+        up = np.maximum(cx[g] * m - before_y * n, cy[g] * n - before_x * m)
+        k_hi = max(k_lo, int(up.max()))
+    open_mass = max(
+        float((x.counts[gaps] / n).max()),
+        float((y.counts[gaps] / m).max()),
+    )
+    if method == "auto":
+        method = "exact" if max(n, m) <= _KS_EXACT_MAX_N else "asymp"
+
+    def p(k: int) -> float:
+        if method == "exact":
+            value = _ks_exact_sf(k, n, m, "two-sided")
+        else:
+            value = _ks_asymp_sf(k / (n * m), n, m, "two-sided")
+        return min(max(value, 0.0), 1.0)
+
+    return KSBracket(
+        statistic_low=k_lo / (n * m),
+        statistic_high=k_hi / (n * m),
+        pvalue_low=p(k_hi),
+        pvalue_high=p(k_lo),
+        max_open_mass=open_mass,
+        method=method,
+    )
+
+
+def _same_grid(a: ScoreSummary, b: ScoreSummary) -> None:
+    if not isinstance(a, ScoreSummary) or not isinstance(b, ScoreSummary):
+        raise StatsInputError("both arguments must be ScoreSummary objects.")
+    if not a.grid.same(b.grid):
+        raise StatsInputError("the summaries must share one grid.")

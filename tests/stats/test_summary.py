@@ -1,0 +1,128 @@
+"""Mergeable summaries (issue 13's summary layer): exact merges, PSI bit-equal to ``psi``, and a
+KS bracket that holds scipy's D and collapses to it on a fine enough grid."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from scipy import stats
+
+from monitor.errors import StatsInputError
+from monitor.stats import (
+    Grid,
+    build_baseline,
+    ks_2samp,
+    ks_bracket,
+    psi,
+    psi_from_summaries,
+    summarize,
+    summary_grid,
+)
+
+# scores with ties and a point mass at 0, as top-1 retrieval scores have
+values = st.lists(
+    st.one_of(st.just(0.0), st.floats(0, 20, allow_nan=False).map(lambda x: round(x, 1))),
+    min_size=5,
+    max_size=300,
+)
+
+
+def _grid(ref: np.ndarray, cur_n: int, max_effect: float = 0.1):  # type: ignore[no-untyped-def]
+    b = build_baseline(ref)
+    return b, summary_grid(b.sorted_reference, b.edges, n_current=cur_n, max_effect=max_effect)
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(values, values, values)
+def test_merge_is_exact_associative_and_commutative(
+    a: list[float], b: list[float], c: list[float]
+) -> None:
+    grid = Grid(np.unique(np.asarray(a)))
+    sa, sb, sc = (summarize(x, grid, newest_ns=i) for i, x in enumerate((a, b, c)))
+    whole = summarize(a + b + c, grid)
+    for merged in ((sa + sb) + sc, sa + (sb + sc), sc + sb + sa):
+        np.testing.assert_array_equal(merged.counts, whole.counts)
+        assert merged.rows == whole.rows
+        assert merged.zeros == whole.zeros
+        assert merged.newest_ns == 2
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(values, values)
+def test_psi_is_bit_equal_to_psi_on_the_same_edges(ref: list[float], cur: list[float]) -> None:
+    r, c = np.asarray(ref), np.asarray(cur)
+    baseline, grid = _grid(r, c.size)
+    want = psi(baseline, c, tolerance=0.02)
+    got = psi_from_summaries(summarize(r, grid), summarize(c, grid), baseline.edges, tolerance=0.02)
+    for field in ("statistic", "pvalue", "noise_floor", "debiased", "n_eff", "out_of_range_rate"):
+        assert getattr(got, field) == getattr(want, field), field
+    np.testing.assert_array_equal(got.current_counts, want.current_counts)
+    np.testing.assert_array_equal(got.reference_counts, want.reference_counts)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(values, values, st.sampled_from([0.05, 0.5, 5.0]))
+def test_ks_bracket_holds_the_exact_d(ref: list[float], cur: list[float], effect: float) -> None:
+    r, c = np.asarray(ref), np.asarray(cur)
+    _, grid = _grid(r, c.size, effect)
+    br = ks_bracket(summarize(r, grid), summarize(c, grid))
+    d = ks_2samp(r, c).statistic
+    assert br.statistic_low - 1e-15 <= d <= br.statistic_high + 1e-15
+    assert br.width <= br.max_open_mass + 1e-12
+    assert br.pvalue_low <= br.pvalue_high
+
+
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(values, values)
+def test_a_grid_of_every_reference_value_collapses_to_todays_ks(
+    ref: list[float], cur: list[float]
+) -> None:
+    r, c = np.asarray(ref), np.asarray(cur)
+    grid = Grid(np.unique(r))
+    br = ks_bracket(summarize(r, grid), summarize(c, grid))
+    want = ks_2samp(r, c)
+    assert br.exact
+    assert br.statistic_low == pytest.approx(want.statistic, abs=1e-15)
+    assert br.pvalue_high == pytest.approx(want.pvalue, rel=1e-12, abs=1e-15)
+    sp = stats.ks_2samp(r, c, method="asymp")  # D does not depend on the method
+    assert br.statistic_low == pytest.approx(sp.statistic, abs=1e-15)
+
+
+def test_grid_size_follows_the_windows_and_bounds_the_bracket() -> None:
+    """sqrt(N_eff) (D_hi - D_lo) <= max_effect when both samples come from one distribution."""
+    g = np.random.default_rng(5)
+    ref = np.where(g.random(200_000) < 0.2, 0.0, g.lognormal(1.0, 0.6, 200_000))
+    cur = np.where(g.random(100_000) < 0.2, 0.0, g.lognormal(1.0, 0.6, 100_000))
+    _, grid = _grid(ref, cur.size)
+    n_eff = ref.size * cur.size / (ref.size + cur.size)
+    q = math.ceil(math.sqrt(n_eff) / 0.1)
+    ref_summary = summarize(ref, grid)
+    open_cells = ref_summary.counts[0::2]  # the gaps; the zero mass sits on a point cell
+    assert open_cells.max() / ref.size <= 1 / q + 1 / ref.size
+    br = ks_bracket(ref_summary, summarize(cur, grid))
+    d = ks_2samp(ref, cur).statistic
+    assert br.statistic_low <= d <= br.statistic_high
+    assert math.sqrt(n_eff) * br.width <= 0.1 * 1.5  # the current's cells are near 1/Q too
+    assert br.method == "asymp"
+
+
+def test_summary_iv() -> None:
+    grid = Grid(np.array([0.0, 1.0]))
+    with pytest.raises(StatsInputError, match="strictly increasing"):
+        Grid(np.array([1.0, 0.0]))
+    with pytest.raises(StatsInputError, match="finite"):
+        Grid(np.array([0.0, np.inf]))
+    with pytest.raises(StatsInputError, match="finite numbers"):
+        summarize([0.0, np.nan], grid)
+    with pytest.raises(StatsInputError, match="different grids"):
+        _ = summarize([0.0], grid) + summarize([0.0], Grid(np.array([0.0])))
+    with pytest.raises(StatsInputError, match="every PSI edge must be a grid point"):
+        psi_from_summaries(summarize([0.0], grid), summarize([1.0], grid), [0.5])
+    with pytest.raises(StatsInputError, match="at least one score"):
+        ks_bracket(summarize([], grid), summarize([1.0], grid))
+    with pytest.raises(StatsInputError, match="max_effect"):
+        summary_grid(np.array([0.0, 1.0]), [0.5], n_current=3, max_effect=0.0)
