@@ -45,6 +45,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from scipy import stats
+
 from monitor.backtest import backtest
 from monitor.config import DecayConfig, load_config
 from monitor.simulate import (
@@ -345,14 +347,12 @@ def _task(item: tuple[str, int]) -> MonthResult:
         return run_month(WORLDS[name], month, Path(tmp))
 
 
-def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson score interval for k successes in n trials."""
+def wilson_interval(k: int, n: int) -> tuple[float, float]:
+    """Wilson score 95 % interval for k successes in n trials (scipy's; (0, 1) when n = 0)."""
     if n == 0:
         return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def summarize(results: Sequence[MonthResult]) -> dict[str, dict[str, Any]]:

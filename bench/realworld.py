@@ -66,7 +66,6 @@ import importlib
 import inspect
 import itertools
 import json
-import math
 import platform
 import re
 import sys
@@ -82,6 +81,7 @@ from typing import Any, Literal
 import numpy as np
 import numpy.typing as npt
 import scipy.sparse as sp
+from scipy import stats
 
 __all__ = [
     "MODULES",
@@ -99,7 +99,6 @@ __all__ = [
     "run_month",
     "summarize",
     "tokenize",
-    "wilson_interval",
     "write_month",
 ]
 
@@ -771,14 +770,10 @@ def _fmt(x: float | None, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def wilson_interval(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
-    """Wilson score interval for ``k`` successes in ``n`` trials (95 % by default)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
-    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return max(0.0, centre - half), min(1.0, centre + half)
+def _wilson(k: int, n: int) -> tuple[float, float]:
+    """Wilson score 95 % interval (scipy's), as bench/detection.py reports it."""
+    ci = stats.binomtest(k, n).proportion_ci(confidence_level=0.95, method="wilson")
+    return float(ci.low), float(ci.high)
 
 
 def summarize(results: Sequence[MonthResult]) -> dict[str, dict[str, Any]]:
@@ -793,7 +788,7 @@ def summarize(results: Sequence[MonthResult]) -> dict[str, dict[str, Any]]:
         entry: dict[str, Any] = {
             "months": n,
             "p_any_false_alarm": false_any / n,
-            "p_any_false_alarm_ci": wilson_interval(false_any, n),
+            "p_any_false_alarm_ci": _wilson(false_any, n),
             "false_drift_alarms": sum(r.false_drift_alarms for r in rows),
             "false_decay_alarms": sum(r.false_decay_alarms for r in rows),
             "ndcg_drop": sum(r.ndcg_drop for r in rows) / n,
