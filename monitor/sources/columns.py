@@ -50,6 +50,16 @@ def _check_label(dtype: pa.DataType, f: _File, column: str, role: str, key: str)
         )
 
 
+def _require_numeric(footer: _Footer, f: _File, column: str, role: str, key: str) -> None:
+    """The ``column`` of ``f`` exists and is numeric (``SchemaError`` naming file and column)."""
+    _check_numeric(_column_type(footer, f, column, role, key), f, column, role, key)
+
+
+def _require_label(footer: _Footer, f: _File, column: str, role: str, key: str) -> None:
+    """The ``column`` of ``f`` exists and holds labels (strings, integers, booleans)."""
+    _check_label(_column_type(footer, f, column, role, key), f, column, role, key)
+
+
 def _floats(chunked: pa.ChunkedArray) -> tuple[FloatArray, npt.NDArray[np.bool_] | None]:
     """Values as float64 and the validity mask (None when there is no null)."""
     arr = chunked.combine_chunks()
@@ -109,8 +119,7 @@ def _segment_source(footer: _Footer, f: _File, column: str | None) -> str | None
         return None
     if footer.schema.get_field_index(column) < 0 and column in dict(f.partitions):
         return None
-    dtype = _column_type(footer, f, column, "segment", "segment_column")
-    _check_label(dtype, f, column, "segment", "segment_column")
+    _require_label(footer, f, column, "segment", "segment_column")
     return column
 
 

@@ -29,14 +29,14 @@ import pyarrow.compute as pc
 
 from monitor.errors import SchemaError, SourceNotFoundError
 from monitor.sources.columns import (
-    _check_label,
-    _check_numeric,
     _floats,
     _in_window,
     _raise_bad_values,
     _read_group,
+    _require_label,
+    _require_numeric,
 )
-from monitor.sources.footers import _FOOTERS, _column_type, _opened, _ts_to_ns
+from monitor.sources.footers import _FOOTERS, _Footer, _opened, _ts_to_ns
 from monitor.sources.model import (
     FloatArray,
     IntArray,
@@ -271,37 +271,10 @@ def _read_parquet_runs(
     per_file: dict[str, int] = {}
     for plan in plans:
         f, footer = plan.file, plan.footer
-        _check_label(
-            _column_type(footer, f, spec.query_column, "query id", "query_column"),
-            f,
-            spec.query_column,
-            "query id",
-            "query_column",
-        )
-        _check_label(
-            _column_type(footer, f, judged.doc_column, "document id", "doc_column"),
-            f,
-            judged.doc_column,
-            "document id",
-            "doc_column",
-        )
+        _require_label(footer, f, spec.query_column, "query id", "query_column")
+        _require_label(footer, f, judged.doc_column, "document id", "doc_column")
+        rank_here, score_here = _check_ordering(footer, f, judged)
         names = set(footer.schema.names)
-        rank_here = judged.rank_column in names
-        score_here = judged.score_column in names
-        if not (rank_here or score_here):
-            raise SchemaError(
-                f"has neither a rank column ({judged.rank_column!r}) nor a score column "
-                f"({judged.score_column!r}); columns found: "
-                + ", ".join(repr(n) for n in footer.schema.names),
-                path=f.path,
-                hint="set `rank_column` or `score_column` to the column that orders the results",
-            )
-        for here, col, key in (
-            (rank_here, judged.rank_column, "rank_column"),
-            (score_here, judged.score_column, "score_column"),
-        ):
-            if here:
-                _check_numeric(footer.schema.field(col).type, f, col, key[:-7], key)
         have_rank |= rank_here
         have_score |= score_here
         seg_col = spec.segment_column
@@ -309,13 +282,7 @@ def _read_parquet_runs(
             seg_col is not None and seg_col not in names and seg_col in dict(f.partitions)
         )
         if seg_col is not None and not from_partition:
-            _check_label(
-                _column_type(footer, f, seg_col, "segment", "segment_column"),
-                f,
-                seg_col,
-                "segment",
-                "segment_column",
-            )
+            _require_label(footer, f, seg_col, "segment", "segment_column")
         columns = [spec.timestamp_column, spec.query_column, judged.doc_column]
         columns += [
             c for c, h in ((judged.rank_column, rank_here), (judged.score_column, score_here)) if h
@@ -382,6 +349,28 @@ def _read_parquet_runs(
         files_read=len(plans),
         fmt="parquet",
     )
+
+
+def _check_ordering(footer: _Footer, f: _File, judged: JudgedSpec) -> tuple[bool, bool]:
+    """Whether the run file has a rank and a score column; at least one is required and each
+    present one must be numeric (``SchemaError`` naming the file and column otherwise)."""
+    names = set(footer.schema.names)
+    here = [c in names for c in (judged.rank_column, judged.score_column)]
+    if not any(here):
+        raise SchemaError(
+            f"has neither a rank column ({judged.rank_column!r}) nor a score column "
+            f"({judged.score_column!r}); columns found: "
+            + ", ".join(repr(n) for n in footer.schema.names),
+            path=f.path,
+            hint="set `rank_column` or `score_column` to the column that orders the results",
+        )
+    for present, col, role, key in (
+        (here[0], judged.rank_column, "rank", "rank_column"),
+        (here[1], judged.score_column, "score", "score_column"),
+    ):
+        if present:
+            _require_numeric(footer, f, col, role, key)
+    return here[0], here[1]
 
 
 def _maybe_floats(table: pa.Table, column: str, here: bool) -> FloatArray:
@@ -566,11 +555,9 @@ def _parquet_judgments(
         (judged.judgment_query_column, "query id", "judgment_query_column"),
         (judged.judgment_doc_column, "document id", "judgment_doc_column"),
     ):
-        _check_label(_column_type(footer, f, col, role, key), f, col, role, key)
+        _require_label(footer, f, col, role, key)
     gcol = judged.grade_column
-    _check_numeric(
-        _column_type(footer, f, gcol, "grade", "grade_column"), f, gcol, "grade", "grade_column"
-    )
+    _require_numeric(footer, f, gcol, "grade", "grade_column")
     with _opened(source, f, footer) as pf:
         try:
             table = pf.read(

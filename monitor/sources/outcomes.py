@@ -7,17 +7,17 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from monitor.sources.columns import (
-    _check_label,
-    _check_numeric,
     _floats,
     _in_window,
     _Labels,
     _raise_bad_values,
     _read_group,
+    _require_label,
+    _require_numeric,
     _segment,
     _segment_source,
 )
-from monitor.sources.footers import _column_type, _opened
+from monitor.sources.footers import _opened
 from monitor.sources.model import (
     FloatArray,
     IntArray,
@@ -45,12 +45,8 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     seg_col = spec.segment_column
     seg_sources = []
     for plan in plans:
-        dtype = _column_type(
-            plan.footer, plan.file, spec.outcome_column, "outcome", "outcome_column"
-        )
-        _check_numeric(dtype, plan.file, spec.outcome_column, "outcome", "outcome_column")
-        dtype = _column_type(plan.footer, plan.file, spec.query_column, "query id", "query_column")
-        _check_label(dtype, plan.file, spec.query_column, "query id", "query_column")
+        _require_numeric(plan.footer, plan.file, spec.outcome_column, "outcome", "outcome_column")
+        _require_label(plan.footer, plan.file, spec.query_column, "query id", "query_column")
         seg_sources.append(_segment_source(plan.footer, plan.file, seg_col))
 
     labels = _Labels()

@@ -5,11 +5,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from monitor.errors import SchemaError, SourceError, SourceNotFoundError
-from monitor.sources.columns import _check_label, _check_numeric, _segment_source
-from monitor.sources.footers import _FOOTERS, _column_type, _Footer, _ts_unit
-from monitor.sources.judged import _is_parquet, judgments_version
-from monitor.sources.model import JudgedSpec, OutcomeSpec, ScoreSpec
+from monitor.errors import SourceError, SourceNotFoundError
+from monitor.sources.columns import _require_label, _require_numeric, _segment_source
+from monitor.sources.footers import _FOOTERS, _Footer, _ts_unit
+from monitor.sources.judged import _check_ordering, _is_parquet, judgments_version
+from monitor.sources.model import OutcomeSpec, ScoreSpec
 from monitor.sources.paths import _File, _resolve, _walk
 
 
@@ -86,78 +86,27 @@ def _column_checks(spec: ScoreSpec | OutcomeSpec) -> list[Callable[[_Footer, _Fi
         lambda footer, f: _ts_unit(footer, f, spec.timestamp_column, spec.timestamp_unit)
     ]
     if isinstance(spec, ScoreSpec):
-        checks.append(
-            lambda footer, f: _check_numeric(
-                _column_type(footer, f, spec.score_column, "score", "score_column"),
-                f,
-                spec.score_column,
-                "score",
-                "score_column",
-            )
-        )
+        checks.append(_numeric(spec.score_column, "score", "score_column"))
         if spec.rank_column is not None:
-            rank = spec.rank_column
-            checks.append(
-                lambda footer, f: _check_numeric(
-                    _column_type(footer, f, rank, "rank", "rank_column"),
-                    f,
-                    rank,
-                    "rank",
-                    "rank_column",
-                )
-            )
-    elif spec.judged is not None:
-        checks.extend(_run_checks(spec.judged))
+            checks.append(_numeric(spec.rank_column, "rank", "rank_column"))
     else:
-        checks.append(
-            lambda footer, f: _check_numeric(
-                _column_type(footer, f, spec.outcome_column, "outcome", "outcome_column"),
-                f,
-                spec.outcome_column,
-                "outcome",
-                "outcome_column",
-            )
-        )
-    if isinstance(spec, OutcomeSpec):
-        checks.append(
-            lambda footer, f: _check_label(
-                _column_type(footer, f, spec.query_column, "query id", "query_column"),
-                f,
-                spec.query_column,
-                "query id",
-                "query_column",
-            )
-        )
+        if spec.judged is None:
+            checks.append(_numeric(spec.outcome_column, "outcome", "outcome_column"))
+        else:  # parquet runs: a document id, and a rank or a score that orders the results
+            judged = spec.judged
+            checks.append(_label(judged.doc_column, "document id", "doc_column"))
+            checks.append(lambda footer, f: _check_ordering(footer, f, judged))
+        checks.append(_label(spec.query_column, "query id", "query_column"))
     checks.append(lambda footer, f: _segment_source(footer, f, spec.segment_column))
     return checks
 
 
-def _run_checks(judged: JudgedSpec) -> list[Callable[[_Footer, _File], object]]:
-    """Parquet runs: a document id column, and a rank or a score column that is numeric."""
+def _numeric(column: str, role: str, key: str) -> Callable[[_Footer, _File], object]:
+    return lambda footer, f: _require_numeric(footer, f, column, role, key)
 
-    def ordered(footer: _Footer, f: _File) -> None:
-        names = set(footer.schema.names)
-        present = [c for c in (judged.rank_column, judged.score_column) if c in names]
-        if not present:
-            raise SchemaError(
-                f"has neither a rank column ({judged.rank_column!r}) nor a score column "
-                f"({judged.score_column!r})",
-                path=f.path,
-                hint="set `rank_column` or `score_column` to the column that orders the results",
-            )
-        for c in present:
-            _check_numeric(footer.schema.field(c).type, f, c, "rank or score", c)
 
-    return [
-        lambda footer, f: _check_label(
-            _column_type(footer, f, judged.doc_column, "document id", "doc_column"),
-            f,
-            judged.doc_column,
-            "document id",
-            "doc_column",
-        ),
-        ordered,
-    ]
+def _label(column: str, role: str, key: str) -> Callable[[_Footer, _File], object]:
+    return lambda footer, f: _require_label(footer, f, column, role, key)
 
 
 def _summarise(problems: list[SourceError]) -> tuple[str, ...]:

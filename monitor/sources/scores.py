@@ -6,19 +6,19 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.sources.columns import (
-    _check_numeric,
     _compact_codes,
     _floats,
     _in_window,
     _Labels,
     _raise_bad_values,
     _read_group,
+    _require_numeric,
     _segment,
     _segment_source,
     _select,
     _shrink,
 )
-from monitor.sources.footers import _column_type, _opened, _ts_to_ns
+from monitor.sources.footers import _opened, _ts_to_ns
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window, _from_ns
 from monitor.sources.partitions import _newest_checked, _plan
 from monitor.sources.paths import _resolve
@@ -43,11 +43,9 @@ def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = Fals
     seg_col = spec.segment_column
     seg_sources = []
     for plan in plans:
-        dtype = _column_type(plan.footer, plan.file, spec.score_column, "score", "score_column")
-        _check_numeric(dtype, plan.file, spec.score_column, "score", "score_column")
+        _require_numeric(plan.footer, plan.file, spec.score_column, "score", "score_column")
         if spec.rank_column is not None:
-            dtype = _column_type(plan.footer, plan.file, spec.rank_column, "rank", "rank_column")
-            _check_numeric(dtype, plan.file, spec.rank_column, "rank", "rank_column")
+            _require_numeric(plan.footer, plan.file, spec.rank_column, "rank", "rank_column")
         seg_sources.append(_segment_source(plan.footer, plan.file, seg_col))
 
     capacity = sum(p.capacity for p in plans)
