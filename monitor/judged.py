@@ -96,18 +96,9 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     judged_any[jq] = True
     unjudged = int(np.count_nonzero(~judged_any[jr.list_query])) if lists else 0
     decision = result.metrics[names[0]]
-    # lists are sorted by (segment, query, timestamp): keys are contiguous runs of lists
-    width = max(int(jr.query_names.size), 1)
-    key = jr.list_query if jr.list_segment is None else jr.list_segment * width + jr.list_query
-    starts = (
-        np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
-        if lists
-        else np.empty(0, dtype=np.int64)
-    )
-    flags = np.zeros(lists, dtype=np.int64)
-    flags[starts] = 1
-    key_of_list = np.cumsum(flags) - 1
-    n_keys = int(starts.size)
+    key_of_list = jr.list_key
+    n_keys = int(key_of_list[-1]) + 1 if lists else 0
+    first = np.searchsorted(key_of_list, np.arange(n_keys))  # each key's first list
 
     def per_key(values: FloatArray) -> tuple[FloatArray, IntArray]:
         ok = np.isfinite(values)
@@ -120,13 +111,13 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     means, counts = per_key(decision)
     keep = counts > 0
     extras = {m: per_key(result.metrics[m])[0][keep] for m in names[1:]}
-    key_q = key[starts][keep] % width if n_keys else np.empty(0, dtype=np.int64)
+    key_q = jr.list_query[first][keep]
     segments = None
     if spec.segment_column is not None:
         seg_names = np.asarray(jr.segment_names, dtype=np.str_)
         segments = (
-            seg_names[(key[starts][keep] // width)]
-            if n_keys and seg_names.size
+            seg_names[jr.list_segment[first][keep]]
+            if jr.list_segment is not None and seg_names.size
             else np.empty(0, dtype=np.str_)
         )
     window_means = {names[0]: float(means[keep].mean()) if keep.any() else float("nan")}

@@ -112,25 +112,17 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
     key = run_q if seg_codes is None else seg_codes * width + run_q
     order = np.lexsort((runs.ts, key))
     key_sorted, ts_sorted = key[order], runs.ts[order]
-    starts = (
-        np.flatnonzero(
-            np.concatenate(
-                ([True], (key_sorted[1:] != key_sorted[:-1]) | (ts_sorted[1:] != ts_sorted[:-1]))
-            )
-        )
-        if key_sorted.size
-        else np.empty(0, dtype=np.int64)
-    )
-    flags = np.zeros(key_sorted.size, dtype=np.int64)
-    flags[starts] = 1
-    row_list_sorted = np.cumsum(flags) - 1
+    new_key = _changes(key_sorted)
+    row_list_sorted, starts = _group_index(new_key | _changes(ts_sorted))
     row_list = np.empty(key.size, dtype=np.int64)
     row_list[order] = row_list_sorted
-    list_key = key_sorted[starts]
+    list_key, _ = _group_index(new_key[starts])
+    list_id = key_sorted[starts]
     return JudgedRuns(
         window=window,
-        list_query=(list_key % width).astype(np.int64),
-        list_segment=None if seg_codes is None else (list_key // width).astype(np.int64),
+        list_query=(list_id % width).astype(np.int64),
+        list_segment=None if seg_codes is None else (list_id // width).astype(np.int64),
+        list_key=list_key,
         list_timestamp=ts_sorted[starts].astype(np.int64),
         row_list=row_list,
         row_doc=run_d,
@@ -152,6 +144,19 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
         runs_format=runs.fmt,
         judgments_format=judgments.fmt,
     )
+
+
+def _changes(sorted_values: IntArray) -> npt.NDArray[np.bool_]:
+    """True where a sorted array starts a new value (the first element included)."""
+    out = np.ones(sorted_values.size, dtype=bool)
+    out[1:] = sorted_values[1:] != sorted_values[:-1]
+    return out
+
+
+def _group_index(starts_mask: npt.NDArray[np.bool_]) -> tuple[IntArray, IntArray]:
+    """Group number of each element of a sorted run (0, 0, 1, 1, 1, 2 ...) and the positions
+    where groups start."""
+    return np.cumsum(starts_mask, dtype=np.int64) - 1, np.flatnonzero(starts_mask)
 
 
 def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:

@@ -387,7 +387,8 @@ class JudgedRuns:
     A *list* is one query's ranked results in one evaluation run: the rows sharing a
     ``(segment, query_id, timestamp)``. ``row_list`` gives each result row's list;
     ``list_query`` / ``list_segment`` / ``list_timestamp`` describe the lists (sorted by
-    segment, query, timestamp). Documents are coded in one vocabulary shared by runs and
+    segment, query, timestamp); ``list_key`` numbers their (segment, query) keys 0, 1, ... in
+    that order (a query's lists share one). Documents are coded in one vocabulary shared by runs and
     judgments whose code order is the document ids' string order (the tie rule needs it);
     ``query_names`` is the sorted vocabulary of query ids of both; ``doc_name(code)`` a
     document's id (the vocabulary of ``n_docs`` stays in Arrow: only error messages need
@@ -399,6 +400,7 @@ class JudgedRuns:
     list_query: IntArray
     list_segment: IntArray | None
     list_timestamp: IntArray
+    list_key: IntArray
     row_list: IntArray
     row_doc: IntArray
     row_rank: FloatArray | None
