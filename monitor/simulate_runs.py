@@ -13,14 +13,16 @@ so calibration has probabilities to read. Effects, each from an offset after ``s
 * ``rejudge_at``: a second judgment version ``version=v2`` changes ``rejudged_share`` of the
   grades (written beside ``version=v1``; both windows are scored with the latest).
 
-The drift side gets a stationary top-1 score log (``scores_per_hour`` lognormal scores), so a
-monitor on this world decides both sides. Used by the tests, the benchmark and the docs.
+The drift side gets the stationary world's top-1 score log (``monitor.simulate``,
+``scores_per_hour``), so a monitor on this world decides both sides. Used by the tests, the
+benchmark and the docs.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -154,7 +156,7 @@ def write_runs_world(
                     **_segment_column(world, np.repeat(np.arange(world.n_queries), world.results)),
                 },
             )
-    _write_scores(root, world, start, end, g)
+    _write_scores(root, world, start, end, seed)
     judgments_dir = "qrels"
     segments = (
         'scores.segment_column = "segment"\noutcomes.segment_column = "segment"\n'
@@ -180,31 +182,19 @@ outcomes.judgments = "{judgments_dir}"
     return config
 
 
-def _write_scores(
-    root: Path, world: RunsWorld, start: datetime, end: datetime, g: np.random.Generator
-) -> None:
+def _write_scores(root: Path, world: RunsWorld, start: datetime, end: datetime, seed: int) -> None:
+    """The stationary world's top-1 score log (``monitor.simulate``), one file per UTC day."""
+    from monitor.simulate import SCENARIOS, _split_by_day, generate_scores
     from monitor.sources import write_parquet
 
-    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
-    while day < end:
-        hours = 24
-        n = world.scores_per_hour * hours
-        us = g.integers(0, hours * 3_600_000_000, size=n)
-        ts = np.datetime64(day.replace(tzinfo=None), "us") + us.astype("timedelta64[us]")
-        keep = (ts >= np.datetime64(start.astimezone(UTC).replace(tzinfo=None), "us")) & (
-            ts < np.datetime64(end.astimezone(UTC).replace(tzinfo=None), "us")
-        )
-        values = g.lognormal(1.0, 0.5, size=n)
-        kept = int(keep.sum())
+    scenario = dataclasses.replace(SCENARIOS["stationary"], scores_per_hour=world.scores_per_hour)
+    log = generate_scores(scenario, start, end, rng=seed)
+    for date, cols in _split_by_day(log.timestamps, log.columns()):
+        index = np.arange(cols["score"].size)
         write_parquet(
-            root / "scores" / f"date={day.date().isoformat()}" / "part-0.parquet",
-            {
-                "timestamp": np.sort(ts[keep]),
-                "score": values[keep],
-                **_segment_column(world, np.arange(kept)),
-            },
+            root / "scores" / f"date={date}" / "part-0.parquet",
+            {**cols, **_segment_column(world, index)},
         )
-        day += timedelta(days=1)
 
 
 def _segment_column(world: RunsWorld, index: np.ndarray) -> dict[str, np.ndarray]:
