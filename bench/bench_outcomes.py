@@ -161,6 +161,8 @@ def child(mode: str, root: Path) -> dict[str, Any]:
         "pytrec_eval": lambda: _pytrec(root),
     }
     step = steps[mode]
+    # import what the step imports before tracing: module objects are not the step's memory
+    __import__({"input": "pyarrow.parquet", "ours": "monitor.judged"}.get(mode, "pytrec_eval"))
     pool = pa.default_memory_pool()
     arrow_before = pool.max_memory()
     tracemalloc.start()

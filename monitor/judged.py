@@ -1,7 +1,9 @@
 """Per-query outcomes from ranked runs and graded judgments (``outcomes.kind = "judged_runs"``).
 
-Composes ``monitor.sources.read_judged_runs`` (parquet or TREC files -> codes) with
-``monitor.stats.ranking_metrics`` and ``monitor.stats.calibration`` into the ``OutcomeWindow``
+Composes ``monitor.sources.read_judged_runs`` (parquet or TREC files -> placed lists joined to
+the judgments) with ``monitor.stats.placed_metrics`` (R and ideal DCG from
+``judgment_summary``, computed once per judgment version) and ``monitor.stats.calibration``
+into the ``OutcomeWindow``
 the decay test reads, so the rest of the monitor sees the same per-query outcomes as with
 precomputed ones. Conventions (``docs/outcomes.md``):
 
@@ -19,15 +21,23 @@ precomputed ones. Conventions (``docs/outcomes.md``):
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor.errors import SchemaError
 from monitor.sources import OutcomeSpec, OutcomeWindow, Window
 from monitor.sources.judged import read_judged_runs
 from monitor.sources.model import FloatArray, IntArray, JudgedRuns, JudgedSpec
-from monitor.stats import CalibrationResult, calibration, parse_metric, ranking_metrics
+from monitor.stats import (
+    CalibrationResult,
+    JudgmentSummary,
+    calibration,
+    judgment_summary,
+    parse_metric,
+    placed_metrics,
+)
 
 __all__ = ["JudgedInfo", "judged_outcomes", "metric_names"]
 
@@ -77,28 +87,22 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     jr = read_judged_runs(spec, window)
     names = metric_names(judged)
     lists = int(jr.list_query.size)
-    jq, jd, grade = _unique_judgments(jr)
-    rep_list, rep_doc, rep_grade = _per_list(jr.list_query, jq, jd, grade)
-    result = ranking_metrics(
+    summary = _summary(jr, judged, names).padded(max(int(jr.query_names.size), 1))
+    result = placed_metrics(
         jr.row_list,
-        jr.row_doc,
-        rep_list,
-        rep_doc,
-        rep_grade,
-        n_queries=lists,
+        jr.row_grade,
+        jr.row_judged,
+        list_query=jr.list_query,
+        summary=summary,
         metrics=names,
-        rank=jr.row_rank,
-        score=jr.row_score,
-        relevant_grade=judged.relevant_grade,
-        gain=judged.gain,
+        duplicates=jr.duplicates,
     )
-    judged_any = np.zeros(max(int(jr.query_names.size), 1), dtype=bool)
-    judged_any[jq] = True
-    unjudged = int(np.count_nonzero(~judged_any[jr.list_query])) if lists else 0
+    unjudged = int(np.count_nonzero(jr.list_query >= jr.judged_queries))
     decision = result.metrics[names[0]]
     key_of_list = jr.list_key
-    n_keys = int(key_of_list[-1]) + 1 if lists else 0
-    first = np.searchsorted(key_of_list, np.arange(n_keys))  # each key's first list
+    n_keys = int(key_of_list.max()) + 1 if lists else 0
+    first = np.full(n_keys, lists, dtype=np.int64)  # each key's first list
+    np.minimum.at(first, key_of_list, np.arange(lists, dtype=np.int64))
 
     def per_key(values: FloatArray) -> tuple[FloatArray, IntArray]:
         ok = np.isfinite(values)
@@ -124,7 +128,7 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     for m in names[1:]:
         v = result.metrics[m]
         window_means[m] = float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
-    cal, judged_rows = _calibration(jr, jq, jd, grade, judged)
+    cal, judged_rows = _calibration(jr, judged)
     info = JudgedInfo(
         metric=names[0],
         report=names[1:],
@@ -161,64 +165,41 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     )
 
 
-def _unique_judgments(jr: JudgedRuns) -> tuple[IntArray, IntArray, FloatArray]:
-    """Judgments sorted by (query, document), one per pair; conflicting grades raise."""
-    n_docs = max(jr.n_docs, 1)
-    key = jr.judged_query * n_docs + jr.judged_doc
-    order = np.lexsort((jr.grade, key))
-    key, grade = key[order], jr.grade[order]
-    if key.size > 1:
-        same = key[1:] == key[:-1]
-        clash = same & (grade[1:] != grade[:-1])
-        if clash.any():
-            i = int(np.flatnonzero(clash)[0])
-            q = str(jr.query_names[key[i] // n_docs])
-            d = jr.doc_name(int(key[i] % n_docs))
-            raise SchemaError(
-                f"query {q!r}: document {d!r} is judged twice with different grades "
-                f"({grade[i]:g} and {grade[i + 1]:g})",
-                path=jr.judgments_path,
-                hint="keep one grade per (query, document); pin a judgments version to compare",
-            )
-        first = np.concatenate(([True], ~same))
-        key, grade = key[first], grade[first]
-    return (key // n_docs).astype(np.int64), (key % n_docs).astype(np.int64), grade
+_SUMMARIES: OrderedDict[tuple[object, ...], JudgmentSummary] = OrderedDict()
+_SUMMARIES_LOCK = threading.Lock()
 
 
-def _per_list(
-    list_query: IntArray, jq: IntArray, jd: IntArray, grade: FloatArray
-) -> tuple[IntArray, IntArray, FloatArray]:
-    """The judgments of each list's query, repeated per list (lists of one query share them)."""
-    n_q = int(
-        max(
-            int(jq.max()) + 1 if jq.size else 0, int(list_query.max()) + 1 if list_query.size else 0
-        )
+def _summary(jr: JudgedRuns, judged: JudgedSpec, names: tuple[str, ...]) -> JudgmentSummary:
+    """R and ideal DCG per judged query, computed once per judgment version and settings."""
+    key = (jr.judgments_path, jr.judgments_version, judged.relevant_grade, judged.gain, names)
+    with _SUMMARIES_LOCK:
+        hit = _SUMMARIES.get(key)
+        if hit is not None:
+            _SUMMARIES.move_to_end(key)
+            return hit
+    summary = judgment_summary(
+        jr.judged_query,
+        jr.grade,
+        n_queries=jr.judged_queries,
+        metrics=names,
+        relevant_grade=judged.relevant_grade,
+        gain=judged.gain,
     )
-    start = np.searchsorted(jq, np.arange(n_q), side="left")
-    end = np.searchsorted(jq, np.arange(n_q), side="right")
-    if list_query.size == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0)
-    c = (end - start)[list_query]
-    total = int(c.sum())
-    rep_list = np.repeat(np.arange(list_query.size, dtype=np.int64), c)
-    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(c) - c, c)
-    rows = np.repeat(start[list_query], c) + offsets
-    return rep_list, jd[rows], grade[rows]
+    with _SUMMARIES_LOCK:
+        _SUMMARIES[key] = summary
+        while len(_SUMMARIES) > 8:
+            _SUMMARIES.popitem(last=False)
+    return summary
 
 
-def _calibration(
-    jr: JudgedRuns, jq: IntArray, jd: IntArray, grade: FloatArray, judged: JudgedSpec
-) -> tuple[CalibrationResult | None, int]:
-    """Calibration over the scored rows that have a judgment (pooled over the window)."""
-    if jr.row_score is None or jr.row_list.size == 0 or jq.size == 0:
+def _calibration(jr: JudgedRuns, judged: JudgedSpec) -> tuple[CalibrationResult | None, int]:
+    """Calibration over the placed rows that have a judgment and a score (pooled over the
+    window; a dropped duplicate does not count)."""
+    if jr.row_score is None:
         return None, 0
-    n_docs = max(jr.n_docs, 1)
-    jkey = jq * n_docs + jd
-    rkey = jr.list_query[jr.row_list] * n_docs + jr.row_doc
-    pos = np.minimum(np.searchsorted(jkey, rkey), jkey.size - 1)
-    hit = (jkey[pos] == rkey) & np.isfinite(jr.row_score)
-    n = int(hit.sum())
+    hit = jr.row_judged & np.isfinite(jr.row_score)
+    n = int(np.count_nonzero(hit))
     if n == 0:
         return None, 0
-    labels = (grade[pos[hit]] >= judged.relevant_grade).astype(np.int64)
+    labels = jr.row_grade[hit] >= judged.relevant_grade
     return calibration(jr.row_score[hit], labels, n_bins=judged.calibration_bins), n

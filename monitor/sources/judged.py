@@ -21,11 +21,13 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from monitor.errors import SchemaError, SourceNotFoundError
 from monitor.sources.columns import (
@@ -36,7 +38,7 @@ from monitor.sources.columns import (
     _require_label,
     _require_numeric,
 )
-from monitor.sources.footers import _FOOTERS, _Footer, _opened, _ts_to_ns
+from monitor.sources.footers import _FOOTERS, _Footer, _opened, _ts_stats, _ts_to_ns
 from monitor.sources.model import (
     FloatArray,
     IntArray,
@@ -47,8 +49,18 @@ from monitor.sources.model import (
     _from_ns,
     _to_ns,
 )
-from monitor.sources.partitions import _newest_checked, _overlaps, _plan
+from monitor.sources.partitions import _newest_checked, _overlaps, _Plan, _plan
 from monitor.sources.paths import _File, _list_dir, _resolve, _Source, _walk
+from monitor.sources.ranked import (
+    Conflict,
+    IdKeys,
+    JudgmentIndex,
+    duplicates,
+    id_keys,
+    index_judgments,
+    join,
+    placement,
+)
 from monitor.sources.translate import _translate
 
 _MAGIC = b"PAR1"
@@ -63,9 +75,8 @@ _MAX_JUDGMENTS = 4
 
 @dataclass(frozen=True, slots=True)
 class _Judgments:
-    query: pa.Array  # string
-    doc: pa.Array  # string
-    grade: FloatArray
+    names: pa.Array  # the judged query ids (string); a query's code is its position
+    index: JudgmentIndex
     version: str
     path: str
     fmt: str
@@ -73,23 +84,59 @@ class _Judgments:
 
 @dataclass(frozen=True, slots=True)
 class _RunRows:
-    ts: IntArray
-    query: pa.Array
-    doc: pa.Array
+    """Run rows in read order, coded: ``query`` by ``_Coder`` (judged queries first),
+    ``segment`` into ``segment_names``; ``docs`` the document ids' bytes; ``grade`` and
+    ``judged`` each row's judgment (joined batch by batch)."""
+
+    run: npt.NDArray[np.int32]  # code of the row's timestamp in ``stamps``
+    stamps: IntArray
+    query: npt.NDArray[np.int32]
+    docs: IdKeys
+    grade: npt.NDArray[np.signedinteger[Any]]  # code into the judgments' grade values
     rank: FloatArray | None
     score: FloatArray | None
-    segment: pa.Array | None
+    segment: npt.NDArray[np.int32] | None
     rows: int
     dropped_null: int
     files_read: int
     fmt: str
 
 
+class _Coder:
+    """Codes query ids against the judgments' (0 .. J - 1, in their order) and gives queries
+    only the runs have, and segments, the next codes in order of appearance. Each batch's
+    distinct values are looked up once (``dictionary_encode``), not each row."""
+
+    def __init__(self, judged: pa.Array) -> None:
+        self.judged = judged
+        self.extra: dict[str, int] = {}
+        self.segments: dict[str, int] = {}
+
+    def queries(self, strings: pa.Array) -> IntArray:
+        encoded = pc.dictionary_encode(strings)
+        found = pc.index_in(encoded.dictionary, value_set=self.judged)
+        codes = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        missing = np.flatnonzero(codes < 0)
+        if missing.size:
+            base = len(self.judged)
+            names = encoded.dictionary.take(pa.array(missing)).to_pylist()
+            for i, name in zip(missing, names, strict=True):
+                codes[i] = base + self.extra.setdefault(name, len(self.extra))
+        return codes[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+
+    def segment(self, strings: pa.Array) -> IntArray:
+        return _name_codes(strings, self.segments)
+
+    def names(self) -> npt.NDArray[np.str_]:
+        judged = np.asarray(self.judged.to_numpy(zero_copy_only=False).astype(str), np.str_)
+        return np.concatenate([judged, np.asarray(list(self.extra), dtype=np.str_)]).astype(np.str_)
+
+
 # --------------------------------------------------------------------------- public
 
 
 def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
-    """The ranked lists in ``window`` and the judgments, coded (see ``JudgedRuns``).
+    """The ranked lists in ``window``, placed and joined to the judgments (see ``JudgedRuns``).
 
     Rows with a null query id, document id or segment are dropped and counted; more than
     ``max_invalid_share`` of the window's rows dropped raises ``BadValuesError``. A row whose
@@ -98,43 +145,42 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
     judged = _judged(spec)
     source = _resolve(spec.path, spec.prune_partitions)
     newest = _newest_run(spec, source)
-    runs = _read_runs(spec, judged, source, window)
     judgments = _load_judgments(judged)
-    q_vocab, (run_q, jq) = _vocabulary(runs.query, judgments.query)
-    q_names = np.asarray(q_vocab.to_numpy(zero_copy_only=False).astype(str), dtype=np.str_)
-    d_vocab, (run_d, jd) = _vocabulary(runs.doc, judgments.doc)
-    seg_names: tuple[str, ...] = ()
-    seg_codes: IntArray | None = None
-    if spec.segment_column is not None and runs.segment is not None:
-        names, (seg_codes,) = _vocabulary(runs.segment)
-        seg_names = tuple(str(n) for n in names.to_pylist())
-    width = max(q_names.size, 1)
-    key = run_q if seg_codes is None else seg_codes * width + run_q
-    order = np.lexsort((runs.ts, key))
-    key_sorted, ts_sorted = key[order], runs.ts[order]
-    new_key = _changes(key_sorted)
-    row_list_sorted, starts = _group_index(new_key | _changes(ts_sorted))
-    row_list = np.empty(key.size, dtype=np.int64)
-    row_list[order] = row_list_sorted
-    list_key, _ = _group_index(new_key[starts])
-    list_id = key_sorted[starts]
+    coder = _Coder(judgments.names)
+    runs = _read_runs(spec, judged, source, window, coder, judgments)
+    q_names = coder.names()
+    n_q = max(int(q_names.size), 1)
+    lists = _lists(runs.query, runs.segment, runs.run, n_q)
+    row_list, n_lists = lists.row_list, int(lists.query.size)
+    docs, score, grade = runs.docs, runs.score, runs.grade
+    order = placement(row_list, n_lists, runs.rank, runs.score, docs)
+    if order is not None:
+        row_list, docs, grade = row_list[order], docs.take(order), grade[order]
+        score = None if score is None else score[order]
+    drop = duplicates(row_list, n_lists, docs)
+    dups = 0
+    if drop is not None:
+        keep = np.flatnonzero(~drop)
+        dups = int(drop.size - keep.size)
+        row_list, grade = row_list[keep], grade[keep]
+        score = None if score is None else score[keep]
+    n_judged = len(judgments.names)
     return JudgedRuns(
         window=window,
-        list_query=(list_id % width).astype(np.int64),
-        list_segment=None if seg_codes is None else (list_id // width).astype(np.int64),
-        list_key=list_key,
-        list_timestamp=ts_sorted[starts].astype(np.int64),
+        list_query=lists.query,
+        list_segment=None if runs.segment is None else lists.segment,
+        list_timestamp=runs.stamps[lists.timestamp],
+        list_key=lists.key,
         row_list=row_list,
-        row_doc=run_d,
-        row_rank=runs.rank,
-        row_score=runs.score,
+        row_grade=judgments.index.grades(grade),
+        row_judged=grade >= 0,
+        row_score=score,
+        duplicates=dups,
         query_names=q_names,
-        n_docs=len(d_vocab),
-        doc_name=lambda code: str(d_vocab[code].as_py()),
-        segment_names=seg_names,
-        judged_query=jq,
-        judged_doc=jd,
-        grade=judgments.grade,
+        judged_queries=n_judged,
+        segment_names=tuple(coder.segments),
+        judged_query=judgments.index.query,
+        grade=judgments.index.grade,
         judgments_version=judgments.version,
         judgments_path=judgments.path,
         rows=runs.rows,
@@ -146,17 +192,60 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
     )
 
 
-def _changes(sorted_values: IntArray) -> npt.NDArray[np.bool_]:
-    """True where a sorted array starts a new value (the first element included)."""
-    out = np.ones(sorted_values.size, dtype=bool)
-    out[1:] = sorted_values[1:] != sorted_values[:-1]
-    return out
+@dataclass(frozen=True, slots=True)
+class _Lists:
+    row_list: IntArray
+    query: IntArray
+    segment: IntArray
+    timestamp: IntArray
+    key: IntArray
 
 
-def _group_index(starts_mask: npt.NDArray[np.bool_]) -> tuple[IntArray, IntArray]:
-    """Group number of each element of a sorted run (0, 0, 1, 1, 1, 2 ...) and the positions
-    where groups start."""
-    return np.cumsum(starts_mask, dtype=np.int64) - 1, np.flatnonzero(starts_mask)
+def _lists(
+    query: npt.NDArray[np.integer[Any]],
+    segment: npt.NDArray[np.integer[Any]] | None,
+    ts: npt.NDArray[np.integer[Any]],
+    n_q: int,
+) -> _Lists:
+    """Each row's list, lists numbered in order of first appearance (rows written list by
+    list get non-decreasing numbers), and each list's query, segment, timestamp and
+    (segment, query) key. Works on runs of equal (segment, query, timestamp), so rows written
+    list by list cost one pass."""
+    n = query.size
+    if n == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return _Lists(empty, empty, empty, empty, empty)
+    new = np.ones(n, dtype=bool)
+    np.not_equal(query[1:], query[:-1], out=new[1:])
+    new[1:] |= ts[1:] != ts[:-1]
+    if segment is not None:
+        new[1:] |= segment[1:] != segment[:-1]
+    starts = np.flatnonzero(new)
+    lengths = np.diff(np.append(starts, n))
+    q_r, ts_r = query[starts].astype(np.int64), ts[starts]
+    seg_r = (
+        segment[starts].astype(np.int64)
+        if segment is not None
+        else np.zeros(starts.size, dtype=np.int64)
+    )
+    stamps, t_r = np.unique(ts_r, return_inverse=True)
+    key_r = (seg_r * n_q + q_r) * stamps.size + t_r.ravel()
+    uniq, first, inverse = np.unique(key_r, return_index=True, return_inverse=True)
+    by_first = np.argsort(first, kind="stable")
+    number = np.empty(uniq.size, dtype=np.int64)
+    number[by_first] = np.arange(uniq.size, dtype=np.int64)
+    row_list = np.repeat(number[inverse.ravel()], lengths)
+    key = uniq[by_first]
+    t_code = key % stamps.size
+    pair = key // stamps.size  # segment * n_q + query
+    _, pair_code = np.unique(pair, return_inverse=True)
+    return _Lists(
+        row_list=row_list,
+        query=(pair % n_q).astype(np.int64),
+        segment=(pair // n_q).astype(np.int64),
+        timestamp=stamps[t_code].astype(np.int64),
+        key=pair_code.ravel().astype(np.int64),
+    )
 
 
 def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
@@ -255,81 +344,225 @@ def _trec_files(source: _Source, window: Window | None) -> list[tuple[_File, int
     return out
 
 
-def _read_runs(spec: OutcomeSpec, judged: JudgedSpec, source: _Source, window: Window) -> _RunRows:
+def _read_runs(
+    spec: OutcomeSpec,
+    judged: JudgedSpec,
+    source: _Source,
+    window: Window,
+    coder: _Coder,
+    judgments: _Judgments,
+) -> _RunRows:
     if _is_trec(source, window):
-        return _read_trec_runs(source, window)
-    return _read_parquet_runs(spec, judged, source, window)
+        return _read_trec_runs(source, window, coder, judgments)
+    return _read_parquet_runs(spec, judged, source, window, coder, judgments)
+
+
+_BATCH = 1 << 15  # rows decoded at a time: Arrow holds one batch, numpy the coded rows
+
+
+class _RunSink:
+    """A window's coded run rows, filled batch by batch into arrays sized once from the
+    footers (``capacity``: the planned row groups' rows), then trimmed without a copy. Each
+    batch is joined to the judgments as it arrives, so the join's scratch is one batch's."""
+
+    def __init__(
+        self, capacity: int, judgments: _Judgments, rank: bool, score: bool, segment: bool
+    ) -> None:
+        self.n = 0
+        self.judgments = judgments
+        self.stamps: dict[int, int] = {}
+        self.run = np.empty(capacity, dtype=np.int32)
+        self.query = np.empty(capacity, dtype=np.int32)
+        self.grade = np.empty(capacity, dtype=judgments.index.code.dtype)
+        self.rank = np.empty(capacity) if rank else None
+        self.score = np.empty(capacity) if score else None
+        self.segment = np.empty(capacity, dtype=np.int32) if segment else None
+        self.docs = _KeySink(capacity)
+
+    def add(
+        self,
+        ts: IntArray | int,
+        query: IntArray,
+        docs: IdKeys,
+        rank: FloatArray | None,
+        score: FloatArray | None,
+        segment: IntArray | int | None,
+    ) -> None:
+        a, b = self.n, self.n + query.size
+        if isinstance(ts, int):
+            self.run[a:b] = self.stamps.setdefault(ts, len(self.stamps))
+        else:
+            values, inverse = np.unique(ts, return_inverse=True)
+            codes = np.array(
+                [self.stamps.setdefault(int(v), len(self.stamps)) for v in values], np.int32
+            )
+            self.run[a:b] = codes[inverse.ravel()]
+        self.query[a:b] = query
+        n_judged = len(self.judgments.names)
+        self.grade[a:b] = join(self.judgments.index, np.where(query < n_judged, query, -1), docs)
+        for dest, part in ((self.rank, rank), (self.score, score)):
+            if dest is not None:
+                dest[a:b] = np.nan if part is None else part
+        if self.segment is not None and segment is not None:
+            self.segment[a:b] = segment
+        self.docs.add(a, docs)
+        self.n = b
+
+    def rows(self, *, rows: int, dropped: int, files: int, fmt: str) -> _RunRows:
+        n = self.n
+        return _RunRows(
+            run=self.run[:n],
+            stamps=np.fromiter(self.stamps, dtype=np.int64, count=len(self.stamps)),
+            query=self.query[:n],
+            docs=self.docs.keys(n),
+            grade=self.grade[:n],
+            rank=None if self.rank is None else self.rank[:n],
+            score=None if self.score is None else self.score[:n],
+            segment=None if self.segment is None else self.segment[:n],
+            rows=rows,
+            dropped_null=dropped,
+            files_read=files,
+            fmt=fmt,
+        )
+
+
+class _KeySink:
+    """``IdKeys`` rows filled in place; the word matrix widens (one copy) if a later batch
+    holds a longer id than any before."""
+
+    def __init__(self, capacity: int) -> None:
+        self.words = np.zeros((1, capacity), dtype=np.uint64)
+        self.length = np.empty(capacity, dtype=np.int32)
+        self.fp = np.empty(capacity, dtype=np.uint64)
+
+    def add(self, at: int, keys: IdKeys) -> None:
+        width = keys.words.shape[0]
+        if width > self.words.shape[0]:
+            wider = np.zeros((width, self.length.size), dtype=np.uint64)
+            wider[: self.words.shape[0], :at] = self.words[:, :at]
+            self.words = wider
+        end = at + keys.size
+        self.words[:width, at:end] = keys.words
+        self.words[width:, at:end] = 0
+        self.length[at:end] = keys.length
+        self.fp[at:end] = keys.fp
+
+    def keys(self, n: int) -> IdKeys:
+        return IdKeys(self.words[:, :n], self.length[:n], self.fp[:n])
+
+
+def _batches(
+    pf: pq.ParquetFile, plan: _Plan, g: int, columns: list[str]
+) -> Iterator[pa.RecordBatch]:
+    try:
+        yield from pf.iter_batches(
+            batch_size=_BATCH, row_groups=[g], columns=columns, use_threads=True
+        )
+    except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
+        raise _translate(exc, plan.file.path, f"reading row group {g}") from exc
 
 
 def _read_parquet_runs(
-    spec: OutcomeSpec, judged: JudgedSpec, source: _Source, window: Window
+    spec: OutcomeSpec,
+    judged: JudgedSpec,
+    source: _Source,
+    window: Window,
+    coder: _Coder,
+    judgments: _Judgments,
 ) -> _RunRows:
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
-    ts_parts: list[IntArray] = []
-    q_parts: list[pa.Array] = []
-    d_parts: list[pa.Array] = []
-    r_parts: list[FloatArray] = []
-    s_parts: list[FloatArray] = []
-    seg_parts: list[pa.Array] = []
-    have_rank = have_score = False
+    stamps = {
+        p.file.path: _ts_stats(source, p.file, spec.timestamp_column, spec.timestamp_unit)
+        for p in plans
+    }
+    ordering = [_check_ordering(p.footer, p.file, judged) for p in plans]
+    sink = _RunSink(
+        sum(p.capacity for p in plans),
+        judgments,
+        rank=any(r for r, _ in ordering),
+        score=any(s for _, s in ordering),
+        segment=spec.segment_column is not None,
+    )
     rows = dropped = 0
     per_file: dict[str, int] = {}
-    for plan in plans:
+    for plan, (rank_here, score_here) in zip(plans, ordering, strict=True):
         f, footer = plan.file, plan.footer
         _require_label(footer, f, spec.query_column, "query id", "query_column")
         _require_label(footer, f, judged.doc_column, "document id", "doc_column")
-        rank_here, score_here = _check_ordering(footer, f, judged)
         names = set(footer.schema.names)
-        have_rank |= rank_here
-        have_score |= score_here
         seg_col = spec.segment_column
         from_partition = (
             seg_col is not None and seg_col not in names and seg_col in dict(f.partitions)
         )
         if seg_col is not None and not from_partition:
             _require_label(footer, f, seg_col, "segment", "segment_column")
-        columns = [spec.timestamp_column, spec.query_column, judged.doc_column]
-        columns += [
-            c for c, h in ((judged.rank_column, rank_here), (judged.score_column, score_here)) if h
-        ]
-        if seg_col is not None and not from_partition:
-            columns.append(seg_col)
+        seg_const: int | None = None
+        if from_partition:
+            value = str(dict(f.partitions)[str(seg_col)])
+            seg_const = coder.segments.setdefault(value, len(coder.segments))
+        stats = stamps[f.path]
         before = dropped
         with _opened(source, f, footer) as pf:
-            for g in plan.groups:
-                table = _read_group(pf, plan, g, columns)
-                mask = _in_window(table, spec.timestamp_column, plan.unit, window)
-                n_in = int(mask.sum())
-                rows += n_in
-                if n_in == 0:
-                    continue
-                table = table.filter(pa.array(mask))
-                q = _strings(table.column(spec.query_column))
-                d = _strings(table.column(judged.doc_column))
-                valid = q.is_valid().to_numpy(zero_copy_only=False) & d.is_valid().to_numpy(
-                    zero_copy_only=False
-                )
-                seg = None
-                if seg_col is not None:
-                    seg = (
-                        pa.array([dict(f.partitions)[seg_col]] * table.num_rows, pa.string())
-                        if from_partition
-                        else _strings(table.column(seg_col))
+            for g, inside in zip(plan.groups, plan.inside, strict=True):
+                # a row group wholly inside the window with one timestamp (one evaluation
+                # run) needs no timestamp column: the footer's statistics give it
+                lo, hi = stats.lo[g], stats.hi[g]
+                const_ts = lo if inside and lo is not None and lo == hi else None
+                columns = [spec.query_column, judged.doc_column]
+                if const_ts is None:
+                    columns.append(spec.timestamp_column)
+                columns += [
+                    c
+                    for c, h in ((judged.rank_column, rank_here), (judged.score_column, score_here))
+                    if h
+                ]
+                if seg_col is not None and not from_partition:
+                    columns.append(seg_col)
+                for batch in _batches(pf, plan, g, columns):
+                    table = pa.Table.from_batches([batch])
+                    if inside:
+                        n_in = table.num_rows
+                    else:
+                        mask = _in_window(table, spec.timestamp_column, plan.unit, window)
+                        n_in = int(mask.sum())
+                        if n_in < table.num_rows:
+                            table = table.filter(pa.array(mask))
+                    rows += n_in
+                    if n_in == 0:
+                        continue
+                    q = _strings(table.column(spec.query_column))
+                    d = _strings(table.column(judged.doc_column))
+                    valid = _valid(q) & _valid(d)
+                    seg = None
+                    if seg_col is not None and not from_partition:
+                        seg = _strings(table.column(seg_col))
+                        valid &= _valid(seg)
+                    rank = _maybe_floats(table, judged.rank_column, rank_here)
+                    score = _maybe_floats(table, judged.score_column, score_here)
+                    valid &= np.isfinite(rank) | np.isfinite(score)
+                    ts: IntArray | int = (
+                        int(const_ts)
+                        if const_ts is not None
+                        else _ts_to_ns(table.column(spec.timestamp_column), plan.unit)
                     )
-                    valid &= seg.is_valid().to_numpy(zero_copy_only=False)
-                rank = _maybe_floats(table, judged.rank_column, rank_here)
-                score = _maybe_floats(table, judged.score_column, score_here)
-                ordered = np.isfinite(rank) | np.isfinite(score)
-                valid &= ordered
-                dropped += n_in - int(valid.sum())
-                keep = pa.array(valid)
-                ts_parts.append(_ts_to_ns(table.column(spec.timestamp_column), plan.unit)[valid])
-                q_parts.append(q.filter(keep))
-                d_parts.append(d.filter(keep))
-                r_parts.append(rank[valid])
-                s_parts.append(score[valid])
-                if seg is not None:
-                    seg_parts.append(seg.filter(keep))
+                    del table
+                    n_ok = int(valid.sum())
+                    dropped += n_in - n_ok
+                    if n_ok < n_in:
+                        keep = pa.array(valid)
+                        q, d = q.filter(keep), d.filter(keep)
+                        seg = None if seg is None else seg.filter(keep)
+                        rank, score = rank[valid], score[valid]
+                        if not isinstance(ts, int):
+                            ts = ts[valid]
+                    sink.add(
+                        ts,
+                        coder.queries(q),
+                        id_keys(d),
+                        rank if rank_here else None,
+                        score if score_here else None,
+                        seg_const if seg is None else coder.segment(seg),
+                    )
         if dropped > before:
             per_file[f.path] = dropped - before
     if rows and dropped / rows > spec.max_invalid_share:
@@ -342,18 +575,19 @@ def _read_parquet_runs(
             spec.max_invalid_share,
             per_file,
         )
-    return _RunRows(
-        ts=np.concatenate(ts_parts) if ts_parts else np.empty(0, dtype=np.int64),
-        query=_concat(q_parts),
-        doc=_concat(d_parts),
-        rank=np.concatenate(r_parts) if have_rank and r_parts else None,
-        score=np.concatenate(s_parts) if have_score and s_parts else None,
-        segment=_concat(seg_parts) if spec.segment_column is not None else None,
-        rows=rows,
-        dropped_null=dropped,
-        files_read=len(plans),
-        fmt="parquet",
-    )
+    return sink.rows(rows=rows, dropped=dropped, files=len(plans), fmt="parquet")
+
+
+def _valid(arr: pa.Array) -> npt.NDArray[np.bool_]:
+    if arr.null_count == 0:
+        return np.ones(len(arr), dtype=bool)
+    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _join(parts: list[IntArray]) -> IntArray:
+    if not parts:
+        return np.empty(0, dtype=np.int64)
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _check_ordering(footer: _Footer, f: _File, judged: JudgedSpec) -> tuple[bool, bool]:
@@ -387,35 +621,29 @@ def _maybe_floats(table: pa.Table, column: str, here: bool) -> FloatArray:
     return values
 
 
-def _read_trec_runs(source: _Source, window: Window) -> _RunRows:
+def _read_trec_runs(
+    source: _Source, window: Window, coder: _Coder, judgments: _Judgments
+) -> _RunRows:
     files = _trec_files(source, window)
-    ts: list[IntArray] = []
-    qs: list[npt.NDArray[np.object_]] = []
-    ds: list[npt.NDArray[np.object_]] = []
-    rs: list[FloatArray] = []
-    ss: list[FloatArray] = []
+    parsed = []
     for f, t in files:
         fields = _tokens(source, f, 6, "qid Q0 docid rank score tag")
         rank = _numbers(fields[:, 3], f, "rank", fields)
         score = _numbers(fields[:, 4], f, "score", fields)
-        ts.append(np.full(fields.shape[0], t, dtype=np.int64))
-        qs.append(fields[:, 0])
-        ds.append(fields[:, 2])
-        rs.append(rank)
-        ss.append(score)
-    n = int(sum(a.size for a in ts))
-    return _RunRows(
-        ts=np.concatenate(ts) if ts else np.empty(0, dtype=np.int64),
-        query=pa.array(np.concatenate(qs) if qs else [], pa.string()),
-        doc=pa.array(np.concatenate(ds) if ds else [], pa.string()),
-        rank=np.concatenate(rs) if rs else np.empty(0),
-        score=np.concatenate(ss) if ss else np.empty(0),
-        segment=None,
-        rows=n,
-        dropped_null=0,
-        files_read=len(files),
-        fmt="trec",
+        parsed.append((t, fields, rank, score))
+    sink = _RunSink(
+        sum(p[1].shape[0] for p in parsed), judgments, rank=True, score=True, segment=False
     )
+    for t, fields, rank, score in parsed:
+        sink.add(
+            t,
+            coder.queries(pa.array(fields[:, 0], pa.string())),
+            id_keys(pa.array(fields[:, 2], pa.string())),
+            rank,
+            score,
+            None,
+        )
+    return sink.rows(rows=sink.n, dropped=0, files=len(files), fmt="trec")
 
 
 def _tokens(source: _Source, f: _File, width: int, shape: str) -> npt.NDArray[np.object_]:
@@ -481,38 +709,62 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
         if hit is not None:
             _JUDGMENTS.move_to_end(key)
             return hit
-    queries: list[pa.Array] = []
-    docs: list[pa.Array] = []
-    grades: list[FloatArray] = []
+    names: dict[str, int] = {}
+    capacity = 0
+    batches: list[tuple[_File, Iterator[tuple[pa.Array, pa.Array, FloatArray]]]] = []
     kinds = set()
     for f in files:
         if _is_parquet(chosen, f):
             kinds.add("parquet")
-            q, d, g = _parquet_judgments(chosen, f, judged)
+            footer = _FOOTERS.get(chosen, f)
+            capacity += footer.metadata.num_rows
+            batches.append((f, _parquet_judgments(chosen, f, footer, judged)))
         else:
             kinds.add("trec")
             fields = _tokens(chosen, f, 4, "qid 0 docid grade")
-            q = pa.array(fields[:, 0], pa.string())
-            d = pa.array(fields[:, 2], pa.string())
-            g = _numbers(fields[:, 3], f, "grade", fields)
-        bad = ~np.isfinite(g) | (g < 0)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise SchemaError(
-                f"query {q[i].as_py()!r}, document {d[i].as_py()!r} has grade {g[i]!r}; grades "
-                "must be finite and >= 0",
-                path=f.path,
-                column=judged.grade_column,
-                hint="map negative grades (e.g. spam = -2) to 0 upstream",
+            capacity += fields.shape[0]
+            trec = (
+                pa.array(fields[:, 0], pa.string()),
+                pa.array(fields[:, 2], pa.string()),
+                _numbers(fields[:, 3], f, "grade", fields),
             )
-        queries.append(q)
-        docs.append(d)
-        grades.append(g)
+            batches.append((f, iter([trec])))
+    codes = np.empty(capacity, dtype=np.int64)
+    grades = np.empty(capacity)
+    keys = _KeySink(capacity)
+    n = 0
+    for f, parts in batches:
+        for q, d, g in parts:
+            bad = ~np.isfinite(g) | (g < 0)
+            if bad.any():
+                i = int(np.flatnonzero(bad)[0])
+                raise SchemaError(
+                    f"query {q[i].as_py()!r}, document {d[i].as_py()!r} has grade {g[i]!r}; "
+                    "grades must be finite and >= 0",
+                    path=f.path,
+                    column=judged.grade_column,
+                    hint="map negative grades (e.g. spam = -2) to 0 upstream",
+                )
+            m = len(q)
+            codes[n : n + m] = _name_codes(q, names)
+            grades[n : n + m] = g
+            keys.add(n, id_keys(d))
+            n += m
     version = f"{name} ({print_})" if name else print_
+    doc_keys = keys.keys(n)
+    index = index_judgments(codes[:n], doc_keys, grades[:n], len(names))
+    query_names = pa.array(list(names), pa.string())
+    if isinstance(index, Conflict):
+        raise SchemaError(
+            f"query {query_names[index.query].as_py()!r}: document "
+            f"{doc_keys.name(index.row)!r} is judged twice with different grades "
+            f"({index.grades[0]:g} and {index.grades[1]:g})",
+            path=chosen.display,
+            hint="keep one grade per (query, document); pin a judgments version to compare",
+        )
     result = _Judgments(
-        query=_concat(queries),
-        doc=_concat(docs),
-        grade=np.concatenate(grades),
+        names=query_names,
+        index=index,
         version=version,
         path=chosen.display,
         fmt="+".join(sorted(kinds)),
@@ -553,9 +805,9 @@ def _version(source: _Source, judged: JudgedSpec) -> tuple[str | None, _Source]:
 
 
 def _parquet_judgments(
-    source: _Source, f: _File, judged: JudgedSpec
-) -> tuple[pa.Array, pa.Array, FloatArray]:
-    footer = _FOOTERS.get(source, f)
+    source: _Source, f: _File, footer: _Footer, judged: JudgedSpec
+) -> Iterator[tuple[pa.Array, pa.Array, FloatArray]]:
+    """The judgments of one parquet file, batch by batch (query ids, document ids, grades)."""
     for col, role, key in (
         (judged.judgment_query_column, "query id", "judgment_query_column"),
         (judged.judgment_doc_column, "document id", "judgment_doc_column"),
@@ -563,27 +815,38 @@ def _parquet_judgments(
         _require_label(footer, f, col, role, key)
     gcol = judged.grade_column
     _require_numeric(footer, f, gcol, "grade", "grade_column")
+    columns = [judged.judgment_query_column, judged.judgment_doc_column, gcol]
+    row = 0
     with _opened(source, f, footer) as pf:
         try:
-            table = pf.read(
-                columns=[judged.judgment_query_column, judged.judgment_doc_column, gcol]
-            )
+            for batch in pf.iter_batches(batch_size=_BATCH, columns=columns, use_threads=True):
+                q = _strings(batch.column(0))
+                d = _strings(batch.column(1))
+                g, valid = _floats(pa.chunked_array([batch.column(2)]))
+                ok = _valid(q) & _valid(d)
+                if valid is not None:
+                    ok &= valid
+                if not ok.all():
+                    i = int(np.flatnonzero(~ok)[0])
+                    raise SchemaError(
+                        f"row {row + i} has a null query id, document id or grade",
+                        path=f.path,
+                        hint="every judgment needs all three",
+                    )
+                row += len(q)
+                yield q, d, g
         except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
             raise _translate(exc, f.path, "reading the judgments") from exc
-    q = _strings(table.column(judged.judgment_query_column))
-    d = _strings(table.column(judged.judgment_doc_column))
-    g, valid = _floats(table.column(gcol))
-    ok = q.is_valid().to_numpy(zero_copy_only=False) & d.is_valid().to_numpy(zero_copy_only=False)
-    if valid is not None:
-        ok &= valid
-    if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
-        raise SchemaError(
-            f"row {i} has a null query id, document id or grade",
-            path=f.path,
-            hint="every judgment needs all three",
-        )
-    return q, d, g
+
+
+def _name_codes(strings: pa.Array, names: dict[str, int]) -> IntArray:
+    """Codes of ``strings`` in ``names`` (new names get the next codes, in order of
+    appearance); each batch's distinct values are looked up once."""
+    encoded = pc.dictionary_encode(strings)
+    codes = np.array(
+        [names.setdefault(v, len(names)) for v in encoded.dictionary.to_pylist()], dtype=np.int64
+    )
+    return codes[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
 
 
 # --------------------------------------------------------------------------- coding
@@ -602,23 +865,6 @@ def _concat(parts: list[pa.Array]) -> pa.Array:
     if not parts:
         return pa.array([], pa.string())
     return pa.concat_arrays([_strings(p) for p in parts])
-
-
-def _vocabulary(*arrays: pa.Array) -> tuple[pa.Array, list[IntArray]]:
-    """The sorted distinct values of ``arrays`` (UTF-8 byte order = code point order) and each
-    array's codes into it: one hash pass (``dictionary_encode``) and a sort of the distinct
-    values only."""
-    parts = [_strings(a) for a in arrays]
-    encoded = pc.dictionary_encode(pa.concat_arrays(parts)) if parts else None
-    if encoded is None or len(encoded) == 0:
-        return pa.array([], pa.string()), [np.empty(0, dtype=np.int64) for _ in parts]
-    order = np.asarray(pc.array_sort_indices(encoded.dictionary).to_numpy(), dtype=np.int64)
-    rank = np.empty(order.size, dtype=np.int64)
-    rank[order] = np.arange(order.size, dtype=np.int64)
-    codes = rank[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
-    vocab = pc.take(encoded.dictionary, pa.array(order))
-    bounds = np.cumsum([0] + [len(p) for p in parts])
-    return vocab, [codes[bounds[i] : bounds[i + 1]] for i in range(len(parts))]
 
 
 __all__ = ["judgments_version", "read_judged_runs", "read_run_times"]

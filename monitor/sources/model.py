@@ -4,7 +4,7 @@ No pyarrow here: these are the types the rest of ``monitor`` passes around."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypeAlias
@@ -382,18 +382,20 @@ def _or_empty(arr: npt.NDArray[np.str_] | None) -> npt.NDArray[np.str_]:
 
 @dataclass(frozen=True, slots=True)
 class JudgedRuns:
-    """The ranked lists of one window and the judgments they are scored against, as codes.
+    """The ranked lists of one window, placed and joined to the judgments they are scored
+    against.
 
     A *list* is one query's ranked results in one evaluation run: the rows sharing a
-    ``(segment, query_id, timestamp)``. ``row_list`` gives each result row's list;
-    ``list_query`` / ``list_segment`` / ``list_timestamp`` describe the lists (sorted by
-    segment, query, timestamp); ``list_key`` numbers their (segment, query) keys 0, 1, ... in
-    that order (a query's lists share one). Documents are coded in one vocabulary shared by runs and
-    judgments whose code order is the document ids' string order (the tie rule needs it);
-    ``query_names`` is the sorted vocabulary of query ids of both; ``doc_name(code)`` a
-    document's id (the vocabulary of ``n_docs`` stays in Arrow: only error messages need
-    names). ``row_rank`` / ``row_score`` are None when no file had that column (NaN where a
-    row's value is null).
+    ``(segment, query_id, timestamp)``, numbered in order of first appearance.
+    ``list_query`` / ``list_segment`` / ``list_timestamp`` describe the lists; ``list_key``
+    numbers their (segment, query) keys (a query's lists in one segment share one). The rows
+    are *placed*: list by list, each best first (``monitor.sources.ranked``), duplicate
+    documents dropped (``duplicates`` counts them); ``row_grade`` is a row's judged grade (0
+    where unjudged), ``row_judged`` whether it has a judgment, ``row_score`` its score (None when
+    no file had a score column; NaN where null). ``query_names[code]`` is a query's id: codes
+    below ``judged_queries`` are the queries of the judgments, in their order; the rest are
+    queries only the runs have. ``judged_query`` / ``grade`` are the unique judgments (query
+    code, grade), for R and the ideal DCG.
     """
 
     window: Window
@@ -402,15 +404,14 @@ class JudgedRuns:
     list_timestamp: IntArray
     list_key: IntArray
     row_list: IntArray
-    row_doc: IntArray
-    row_rank: FloatArray | None
+    row_grade: FloatArray
+    row_judged: npt.NDArray[np.bool_]
     row_score: FloatArray | None
+    duplicates: int
     query_names: npt.NDArray[np.str_]
-    n_docs: int
-    doc_name: Callable[[int], str]
+    judged_queries: int
     segment_names: tuple[str, ...]
     judged_query: IntArray
-    judged_doc: IntArray
     grade: FloatArray
     judgments_version: str
     judgments_path: str

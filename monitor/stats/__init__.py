@@ -37,7 +37,15 @@ from monitor.stats.paired import (
     required_sample_size,
     sign_flip_test,
 )
-from monitor.stats.ranking import MetricSpec, RankingMetrics, parse_metric, ranking_metrics
+from monitor.stats.ranking import (
+    JudgmentSummary,
+    MetricSpec,
+    RankingMetrics,
+    judgment_summary,
+    parse_metric,
+    placed_metrics,
+    ranking_metrics,
+)
 from monitor.stats.sequential import (
     arl_for_budget,
     cusum_arl,
@@ -65,6 +73,7 @@ __all__ = [
     "DriftBaseline",
     "DriftResult",
     "Grid",
+    "JudgmentSummary",
     "KSBracket",
     "KSResult",
     "MetricSpec",
@@ -86,11 +95,13 @@ __all__ = [
     "cusum_threshold",
     "cusum_threshold_shared",
     "drift_tests",
+    "judgment_summary",
     "ks_2samp",
     "ks_bracket",
     "minimum_detectable_effect",
     "paired_test",
     "parse_metric",
+    "placed_metrics",
     "proportion_test",
     "proportion_test_counts",
     "psi",

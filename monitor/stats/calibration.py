@@ -27,7 +27,6 @@ from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import stats
 
 from monitor.errors import StatsInputError
 from monitor.stats import _validation as v
@@ -111,8 +110,14 @@ def calibration(
 
     n = p.size
     positives = int(np.count_nonzero(y))
-    auc = _auc(p, y, positives)
-    probabilities = bool(p.min() >= 0.0 and p.max() <= 1.0)
+    # One sort serves the AUC's average ranks and the equal-mass bins (rows with equal scores
+    # are interchangeable, so the sort need not be stable).
+    order = np.argsort(p)
+    ps, ys = p[order], y[order]
+    new = np.ones(n, dtype=bool)
+    np.not_equal(ps[1:], ps[:-1], out=new[1:])
+    auc = _auc(ys, new, positives)
+    probabilities = bool(ps[0] >= 0.0 and ps[-1] <= 1.0)
     if not probabilities:
         return CalibrationResult(
             n=n,
@@ -134,14 +139,14 @@ def calibration(
     if binning_name == "equal_width":
         edges = np.arange(n_bins + 1) / n_bins
         side: Literal["left", "right"] = "left" if closed_name == "right" else "right"
-        which = np.clip(np.searchsorted(edges, p, side=side) - 1, 0, n_bins - 1)
+        which = np.clip(np.searchsorted(edges, ps, side=side) - 1, 0, n_bins - 1)
     else:
-        which = _equal_mass(p, n_bins)
+        which = _equal_mass(new, n_bins)
     count = np.bincount(which, minlength=n_bins)
     filled = np.flatnonzero(count)
     n_b = count[filled].astype(np.float64)
-    conf = np.bincount(which, weights=p, minlength=n_bins)[filled] / n_b
-    acc = np.bincount(which, weights=y, minlength=n_bins)[filled] / n_b
+    conf = np.bincount(which, weights=ps, minlength=n_bins)[filled] / n_b
+    acc = np.bincount(which, weights=ys, minlength=n_bins)[filled] / n_b
     gap = np.abs(acc - conf)
     weight = n_b / n
     ybar = positives / n
@@ -152,12 +157,9 @@ def calibration(
     if binning_name == "equal_width":
         lower, upper = filled / n_bins, (filled + 1) / n_bins
         index = filled
-    else:
-        lower = np.full(n_bins, np.inf)
-        upper = np.full(n_bins, -np.inf)
-        np.minimum.at(lower, which, p)
-        np.maximum.at(upper, which, p)
-        lower, upper = lower[filled], upper[filled]
+    else:  # bins are runs of the sorted scores: their first and last members
+        ends = np.cumsum(count)
+        lower, upper = ps[(ends - count)[filled]], ps[ends[filled] - 1]
         index = np.arange(filled.size)
     bins = tuple(
         CalibrationBin(
@@ -202,25 +204,28 @@ def _labels(labels: ArrayLike) -> NDArray[np.float64]:
     return y
 
 
-def _equal_mass(p: NDArray[np.float64], n_bins: int) -> NDArray[np.intp]:
-    """Bin of each score: sorted position i -> floor(i B / N); ties take their first one's bin."""
-    n = p.size
-    order = np.argsort(p, kind="stable")
-    ps = p[order]
-    by_position = (np.arange(n, dtype=np.int64) * n_bins) // n
-    new = np.ones(n, dtype=bool)
-    new[1:] = ps[1:] != ps[:-1]
+def _equal_mass(new: NDArray[np.bool_], n_bins: int) -> NDArray[np.int64]:
+    """Bin of each sorted score (``new``: where a run of equal scores starts): sorted position
+    i -> floor(i B / N); a run of ties takes its first member's bin."""
+    n = new.size
     run_start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
-    which = np.empty(n, dtype=np.intp)
-    which[order] = by_position[run_start]
-    return which
+    run_start *= n_bins
+    run_start //= n
+    return run_start
 
 
-def _auc(p: NDArray[np.float64], y: NDArray[np.float64], positives: int) -> float | None:
-    """U / (n_pos n_neg) from average ranks; None if a class is empty."""
-    negatives = p.size - positives
+def _auc(ys: NDArray[np.float64], new: NDArray[np.bool_], positives: int) -> float | None:
+    """U / (n_pos n_neg) from average ranks of the sorted scores (labels ``ys``, runs of ties
+    starting where ``new``); None if a class is empty.
+
+    A run of ties occupying sorted positions s .. e - 1 (0-based) has average rank
+    (s + e + 1) / 2; U = sum over runs of positives_in_run x average rank - P (P + 1) / 2."""
+    negatives = ys.size - positives
     if positives == 0 or negatives == 0:
         return None
-    ranks = stats.rankdata(p)
-    u = float(np.sum(ranks[y == 1.0])) - positives * (positives + 1) / 2.0
+    starts = np.flatnonzero(new)
+    ends = np.append(starts[1:], ys.size)
+    pos = np.add.reduceat(ys, starts)
+    rank_sum = float(np.dot(pos, (starts + ends + 1) / 2.0))
+    u = rank_sum - positives * (positives + 1) / 2.0
     return u / (positives * negatives)

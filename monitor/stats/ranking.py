@@ -32,7 +32,15 @@ from numpy.typing import ArrayLike, NDArray
 from monitor.errors import ConflictingJudgmentsError, StatsInputError
 from monitor.stats import _validation as v
 
-__all__ = ["MetricSpec", "RankingMetrics", "parse_metric", "ranking_metrics"]
+__all__ = [
+    "JudgmentSummary",
+    "MetricSpec",
+    "RankingMetrics",
+    "judgment_summary",
+    "parse_metric",
+    "placed_metrics",
+    "ranking_metrics",
+]
 
 FloatArray: TypeAlias = NDArray[np.float64]
 IntArray: TypeAlias = NDArray[np.int64]
@@ -82,6 +90,39 @@ class RankingMetrics:
     returned: IntArray
     duplicates: int
     defined: BoolArray
+
+
+@dataclass(frozen=True, slots=True)
+class JudgmentSummary:
+    """What the metrics need of the judgments, per query: ``relevant`` (R: judged documents with
+    grade >= ``relevant_grade``) and ``ideal`` (the ideal DCG by cutoff, None = the whole list,
+    for ``gain``). Computed once per judgment set by :func:`judgment_summary`."""
+
+    relevant: IntArray
+    ideal: dict[int | None, FloatArray]
+    gain: str
+    relevant_grade: float
+
+    @property
+    def n_queries(self) -> int:
+        return int(self.relevant.size)
+
+    def padded(self, n_queries: int) -> JudgmentSummary:
+        """The same summary over ``n_queries`` >= its own: the added queries have no
+        judgment (R = 0, ideal DCG 0)."""
+        extra = n_queries - self.n_queries
+        if extra < 0:
+            raise StatsInputError(
+                f"`n_queries` must be >= {self.n_queries} (the summary's); got {n_queries}."
+            )
+        if extra == 0:
+            return self
+        return JudgmentSummary(
+            relevant=np.concatenate([self.relevant, np.zeros(extra, dtype=np.int64)]),
+            ideal={k: np.concatenate([v, np.zeros(extra)]) for k, v in self.ideal.items()},
+            gain=self.gain,
+            relevant_grade=self.relevant_grade,
+        )
 
 
 def parse_metric(name: str) -> MetricSpec:
@@ -173,15 +214,7 @@ def ranking_metrics(
     run's (query, document) pairs in the judgments; memory about 1.5 times the input arrays.
     """
     n_queries = v.integer(n_queries, "n_queries", minimum=0)
-    if isinstance(metrics, str) or not isinstance(metrics, Sequence):
-        raise StatsInputError(
-            f"`metrics` must be a sequence of metric names (a list, not one string); "
-            f"got {metrics!r}."
-        )
-    specs = {}
-    for i, name in enumerate(metrics):
-        spec = _parse(name, f"metrics[{i}]")
-        specs[spec.name] = spec
+    specs = _specs(metrics)
     gain = v.choice(gain, "gain", _GAINS)  # type: ignore[assignment]
     relevant_grade = v.real(relevant_grade, "relevant_grade", low=0.0, low_open=True)
     rq = _codes(run_query, "run_query", n_queries)
@@ -197,9 +230,7 @@ def ranking_metrics(
         _same_length(arr, name, rq, "run_query", "one per run row")
     for arr, name in ((jd, "judged_doc"), (g, "grade")):
         _same_length(arr, name, jq, "judged_query", "one per judgment row")
-    if g.size and float(g.min()) < 0.0:
-        row = int(np.argmin(g))
-        raise StatsInputError(f"`grade` must be >= 0; got {g[row]:g} at row {row}.")
+    _non_negative(g)
 
     n_docs = max(int(rd.max(initial=0)), int(jd.max(initial=0))) + 1
     if n_queries * n_docs >= _KEY_LIMIT:  # a sparse vocabulary: renumber in the same order
@@ -211,18 +242,137 @@ def ranking_metrics(
             f"`n_queries` times the number of distinct documents must be below 2**62; "
             f"got {n_queries} x {n_docs}."
         )
-    cutoffs = {spec.k for spec in specs.values() if spec.kind in ("ndcg", "ndcg_cond")}
-    judged = _Judgments.build(jq, jd, g, n_queries, n_docs, relevant_grade, gain, cutoffs)
+    judged = _Judgments.build(jq, jd, g, n_queries, n_docs, relevant_grade, gain, _cutoffs(specs))
     run = _Run.build(rq, rd, rk, sc, n_queries, n_docs, judged, relevant_grade)
-    out = {name: _metric(spec, run, judged) for name, spec in specs.items()}
+    summary = judged.summary
+    out = {
+        name: _metric(spec, run, summary.relevant, summary.ideal, summary.gain)
+        for name, spec in specs.items()
+    }
     return RankingMetrics(
         metrics=out,
         n_queries=n_queries,
-        relevant=judged.relevant,
+        relevant=summary.relevant,
         returned=run.returned,
         duplicates=run.duplicates,
-        defined=judged.relevant > 0,
+        defined=summary.relevant > 0,
     )
+
+
+def judgment_summary(
+    judged_query: ArrayLike,
+    grade: ArrayLike,
+    *,
+    n_queries: int,
+    metrics: Sequence[str],
+    relevant_grade: float = 1.0,
+    gain: Literal["linear", "exponential"] = "linear",
+) -> JudgmentSummary:
+    """R and the ideal DCG (for the nDCG cutoffs among ``metrics``) of each query.
+
+    One row per judged (query, document): the caller has merged duplicate judgments (the
+    rules of :func:`ranking_metrics`). Query codes lie in ``0 .. n_queries - 1``; grades are
+    finite and >= 0.
+    """
+    n_queries = v.integer(n_queries, "n_queries", minimum=0)
+    specs = _specs(metrics)
+    gain = v.choice(gain, "gain", _GAINS)  # type: ignore[assignment]
+    relevant_grade = v.real(relevant_grade, "relevant_grade", low=0.0, low_open=True)
+    jq = _codes(judged_query, "judged_query", n_queries)
+    g = v.sample(grade, "grade", min_size=0)
+    _same_length(g, "grade", jq, "judged_query", "one per judgment row")
+    _non_negative(g)
+    codes, n_grades, values = _ordinal(g)
+    return _summary(jq, codes, n_grades, values, n_queries, relevant_grade, gain, _cutoffs(specs))
+
+
+def placed_metrics(
+    row_list: ArrayLike,
+    grade: ArrayLike,
+    judged: ArrayLike,
+    *,
+    list_query: ArrayLike,
+    summary: JudgmentSummary,
+    metrics: Sequence[str],
+    duplicates: int = 0,
+) -> RankingMetrics:
+    """Per-list metrics of ranked lists that are already placed: the rows of list 0, then of
+    list 1, ..., each list best first, without duplicate documents; ``grade`` is a row's judged
+    grade (0 where unjudged) and ``judged`` whether it has a judgment. List ``i`` belongs to
+    query ``list_query[i]``, whose R and ideal DCG come from ``summary``.
+
+    The formulas and NaN rules are those of :func:`ranking_metrics`, with lists in place of
+    queries (``n_queries`` of the result is the number of lists; ``duplicates`` is passed
+    through: the caller dropped them while placing).
+    """
+    specs = _specs(metrics)
+    if not isinstance(summary, JudgmentSummary):
+        raise StatsInputError(f"`summary` must be a JudgmentSummary; got {type(summary).__name__}.")
+    lq = _codes(list_query, "list_query", summary.n_queries)
+    n_lists = int(lq.size)
+    rl = _codes(row_list, "row_list", n_lists)
+    g = v.sample(grade, "grade", min_size=0)
+    j = np.asarray(judged)
+    if j.dtype != np.bool_ or j.ndim != 1:
+        raise StatsInputError(f"`judged` must be a 1-D boolean array; got dtype {j.dtype}.")
+    for arr, name in ((g, "grade"), (j, "judged")):
+        _same_length(arr, name, rl, "row_list", "one per row")
+    _non_negative(g)
+    if rl.size > 1 and bool(np.any(rl[1:] < rl[:-1])):
+        row = int(np.argmax(rl[1:] < rl[:-1])) + 1
+        raise StatsInputError(
+            f"`row_list` must be sorted (the rows of each list together, lists in order); "
+            f"list {rl[row]} follows list {rl[row - 1]} at row {row}."
+        )
+    for spec in specs.values():
+        if spec.kind in ("ndcg", "ndcg_cond") and spec.k not in summary.ideal:
+            raise StatsInputError(
+                f"`summary` has no ideal DCG for {spec.name!r}: build it with this metric."
+            )
+    returned, position = _group_starts(rl, n_lists)
+    run = _Run(
+        query=rl,
+        position=position,
+        grade=g,
+        judged=j,
+        relevant=g >= summary.relevant_grade,
+        returned=returned,
+        duplicates=int(duplicates),
+    )
+    big_r = summary.relevant[lq]
+    ideal = {k: values[lq] for k, values in summary.ideal.items()}
+    out = {name: _metric(spec, run, big_r, ideal, summary.gain) for name, spec in specs.items()}
+    return RankingMetrics(
+        metrics=out,
+        n_queries=n_lists,
+        relevant=big_r,
+        returned=returned,
+        duplicates=int(duplicates),
+        defined=big_r > 0,
+    )
+
+
+def _specs(metrics: Sequence[str]) -> dict[str, MetricSpec]:
+    if isinstance(metrics, str) or not isinstance(metrics, Sequence):
+        raise StatsInputError(
+            f"`metrics` must be a sequence of metric names (a list, not one string); "
+            f"got {metrics!r}."
+        )
+    specs = {}
+    for i, name in enumerate(metrics):
+        spec = _parse(name, f"metrics[{i}]")
+        specs[spec.name] = spec
+    return specs
+
+
+def _cutoffs(specs: dict[str, MetricSpec]) -> set[int | None]:
+    return {spec.k for spec in specs.values() if spec.kind in ("ndcg", "ndcg_cond")}
+
+
+def _non_negative(g: FloatArray) -> None:
+    if g.size and float(g.min()) < 0.0:
+        row = int(np.argmin(g))
+        raise StatsInputError(f"`grade` must be >= 0; got {g[row]:g} at row {row}.")
 
 
 # --------------------------------------------------------------------------------------------
@@ -412,9 +562,7 @@ class _Judgments:
 
     key: IntArray  # query * n_docs + doc, sorted, unique
     grade: FloatArray
-    relevant: IntArray  # R per query
-    ideal: dict[int | None, FloatArray]  # ideal DCG per query, by cutoff
-    gain_name: str
+    summary: JudgmentSummary
 
     @classmethod
     def build(
@@ -451,25 +599,41 @@ class _Judgments:
             keep[1:] = ~same
             key, code = key[keep], code[keep]
         grade = values[code]
-        query = key // n_docs
-        relevant = np.bincount(query[grade >= relevant_grade], minlength=n_queries)
-        # ideal order: query ascending, grade descending
-        ideal_query, ideal_code = _sorted_parts(
-            [(query, n_queries, False), (code, n_grades, True)], [True, True], key.size
+        summary = _summary(
+            key // n_docs, code, n_grades, values, n_queries, relevant_grade, gain, cutoffs
         )
-        _, position = _group_starts(ideal_query, n_queries)
-        weight = _gain(values[ideal_code], gain) * _discount(position)
-        ideal = {}
-        for k in cutoffs:
-            cut = slice(None) if k is None else position < k
-            ideal[k] = _sum_by(ideal_query[cut], weight[cut], n_queries)
-        return cls(
-            key=key,
-            grade=grade,
-            relevant=relevant.astype(np.int64),
-            ideal=ideal,
-            gain_name=gain,
-        )
+        return cls(key=key, grade=grade, summary=summary)
+
+
+def _summary(
+    query: IntArray,
+    code: IntArray,
+    n_grades: int,
+    values: FloatArray,
+    n_queries: int,
+    relevant_grade: float,
+    gain: str,
+    cutoffs: set[int | None],
+) -> JudgmentSummary:
+    """R and the ideal DCG per query from unique judgments (grade ``values[code]``)."""
+    grade = values[code]
+    relevant = np.bincount(query[grade >= relevant_grade], minlength=n_queries)
+    # ideal order: query ascending, grade descending
+    ideal_query, ideal_code = _sorted_parts(
+        [(query, n_queries, False), (code, n_grades, True)], [True, True], query.size
+    )
+    _, position = _group_starts(ideal_query, n_queries)
+    weight = _gain(values[ideal_code], gain) * _discount(position)
+    ideal = {}
+    for k in sorted(cutoffs, key=lambda c: -1 if c is None else c):
+        cut = slice(None) if k is None else position < k
+        ideal[k] = _sum_by(ideal_query[cut], weight[cut], n_queries)
+    return JudgmentSummary(
+        relevant=relevant.astype(np.int64),
+        ideal=ideal,
+        gain=gain,
+        relevant_grade=relevant_grade,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -568,48 +732,53 @@ class _Run:
 # Metrics
 
 
-def _metric(spec: MetricSpec, run: _Run, judgments: _Judgments) -> FloatArray:
-    n_queries = run.returned.size
-    big_r = judgments.relevant
+def _metric(
+    spec: MetricSpec,
+    run: _Run,
+    big_r: IntArray,
+    ideal: dict[int | None, FloatArray],
+    gain: str,
+) -> FloatArray:
+    """One metric per group of ``run`` (a query, or a list): ``big_r`` and ``ideal`` per group."""
+    n_groups = run.returned.size
     k = spec.k
     if spec.kind in ("ndcg", "ndcg_cond"):
         query, position, grade = run.query, run.position, run.grade
         if spec.kind == "ndcg_cond":
             query, grade = query[run.judged], grade[run.judged]
-            _, position = _group_starts(query, n_queries)
+            _, position = _group_starts(query, n_groups)
         if k is not None:
             cut = position < k
             query, position, grade = query[cut], position[cut], grade[cut]
-        weight = _gain(grade, judgments.gain_name) * _discount(position)
-        dcg = _sum_by(query, weight, n_queries)
-        ideal = judgments.ideal[k]
-        return _divide(dcg, ideal)
+        weight = _gain(grade, gain) * _discount(position)
+        dcg = _sum_by(query, weight, n_groups)
+        return _divide(dcg, ideal[k])
     if spec.kind == "judged":
         assert k is not None
-        hits = _count(run.query, run.judged & (run.position < k), n_queries)
+        hits = _count(run.query, run.judged & (run.position < k), n_groups)
         return _divide(hits, np.minimum(run.returned, k).astype(np.float64))
 
     relevant = run.relevant
     if spec.kind == "p":
         assert k is not None
-        value = _count(run.query, relevant & (run.position < k), n_queries) / k
+        value = _count(run.query, relevant & (run.position < k), n_groups) / k
     elif spec.kind == "r":
-        value = _count(run.query, relevant & (run.position < (k or 0)), n_queries)
+        value = _count(run.query, relevant & (run.position < (k or 0)), n_groups)
         value = _divide(value, big_r.astype(np.float64))
     elif spec.kind == "rprec":
-        value = _count(run.query, relevant & (run.position < big_r[run.query]), n_queries)
+        value = _count(run.query, relevant & (run.position < big_r[run.query]), n_groups)
         value = _divide(value, big_r.astype(np.float64))
     elif spec.kind == "rr":
         q_rel, p_rel = run.query[relevant], run.position[relevant]
         first = np.ones(q_rel.size, dtype=bool)
         first[1:] = q_rel[1:] != q_rel[:-1]
-        value = np.zeros(n_queries)
+        value = np.zeros(n_groups)
         value[q_rel[first]] = 1.0 / (p_rel[first] + 1.0)
-    else:  # ap: the i-th relevant document of a query, at position p, adds i / p
+    else:  # ap: the i-th relevant document of a group, at position p, adds i / p
         q_rel, p_rel = run.query[relevant], run.position[relevant]
-        _, nth = _group_starts(q_rel, n_queries)
+        _, nth = _group_starts(q_rel, n_groups)
         precision = (nth + 1.0) / (p_rel + 1.0)
-        value = _divide(_sum_by(q_rel, precision, n_queries), big_r.astype(np.float64))
+        value = _divide(_sum_by(q_rel, precision, n_groups), big_r.astype(np.float64))
     return np.where(big_r > 0, value, np.nan)
 
 

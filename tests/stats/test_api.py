@@ -56,6 +56,10 @@ EXPECTED = {
     "psi_from_summaries",
     "summarize",
     "summary_grid",
+    # judged runs placed by the reader (issue 12)
+    "JudgmentSummary",
+    "judgment_summary",
+    "placed_metrics",
 }
 
 

@@ -1,0 +1,405 @@
+"""Ranked lists placed and joined to their judgments without hashing every id string in Arrow.
+
+The judged-runs reader hands this module, per batch of run rows, the Arrow string arrays of
+query and document ids; it returns numpy arrays a metric needs: each row's list, its judged grade
+and whether it has one, in placement order and without duplicates.
+
+Identity of an id is its exact bytes. Each id is held as ``IdKeys``: its bytes as little-endian
+64-bit words (zero padded), its length, and a 64-bit fingerprint of both. Searching and
+de-duplicating use the fingerprint (packed with the query or list code into one int64 key, so a
+join is one ``searchsorted`` and duplicates one sort of integers); every match a key finds is
+then confirmed on the words and the length, so a fingerprint collision can cost time, never a
+wrong grade or a wrong duplicate. A key shared by two different judged documents of one query
+(a collision inside the judgments) marks that key ambiguous, and rows that hit it are resolved
+one by one against each candidate.
+
+Placement (``docs/outcomes.md``): within a list, rank ascending when the runs have ranks, ties
+(and rows without a rank, which come last) by score descending (rows without a score last),
+then by document id descending in byte order, trec_eval's own final tie rule. Input that is
+already in that order with no ties (the usual case: each list written best first) is checked in
+one pass and not sorted. Of duplicate documents in a list the best placed is kept.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+IntArray = npt.NDArray[np.int64]
+UIntArray = npt.NDArray[np.uint64]
+FloatArray = npt.NDArray[np.float64]
+BoolArray = npt.NDArray[np.bool_]
+
+_MASKS = np.array([(1 << (8 * k)) - 1 for k in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
+_SEED = np.uint64(0x9E3779B97F4A7C15)
+_M1 = np.uint64(0xFF51AFD7ED558CCD)
+_M2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_S29 = np.uint64(29)
+
+
+@dataclass(frozen=True, slots=True)
+class IdKeys:
+    """Exact content of n id strings: ``words`` (w, n) uint64, word j of an id holding its
+    bytes 8j .. 8j + 7 little-endian, zero padded; ``length`` in bytes; ``fp`` a 64-bit
+    fingerprint of (length, words)."""
+
+    words: UIntArray
+    length: IntArray
+    fp: UIntArray
+
+    @property
+    def size(self) -> int:
+        return int(self.length.size)
+
+    def take(self, rows: IntArray) -> IdKeys:
+        return IdKeys(self.words[:, rows], self.length[rows], self.fp[rows])
+
+    def name(self, row: int) -> str:
+        """The id of one row, as text (for error messages)."""
+        raw = self.words[:, row].astype("<u8").tobytes()[: int(self.length[row])]
+        return raw.decode("utf-8", errors="replace")
+
+    def equal(self, rows: IntArray, other: IdKeys, other_rows: IntArray) -> BoolArray:
+        """Whether id ``rows[i]`` here has the same bytes as ``other_rows[i]`` in ``other``."""
+        same = self.length[rows] == other.length[other_rows]
+        w = min(self.words.shape[0], other.words.shape[0])
+        for j in range(w):  # ids of equal length fit in min(w) words on both sides
+            same &= self.words[j, rows] == other.words[j, other_rows]
+        return same
+
+
+def _fmix(h: UIntArray) -> UIntArray:
+    """MurmurHash3's 64-bit finalizer, in place."""
+    h ^= h >> _S33
+    h *= _M1
+    h ^= h >> _S33
+    h *= _M2
+    h ^= h >> _S33
+    return h
+
+
+def fingerprint(words: UIntArray, length: IntArray) -> UIntArray:
+    """Fingerprint of ids from their words: the length, then each word the id occupies
+    (ceil(length / 8) of them: the value does not depend on the padding width), each folded
+    in as h = (h xor w) * M1, h ^= h >> 29; at the end h ^= h >> 33, h *= M2, h ^= h >> 33
+    (M1, M2: MurmurHash3's finalizer constants). In place, two arrays of scratch."""
+    h = length.astype(np.uint64)
+    h ^= _SEED
+    tmp = np.empty_like(h)
+    used = (length + 7) // 8
+    full = int(used.min(initial=0))  # words every id uses: no mask needed
+    for j in range(words.shape[0]):
+        if j < full:
+            np.bitwise_xor(h, words[j], out=h)
+            h *= _M1
+            np.right_shift(h, _S29, out=tmp)
+            h ^= tmp
+        else:
+            np.bitwise_xor(h, words[j], out=tmp)
+            tmp *= _M1
+            step = tmp >> _S29
+            step ^= tmp
+            np.copyto(h, step, where=used > j)
+    np.right_shift(h, _S33, out=tmp)
+    h ^= tmp
+    h *= _M2
+    np.right_shift(h, _S33, out=tmp)
+    h ^= tmp
+    return h
+
+
+def id_keys(strings: pa.Array) -> IdKeys:
+    """The ``IdKeys`` of a non-null string (or binary) array, read off its Arrow buffers."""
+    n = len(strings)
+    if n == 0:
+        return IdKeys(np.zeros((1, 0), np.uint64), np.zeros(0, np.int64), np.zeros(0, np.uint64))
+    large = pa.types.is_large_string(strings.type) or pa.types.is_large_binary(strings.type)
+    buffers = strings.buffers()
+    offsets = np.frombuffer(
+        buffers[1], dtype=np.int64 if large else np.int32, count=strings.offset + n + 1
+    )[strings.offset :]
+    first, last = int(offsets[0]), int(offsets[-1])
+    data = np.zeros(last - first + 8, dtype=np.uint8)
+    if last > first and buffers[2] is not None:
+        data[: last - first] = np.frombuffer(buffers[2], dtype=np.uint8)[first:last]
+    start = offsets[:-1] - first  # int32 for string arrays: faster to index with
+    length = np.diff(offsets)
+    width = max(int((int(length.max()) + 7) // 8), 1)
+    # every 8-byte window of the padded data, as one unaligned little-endian word
+    windows = np.ndarray((data.size - 7,), dtype="<u8", buffer=data, strides=(1,))
+    words = np.empty((width, n), dtype=np.uint64)
+    last_window = data.size - 8
+    for j in range(width):
+        if j:
+            start += 8
+            np.minimum(start, last_window, out=start)  # past an id's end: masked to zero
+        words[j] = windows[start]
+        left = length - 8 * j
+        np.clip(left, 0, 8, out=left)
+        words[j] &= _MASKS[left]
+    length = length.astype(np.int64)
+    return IdKeys(words, length, fingerprint(words, length))
+
+
+def _bits(n: int) -> int:
+    return max(int(n).bit_length(), 1)
+
+
+def _pack(group: IntArray, fp: UIntArray, n_groups: int) -> IntArray:
+    """(group, top bits of fp) packed into one non-negative int64, group in the high bits."""
+    shift = 63 - _bits(n_groups)
+    if shift < 16:
+        raise ValueError(f"too many groups to pack with a fingerprint: {n_groups}")
+    key = (fp >> np.uint64(64 - shift)).view(np.int64)
+    high = group.astype(np.int64) << shift
+    key |= high
+    return key
+
+
+# --------------------------------------------------------------------------- judgments
+
+
+@dataclass(frozen=True, slots=True)
+class JudgmentIndex:
+    """Unique judgments of one judgment set, ready to join: sorted by ``key`` = (query code,
+    fingerprint) packed; ``query``, ``grade`` and ``docs`` row-aligned; ``ambiguous`` the keys
+    two different documents share (almost always empty)."""
+
+    key: IntArray
+    query: IntArray
+    grade: FloatArray
+    docs: IdKeys
+    n_queries: int
+    ambiguous: frozenset[int]
+    values: FloatArray  # the distinct grades, ascending, then 0.0 (what code -1 reads)
+    code: npt.NDArray[np.signedinteger[Any]]  # grade = values[code]
+
+    def grades(self, code: npt.NDArray[np.signedinteger[Any]]) -> FloatArray:
+        """Grades of joined rows from their codes (-1, unjudged: 0)."""
+        return np.asarray(self.values[code], dtype=np.float64)
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """One (query, document) judged twice with different grades (rows into the input)."""
+
+    query: int
+    row: int
+    grades: tuple[float, float]
+
+
+def index_judgments(
+    query: IntArray, docs: IdKeys, grade: FloatArray, n_queries: int
+) -> JudgmentIndex | Conflict:
+    """Merge duplicate judgments (same grade) and index them; a conflicting pair is returned
+    (the caller names it) rather than raised."""
+    key = _pack(query, docs.fp, n_queries)
+    order = np.lexsort((grade, key))
+    key, q, g = key[order], query[order], grade[order]
+    d = docs.take(order)
+    keep = np.ones(key.size, dtype=bool)
+    ambiguous: set[int] = set()
+    if key.size > 1:
+        same_key = np.flatnonzero(key[1:] == key[:-1])
+        if same_key.size:
+            same_doc = d.equal(same_key, d, same_key + 1)
+            dup = same_key[same_doc]
+            clash = dup[g[dup] != g[dup + 1]]
+            if clash.size:
+                i = int(clash[0])
+                return Conflict(int(q[i]), int(order[i]), (float(g[i]), float(g[i + 1])))
+            keep[dup + 1] = False
+            others = same_key[~same_doc]
+            if others.size:  # different documents under one key: resolve them exactly
+                ambiguous.update(int(k) for k in key[others])
+                # a document can still repeat inside an ambiguous run of keys
+                for k in sorted(ambiguous):
+                    rows = np.flatnonzero(key == k)
+                    for a_i, a in enumerate(rows):
+                        for b in rows[a_i + 1 :]:
+                            if keep[b] and bool(d.equal(np.array([a]), d, np.array([b]))[0]):
+                                if g[a] != g[b]:
+                                    lo, hi = sorted((float(g[a]), float(g[b])))
+                                    return Conflict(int(q[a]), int(order[a]), (lo, hi))
+                                keep[b] = False
+    if not keep.all():
+        key, q, g, d = key[keep], q[keep], g[keep], d.take(np.flatnonzero(keep))
+    values, code = np.unique(g, return_inverse=True)
+    dtype = np.int16 if values.size < 2**15 else np.int32
+    return JudgmentIndex(
+        key,
+        q,
+        g,
+        d,
+        n_queries,
+        frozenset(ambiguous),
+        np.append(values, 0.0),
+        code.ravel().astype(dtype),
+    )
+
+
+def join(
+    index: JudgmentIndex, query: npt.NDArray[np.integer[Any]], docs: IdKeys
+) -> npt.NDArray[np.signedinteger[Any]]:
+    """The grade code (``index.values[code]`` is the grade; -1: unjudged) of each (query,
+    document) row; ``query`` is the judged-query code, negative for a query without
+    judgments."""
+    n = query.size
+    out = np.full(n, -1, dtype=index.code.dtype)
+    if n == 0 or index.key.size == 0:
+        return out
+    if int(query.min()) >= 0:  # every query has judgments: no row selection
+        key = _pack(query, docs.fp, index.n_queries)
+        rows = None
+    else:
+        rows = np.flatnonzero(query >= 0)
+        key = _pack(query[rows], docs.fp[rows], index.n_queries)
+    pos = np.searchsorted(index.key, key)  # rows come list by list: nearby keys, warm cache
+    np.minimum(pos, index.key.size - 1, out=pos)
+    hit = index.key[pos] == key
+    rows = np.flatnonzero(hit) if rows is None else rows[hit]
+    pos, key = pos[hit], key[hit]
+    ok = docs.equal(rows, index.docs, pos)
+    if index.ambiguous:
+        for i in np.flatnonzero(np.isin(key, np.fromiter(index.ambiguous, np.int64))):
+            ok[i] = False
+            candidates = np.flatnonzero(index.key == key[i])
+            same = docs.equal(np.full(candidates.size, rows[i]), index.docs, candidates)
+            if same.any():
+                ok[i] = True
+                pos[i] = candidates[int(np.argmax(same))]
+    rows, pos = rows[ok], pos[ok]
+    out[rows] = index.code[pos]
+    return out
+
+
+# --------------------------------------------------------------------------- placement
+
+
+def _ordinal(x: FloatArray) -> tuple[IntArray, int]:
+    """Order-preserving codes of ``x`` (NaN last, equal values equal codes) and their count."""
+    if x.size == 0:
+        return np.zeros(0, dtype=np.int64), 1
+    finite = np.isfinite(x)
+    if finite.all():
+        low, high = float(x.min()), float(x.max())
+        if high - low <= 4 * x.size + 1024 and np.array_equal(x, np.floor(x)):
+            codes = x.astype(np.int64)
+            codes -= int(low)
+            return codes, int(high - low) + 2  # the last code is free for NaN
+    nan_code = None
+    values = np.where(finite, x, np.inf)
+    uniq, codes = np.unique(values, return_inverse=True)
+    codes = codes.astype(np.int64).ravel()
+    nan_code = int(uniq.size)
+    codes[~finite] = nan_code
+    return codes, nan_code + 1
+
+
+def _already_placed(row_list: IntArray, rank: FloatArray | None, score: FloatArray | None) -> bool:
+    """Whether consecutive rows are in placement order with no ties: each row starts a new
+    list or comes strictly after the previous one (rank up, or equal rank and score down).
+    NaN compares false, so rows with a missing rank or score take the sorting path."""
+    same = row_list[1:] == row_list[:-1]
+    if bool(np.any(row_list[1:] < row_list[:-1])):
+        return False
+    if rank is not None:
+        after = rank[1:] > rank[:-1]
+        if score is not None:
+            after |= (rank[1:] == rank[:-1]) & (score[1:] < score[:-1])
+    else:
+        assert score is not None
+        after = score[1:] < score[:-1]
+    return bool(np.all(after | ~same))
+
+
+def placement(
+    row_list: IntArray,
+    n_lists: int,
+    rank: FloatArray | None,
+    score: FloatArray | None,
+    docs: IdKeys,
+) -> IntArray | None:
+    """The row order that places each list best first (see the module docstring), or None when
+    the rows already are in that order with no ties."""
+    n = row_list.size
+    if rank is not None and bool(np.isnan(rank).all()):
+        rank = None
+    if score is not None and bool(np.isnan(score).all()):
+        score = None
+    if rank is None and score is None:
+        raise ValueError("rows need a rank or a score to be placed")
+    if n < 2 or _already_placed(row_list, rank, score):
+        return None
+    parts: list[tuple[IntArray, int]] = [(row_list, max(n_lists, 1))]
+    if rank is not None:
+        parts.append(_ordinal(rank))
+    if score is not None:
+        codes, size = _ordinal(score)
+        nan_code = size - 1
+        desc = (size - 2) - codes  # descending; NaN (the last code) stays last
+        desc[codes == nan_code] = nan_code
+        parts.append((desc, size))
+    bits = sum(_bits(size) for _, size in parts)
+    if bits <= 62:
+        key = parts[0][0].astype(np.int64)
+        for codes, size in parts[1:]:
+            key <<= _bits(size)
+            key |= codes
+        order = np.argsort(key)
+        sorted_key = key[order]
+    else:
+        order = np.lexsort(tuple(codes for codes, _ in reversed(parts)))
+        stacked = np.stack([codes[order] for codes, _ in parts])
+        same_next = np.all(stacked[:, 1:] == stacked[:, :-1], axis=0)
+        sorted_key = np.cumsum(np.concatenate(([0], ~same_next)))
+    tied = np.zeros(n, dtype=bool)
+    eq = sorted_key[1:] == sorted_key[:-1]
+    tied[1:] |= eq
+    tied[:-1] |= eq
+    if tied.any():  # ties: document id descending (byte order; a prefix is smaller)
+        at = np.flatnonzero(tied)
+        rows = order[at]
+        group = sorted_key[at]
+        be = docs.words[:, rows].byteswap()
+        keys: list[npt.NDArray[np.generic]] = [-docs.length[rows]]
+        keys += [~be[j] for j in range(be.shape[0] - 1, -1, -1)]
+        keys.append(group)
+        order[at] = rows[np.lexsort(tuple(keys))]
+    return order
+
+
+def duplicates(row_list: IntArray, n_lists: int, docs: IdKeys) -> BoolArray | None:
+    """Rows (in placement order) that repeat an earlier row's document in the same list, or
+    None when there are none."""
+    n = row_list.size
+    if n < 2:
+        return None
+    key = _pack(row_list, docs.fp, n_lists)
+    key.sort()
+    if not bool(np.any(key[1:] == key[:-1])):
+        return None  # equal documents have equal keys: no equal keys, no duplicates
+    key = _pack(row_list, docs.fp, n_lists)
+    order = np.argsort(key, kind="stable")  # equal keys keep placement order: best first
+    ks = key[order]
+    later = np.flatnonzero(ks[1:] == ks[:-1]) + 1
+    drop = np.zeros(n, dtype=bool)
+    # a later row of a run of equal keys duplicates the run's first row, if the bytes agree
+    run_first = np.maximum.accumulate(
+        np.where(np.concatenate(([True], ks[1:] != ks[:-1])), np.arange(n), 0)
+    )
+    a, b = order[run_first[later]], order[later]
+    same = docs.equal(b, docs, a)
+    drop[b[same]] = True
+    for i in np.flatnonzero(~same):  # a fingerprint collision inside a list: compare exactly
+        row = b[i]
+        run = order[run_first[later[i]] : later[i]]
+        kept = run[~drop[run]]
+        if docs.equal(np.full(kept.size, row), docs, kept).any():
+            drop[row] = True
+    return drop if drop.any() else None
