@@ -15,13 +15,14 @@ the same judgments, so a judgment update never looks like decay.
 from __future__ import annotations
 
 import hashlib
+import queue
 import re
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -462,6 +463,20 @@ def _batches(
         raise _translate(exc, plan.file.path, f"reading row group {g}") from exc
 
 
+@dataclass(frozen=True, slots=True)
+class _Group:
+    """How to read one planned row group of a run file."""
+
+    plan: _Plan
+    g: int
+    inside: bool  # wholly inside the window: no timestamp filter
+    const_ts: int | None  # its one timestamp, from the footer (None: read the column)
+    rank: bool
+    score: bool
+    seg_const: int | None  # the segment code when the segment is a hive partition
+    columns: tuple[str, ...]
+
+
 def _read_parquet_runs(
     spec: OutcomeSpec,
     judged: JudgedSpec,
@@ -471,26 +486,14 @@ def _read_parquet_runs(
     judgments: _Judgments,
 ) -> _RunRows:
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
-    stamps = {
-        p.file.path: _ts_stats(source, p.file, spec.timestamp_column, spec.timestamp_unit)
-        for p in plans
-    }
-    ordering = [_check_ordering(p.footer, p.file, judged) for p in plans]
-    sink = _RunSink(
-        sum(p.capacity for p in plans),
-        judgments,
-        rank=any(r for r, _ in ordering),
-        score=any(s for _, s in ordering),
-        segment=spec.segment_column is not None,
-    )
-    rows = dropped = 0
-    per_file: dict[str, int] = {}
-    for plan, (rank_here, score_here) in zip(plans, ordering, strict=True):
+    groups: list[_Group] = []
+    seg_col = spec.segment_column
+    for plan in plans:  # every schema problem is found before any data is read
         f, footer = plan.file, plan.footer
         _require_label(footer, f, spec.query_column, "query id", "query_column")
         _require_label(footer, f, judged.doc_column, "document id", "doc_column")
+        rank_here, score_here = _check_ordering(footer, f, judged)
         names = set(footer.schema.names)
-        seg_col = spec.segment_column
         from_partition = (
             seg_col is not None and seg_col not in names and seg_col in dict(f.partitions)
         )
@@ -500,71 +503,81 @@ def _read_parquet_runs(
         if from_partition:
             value = str(dict(f.partitions)[str(seg_col)])
             seg_const = coder.segments.setdefault(value, len(coder.segments))
-        stats = stamps[f.path]
-        before = dropped
-        with _opened(source, f, footer) as pf:
-            for g, inside in zip(plan.groups, plan.inside, strict=True):
-                # a row group wholly inside the window with one timestamp (one evaluation
-                # run) needs no timestamp column: the footer's statistics give it
-                lo, hi = stats.lo[g], stats.hi[g]
-                const_ts = lo if inside and lo is not None and lo == hi else None
-                columns = [spec.query_column, judged.doc_column]
-                if const_ts is None:
-                    columns.append(spec.timestamp_column)
-                columns += [
-                    c
-                    for c, h in ((judged.rank_column, rank_here), (judged.score_column, score_here))
-                    if h
-                ]
-                if seg_col is not None and not from_partition:
-                    columns.append(seg_col)
-                for batch in _batches(pf, plan, g, columns):
-                    table = pa.Table.from_batches([batch])
-                    if inside:
-                        n_in = table.num_rows
-                    else:
-                        mask = _in_window(table, spec.timestamp_column, plan.unit, window)
-                        n_in = int(mask.sum())
-                        if n_in < table.num_rows:
-                            table = table.filter(pa.array(mask))
-                    rows += n_in
-                    if n_in == 0:
-                        continue
-                    q = _strings(table.column(spec.query_column))
-                    d = _strings(table.column(judged.doc_column))
-                    valid = _valid(q) & _valid(d)
-                    seg = None
-                    if seg_col is not None and not from_partition:
-                        seg = _strings(table.column(seg_col))
-                        valid &= _valid(seg)
-                    rank = _maybe_floats(table, judged.rank_column, rank_here)
-                    score = _maybe_floats(table, judged.score_column, score_here)
-                    valid &= np.isfinite(rank) | np.isfinite(score)
-                    ts: IntArray | int = (
-                        int(const_ts)
-                        if const_ts is not None
-                        else _ts_to_ns(table.column(spec.timestamp_column), plan.unit)
-                    )
-                    del table
-                    n_ok = int(valid.sum())
-                    dropped += n_in - n_ok
-                    if n_ok < n_in:
-                        keep = pa.array(valid)
-                        q, d = q.filter(keep), d.filter(keep)
-                        seg = None if seg is None else seg.filter(keep)
-                        rank, score = rank[valid], score[valid]
-                        if not isinstance(ts, int):
-                            ts = ts[valid]
-                    sink.add(
-                        ts,
-                        coder.queries(q),
-                        id_keys(d),
-                        rank if rank_here else None,
-                        score if score_here else None,
-                        seg_const if seg is None else coder.segment(seg),
-                    )
-        if dropped > before:
-            per_file[f.path] = dropped - before
+        stats = _ts_stats(source, f, spec.timestamp_column, spec.timestamp_unit)
+        for g, inside in zip(plan.groups, plan.inside, strict=True):
+            # a row group wholly inside the window with one timestamp (one evaluation run)
+            # needs no timestamp column: the footer's statistics give it
+            lo, hi = stats.lo[g], stats.hi[g]
+            const_ts = lo if inside and lo is not None and lo == hi else None
+            columns = [spec.query_column, judged.doc_column]
+            if const_ts is None:
+                columns.append(spec.timestamp_column)
+            columns += [
+                c
+                for c, h in ((judged.rank_column, rank_here), (judged.score_column, score_here))
+                if h
+            ]
+            if seg_col is not None and not from_partition:
+                columns.append(seg_col)
+            groups.append(
+                _Group(plan, g, inside, const_ts, rank_here, score_here, seg_const, tuple(columns))
+            )
+    sink = _RunSink(
+        sum(p.capacity for p in plans),
+        judgments,
+        rank=any(gr.rank for gr in groups),
+        score=any(gr.score for gr in groups),
+        segment=seg_col is not None,
+    )
+    rows = dropped = 0
+    per_file: dict[str, int] = {}
+    # Arrow decodes the next batch in a thread of its own while this one codes the last
+    for gr, batch in _prefetch(_decode(source, groups)):
+        table = pa.Table.from_batches([batch])
+        if gr.inside:
+            n_in = table.num_rows
+        else:
+            mask = _in_window(table, spec.timestamp_column, gr.plan.unit, window)
+            n_in = int(mask.sum())
+            if n_in < table.num_rows:
+                table = table.filter(pa.array(mask))
+        rows += n_in
+        if n_in == 0:
+            continue
+        q = _strings(table.column(spec.query_column))
+        d = _strings(table.column(judged.doc_column))
+        valid = _valid(q) & _valid(d)
+        seg = None
+        if seg_col is not None and gr.seg_const is None:
+            seg = _strings(table.column(seg_col))
+            valid &= _valid(seg)
+        rank = _maybe_floats(table, judged.rank_column, gr.rank)
+        score = _maybe_floats(table, judged.score_column, gr.score)
+        valid &= np.isfinite(rank) | np.isfinite(score)
+        ts: IntArray | int = (
+            int(gr.const_ts)
+            if gr.const_ts is not None
+            else _ts_to_ns(table.column(spec.timestamp_column), gr.plan.unit)
+        )
+        del table
+        n_ok = int(valid.sum())
+        if n_ok < n_in:
+            dropped += n_in - n_ok
+            per_file[gr.plan.file.path] = per_file.get(gr.plan.file.path, 0) + n_in - n_ok
+            keep = pa.array(valid)
+            q, d = q.filter(keep), d.filter(keep)
+            seg = None if seg is None else seg.filter(keep)
+            rank, score = rank[valid], score[valid]
+            if not isinstance(ts, int):
+                ts = ts[valid]
+        sink.add(
+            ts,
+            coder.queries(q),
+            id_keys(d),
+            rank if gr.rank else None,
+            score if gr.score else None,
+            gr.seg_const if seg is None else coder.segment(seg),
+        )
     if rows and dropped / rows > spec.max_invalid_share:
         _raise_bad_values(
             "run row",
@@ -576,6 +589,63 @@ def _read_parquet_runs(
             per_file,
         )
     return sink.rows(rows=rows, dropped=dropped, files=len(plans), fmt="parquet")
+
+
+def _decode(source: _Source, groups: list[_Group]) -> Iterator[tuple[_Group, pa.RecordBatch]]:
+    """The batches of every planned row group, file by file (each file opened once)."""
+    at = 0
+    while at < len(groups):
+        plan = groups[at].plan
+        with _opened(source, plan.file, plan.footer) as pf:
+            while at < len(groups) and groups[at].plan is plan:
+                gr = groups[at]
+                for batch in _batches(pf, plan, gr.g, list(gr.columns)):
+                    yield gr, batch
+                at += 1
+
+
+_T = TypeVar("_T")
+
+
+def _prefetch(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
+    """``items``, produced up to ``depth`` ahead in a thread of their own. An exception in
+    the producer is raised here, in order; leaving early (or an exception here) stops the
+    producer at its next item."""
+    slots: queue.Queue[tuple[bool, object]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(entry: tuple[bool, object]) -> bool:
+        while not stop.is_set():
+            try:
+                slots.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+            put((True, end))
+        except BaseException as exc:  # handed to the consumer, which raises it
+            put((False, exc))
+
+    worker = threading.Thread(target=produce, name="judged-runs-read", daemon=True)
+    worker.start()
+    try:
+        while True:
+            ok, item = slots.get()
+            if not ok:
+                assert isinstance(item, BaseException)
+                raise item
+            if item is end:
+                return
+            yield cast(_T, item)
+    finally:
+        stop.set()
 
 
 def _valid(arr: pa.Array) -> npt.NDArray[np.bool_]:

@@ -23,7 +23,7 @@ one pass and not sorted. Of duplicate documents in a list the best placed is kep
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -49,7 +49,7 @@ class IdKeys:
     fingerprint of (length, words)."""
 
     words: UIntArray
-    length: IntArray
+    length: npt.NDArray[np.signedinteger[Any]]  # int32 in sinks, int64 fresh from id_keys
     fp: UIntArray
 
     @property
@@ -66,7 +66,7 @@ class IdKeys:
 
     def equal(self, rows: IntArray, other: IdKeys, other_rows: IntArray) -> BoolArray:
         """Whether id ``rows[i]`` here has the same bytes as ``other_rows[i]`` in ``other``."""
-        same = self.length[rows] == other.length[other_rows]
+        same: BoolArray = np.asarray(self.length[rows] == other.length[other_rows], dtype=bool)
         w = min(self.words.shape[0], other.words.shape[0])
         for j in range(w):  # ids of equal length fit in min(w) words on both sides
             same &= self.words[j, rows] == other.words[j, other_rows]
@@ -83,7 +83,7 @@ def _fmix(h: UIntArray) -> UIntArray:
     return h
 
 
-def fingerprint(words: UIntArray, length: IntArray) -> UIntArray:
+def fingerprint(words: UIntArray, length: npt.NDArray[np.signedinteger[Any]]) -> UIntArray:
     """Fingerprint of ids from their words: the length, then each word the id occupies
     (ceil(length / 8) of them: the value does not depend on the padding width), each folded
     in as h = (h xor w) * M1, h ^= h >> 29; at the end h ^= h >> 33, h *= M2, h ^= h >> 33
@@ -127,7 +127,7 @@ def id_keys(strings: pa.Array) -> IdKeys:
     data = np.zeros(last - first + 8, dtype=np.uint8)
     if last > first and buffers[2] is not None:
         data[: last - first] = np.frombuffer(buffers[2], dtype=np.uint8)[first:last]
-    start = offsets[:-1] - first  # int32 for string arrays: faster to index with
+    start = cast(npt.NDArray[np.signedinteger[Any]], offsets[:-1] - first)  # int32: faster
     length = np.diff(offsets)
     width = max(int((int(length.max()) + 7) // 8), 1)
     # every 8-byte window of the padded data, as one unaligned little-endian word
@@ -150,7 +150,7 @@ def _bits(n: int) -> int:
     return max(int(n).bit_length(), 1)
 
 
-def _pack(group: IntArray, fp: UIntArray, n_groups: int) -> IntArray:
+def _pack(group: npt.NDArray[np.integer[Any]], fp: UIntArray, n_groups: int) -> IntArray:
     """(group, top bits of fp) packed into one non-negative int64, group in the high bits."""
     shift = 63 - _bits(n_groups)
     if shift < 16:

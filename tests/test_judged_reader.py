@@ -1,0 +1,179 @@
+"""The judged-runs reader (``monitor.sources.ranked``) against ``ranking_metrics`` (issue 12).
+
+``ranking_metrics`` codes documents in string order and sorts every run row; it is checked
+against pytrec_eval in ``tests/stats/test_ranking.py``. The reader instead places lists on
+the ids' bytes and joins by fingerprint, confirming each match on the bytes. Random runs
+written to parquet (ties in rank and score, duplicate documents, unjudged documents and
+queries, ids of several lengths including ones longer than 8 bytes, rows in any order) must
+give the same per-query values for every metric; and with a fingerprint that collides on
+purpose (every id of one length gets the same one) the values must not change, since every
+match is confirmed on the bytes.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from monitor.judged import judged_outcomes
+from monitor.sources import JudgedSpec, OutcomeSpec, Window, clear_cache, ranked, write_parquet
+from monitor.sources import judged as judged_source
+from monitor.stats import ranking_metrics
+
+T0 = datetime(2026, 11, 2, 2, tzinfo=UTC)
+METRICS = ("ndcg@5", "ap", "rr", "p@3", "r@10", "rprec", "judged@5", "ndcg'@5", "ndcg")
+# ids of different lengths: short, exactly 8 bytes, longer than one word, multi-byte UTF-8
+DOCS = ["d1", "d2", "d10", "doc-0008", "doc-00009", "a-long-document-id-17", "dé", "d"]
+
+
+@st.composite
+def worlds(draw: st.DrawFn) -> dict[str, object]:
+    n_q = draw(st.integers(1, 5))
+    queries = [f"q{i}" for i in range(n_q)]
+    judged_rows = []
+    for q in queries:
+        if draw(st.booleans()) or q == "q0":  # q0 always judged: at least one defined query
+            docs = draw(st.lists(st.sampled_from(DOCS), min_size=1, max_size=6, unique=True))
+            for d in docs:
+                judged_rows.append((q, d, float(draw(st.integers(0, 3)))))
+    run_rows = []
+    for q in [*queries, "q-unjudged"]:
+        docs = draw(st.lists(st.sampled_from(DOCS), min_size=0, max_size=9))  # duplicates
+        for i, d in enumerate(docs):
+            rank = float(draw(st.sampled_from([i + 1, i + 1, 1, 2])))  # mostly distinct, ties
+            score = float(draw(st.sampled_from([0.5, 0.25, 0.125, float(-i)])))
+            run_rows.append((q, d, rank, score))
+    order = draw(st.permutations(range(len(run_rows)))) if draw(st.booleans()) else None
+    if order is not None:
+        run_rows = [run_rows[i] for i in order]
+    return {
+        "judged": judged_rows,
+        "run": run_rows,
+        "ordering": draw(st.sampled_from(["rank", "score", "both"])),
+    }
+
+
+def _expected(world: dict[str, object]) -> dict[str, dict[str, float]]:
+    judged = world["judged"]
+    run = world["run"]
+    assert isinstance(judged, list)
+    assert isinstance(run, list)
+    names = sorted({q for q, *_ in judged} | {q for q, *_ in run})
+    vocab = sorted({d for _, d, *_ in judged} | {d for _, d, *_ in run}, key=str.encode)
+    qc = {q: i for i, q in enumerate(names)}
+    dc = {d: i for i, d in enumerate(vocab)}
+    ordering = world["ordering"]
+    r = ranking_metrics(
+        [qc[q] for q, *_ in run],
+        [dc[d] for _, d, *_ in run],
+        [qc[q] for q, *_ in judged],
+        [dc[d] for _, d, *_ in judged],
+        [g for *_, g in judged],
+        n_queries=len(names),
+        metrics=list(METRICS),
+        rank=None if ordering == "score" else [x[2] for x in run],
+        score=None if ordering == "rank" else [x[3] for x in run],
+    )
+    return {
+        q: {m: float(r.metrics[m][i]) for m in r.metrics}
+        for i, q in enumerate(names)
+        if r.defined[i] and r.returned[i] > 0
+    }
+
+
+def _ours(world: dict[str, object], root: Path) -> dict[str, dict[str, float]]:
+    judged = world["judged"]
+    run = world["run"]
+    assert isinstance(judged, list)
+    assert isinstance(run, list)
+    write_parquet(
+        root / "qrels" / "qrels.parquet",
+        {
+            "query_id": np.array([q for q, *_ in judged], dtype=np.str_),
+            "doc_id": np.array([d for _, d, _ in judged], dtype=np.str_),
+            "grade": np.array([g for *_, g in judged], dtype=np.float64),
+        },
+    )
+    ordering = world["ordering"]
+    columns: dict[str, np.ndarray] = {
+        "timestamp": np.full(len(run), np.datetime64(T0.replace(tzinfo=None), "us")),
+        "query_id": np.array([x[0] for x in run], dtype=np.str_),
+        "doc_id": np.array([x[1] for x in run], dtype=np.str_),
+    }
+    if ordering != "score":
+        columns["rank"] = np.array([x[2] for x in run], dtype=np.float64)
+    if ordering != "rank":
+        columns["score"] = np.array([x[3] for x in run], dtype=np.float64)
+    write_parquet(root / "runs" / "run.parquet", columns)
+    clear_cache()
+    spec = OutcomeSpec(
+        path=str(root / "runs"),
+        judged=JudgedSpec(judgments=str(root / "qrels"), metric=METRICS[0], report=METRICS[1:]),
+    )
+    w = judged_outcomes(spec, Window(start=T0, end=T0 + timedelta(hours=1)))
+    values = {METRICS[0]: w.outcomes, **w.extras}
+    return {str(q): {m: float(values[m][i]) for m in METRICS} for i, q in enumerate(w.query_ids)}
+
+
+def _same(ours: dict[str, dict[str, float]], expected: dict[str, dict[str, float]]) -> None:
+    assert ours.keys() == expected.keys()
+    for q, metrics in expected.items():
+        for m, value in metrics.items():
+            got = ours[q][m]
+            assert (np.isnan(got) and np.isnan(value)) or got == pytest.approx(value, abs=1e-12), (
+                q,
+                m,
+                got,
+                value,
+            )
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=worlds())
+def test_reader_equals_ranking_metrics(world: dict[str, object]) -> None:
+    if not any(q == "q0" for q, *_ in world["run"]):  # type: ignore[attr-defined]
+        world["run"].append(("q0", "d1", 1.0, 1.0))  # type: ignore[attr-defined]
+    with tempfile.TemporaryDirectory() as tmp:
+        _same(_ours(world, Path(tmp)), _expected(world))
+
+
+def _colliding(words: np.ndarray, length: np.ndarray) -> np.ndarray:
+    """Every id of one length gets one fingerprint: keys collide inside every query."""
+    return (length.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=worlds())
+def test_fingerprint_collisions_change_nothing(world: dict[str, object]) -> None:
+    if not any(q == "q0" for q, *_ in world["run"]):  # type: ignore[attr-defined]
+        world["run"].append(("q0", "d1", 1.0, 1.0))  # type: ignore[attr-defined]
+    expected = _expected(world)
+    judged_source._JUDGMENTS.clear()
+    original = ranked.fingerprint
+    ranked.fingerprint = _colliding
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            _same(_ours(world, Path(tmp)), expected)
+    finally:
+        ranked.fingerprint = original
+        judged_source._JUDGMENTS.clear()
+
+
+def test_collisions_are_exercised() -> None:
+    """The colliding fingerprint does collide: the judgments index marks ambiguous keys."""
+    keys = ranked.id_keys(__import__("pyarrow").array(["d1", "d2", "d3"]))
+    colliding = ranked.IdKeys(keys.words, keys.length, _colliding(keys.words, keys.length))
+    index = ranked.index_judgments(
+        np.zeros(3, dtype=np.int64), colliding, np.array([1.0, 2.0, 0.0]), 1
+    )
+    assert isinstance(index, ranked.JudgmentIndex)
+    assert len(index.ambiguous) == 1
+    assert index.key.size == 3
+    codes = ranked.join(index, np.zeros(3, dtype=np.int64), colliding.take(np.array([2, 0, 1])))
+    assert list(index.grades(codes)) == [0.0, 1.0, 2.0]
