@@ -1096,6 +1096,8 @@ class Runner:
         record = RunRecord(verdict=verdict, started=started, duration_seconds=0.0)
         new_state = self._stamp(prior, prior, verdict, started, self._fingerprints.get(name))
         self._persist(name, new_state)
+        if self.history is not None:
+            record = replace(record, history=self.history.append(name, verdict))
         self.board.record(record, new_state)
         return record
 

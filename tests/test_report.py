@@ -408,3 +408,82 @@ def test_report_package_needs_no_plotting_library() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert out == ""
+
+
+# --------------------------------------------------------------------------- daemon pages
+
+
+@pytest.fixture(scope="module")
+def served(world: World, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A runner that ran six hourly slots up to AT, and an HTTP server on its board."""
+    from monitor.config import ServerConfig, load_config
+    from monitor.jobs import Runner, StateStore
+    from monitor.server import HttpServer
+
+    state_dir = tmp_path_factory.mktemp("state")
+    config = load_config(world.config_path)
+    report = ReportConfig(runbook_url="https://rb.example/runbook.md")
+    config = replace(config, server=replace(config.server, state_dir=state_dir), report=report)
+    history = HistoryStore(state_dir / "history")
+    runner = Runner(config, store=StateStore(state_dir), detail=True, history=history)
+    for k in range(5, -1, -1):
+        runner.run("demo", AT - timedelta(hours=k))
+    server = HttpServer(ServerConfig(port=0), runner.board, lambda: True, report=report)
+    server.start()
+    yield server, state_dir
+    server.stop()
+
+
+def _http(server: Any, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_daemon_page_equals_status_json(served: Any) -> None:
+    server, state_dir = served
+    code, status = _http(server, "/status")
+    assert code == 200
+    doc = json.loads(status)["monitors"][0]["verdict"]
+    code, page = _http(server, "/monitors/demo")
+    assert code == 200
+    cells = parse(page)
+    assert len(cells.values) >= 35
+    for key, value in cells.values.items():
+        assert value == _json_value(doc, key), key
+    assert cells.classes["bar-ref"] == doc["input"]["psi_bins"]
+    # the carried look: the runner read the look's pairs again, so the strip is drawn
+    assert cells.classes["pair circle"] == doc["outcome"]["n_pairs"]
+    # six checks in the history, on disk too
+    saved = json.loads((state_dir / "history" / "demo.json").read_text())
+    assert [e["at"] for e in saved["entries"]][-1] == doc["at"]
+    assert len(saved["entries"]) == 6
+    assert "CUSUM S (blue)" in page  # the timeline drawn from the history
+
+
+def test_landing_page_lists_every_monitor(served: Any) -> None:
+    server, _ = served
+    code, page = _http(server, "/")
+    assert code == 200
+    _, status = _http(server, "/status")
+    mon = json.loads(status)["monitors"][0]
+    assert '<a href="/monitors/demo">demo</a>' in page
+    assert f'<span class="state state-{mon["state"]}">{mon["state"]}</span>' in page
+    assert 'href="https://rb.example/runbook.md#retrievalmodeldecay"' in page
+    assert "scores: " in page
+    assert "outcomes: " in page
+    first_reason = mon["verdict"]["reasons"][0]
+    assert esc(first_reason) in page
+
+
+@pytest.mark.parametrize("path", ["/monitors/nope", "/monitors/%3Cscript%3E", "/monitors/"])
+def test_unknown_monitor_page_is_404(served: Any, path: str) -> None:
+    server, _ = served
+    code, body = _http(server, path)
+    assert code == 404
+    assert "<script>" not in body
