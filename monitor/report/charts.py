@@ -313,8 +313,9 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
 
 
 def decay_chart(history: Sequence[Mapping[str, Any]]) -> str:
-    """The outcome mean difference at every look with its interval, against -margin."""
-    looks = [e for e in history if e.get("mean") is not None]
+    """The outcome mean difference at every new look with its interval, against -margin (a
+    check that made no new look carries the previous look's numbers and is not drawn again)."""
+    looks = [e for e in history if e.get("mean") is not None and e.get("new_look")]
     ts = _times(looks) if looks else _times(history)
     vals = [
         float(v)
@@ -329,7 +330,7 @@ def decay_chart(history: Sequence[Mapping[str, Any]]) -> str:
     xs = Scale(t0, t1, _L + 6, W - _R - 6)
     ys = Scale(lo - pad, hi + pad, H - _B, _T)
     label = (
-        f"Outcome mean difference at each of {len(looks)} checks (dots) with its interval "
+        f"Outcome mean difference at each of {len(looks)} looks (dots) with its interval "
         f"(vertical bars) against -margin (dashed)."
     )
     svg = Svg(W, H, label=label, chart="decay")

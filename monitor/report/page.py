@@ -82,7 +82,8 @@ svg .zero{stroke:#999;stroke-width:1}
 svg .threshold{fill:none;stroke:var(--alarm);stroke-width:2;stroke-dasharray:6 4}
 svg .key-threshold{fill:var(--alarm)}
 svg .state-change{stroke:#777;stroke-width:1.5;stroke-dasharray:2 3}svg .key-change{fill:#777}
-@media (max-width:600px){body{font-size:15px;padding:8px}th,td{padding:.15rem .35rem}}
+@media (max-width:600px){body{font-size:15px;padding:8px}th,td{padding:.15rem .35rem}
+table{font-size:.9rem}td.n{white-space:normal}}
 """
 
 
@@ -167,7 +168,7 @@ def _pct(x: float | None) -> str:
     if x is None:
         return "–"
     v = 100 * x
-    return f"{v:.2f} %" if abs(v) < 10 else f"{v:.1f} %"
+    return f"{v:.2f} %" if abs(v) < 1 else f"{v:.1f} %"
 
 
 def _p(x: float | None) -> str:
@@ -209,8 +210,8 @@ def _td(text: str, numeric: bool = False) -> str:
 
 
 def _since(verdict: Verdict, ctx: PageContext) -> datetime | None:
-    if ctx.state_since is not None:
-        return ctx.state_since
+    """The verdict's own slot time of a raised alarm (``decay_since`` / ``drift_since``), else
+    the daemon's record of when the state began."""
     times = (
         [r.decay_since for r in verdict.outcomes.values() if r.decay_since]
         if verdict.state == "model_decay"
@@ -219,7 +220,7 @@ def _since(verdict: Verdict, ctx: PageContext) -> datetime | None:
         else []
     )
     parsed = [datetime.fromisoformat(t.replace("Z", "+00:00")) for t in times if t]
-    return min(parsed) if parsed else None
+    return min(parsed) if parsed else ctx.state_since
 
 
 def _header(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext, now: datetime) -> str:
@@ -236,8 +237,11 @@ def _header(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext, now: dat
         '<span class="mute">no runbook or Grafana links: set [report] runbook_url and '
         "grafana_url in the configuration</span>"
     )
+    before = _ago(since, verdict.at).replace(" ago", "")
     since_text = (
-        f"since {_iso(since)} ({_ago(since, now)})" if since else "since: not known (this check)"
+        f"since {_iso(since)}" + (f" ({before} before this check)" if before[:1].isdigit() else "")
+        if since
+        else "since: this check (no earlier record of this state)"
     )
     return (
         f'<header><p class="mute">retrieval-monitor {esc(__version__)} · check of slot '
@@ -582,7 +586,7 @@ def _outcome_section(
             + _table(head, qrows(best), numeric=num)
             + "</div></div>"
         )
-    looks = [e for e in history if e.get("mean") is not None]
+    looks = [e for e in history if e.get("mean") is not None and e.get("new_look")]
     if len(looks) >= 2:
         out.append(
             '<h3>Looks over time</h3><figure class="wide">'
@@ -766,8 +770,10 @@ def render_landing(
     body_rows = []
     for r in rows:
         ages = "; ".join(
-            f"{src}: {_ago(t, now) if t else 'no data'}" for src, t in r.data_age.items()
+            f"newest {src}: {_ago(t, now) if t else 'none'}" for src, t in r.data_age.items()
         )
+        if r.last_check is not None:
+            ages += f"; last check: slot {_iso(r.last_check)}"
         links = " · ".join(
             x
             for x in (
