@@ -487,3 +487,52 @@ def test_unknown_monitor_page_is_404(served: Any, path: str) -> None:
     code, body = _http(server, path)
     assert code == 404
     assert "<script>" not in body
+
+
+def test_bench_report_runs_and_both_sides_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.bench_modules import load_bench
+
+    bench = load_bench("bench_report")
+    code = bench.main(["--scores", "20000", "--pairs", "300", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "same verdict from both: True" in out
+    assert re.search(r"report / check: \d+\.\d\d wall", out)
+    assert ("target: MET" in out) == (code == 0)
+
+
+def test_backtest_report_writes_a_page_per_state_change_and_the_last(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "pages"
+    start = AT - timedelta(days=3)
+    code = main(
+        [
+            "backtest",
+            "--config",
+            str(world.config_path),
+            "--from",
+            start.isoformat(),
+            "--to",
+            AT.isoformat(),
+            "--json",
+            "--report",
+            str(out),
+        ]
+    )
+    assert code == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    changes = doc["changes"]  # the first entry is the first check (from no state)
+    last_at = AT.strftime("%Y%m%dT%H%MZ")
+    assert doc["checks"][-1]["at"].startswith(AT.strftime("%Y-%m-%dT%H:%M"))
+    last_is_change = changes[-1]["at"] == doc["checks"][-1]["at"]
+    pages = sorted(p.name for p in out.iterdir())
+    assert len(changes) >= 2
+    assert len(pages) == len(changes) - 1 + (0 if last_is_change else 1)
+    assert f"{len(pages)} page(s) written to {out}" in captured.err
+    assert f"demo-{last_at}.html" in pages
+    last = parse((out / f"demo-{last_at}.html").read_text())
+    assert last.values["state"] == doc["checks"][-1]["state"]
+    assert last.classes["bar-ref"] == last.classes["bar-cur"] > 0
+    # the replayed history draws the timeline: one mark per change of state in the range
+    assert last.classes["state-change"] == len(changes) - 1
