@@ -536,3 +536,17 @@ def test_backtest_report_writes_a_page_per_state_change_and_the_last(
     assert last.classes["bar-ref"] == last.classes["bar-cur"] > 0
     # the replayed history draws the timeline: one mark per change of state in the range
     assert last.classes["state-change"] == len(changes) - 1
+
+
+def test_every_state_links_a_runbook_section_that_exists() -> None:
+    from monitor.report import runbook_anchor
+    from monitor.verdict import STATES
+
+    runbook = Path(__file__).resolve().parent.parent / "docs" / "runbook.md"
+    anchors = {
+        line.lstrip("#").strip().lower().replace(" ", "-")
+        for line in runbook.read_text().splitlines()
+        if line.startswith("## ")
+    }
+    for state in STATES:
+        assert runbook_anchor(state) in anchors, state

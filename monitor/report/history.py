@@ -5,8 +5,8 @@ check (temp file, fsync, rename, fsync of the directory, as ``monitor.jobs.State
 ``{"version": 1, "monitor": name, "entries": [...]}``, oldest first, one entry per slot (a slot
 checked again replaces its entry). The bound: entries older than ``max_age`` before the newest are
 dropped, and at most ``max_entries`` are kept (defaults 35 days and 10,000 entries: an hourly
-schedule keeps 35 days in 840 entries, about 0.3 MB; a 5-minute one keeps 34.7 days; entries
-are about 300 bytes, so a file stays under about 3 MB). A file that cannot be read (not JSON,
+schedule keeps 35 days in 840 entries, about 0.45 MB; a 5-minute one keeps 34.7 days; entries
+are about 530 bytes, so a file stays under about 5.5 MB). A file that cannot be read (not JSON,
 another shape, non-finite numbers, too large) is renamed ``<name>.json.corrupt-<UTC time>``
 beside itself with one logged line naming the reason, and the history starts empty; it never
 crashes a check. A write that fails is logged and the history is kept in memory.
