@@ -400,12 +400,8 @@ def _report_one(
                 start = first if first is not None and first <= at else at - monitor.budget.period
             record = replay_record(config, name, at, start, detail=True)
             return record.verdict, record.detail, record.history
-    entries = tuple(e for e in history.entries(name) if e["at"] <= _iso_z(verdict.at))
+    entries = tuple(e for e in history.entries(name) if _parse_at(str(e["at"])) <= verdict.at)
     return verdict, detail, entries
-
-
-def _iso_z(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _exit_hard_if_stuck(code: int, *, stuck: bool = False) -> int:

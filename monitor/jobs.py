@@ -708,6 +708,9 @@ class Runner:
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
+        # monitor -> (its latest look's runs and reference bounds, that look's pairs): the page
+        # of a check that made no new look draws them (see _look_pairs)
+        self._looks: dict[str, tuple[tuple[str, ...], dict[str, Pairs]]] = {}
 
     @property
     def _file_store(self) -> bool:
@@ -938,9 +941,8 @@ class Runner:
             verdict, new_state = evaluate(monitor, at, data, state, sequential=sequential)
             extra = None
             if detail:
-                extra = describe(
-                    monitor, data, verdict, look_pairs=self._look_pairs(monitor, data, verdict)
-                )
+                look = self._look_pairs(monitor, data, verdict)
+                extra = describe(monitor, data, verdict, look_pairs=look)
         except MonitorError as exc:
             return error_verdict(monitor.name, at, str(exc)), state, 0, {}, None
         except (ValueError, ArithmeticError, MemoryError, OSError) as exc:
@@ -956,17 +958,25 @@ class Runner:
 
         The carried report names the look's runs ``[runs_start, runs_end]`` and its reference
         window; reading them again gives the pairs the page draws. A failure to read them is
-        logged and leaves the page without the strip (the verdict is unaffected)."""
-        if any(seg.pairs.n for seg in data.segments.values()):
-            return {}
+        logged and leaves the page without the strip (the verdict is unaffected). The pairs of
+        a monitor's latest look are kept, so a daemon that checks hourly and looks daily reads
+        them again at most once per look (after a restart), not at every check."""
         looks = {
             (r.runs_start, r.runs_end, r.reference_start, r.reference_end)
             for r in verdict.outcomes.values()
             if r.runs_start and r.runs_end and r.reference_start and r.reference_end
         }
-        if len(looks) != 1:
+        key = looks.pop() if len(looks) == 1 else None
+        if any(seg.pairs.n for seg in data.segments.values()):
+            if key is not None:
+                self._looks[monitor.name] = (key, {n: s.pairs for n, s in data.segments.items()})
             return {}
-        runs_start, runs_end, ref_start, ref_end = (_parse_time(t) for t in looks.pop())
+        if key is None:
+            return {}
+        cached = self._looks.get(monitor.name)
+        if cached is not None and cached[0] == key:
+            return dict(cached[1])
+        runs_start, runs_end, ref_start, ref_end = (_parse_time(t) for t in key)
         try:
             ref_out = self.reader.outcomes(monitor.outcomes, Window(start=ref_start, end=ref_end))
             cur_out = self.reader.outcomes(
@@ -981,7 +991,9 @@ class Runner:
             )
             return {}
         split = paired.by_segment() if monitor.outcomes.segment_column is not None else {"": paired}
-        return {name: _pairs(p) for name, p in split.items()}
+        pairs = {name: _pairs(p) for name, p in split.items()}
+        self._looks[monitor.name] = (key, pairs)
+        return pairs
 
     def run(self, name: str, at: datetime | None = None, *, token: int | None = None) -> RunRecord:
         """One scheduled run of monitor ``name`` for slot ``at`` (default: the latest slot).

@@ -550,3 +550,63 @@ def test_every_state_links_a_runbook_section_that_exists() -> None:
     }
     for state in STATES:
         assert runbook_anchor(state) in anchors, state
+
+
+def test_carried_look_pairs_are_read_again_once(world: World, tmp_path: Path) -> None:
+    """Checks that make no new look draw the last look's pairs; they are read once, not at
+    every check."""
+    from monitor.config import load_config
+    from monitor.jobs import ParquetReader, Runner, StateStore
+    from monitor.sources import OutcomeSpec, OutcomeWindow, Window
+
+    class Counting(ParquetReader):
+        def __init__(self) -> None:
+            self.windows: list[Window] = []
+
+        def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
+            self.windows.append(window)
+            return super().outcomes(spec, window)
+
+    config = load_config(world.config_path)
+    first = Runner(config, store=StateStore(tmp_path), reader=Counting(), detail=True)
+    assert first.run("demo", AT - timedelta(hours=3)).verdict.outcome.new_look  # type: ignore[union-attr]
+    # a restart: the state is on disk, the look's pairs are not in memory
+    reader = Counting()
+    runner = Runner(config, store=StateStore(tmp_path), reader=reader, detail=True)
+    reads = []
+    for k in range(1, 4):
+        record = runner.run("demo", AT - timedelta(hours=3 - k))
+        assert record.detail is not None
+        outcome = record.verdict.outcome
+        assert outcome is not None
+        assert not outcome.new_look
+        assert record.detail.outcomes[""].n == outcome.n_pairs == 300
+        reads.append(len(reader.windows))
+    # each check reads the reference outcomes; the first after the restart also re-reads the
+    # look's two windows, the later ones draw the kept pairs
+    assert [b - a for a, b in zip([0, *reads], reads, strict=False)] == [3, 1, 1]
+
+
+def test_segmented_page_lists_every_segment_by_evidence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = replace(SCENARIOS["segment_drift"], scores_per_hour=600.0)
+    seg_world = write_world(
+        tmp_path / "seg", scenario, start=START, end=START + timedelta(days=18), seed=5
+    )
+    at = ["--at", AT.isoformat(), "--replay-from", REPLAY]
+    main(["check", "--config", str(seg_world.config_path), "--json", *at])
+    doc = json.loads(capsys.readouterr().out)["monitors"][0]
+    out = tmp_path / "seg.html"
+    main(["report", "--config", str(seg_world.config_path), "--out", str(out), *at])
+    capsys.readouterr()
+    page = out.read_text()
+    cells = parse(page)
+    for key, value in cells.values.items():
+        assert value == _json_value(doc, key), key
+    names = [s["segment"] for s in doc["segments"]]
+    assert sorted(names) == ["de", "en", "fr"]
+    order = re.findall(r"segments\[(\w+)\]\.input\.psi", page)
+    assert sorted(order) == sorted(names)
+    assert order[0] == "fr"  # the drifting segment has the strongest evidence
+    assert "Segment <strong>fr</strong>" in page  # and it is the one drawn

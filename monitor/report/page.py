@@ -179,6 +179,8 @@ def _p(x: float | None) -> str:
 
 def _cell(key: str, value: Any, text: str, *, numeric: bool = True) -> str:
     """A table cell with the rounded ``text`` and the exact ``value`` of JSON path ``key``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        value = None  # as in the JSON contract
     data = "null" if value is None else json.dumps(value)
     cls = ' class="n"' if numeric else ""
     return f'<td{cls} data-key="{esc(key)}" data-value="{esc(data)}">{esc(text)}</td>'
@@ -598,17 +600,22 @@ def _outcome_section(
     return "".join(out)
 
 
-def _evidence_key(name: str, verdict: Verdict) -> float:
-    ps = []
+def _evidence_key(name: str, verdict: Verdict) -> tuple[bool, float, float, str]:
+    """Raised segments first, then the smallest adjusted p-value (drift block, anchor block or
+    decay look), then the largest PSI."""
     inp, out = verdict.inputs.get(name), verdict.outcomes.get(name)
-    for p in (
-        inp and inp.block_pvalue_adjusted,
-        inp and inp.anchor_pvalue_adjusted,
-        out and out.pvalue_adjusted,
-    ):
-        if isinstance(p, float):
-            ps.append(p)
-    return min(ps, default=2.0)
+    raised = bool((inp and inp.drift) or (out and out.decay))
+    ps = [
+        p
+        for p in (
+            inp and inp.block_pvalue_adjusted,
+            inp and inp.anchor_pvalue_adjusted,
+            out and out.pvalue_adjusted,
+        )
+        if isinstance(p, float)
+    ]
+    psi = inp.psi if inp is not None and inp.psi is not None else 0.0
+    return (not raised, min(ps, default=2.0), -psi, name)
 
 
 def _segments_section(verdict: Verdict) -> str:
@@ -617,7 +624,7 @@ def _segments_section(verdict: Verdict) -> str:
         return (
             '<section id="segments"><h2>Segments</h2><p>This monitor has no segments.</p></section>'
         )
-    names.sort(key=lambda n: (_evidence_key(n, verdict), n))
+    names.sort(key=lambda n: _evidence_key(n, verdict))
     rows = []
     for name in names:
         i: InputReport | None = verdict.inputs.get(name)
@@ -653,8 +660,9 @@ def _segments_section(verdict: Verdict) -> str:
             ]
         )
     return (
-        '<section id="segments"><h2>Segments</h2><p>Sorted by evidence: the smallest '
-        "Holm-adjusted p-value (drift block or decay look) first.</p>"
+        '<section id="segments"><h2>Segments</h2><p>Sorted by evidence: raised segments '
+        "first, then the smallest Holm-adjusted p-value (drift block or decay look), then the "
+        "largest PSI.</p>"
         + _table(
             [
                 "segment",
