@@ -329,7 +329,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
     runner = Runner(config, store=store)
     history = HistoryStore(
-        config.server.state_dir / "history",
+        config.server.state_dir,
         readonly=True,
         max_entries=config.report.history_max_entries,
         max_age=config.report.history_max_age,

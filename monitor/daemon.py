@@ -131,7 +131,7 @@ class Daemon:
             clock=clock,
             detail=True,
             history=HistoryStore(
-                config.server.state_dir / "history",
+                config.server.state_dir,
                 max_entries=config.report.history_max_entries,
                 max_age=config.report.history_max_age,
             ),

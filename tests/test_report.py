@@ -359,7 +359,7 @@ def test_history_is_bounded_atomic_and_reloads(tmp_path: Path) -> None:
     assert len(store.entries("m")) == 49
     again = HistoryStore(tmp_path / "h", max_entries=50, max_age=timedelta(days=2))
     assert again.entries("m") == store.entries("m")
-    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == ["m.json"]  # no temp file left
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == ["m.json.history"]  # no temp
     count = HistoryStore(tmp_path / "c", max_entries=10)
     for k in range(30):
         count.append("m", _verdict(t0 + timedelta(hours=k)))
@@ -379,21 +379,21 @@ def test_history_is_bounded_atomic_and_reloads(tmp_path: Path) -> None:
 def test_history_sets_a_corrupt_file_aside(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, reason: str
 ) -> None:
-    (tmp_path / "m.json").write_bytes(content)
+    (tmp_path / "m.json.history").write_bytes(content)
     store = HistoryStore(tmp_path)
     with caplog.at_level(logging.ERROR, logger="monitor"):
         assert store.entries("m") == ()
     record = next(r for r in caplog.records if "history file unreadable" in r.getMessage())
     assert reason in record.__dict__["error"]
-    asides = list(tmp_path.glob("m.json.corrupt-*"))
+    asides = list(tmp_path.glob("m.json.history.corrupt-*"))
     assert len(asides) == 1
     assert asides[0].read_bytes() == content
     store.append("m", _verdict(datetime(2026, 1, 1, tzinfo=UTC)))
-    assert json.loads((tmp_path / "m.json").read_text())["entries"][0]["state"] == "ok"
+    assert json.loads((tmp_path / "m.json.history").read_text())["entries"][0]["state"] == "ok"
     # read-only (monitor report): logged, left in place
-    (tmp_path / "r.json").write_bytes(content)
+    (tmp_path / "r.json.history").write_bytes(content)
     assert HistoryStore(tmp_path, readonly=True).entries("r") == ()
-    assert (tmp_path / "r.json").read_bytes() == content
+    assert (tmp_path / "r.json.history").read_bytes() == content
 
 
 def test_report_package_needs_no_plotting_library() -> None:
@@ -424,7 +424,7 @@ def served(world: World, tmp_path_factory: pytest.TempPathFactory) -> Any:
     config = load_config(world.config_path)
     report = ReportConfig(runbook_url="https://rb.example/runbook.md")
     config = replace(config, server=replace(config.server, state_dir=state_dir), report=report)
-    history = HistoryStore(state_dir / "history")
+    history = HistoryStore(state_dir)
     runner = Runner(config, store=StateStore(state_dir), detail=True, history=history)
     for k in range(5, -1, -1):
         runner.run("demo", AT - timedelta(hours=k))
@@ -460,7 +460,7 @@ def test_daemon_page_equals_status_json(served: Any) -> None:
     # the carried look: the runner read the look's pairs again, so the strip is drawn
     assert cells.classes["pair circle"] == doc["outcome"]["n_pairs"]
     # six checks in the history, on disk too
-    saved = json.loads((state_dir / "history" / "demo.json").read_text())
+    saved = json.loads((state_dir / "demo.json.history").read_text())
     assert [e["at"] for e in saved["entries"]][-1] == doc["at"]
     assert len(saved["entries"]) == 6
     assert "CUSUM S (blue)" in page  # the timeline drawn from the history
@@ -610,3 +610,12 @@ def test_segmented_page_lists_every_segment_by_evidence(
     assert sorted(order) == sorted(names)
     assert order[0] == "fr"  # the drifting segment has the strongest evidence
     assert "Segment <strong>fr</strong>" in page  # and it is the one drawn
+
+
+def test_state_store_sweeps_a_history_temp_file_a_kill_left(tmp_path: Path) -> None:
+    from monitor.jobs import StateStore
+
+    (tmp_path / ".m.abc123.tmp").write_text("{half a history")
+    HistoryStore(tmp_path).append("m", _verdict(datetime(2026, 1, 1, tzinfo=UTC)))
+    assert StateStore(tmp_path).sweep() == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json.history"]

@@ -1,13 +1,15 @@
 """A bounded history of every check per monitor: the numbers the page's timelines draw.
 
-One JSON file per monitor, ``<state_dir>/history/<name>.json``, rewritten atomically after each
+One JSON file per monitor beside its state file, ``<state_dir>/<name>.json.history`` (no
+subdirectory: a full or read-only ``state_dir`` leaves nothing new behind, and
+``StateStore.sweep`` removes a temp file that a kill left), rewritten atomically after each
 check (temp file, fsync, rename, fsync of the directory, as ``monitor.jobs.StateStore`` does):
 ``{"version": 1, "monitor": name, "entries": [...]}``, oldest first, one entry per slot (a slot
 checked again replaces its entry). The bound: entries older than ``max_age`` before the newest are
 dropped, and at most ``max_entries`` are kept (defaults 35 days and 10,000 entries: an hourly
 schedule keeps 35 days in 840 entries, about 0.45 MB; a 5-minute one keeps 34.7 days; entries
 are about 530 bytes, so a file stays under about 5.5 MB). A file that cannot be read (not JSON,
-another shape, non-finite numbers, too large) is renamed ``<name>.json.corrupt-<UTC time>``
+another shape, non-finite numbers, too large) is renamed ``<name>.json.history.corrupt-<UTC time>``
 beside itself with one logged line naming the reason, and the history starts empty; it never
 crashes a check. A write that fails is logged and the history is kept in memory.
 """
@@ -124,7 +126,7 @@ class HistoryStore:
     def path(self, name: str) -> Path:
         if self.directory is None:
             raise TypeError(f"this history has no file (asked for monitor {name!r})")
-        return self.directory / f"{name}.json"
+        return self.directory / f"{name}.json.history"
 
     def entries(self, name: str) -> tuple[dict[str, Any], ...]:
         """``name``'s history, oldest first (read from its file the first time)."""
