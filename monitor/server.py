@@ -39,6 +39,7 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
@@ -49,7 +50,7 @@ import bcrypt
 from monitor import __version__
 from monitor.config import ReportConfig, ServerConfig
 from monitor.exporter import HttpCounts, make_registry, render_negotiated
-from monitor.jobs import Board, MonitorSnapshot
+from monitor.jobs import Board, MonitorSnapshot, RunRecord
 from monitor.report import LandingRow, PageContext, render_landing, render_monitor_page
 from monitor.webconfig import TlsConfig, WebConfig, build_ssl_context, load_web_config
 
@@ -410,7 +411,7 @@ class _Handler(BaseHTTPRequestHandler):
             if snap is None:
                 self._text(404, b"no such monitor\n")
                 return
-            self._text(200, _monitor_page(snap, server.report).encode(), "text/html; charset=utf-8")
+            self._text(200, server.page(snap), "text/html; charset=utf-8")
         else:
             self._text(404, b"not found\n")
 
@@ -445,6 +446,7 @@ class HttpServer:
             0,
         )
         self._last_warning = 0.0
+        self._pages: dict[str, tuple[RunRecord | None, datetime | None, bytes]] = {}
         self._stopping = threading.Event()
         self.registry = make_registry(board, http_counts=self.counts)
         self._listener = _bind(config.host, config.port)
@@ -459,6 +461,21 @@ class HttpServer:
         """The connection counters (for ``/metrics``)."""
         with self._lock:
             return HttpCounts(connections_active=len(self._conns), **self._counts)
+
+    def page(self, snap: MonitorSnapshot) -> bytes:
+        """``/monitors/<name>``, rendered once per run record and kept until the next run (a
+        client that reloads it costs a dictionary lookup, not a render)."""
+        name = snap.monitor.name
+        with self._lock:
+            cached = self._pages.get(name)
+        if cached is not None and cached[0] is snap.latest and cached[1] == snap.state.state_since:
+            return cached[2]
+        body = _monitor_page(snap, self.report).encode()
+        with self._lock:
+            self._pages[name] = (snap.latest, snap.state.state_since, body)
+            for gone in set(self._pages) - {s.monitor.name for s in self.board.snapshot()}:
+                del self._pages[gone]
+        return body
 
     def count(self, what: str) -> None:
         """Add one to a counter of :class:`HttpCounts`."""

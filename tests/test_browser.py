@@ -118,9 +118,9 @@ def palette_pixels(png: Path, colour: tuple[int, int, int]) -> int:
 
 
 def _keep(loaded: Loaded, name: str) -> None:
-    if os.environ.get("UPDATE_SCREENSHOTS"):  # a 64-colour palette keeps docs/ small
+    if os.environ.get("UPDATE_SCREENSHOTS"):  # a 96-colour palette keeps docs/ small
         with Image.open(loaded.screenshot) as img:
-            img.convert("RGB").quantize(64).save(DOCS / name, optimize=True)
+            img.convert("RGB").quantize(96).save(DOCS / name, optimize=True)
 
 
 @pytest.fixture(scope="module")

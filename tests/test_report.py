@@ -463,6 +463,12 @@ def test_daemon_page_equals_status_json(served: Any) -> None:
     saved = json.loads((state_dir / "demo.json.history").read_text())
     assert [e["at"] for e in saved["entries"]][-1] == doc["at"]
     assert len(saved["entries"]) == 6
+    blocks = [e for e in saved["entries"] if e.get("evidence") and e.get("z") is not None]
+    assert cells.classes.get("block circle", 0) == len(blocks)
+    assert blocks  # the timeline has evidence blocks to draw
+    # rendered once per run record, then served from memory
+    snap = server.board.snapshot()[0]
+    assert server.page(snap) is server.page(snap)
     assert "CUSUM S (blue)" in page  # the timeline drawn from the history
 
 

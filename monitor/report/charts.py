@@ -280,26 +280,36 @@ def _changes(svg: Svg, history: Sequence[Mapping[str, Any]], ts: Sequence[float]
 
 
 def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
-    """The drift CUSUM S (reference track) at every check against its threshold h, with the
-    checks whose state changed marked."""
+    """The drift CUSUM S (reference track) at every check against its threshold h, the z of
+    every evidence block (one dot per check that had a new block), with the checks whose state
+    changed marked."""
     ts = _times(history)
     s = [e.get("cusum") for e in history]
     h = [e.get("cusum_threshold") for e in history]
-    values = [v for v in (*s, *h) if isinstance(v, (int, float))]
+    blocks = [
+        (t, float(e["z"]))
+        for t, e in zip(ts, history, strict=True)
+        if e.get("evidence") and isinstance(e.get("z"), (int, float))
+    ]
+    values = [v for v in (*s, *h) if isinstance(v, (int, float))] + [z for _, z in blocks]
     top = max(values, default=1.0) * 1.1 or 1.0
     t0, t1 = ts[0], ts[-1] if ts[-1] > ts[0] else ts[0] + 3600
     xs = Scale(t0, t1, _L, W - _R)
-    ys = Scale(0, top, H - _B, _T)
+    bottom = min(0.0, *(z for _, z in blocks)) if blocks else 0.0
+    ys = Scale(bottom, top, H - _B, _T)
     changes = sum(
         1 for k in range(1, len(history)) if history[k]["state"] != history[k - 1]["state"]
     )
     label = (
         f"Drift evidence over the last {len(history)} checks: CUSUM S (blue) against the alarm "
-        f"threshold h (red dashed); {changes} change(s) of state marked by grey lines."
+        f"threshold h (black dashed), the z of each of {len(blocks)} evidence blocks (orange "
+        f"dots); {changes} change(s) of state marked by grey lines."
     )
     svg = Svg(W, H, label=label, chart="cusum")
-    _time_axis(svg, xs, t0, t1, ys, "CUSUM S", nice_ticks(0, top, 4))
+    _time_axis(svg, xs, t0, t1, ys, "CUSUM S, block z", nice_ticks(bottom, top, 4))
     _changes(svg, history, ts, xs)
+    if bottom < 0:
+        svg.line(_L, ys(0), W - _R, ys(0), cls="zero")
     for series, cls in ((h, "threshold"), (s, "line-ref")):
         pts = [
             (xs(t), ys(float(v)))
@@ -308,7 +318,11 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
         ]
         if pts:
             svg.polyline(pts, cls=cls)
-    _legend(svg, [("ref", "CUSUM S"), ("threshold", "threshold h"), ("change", "state change")])
+    svg.circles([(xs(t), ys(z)) for t, z in blocks], r=2.2, cls="block")
+    _legend(
+        svg,
+        [("ref", "CUSUM S"), ("threshold", "h"), ("block", "block z"), ("change", "state change")],
+    )
     return svg.render()
 
 

@@ -79,8 +79,9 @@ svg .mean{stroke:var(--alarm);stroke-width:2}svg .key-mean{fill:var(--alarm)}
 svg .band,svg .key-band{fill:var(--band)}
 svg .margin{stroke:#333;stroke-width:1.5;stroke-dasharray:6 4}svg .key-margin{fill:#333}
 svg .zero{stroke:#999;stroke-width:1}
-svg .threshold{fill:none;stroke:var(--alarm);stroke-width:2;stroke-dasharray:6 4}
-svg .key-threshold{fill:var(--alarm)}
+svg .block circle,svg .key-block{fill:var(--cur)}
+svg .threshold{fill:none;stroke:#222;stroke-width:2;stroke-dasharray:6 4}
+svg .key-threshold{fill:#222}
 svg .state-change{stroke:#777;stroke-width:1.5;stroke-dasharray:2 3}svg .key-change{fill:#777}
 @media (max-width:600px){body{font-size:15px;padding:8px}th,td{padding:.15rem .35rem}
 table{font-size:.9rem}td.n{white-space:normal}}
