@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-## Debian packages the integration tests use (prometheus, promtool, alertmanager, amtool).
+## Debian packages the integration tests use (prometheus, promtool, alertmanager, amtool, chromium).
 debs:
 	bash .ci/install-debian-packages.sh
 

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the integration tests need, when they are missing:
-# prometheus (prometheus, promtool) and prometheus-alertmanager (alertmanager, amtool).
+# prometheus (prometheus, promtool), prometheus-alertmanager (alertmanager, amtool) and
+# chromium (the headless browser tests/test_browser.py loads the HTML pages in).
 set -euo pipefail
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
   || missing+=(prometheus-alertmanager)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

@@ -18,6 +18,7 @@ SCRIPTS = [
     "bench_outcomes.py",
     "bench_schedule.py",
     "bench_scrape.py",
+    "bench_report.py",
     "detection.py",
     "realworld.py",
 ]

@@ -42,9 +42,11 @@ from monitor.jobs import (
     DataReader,
     ParquetReader,
     Runner,
+    RunRecord,
     StateStore,
     check_windows,
 )
+from monitor.report.history import MemoryHistory
 from monitor.sources import OutcomeSpec, OutcomeWindow, ScoreSpec, ScoreWindow, Window
 from monitor.stats import BaselinePositions, DriftBaseline, baseline_positions
 from monitor.verdict import STATES, MonitorState, Verdict
@@ -61,6 +63,7 @@ __all__ = [
     "format_json",
     "format_text",
     "replay_check",
+    "replay_record",
     "run_backtest_cli",
     "summarize",
 ]
@@ -565,13 +568,17 @@ def backtest(
     monitors: Sequence[str] | None = None,
     reader: CachedReader | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    pages: Callable[[RunRecord, RunRecord | None, bool], None] | None = None,
 ) -> list[BacktestResult]:
     """Replay every slot in ``[start, end]`` of each monitor (default: all) as the daemon would.
 
     Each monitor starts from an empty state; its checks run in slot order through one
     ``Runner`` (a :class:`MemoryStore`, ``reader`` or a fresh :class:`CachedReader`), and its
     cache is dropped before the next monitor. ``progress(monitor, done, total)`` is called after
-    every check. Raises ``ValueError`` for a bad range and ``KeyError`` for an unknown monitor.
+    every check. ``pages(record, previous, last)``, when given, is called after every check with
+    its record (with the page's detail and the replayed history) and the previous one (``last``:
+    the final slot of the monitor). Raises ``ValueError`` for a bad range and ``KeyError`` for an
+    unknown monitor.
     """
     problems = _check_range(start, end)
     if problems:
@@ -580,16 +587,28 @@ def backtest(
     chosen = [config.monitor(n) for n in monitors] if monitors else list(config.monitors)
     reader = reader or CachedReader()
     clock = _ReplayClock(start)
-    runner = Runner(config, clock=clock, reader=reader, store=MemoryStore())
+    runner = Runner(
+        config,
+        clock=clock,
+        reader=reader,
+        store=MemoryStore(),
+        detail=pages is not None,
+        history=_memory_history(config) if pages is not None else None,
+    )
     results = []
     for monitor in chosen:
         slots = monitor.schedule.slots(start, end)
         _cover(reader, monitor, slots)
         t0 = time.perf_counter()
         verdicts: list[Verdict] = []
+        previous: RunRecord | None = None
         for k, at in enumerate(slots, 1):
             clock.now = at
-            verdicts.append(runner.run(monitor.name, at).verdict)
+            record = runner.run(monitor.name, at)
+            verdicts.append(record.verdict)
+            if pages is not None:
+                pages(record, previous, k == len(slots))
+                previous = record
             if progress is not None:
                 progress(monitor.name, k, len(slots))
         reader.clear()
@@ -617,6 +636,14 @@ def replay_check(config: Config, name: str, at: datetime, start: datetime) -> Ve
     daemon exactly; a later start approximates it once the CUSUMs have renewed). The verdict's
     ``replay_from`` says where the replay began.
     """
+    return replay_record(config, name, at, start).verdict
+
+
+def replay_record(
+    config: Config, name: str, at: datetime, start: datetime, *, detail: bool = False
+) -> RunRecord:
+    """``replay_check``'s run record; with ``detail`` it holds the page's arrays and the
+    replayed check history (``monitor report --at``)."""
     start, at = start.astimezone(UTC), at.astimezone(UTC)
     if not start <= at:
         raise ValueError(f"--replay-from {_iso(start)} must not be after --at {_iso(at)}")
@@ -625,13 +652,57 @@ def replay_check(config: Config, name: str, at: datetime, start: datetime) -> Ve
     reader = CachedReader()
     _cover(reader, monitor, [*slots, at])
     clock = _ReplayClock(start)
-    runner = Runner(config, clock=clock, reader=reader, store=MemoryStore())
+    runner = Runner(
+        config,
+        clock=clock,
+        reader=reader,
+        store=MemoryStore(),
+        detail=detail,
+        history=_memory_history(config) if detail else None,
+    )
     for t in slots:
         clock.now = t
         runner.run(name, t)
     clock.now = at
-    verdict = runner.run(name, at).verdict
-    return replace(verdict, replay_from=start)
+    record = runner.run(name, at)
+    return replace(record, verdict=replace(record.verdict, replay_from=start))
+
+
+class _PageWriter:
+    """``backtest --report DIR``: a page for each slot whose state changed and for the last."""
+
+    def __init__(self, config: Config, directory: Path, start: datetime) -> None:
+        self.config, self.directory, self.start = config, directory, start
+        self.written: list[Path] = []
+
+    def __call__(self, record: RunRecord, previous: RunRecord | None, last: bool) -> None:
+        from monitor.report import PageContext, render_monitor_page
+
+        v = record.verdict
+        changed = previous is not None and previous.verdict.state != v.state
+        if not (changed or last):
+            return
+        command = (
+            f"monitor backtest --config {self.config.path} --from {_iso(self.start)} "
+            f"--to {_iso(v.at)} --monitor {v.monitor} --report DIR"
+        )
+        page = render_monitor_page(
+            self.config.monitor(v.monitor),
+            v,
+            record.detail,
+            record.history,
+            PageContext(report=self.config.report, command=command, generated_at=v.at),
+        )
+        self.directory.mkdir(parents=True, exist_ok=True)
+        target = self.directory / f"{v.monitor}-{v.at.strftime('%Y%m%dT%H%MZ')}.html"
+        target.write_text(page, encoding="utf-8")
+        self.written.append(target)
+
+
+def _memory_history(config: Config) -> MemoryHistory:
+    return MemoryHistory(
+        max_entries=config.report.history_max_entries, max_age=config.report.history_max_age
+    )
 
 
 def _cover(reader: CachedReader, monitor: MonitorConfig, slots: Sequence[datetime]) -> None:
@@ -721,6 +792,7 @@ def run_backtest_cli(
     as_csv: bool = False,
     out: TextIO | None = None,
     err: TextIO | None = None,
+    report_dir: Path | None = None,
 ) -> int:
     """``monitor backtest``: replay, print (text, ``--json`` or ``--csv``), return the exit code.
 
@@ -747,7 +819,17 @@ def run_backtest_cli(
         print(f"monitor backtest: invalid range or monitor: {exc.args[0]}", file=err)
         return 3
     progress = _ProgressBar(err) if err.isatty() else None
-    results = backtest(config, start, end, monitors=[m.name for m in chosen], progress=progress)
+    writer = None if report_dir is None else _PageWriter(config, report_dir, start)
+    results = backtest(
+        config,
+        start,
+        end,
+        monitors=[m.name for m in chosen],
+        progress=progress,
+        pages=writer,
+    )
+    if writer is not None:
+        print(f"{len(writer.written)} page(s) written to {report_dir}", file=err)
     if as_json:
         out.write(format_json(results))
     elif as_csv:

@@ -1,4 +1,4 @@
-"""Command line: ``monitor validate [--sources] | check | run | demo | backtest``.
+"""Command line: ``monitor validate [--sources] | check | report | run | demo | backtest``.
 
 ``check`` exit codes follow the Nagios plugin convention: 0 all ``ok``; 1 any
 ``data_drift``; 2 any ``model_decay`` (2 wins over 1); 3 when the worst is
@@ -94,6 +94,25 @@ def _parser() -> argparse.ArgumentParser:
         "period before --at)",
     )
 
+    rp = sub.add_parser(
+        "report",
+        help="write one self-contained HTML page per monitor for one slot (read-only, like check)",
+    )
+    rp.add_argument("--config", required=True, type=Path)
+    rp.add_argument("--monitor", help="only this monitor")
+    rp.add_argument("--at", type=_parse_at, help="the slot at this time (default the latest)")
+    rp.add_argument(
+        "--out",
+        type=Path,
+        help="the page (a path ending in .html, one monitor) or a directory for one page per "
+        "monitor, named <monitor>-<slot>.html (default: the current directory)",
+    )
+    rp.add_argument(
+        "--replay-from",
+        type=_parse_at,
+        help="as for check: rebuild the sequential state by replaying the slots from this time",
+    )
+
     r = sub.add_parser("run", help="run the daemon (scheduler + /metrics)")
     r.add_argument("--config", required=True, type=Path)
     r.add_argument(
@@ -138,6 +157,13 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--from", dest="start", required=True, type=_parse_at)
     b.add_argument("--to", dest="end", required=True, type=_parse_at)
     b.add_argument("--monitor", help="only this monitor")
+    b.add_argument(
+        "--report",
+        type=Path,
+        metavar="DIR",
+        help="also write each monitor's HTML page for the last replayed slot and for every slot "
+        "whose state changed, into DIR",
+    )
     fmt = b.add_mutually_exclusive_group()
     fmt.add_argument("--json", action="store_true")
     fmt.add_argument("--csv", action="store_true")
@@ -270,6 +296,114 @@ def _check_one(
     return replay_check(config, name, at, start)
 
 
+def _cmd_report(args: argparse.Namespace) -> int:
+    import hashlib
+
+    from monitor.jobs import Runner, StateStore, state_fingerprint
+    from monitor.logs import configure_logging
+    from monitor.report import HistoryStore, PageContext, render_monitor_page
+
+    configure_logging("WARNING")
+    config = _load(args.config)
+    if config is None:
+        return 3
+    try:
+        names = (
+            [config.monitor(args.monitor).name]
+            if args.monitor
+            else [m.name for m in config.monitors]
+        )
+    except KeyError as exc:
+        print(f"{args.config}: {exc.args[0]}", file=sys.stderr)
+        return 3
+    out: Path = args.out or Path(".")
+    single = out.suffix.lower() == ".html"
+    if single and len(names) > 1:
+        print(
+            f"--out {out}: a single .html file needs --monitor ({len(names)} monitors); "
+            "give a directory for one page per monitor",
+            file=sys.stderr,
+        )
+        return 3
+    fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
+    store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
+    runner = Runner(config, store=store)
+    history = HistoryStore(
+        config.server.state_dir,
+        readonly=True,
+        max_entries=config.report.history_max_entries,
+        max_age=config.report.history_max_age,
+    )
+    digest = hashlib.sha256(args.config.read_bytes()).hexdigest()
+    states = []
+    for name in names:
+        verdict, detail, entries = _report_one(
+            config, runner, store, history, name, args.at, args.replay_from
+        )
+        state = store.load(name)
+        since = state.state_since if state.state == verdict.state and state.last_at else None
+        at_text = verdict.at.isoformat().replace("+00:00", "Z")
+        command = f"monitor report --config {args.config} --monitor {name} --at {at_text}"
+        if verdict.replay_from is not None:
+            command += " --replay-from " + verdict.replay_from.isoformat().replace("+00:00", "Z")
+        page = render_monitor_page(
+            config.monitor(name),
+            verdict,
+            detail,
+            entries,
+            PageContext(
+                report=config.report,
+                state_since=since,
+                command=command,
+                config_path=str(args.config),
+                config_sha256=digest,
+            ),
+        )
+        target = out if single else out / f"{name}-{verdict.at.strftime('%Y%m%dT%H%MZ')}.html"
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            print(f"{target}: cannot write the page: {exc.strerror or exc}", file=sys.stderr)
+            return 3
+        print(f"{target} ({verdict.state}, {len(page.encode()) / 1024:.0f} KiB)")
+        states.append(verdict.state)
+    return exit_code(states)
+
+
+def _report_one(
+    config: Config,
+    runner: Any,
+    store: Any,
+    history: Any,
+    name: str,
+    at: datetime | None,
+    replay_from: datetime | None,
+) -> tuple[Any, Any, tuple[Any, ...]]:
+    """The verdict, detail and history of one page: as ``_check_one`` decides the verdict, the
+    daemon's history up to the slot (or the replay's own)."""
+    from monitor.backtest import replay_record
+
+    state = store.load(name)
+    monitor = config.monitor(name)
+    if at is None and replay_from is None:
+        verdict, detail = runner.check_detail(name, None)
+    else:
+        if at is None:
+            at = monitor.schedule.latest_slot(datetime.now(UTC))
+        if replay_from is None and state.last_at is not None and at >= state.last_at:
+            verdict, detail = runner.check_detail(name, at)
+        else:
+            start = replay_from
+            if start is None:
+                first = state.first_at
+                start = first if first is not None and first <= at else at - monitor.budget.period
+            record = replay_record(config, name, at, start, detail=True)
+            return record.verdict, record.detail, record.history
+    entries = tuple(e for e in history.entries(name) if _parse_at(str(e["at"])) <= verdict.at)
+    return verdict, detail, entries
+
+
 def _exit_hard_if_stuck(code: int, *, stuck: bool = False) -> int:
     """Abandoned runs may still hold a worker thread (``stuck``: the daemon knows one still runs,
     e.g. inside a native S3 call whose library would wait for it at exit); do not let them
@@ -327,7 +461,13 @@ def _cmd_backtest(args: argparse.Namespace) -> int:
     if config is None:
         return 3
     code: int = run_backtest_cli(
-        config, args.start, args.end, monitor=args.monitor, as_json=args.json, as_csv=args.csv
+        config,
+        args.start,
+        args.end,
+        monitor=args.monitor,
+        as_json=args.json,
+        as_csv=args.csv,
+        report_dir=args.report,
     )
     return code
 
@@ -338,6 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     commands = {
         "validate": _cmd_validate,
         "check": _cmd_check,
+        "report": _cmd_report,
         "run": _cmd_run,
         "demo": _cmd_demo,
         "backtest": _cmd_backtest,

@@ -6,6 +6,10 @@ Shape (``monitor.toml``; relative paths resolve against the file's directory)::
     listen = "127.0.0.1:9464"        # /metrics, /healthz, /status
     state_dir = "state"              # persisted sequential state; survives restarts
 
+    [report]                         # optional: links and history of the HTML pages
+    runbook_url = "https://git.example.com/ops/retrieval-monitor/blob/main/docs/runbook.md"
+    grafana_url = "https://grafana.example.com"
+
     [[monitors]]
     name = "web-search"              # the `monitor` label
     schedule = "1h"                  # interval or 5-field cron (UTC)
@@ -43,6 +47,7 @@ __all__ = [
     "DecayConfig",
     "DriftConfig",
     "MonitorConfig",
+    "ReportConfig",
     "ServerConfig",
     "WindowConfig",
     "load_config",
@@ -87,6 +92,23 @@ class ServerConfig:
     def listen(self) -> str:
         """``host:port`` (``[host]:port`` for IPv6), as written in the config."""
         return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReportConfig:
+    """The HTML pages (``monitor report``, ``/monitors/<name>``, ``/``): link bases and the
+    bounded check history (see ``monitor.report.history``).
+
+    ``runbook_url``: where ``docs/runbook.md`` is rendered; a page links
+    ``<runbook_url>#<alert name, lower case>``. ``grafana_url``: the Grafana base URL; a page
+    links the provisioned dashboards (uids ``retrieval-monitor-overview`` and
+    ``retrieval-monitor-drilldown``) with ``var-monitor`` set. None: no link is drawn.
+    """
+
+    runbook_url: str | None = None
+    grafana_url: str | None = None
+    history_max_entries: int = 10_000
+    history_max_age: timedelta = timedelta(days=35)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +241,7 @@ class Config:
     server: ServerConfig
     monitors: tuple[MonitorConfig, ...]
     path: Path | None = None
+    report: ReportConfig = field(default_factory=ReportConfig)
 
     def monitor(self, name: str) -> MonitorConfig:
         """The monitor called ``name``; ``KeyError`` listing the known names otherwise."""
@@ -461,6 +484,33 @@ def _parse_server(c: _Collector, data: Any, base: Path) -> ServerConfig:
         max_connections=c.get(t, "max_connections", "server", 64, _int(1, 10_000)),
         request_timeout=c.get(t, "request_timeout", "server", timedelta(seconds=10), _duration),
         idle_timeout=c.get(t, "idle_timeout", "server", timedelta(seconds=60), _duration),
+    )
+
+
+def _url(value: Any) -> str:
+    text = _string(value)
+    if not re.match(r"^https?://[^\s/?#]+[^\s]*$", text):
+        raise ValueError(f"must be an http:// or https:// URL without spaces; got {text!r}")
+    return text.rstrip("/") if "#" not in text else text
+
+
+def _parse_report(c: _Collector, data: Any) -> ReportConfig:
+    t = c.table(data, "report")
+    c.unknown(t, "report", {"runbook_url", "grafana_url", "history_max_entries", "history_max_age"})
+    d = ReportConfig()
+    runbook = c.get(t, "runbook_url", "report", None, _url)
+    if runbook is not None and "#" in runbook:
+        c.add("report.runbook_url", f"must not hold a #fragment (pages add one); got {runbook!r}")
+    max_age = c.get(t, "history_max_age", "report", d.history_max_age, _duration)
+    if max_age < timedelta(days=1):
+        c.add("report.history_max_age", f"must be at least 1d; got {format_duration(max_age)!r}")
+    return ReportConfig(
+        runbook_url=runbook,
+        grafana_url=c.get(t, "grafana_url", "report", None, _url),
+        history_max_entries=c.get(
+            t, "history_max_entries", "report", d.history_max_entries, _int(10, 1_000_000)
+        ),
+        history_max_age=max_age,
     )
 
 
@@ -896,8 +946,9 @@ def _parse_budget(c: _Collector, data: Any, path: str) -> BudgetConfig:
 def parse_config(data: dict[str, Any], *, base: Path, source: str | None = None) -> Config:
     """Validate a parsed TOML document; raise ``ConfigError`` listing every problem."""
     c = _Collector()
-    c.unknown(data, "", {"server", "monitors"})
+    c.unknown(data, "", {"server", "report", "monitors"})
     server = _parse_server(c, data.get("server"), base)
+    report = _parse_report(c, data.get("report"))
     raw = data.get("monitors")
     monitors: list[MonitorConfig] = []
     if raw is None:
@@ -918,7 +969,12 @@ def parse_config(data: dict[str, Any], *, base: Path, source: str | None = None)
             monitors.append(m)
     if c.problems:
         raise ConfigError(c.problems, source=source)
-    return Config(server=server, monitors=tuple(monitors), path=Path(source) if source else None)
+    return Config(
+        server=server,
+        monitors=tuple(monitors),
+        path=Path(source) if source else None,
+        report=report,
+    )
 
 
 def load_config(path: str | Path) -> Config:

@@ -53,6 +53,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 from monitor.config import Config, MonitorConfig, ServerConfig, load_config
 from monitor.errors import ConfigError
 from monitor.jobs import Health, Runner, RunRecord, state_fingerprint, utc_now
+from monitor.report import HistoryStore
 from monitor.schedule import Schedule
 from monitor.server import HttpServer
 
@@ -125,7 +126,16 @@ class Daemon:
         on_run: Callable[[RunRecord], None] | None = None,
     ) -> None:
         self.config = config
-        self.runner = runner or Runner(config, clock=clock)
+        self.runner = runner or Runner(
+            config,
+            clock=clock,
+            detail=True,
+            history=HistoryStore(
+                config.server.state_dir,
+                max_entries=config.report.history_max_entries,
+                max_age=config.report.history_max_age,
+            ),
+        )
         self.slot_source = slot_source
         self.tick = tick
         self.on_run = on_run
@@ -143,7 +153,7 @@ class Daemon:
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
         self._stopping = threading.Event()
-        self.http = HttpServer(config.server, self.runner.board, self.healthy)
+        self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
 
     # -- health -----------------------------------------------------------------------------
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -45,15 +45,20 @@ from monitor.sources.model import _to_ns as _ns
 from monitor.stats import BaselinePositions, DriftBaseline, build_baseline
 from monitor.verdict import (
     CheckData,
+    CheckDetail,
     JudgedCheck,
     MonitorState,
     Pairs,
     SegmentData,
     Verdict,
+    describe,
     error_verdict,
     evaluate,
     phase_counts,
 )
+
+if TYPE_CHECKING:
+    from monitor.report.history import HistoryStore
 
 __all__ = [
     "FUTURE_SKEW",
@@ -415,13 +420,19 @@ def _os_error(exc: BaseException) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RunRecord:
-    """One finished run: its verdict, when it ran (wall clock), how long, rows read."""
+    """One finished run: its verdict, when it ran (wall clock), how long, rows read.
+
+    ``detail`` (a runner made with ``detail=True``): the binned arrays the monitor's page draws;
+    ``history``: the monitor's check history after this run (oldest first; see
+    ``monitor.report.history``), empty without a history store."""
 
     verdict: Verdict
     started: datetime
     duration_seconds: float
     rows_read: int = 0
     window_samples: Mapping[tuple[str, str], int] = field(default_factory=dict)
+    detail: CheckDetail | None = None
+    history: tuple[Mapping[str, Any], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -673,8 +684,12 @@ class Runner:
         reader: DataReader | None = None,
         store: StateStore | None = None,
         board: Board | None = None,
+        detail: bool = False,
+        history: HistoryStore | None = None,
     ) -> None:
         self.config = config
+        self.detail = detail
+        self.history = history
         self.clock = clock
         self.reader: DataReader = reader or ParquetReader()
         self.store = (
@@ -693,6 +708,9 @@ class Runner:
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
+        # monitor -> (its latest look's runs and reference bounds, that look's pairs): the page
+        # of a check that made no new look draws them (see _look_pairs)
+        self._looks: dict[str, tuple[tuple[str, ...], dict[str, Pairs]]] = {}
 
     @property
     def _file_store(self) -> bool:
@@ -752,7 +770,7 @@ class Runner:
     # -- data -------------------------------------------------------------------------------
 
     def _read(
-        self, monitor: MonitorConfig, at: datetime, state: MonitorState
+        self, monitor: MonitorConfig, at: datetime, state: MonitorState, *, detail: bool = False
     ) -> tuple[CheckData, int, dict[tuple[str, str], int]]:
         reference_w, current_w = check_windows(monitor, at)
         seasonal = monitor.seasonal_period is not None
@@ -805,6 +823,10 @@ class Runner:
                     self._baselines[key] = (baseline, phases)
                 else:
                     baseline, phases = cached
+            elif detail and ref_values.size >= monitor.drift.min_reference_samples:
+                # the verdict would build this baseline itself; built here, the page's detail
+                # reuses its sorted reference instead of sorting the window a second time
+                baseline = build_baseline(ref_values, bins=monitor.drift.bins)
             positions = None
             if baseline is not None:
                 positions = self.reader.positions(monitor.scores, current_w, name, baseline)
@@ -897,16 +919,81 @@ class Runner:
         self, monitor: MonitorConfig, at: datetime, state: MonitorState, *, sequential: bool = True
     ) -> tuple[Verdict, MonitorState, int, dict[tuple[str, str], int]]:
         """Read and decide one slot; source and stats failures become an ``error`` verdict."""
+        verdict, new_state, rows, samples, _ = self._decide(
+            monitor, at, state, sequential=sequential, detail=False
+        )
+        return verdict, new_state, rows, samples
+
+    def _decide(
+        self,
+        monitor: MonitorConfig,
+        at: datetime,
+        state: MonitorState,
+        *,
+        sequential: bool,
+        detail: bool,
+    ) -> tuple[Verdict, MonitorState, int, dict[tuple[str, str], int], CheckDetail | None]:
+        """``decide``, and with ``detail`` the page's arrays (``verdict.describe``) too."""
         try:
-            data, rows, samples = self._read(monitor, at, state if sequential else MonitorState())
+            data, rows, samples = self._read(
+                monitor, at, state if sequential else MonitorState(), detail=detail
+            )
             verdict, new_state = evaluate(monitor, at, data, state, sequential=sequential)
+            extra = None
+            if detail:
+                look = self._look_pairs(monitor, data, verdict)
+                extra = describe(monitor, data, verdict, look_pairs=look)
         except MonitorError as exc:
-            return error_verdict(monitor.name, at, str(exc)), state, 0, {}
+            return error_verdict(monitor.name, at, str(exc)), state, 0, {}, None
         except (ValueError, ArithmeticError, MemoryError, OSError) as exc:
             log.exception("check failed", extra={"monitor": monitor.name, "at": at.isoformat()})
             message = f"{type(exc).__name__}: {exc}"
-            return error_verdict(monitor.name, at, message), state, 0, {}
-        return verdict, new_state, rows, samples
+            return error_verdict(monitor.name, at, message), state, 0, {}, None
+        return verdict, new_state, rows, samples, extra
+
+    def _look_pairs(
+        self, monitor: MonitorConfig, data: CheckData, verdict: Verdict
+    ) -> dict[str, Pairs]:
+        """The pairs of the look whose numbers the verdict carries, when this check made none.
+
+        The carried report names the look's runs ``[runs_start, runs_end]`` and its reference
+        window; reading them again gives the pairs the page draws. A failure to read them is
+        logged and leaves the page without the strip (the verdict is unaffected). The pairs of
+        a monitor's latest look are kept, so a daemon that checks hourly and looks daily reads
+        them again at most once per look (after a restart), not at every check."""
+        looks = {
+            (r.runs_start, r.runs_end, r.reference_start, r.reference_end)
+            for r in verdict.outcomes.values()
+            if r.runs_start and r.runs_end and r.reference_start and r.reference_end
+        }
+        key = looks.pop() if len(looks) == 1 else None
+        if any(seg.pairs.n for seg in data.segments.values()):
+            if key is not None:
+                self._looks[monitor.name] = (key, {n: s.pairs for n, s in data.segments.items()})
+            return {}
+        if key is None:
+            return {}
+        cached = self._looks.get(monitor.name)
+        if cached is not None and cached[0] == key:
+            return dict(cached[1])
+        runs_start, runs_end, ref_start, ref_end = (_parse_time(t) for t in key)
+        try:
+            ref_out = self.reader.outcomes(monitor.outcomes, Window(start=ref_start, end=ref_end))
+            cur_out = self.reader.outcomes(
+                monitor.outcomes,
+                Window(start=runs_start, end=runs_end + timedelta(microseconds=1)),
+            )
+            paired = pair_outcomes(ref_out, cur_out)
+        except MonitorError as exc:
+            log.warning(
+                "the last look's pairs could not be read again for the page",
+                extra={"monitor": monitor.name, "error": str(exc)},
+            )
+            return {}
+        split = paired.by_segment() if monitor.outcomes.segment_column is not None else {"": paired}
+        pairs = {name: _pairs(p) for name, p in split.items()}
+        self._looks[monitor.name] = (key, pairs)
+        return pairs
 
     def run(self, name: str, at: datetime | None = None, *, token: int | None = None) -> RunRecord:
         """One scheduled run of monitor ``name`` for slot ``at`` (default: the latest slot).
@@ -923,8 +1010,8 @@ class Runner:
             t0 = time.perf_counter()
             prior = self._finite(name, at, self.board.state(name))
             sequential = prior.last_at is None or at >= prior.last_at
-            verdict, new_state, rows, samples = self.decide(
-                monitor, at, prior, sequential=sequential
+            verdict, new_state, rows, samples, detail = self._decide(
+                monitor, at, prior, sequential=sequential, detail=self.detail
             )
             duration = time.perf_counter() - t0
             if not sequential:
@@ -937,6 +1024,7 @@ class Runner:
                 duration_seconds=duration,
                 rows_read=rows,
                 window_samples=samples,
+                detail=detail,
             )
             if token is not None and token in self._abandoned:
                 log.warning(
@@ -949,6 +1037,8 @@ class Runner:
                 verdict = replace(verdict, reasons=(*verdict.reasons, f"state not saved: {error}"))
                 record = replace(record, verdict=verdict)
                 new_state = replace(new_state, last_success=prior.last_success)
+            if self.history is not None:
+                record = replace(record, history=self.history.append(name, verdict))
             self.board.record(record, new_state, failed=error is not None)
         log.info(
             "check",
@@ -1018,6 +1108,8 @@ class Runner:
         record = RunRecord(verdict=verdict, started=started, duration_seconds=0.0)
         new_state = self._stamp(prior, prior, verdict, started, self._fingerprints.get(name))
         self._persist(name, new_state)
+        if self.history is not None:
+            record = replace(record, history=self.history.append(name, verdict))
         self.board.record(record, new_state)
         return record
 
@@ -1047,14 +1139,30 @@ class Runner:
         slot it continues from the persisted state, as the daemon's next run will; for an earlier
         slot it decides without the sequential history (``sequential: false``).
         """
+        return self._check(name, at, detail=False)[0]
+
+    def check_detail(self, name: str, at: datetime | None = None) -> tuple[Verdict, CheckDetail]:
+        """``check``, with the arrays the monitor's page draws (``monitor report``)."""
+        verdict, detail = self._check(name, at, detail=True)
+        return verdict, detail or CheckDetail(monitor=name, at=verdict.at)
+
+    def _check(
+        self, name: str, at: datetime | None, *, detail: bool
+    ) -> tuple[Verdict, CheckDetail | None]:
         monitor = self.config.monitor(name)
         at = at or monitor.schedule.latest_slot(self.clock())
         prior = self.store.load(name)
         if prior.last_at is not None and at == prior.last_at and prior.before_last is not None:
             prior = prior.before_last
         sequential = prior.last_at is None or at >= prior.last_at
-        verdict, _, _, _ = self.decide(monitor, at, prior, sequential=sequential)
-        return verdict
+        verdict, _, _, _, extra = self._decide(
+            monitor, at, prior, sequential=sequential, detail=detail
+        )
+        return verdict, extra
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
 def _prints(config: Config) -> dict[str, str]:

@@ -1,4 +1,5 @@
-"""The HTTP endpoint: ``/metrics``, ``/healthz``, ``/status`` and a small landing page.
+"""The HTTP endpoint: ``/metrics``, ``/healthz``, ``/status``, the landing page ``/`` and one
+page per monitor, ``/monitors/<name>`` (``monitor.report``: the latest check, drawn).
 
 No client can stall another. One thread runs a non-blocking accept loop and does nothing slow: it
 admits a connection (or, past ``max_connections``, closes it at once and counts it) and hands it
@@ -16,9 +17,9 @@ restart; a rotation caught half-written keeps the previous context and logs once
 checked with bcrypt and a successful check is cached under a SHA-256 of (user, hash, password),
 as exporter-toolkit does, because bcrypt is slow on purpose.
 
-Scrapes only render what the board holds: nothing is computed on the scrape path. ``/metrics``
-negotiates the format (``Accept``: Prometheus text or OpenMetrics) and gzip like prometheus_client's
-own server (``monitor.exporter.render_negotiated``).
+Scrapes and pages only render what the board holds: nothing is computed on the request path.
+``/metrics`` negotiates the format (``Accept``: Prometheus text or OpenMetrics) and gzip like
+prometheus_client's own server (``monitor.exporter.render_negotiated``).
 """
 
 from __future__ import annotations
@@ -38,17 +39,19 @@ import ssl
 import threading
 import time
 from collections.abc import Callable
+from datetime import datetime
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 import bcrypt
 
 from monitor import __version__
-from monitor.config import ServerConfig
+from monitor.config import ReportConfig, ServerConfig
 from monitor.exporter import HttpCounts, make_registry, render_negotiated
-from monitor.jobs import Board
+from monitor.jobs import Board, MonitorSnapshot, RunRecord
+from monitor.report import LandingRow, PageContext, render_landing, render_monitor_page
 from monitor.webconfig import TlsConfig, WebConfig, build_ssl_context, load_web_config
 
 __all__ = ["HttpServer", "status_document"]
@@ -93,6 +96,47 @@ def status_document(board: Board) -> dict[str, Any]:
             }
         )
     return {"version": __version__, "monitors": monitors}
+
+
+def _landing_row(snap: MonitorSnapshot) -> LandingRow:
+    run = snap.latest
+    verdict = run.verdict if run else None
+    return LandingRow(
+        name=snap.monitor.name,
+        state=str(snap.state.state),
+        since=snap.state.state_since,
+        reason=verdict.reasons[0] if verdict and verdict.reasons else None,
+        data_age={
+            "scores": verdict.newest_score if verdict else None,
+            "outcomes": verdict.newest_outcome if verdict else None,
+        },
+        last_check=verdict.at if verdict else None,
+    )
+
+
+def _monitor_page(snap: MonitorSnapshot, report: ReportConfig) -> str:
+    """``/monitors/<name>``: the page of the latest check (``monitor report``'s page)."""
+    run = snap.latest
+    if run is None:
+        name = html.escape(snap.monitor.name)
+        return (
+            f'<!doctype html><html lang="en"><meta charset="utf-8"><title>{name}</title>'
+            f"<h1>{name}</h1><p>No check has finished yet since the daemon started; this page "
+            f'shows the latest check once there is one.</p><p><a href="/">all monitors</a></p>'
+        )
+    same = snap.state.state == run.verdict.state
+    return render_monitor_page(
+        snap.monitor,
+        run.verdict,
+        run.detail,
+        run.history,
+        PageContext(
+            report=report,
+            state_since=snap.state.state_since if same else None,
+            command=f"monitor report --config CONFIG --monitor {snap.monitor.name} --at "
+            + run.verdict.at.isoformat().replace("+00:00", "Z"),
+        ),
+    )
 
 
 class _BasicAuth:
@@ -358,19 +402,16 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.dumps(status_document(server.board), indent=1).encode()
             self._text(200, body, "application/json")
         elif path == "/":
-            rows = "".join(
-                f"<tr><td>{html.escape(s.monitor.name)}</td>"
-                f"<td>{html.escape(str(s.state.state))}</td></tr>"
-                for s in server.board.snapshot()
-            )
-            page = (
-                f"<!doctype html><title>retrieval-monitor</title>"
-                f"<h1>retrieval-monitor {__version__}</h1>"
-                f"<table><tr><th>monitor</th><th>state</th></tr>{rows}</table>"
-                f'<p><a href="/metrics">/metrics</a> · <a href="/status">/status</a> · '
-                f'<a href="/healthz">/healthz</a></p>'
-            )
+            rows = [_landing_row(s) for s in server.board.snapshot()]
+            page = render_landing(rows, server.report)
             self._text(200, page.encode(), "text/html; charset=utf-8")
+        elif path.startswith("/monitors/"):
+            name = unquote(path[len("/monitors/") :])
+            snap = next((s for s in server.board.snapshot() if s.monitor.name == name), None)
+            if snap is None:
+                self._text(404, b"no such monitor\n")
+                return
+            self._text(200, server.page(snap), "text/html; charset=utf-8")
         else:
             self._text(404, b"not found\n")
 
@@ -378,8 +419,16 @@ class _Handler(BaseHTTPRequestHandler):
 class HttpServer:
     """Serves the board over HTTP(S) until ``stop()``; see the module docstring for the design."""
 
-    def __init__(self, config: ServerConfig, board: Board, healthy: Callable[[], bool]) -> None:
+    def __init__(
+        self,
+        config: ServerConfig,
+        board: Board,
+        healthy: Callable[[], bool],
+        *,
+        report: ReportConfig | None = None,
+    ) -> None:
         self.config = config
+        self.report = report or ReportConfig()
         self.board = board
         self.healthy = healthy
         self.limits = (config.request_timeout.total_seconds(), config.idle_timeout.total_seconds())
@@ -397,6 +446,7 @@ class HttpServer:
             0,
         )
         self._last_warning = 0.0
+        self._pages: dict[str, tuple[RunRecord | None, datetime | None, bytes]] = {}
         self._stopping = threading.Event()
         self.registry = make_registry(board, http_counts=self.counts)
         self._listener = _bind(config.host, config.port)
@@ -411,6 +461,21 @@ class HttpServer:
         """The connection counters (for ``/metrics``)."""
         with self._lock:
             return HttpCounts(connections_active=len(self._conns), **self._counts)
+
+    def page(self, snap: MonitorSnapshot) -> bytes:
+        """``/monitors/<name>``, rendered once per run record and kept until the next run (a
+        client that reloads it costs a dictionary lookup, not a render)."""
+        name = snap.monitor.name
+        with self._lock:
+            cached = self._pages.get(name)
+        if cached is not None and cached[0] is snap.latest and cached[1] == snap.state.state_since:
+            return cached[2]
+        body = _monitor_page(snap, self.report).encode()
+        with self._lock:
+            self._pages[name] = (snap.latest, snap.state.state_since, body)
+            for gone in set(self._pages) - {s.monitor.name for s in self.board.snapshot()}:
+                del self._pages[gone]
+        return body
 
     def count(self, what: str) -> None:
         """Add one to a counter of :class:`HttpCounts`."""

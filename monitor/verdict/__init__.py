@@ -54,6 +54,7 @@ from monitor.config import MonitorConfig
 from monitor.verdict._common import STATES, TRACKS, _iso
 from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData
 from monitor.verdict.decay import _evaluate_outcomes, calibration_summary
+from monitor.verdict.detail import CheckDetail, InputDetail, OutcomeDetail, describe
 from monitor.verdict.drift import _evaluate_input, _settle_drift
 from monitor.verdict.plan import AlarmPlan, alarm_plan, phase_counts, phase_of
 from monitor.verdict.reasons import _reasons
@@ -66,17 +67,21 @@ __all__ = [
     "AlarmPlan",
     "Anchor",
     "CheckData",
+    "CheckDetail",
     "DecayTrack",
     "DriftTrack",
+    "InputDetail",
     "InputReport",
     "JudgedCheck",
     "MonitorState",
+    "OutcomeDetail",
     "OutcomeReport",
     "Pairs",
     "SegmentData",
     "SegmentDrift",
     "Verdict",
     "alarm_plan",
+    "describe",
     "error_verdict",
     "evaluate",
     "phase_counts",

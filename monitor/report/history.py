@@ -1,0 +1,240 @@
+"""A bounded history of every check per monitor: the numbers the page's timelines draw.
+
+One JSON file per monitor beside its state file, ``<state_dir>/<name>.json.history`` (no
+subdirectory: a full or read-only ``state_dir`` leaves nothing new behind, and
+``StateStore.sweep`` removes a temp file that a kill left), rewritten atomically after each
+check (temp file, fsync, rename, fsync of the directory, as ``monitor.jobs.StateStore`` does):
+``{"version": 1, "monitor": name, "entries": [...]}``, oldest first, one entry per slot (a slot
+checked again replaces its entry). The bound: entries older than ``max_age`` before the newest are
+dropped, and at most ``max_entries`` are kept (defaults 35 days and 10,000 entries: an hourly
+schedule keeps 35 days in 840 entries, about 0.45 MB; a 5-minute one keeps 34.7 days; entries
+are about 530 bytes, so a file stays under about 5.5 MB). A file that cannot be read (not JSON,
+another shape, non-finite numbers, too large) is renamed ``<name>.json.history.corrupt-<UTC time>``
+beside itself with one logged line naming the reason, and the history starts empty; it never
+crashes a check. A write that fails is logged and the history is kept in memory.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+import tempfile
+import threading
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from monitor.verdict import Verdict
+
+__all__ = [
+    "HISTORY_MAX_AGE",
+    "HISTORY_MAX_ENTRIES",
+    "HistoryStore",
+    "MemoryHistory",
+    "history_entry",
+]
+
+log = logging.getLogger("monitor")
+
+HISTORY_MAX_ENTRIES = 10_000
+HISTORY_MAX_AGE = timedelta(days=35)
+_MAX_BYTES = 64 * 1024 * 1024
+_VERSION = 1
+
+_INPUT_KEYS = {
+    "psi": "psi",
+    "psi_tolerance": "psi_tolerance",
+    "ks": "ks_statistic",
+    "block_psi": "block_psi",
+    "z": "z",
+    "cusum": "cusum",
+    "cusum_threshold": "cusum_threshold",
+    "anchor_cusum": "anchor_cusum",
+}
+_OUTCOME_KEYS = {
+    "mean": "mean_difference",
+    "ci_low": "ci_low",
+    "ci_high": "ci_high",
+    "p": "pvalue_adjusted",
+    "alpha": "alpha",
+    "margin": "margin",
+    "n_pairs": "n_pairs",
+}
+
+
+def _clean(x: Any) -> Any:
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def history_entry(verdict: Verdict) -> dict[str, Any]:
+    """The compact numbers of one check: its state, the driving input segment's PSI, KS, block
+    evidence, CUSUM and threshold, and the driving outcome segment's mean difference, interval,
+    adjusted p-value, alpha and margin (``Verdict.input`` / ``Verdict.outcome``)."""
+    entry: dict[str, Any] = {
+        "at": verdict.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "state": verdict.state,
+    }
+    seg_in = next((k for k, v in verdict.inputs.items() if v is verdict.input), None)
+    inp = verdict.input
+    if inp is not None:
+        entry["input_segment"] = seg_in
+        entry["evidence"] = inp.evidence
+        entry["drift"] = inp.drift
+        entry.update({k: _clean(getattr(inp, f)) for k, f in _INPUT_KEYS.items()})
+    out = verdict.outcome
+    if out is not None:
+        entry["outcome_segment"] = next((k for k, v in verdict.outcomes.items() if v is out), None)
+        entry["new_look"] = out.new_look
+        entry["decay"] = out.decay
+        entry.update({k: _clean(getattr(out, f)) for k, f in _OUTCOME_KEYS.items()})
+    return entry
+
+
+def _parse_at(entry: Mapping[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(entry["at"]).replace("Z", "+00:00")).astimezone(UTC)
+
+
+def _no_constant(text: str) -> float:
+    raise ValueError(f"non-finite number {text}")
+
+
+class HistoryStore:
+    """Each monitor's bounded check history, in memory and (unless ``directory`` is None) on
+    disk; see the module docstring. Thread-safe. ``readonly`` (``monitor report``): never
+    writes or renames; an unreadable file is logged and read as an empty history."""
+
+    def __init__(
+        self,
+        directory: Path | None,
+        *,
+        max_entries: int = HISTORY_MAX_ENTRIES,
+        max_age: timedelta = HISTORY_MAX_AGE,
+        readonly: bool = False,
+    ) -> None:
+        self.directory = directory
+        self.readonly = readonly
+        self.max_entries = max_entries
+        self.max_age = max_age
+        self._entries: dict[str, list[dict[str, Any]]] = {}
+        self._lock = threading.Lock()
+
+    def path(self, name: str) -> Path:
+        if self.directory is None:
+            raise TypeError(f"this history has no file (asked for monitor {name!r})")
+        return self.directory / f"{name}.json.history"
+
+    def entries(self, name: str) -> tuple[dict[str, Any], ...]:
+        """``name``'s history, oldest first (read from its file the first time)."""
+        with self._lock:
+            return tuple(self._get(name))
+
+    def append(self, name: str, verdict: Verdict) -> tuple[dict[str, Any], ...]:
+        """Add the entry of ``verdict`` (replacing one for the same slot), apply the bound, write
+        the file; returns the history after it."""
+        entry = history_entry(verdict)
+        with self._lock:
+            entries = [e for e in self._get(name) if e["at"] != entry["at"]]
+            entries.append(entry)
+            entries.sort(key=_parse_at)
+            newest = _parse_at(entries[-1])
+            entries = [e for e in entries if newest - _parse_at(e) <= self.max_age]
+            entries = entries[-self.max_entries :]
+            self._entries[name] = entries
+            self._write(name, entries)
+            return tuple(entries)
+
+    def _get(self, name: str) -> list[dict[str, Any]]:
+        if name not in self._entries:
+            self._entries[name] = self._read(name)
+        return self._entries[name]
+
+    def _read(self, name: str) -> list[dict[str, Any]]:
+        if self.directory is None:
+            return []
+        path = self.path(name)
+        try:
+            if path.stat().st_size > _MAX_BYTES:
+                return self._aside(name, f"larger than {_MAX_BYTES} bytes")
+            text = path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return []
+        except (OSError, UnicodeDecodeError) as exc:
+            return self._aside(name, f"{type(exc).__name__}: {exc}")
+        try:
+            doc = json.loads(text, parse_constant=_no_constant)
+            if not isinstance(doc, dict) or doc.get("version") != _VERSION:
+                raise ValueError(f"not a version {_VERSION} history document")
+            entries = doc["entries"]
+            if not isinstance(entries, list) or not all(isinstance(e, dict) for e in entries):
+                raise ValueError("`entries` must be a list of objects")
+            for e in entries:
+                _parse_at(e)
+                if not isinstance(e.get("state"), str):
+                    raise ValueError("an entry without a `state` string")
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+            return self._aside(name, f"{type(exc).__name__}: {exc}")
+        return sorted(entries, key=_parse_at)
+
+    def _aside(self, name: str, reason: str) -> list[dict[str, Any]]:
+        path = self.path(name)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+        fields = {"monitor": name, "path": str(path), "error": reason}
+        if self.readonly:
+            log.error("history file unreadable; ignored", extra=fields)
+            return []
+        try:
+            path.rename(aside)
+        except OSError as exc:
+            log.error(
+                "history file unreadable and not set aside; starting an empty history",
+                extra={**fields, "rename_error": str(exc)},
+            )
+            return []
+        log.error(
+            "history file unreadable, kept aside; starting an empty history",
+            extra={**fields, "aside": str(aside)},
+        )
+        return []
+
+    def _write(self, name: str, entries: list[dict[str, Any]]) -> None:
+        if self.directory is None or self.readonly:
+            return
+        doc = {"version": _VERSION, "monitor": name, "entries": entries}
+        try:
+            data = json.dumps(doc, separators=(",", ":"), allow_nan=False)
+            self.directory.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+            try:
+                with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.path(name))
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+            try:
+                os.fsync(dir_fd)
+            finally:
+                os.close(dir_fd)
+        except (OSError, ValueError) as exc:
+            log.error(
+                "history not saved; kept in memory",
+                extra={"monitor": name, "directory": str(self.directory), "error": str(exc)},
+            )
+
+
+class MemoryHistory(HistoryStore):
+    """A history that never touches the disk (the backtest's replay)."""
+
+    def __init__(
+        self, *, max_entries: int = HISTORY_MAX_ENTRIES, max_age: timedelta = HISTORY_MAX_AGE
+    ) -> None:
+        super().__init__(None, max_entries=max_entries, max_age=max_age)

@@ -1,0 +1,813 @@
+"""The HTML pages: one monitor's check (``monitor report``, ``/monitors/<name>``) and the landing
+page (``/``). Self-contained: inline CSS and SVG, no script, no network.
+
+Numbers come from the ``Verdict`` (the ``check --json`` contract) and are only rounded here; each
+rounded cell carries the exact value in ``data-value`` and its JSON path in ``data-key`` (e.g.
+``input.psi``, ``outcome.ci_low``), which is how a test checks that the page and ``check --json``
+agree. Arrays (bins, ECDFs, pairs) come from the ``CheckDetail``; timelines from the history.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from monitor import __version__
+from monitor.config import MonitorConfig, ReportConfig
+from monitor.report import charts
+from monitor.report.svg import esc
+from monitor.verdict import CheckDetail, InputReport, OutcomeReport, Verdict
+
+__all__ = ["LandingRow", "PageContext", "render_landing", "render_monitor_page", "runbook_anchor"]
+
+WORST = 10
+"""Rows in the worst-queries and best-queries tables."""
+
+_ALERTS = {
+    "model_decay": "RetrievalModelDecay",
+    "data_drift": "RetrievalDataDrift",
+    "insufficient_data": "RetrievalMonitorInsufficientData",
+    "error": "RetrievalMonitorRunFailures",
+    "ok": "Drift versus decay",
+}
+_OVERVIEW = "retrieval-monitor-overview"
+_DRILLDOWN = "retrieval-monitor-drilldown"
+# drill-down dashboard panel ids (grafana/dashboards/drilldown.json)
+_PANELS = {"psi": 6, "cusum": 8, "ks": 10, "zero": 11, "decay": 14, "pairs": 18, "age": 20}
+
+_CSS = """
+:root{--ref:#0072B2;--cur:#E69F00;--alarm:#D55E00;--ok:#009E73;--sky:#56B4E9;--ink:#1b1b1b;
+--mute:#5f5f5f;--rule:#d8d8d8;--band:rgba(86,180,233,.25)}
+*{box-sizing:border-box}
+body{font:16px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink);
+margin:0 auto;padding:12px 16px 48px;max-width:1120px;background:#fff}
+h1{font-size:1.5rem;margin:.4rem 0}h2{font-size:1.25rem;margin:1.6rem 0 .4rem;
+border-bottom:2px solid var(--rule)}h3{font-size:1.05rem;margin:1rem 0 .3rem}
+a{color:#005a8c}.mute{color:var(--mute)}
+.state{display:inline-block;padding:.1rem .55rem;border-radius:4px;font-weight:700;
+border:2px solid currentColor}
+.state-ok{color:#00664a}.state-data_drift{color:#8a4a00}.state-model_decay{color:#a63a00}
+.state-insufficient_data,.state-error{color:#333}
+.state-model_decay,.state-data_drift{background:#fff3e6}
+.grid2{display:grid;grid-template-columns:repeat(auto-fit,minmax(320px,1fr));gap:12px 24px}
+figure{margin:.4rem 0 1rem}figcaption{font-size:.9rem;color:var(--mute)}
+svg{display:block;width:100%;max-width:100%;height:auto}
+.tw{overflow-x:auto;max-width:100%}
+table{border-collapse:collapse;margin:.3rem 0 .8rem;font-variant-numeric:tabular-nums}
+th,td{padding:.2rem .6rem;border-bottom:1px solid var(--rule);text-align:left;vertical-align:top}
+td.n,th.n{text-align:right;white-space:nowrap}
+figure.wide{max-width:780px}
+pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;font-size:.85rem}
+ul.reasons li{margin:.2rem 0}
+.note-box{border-left:4px solid var(--sky);padding:.3rem .7rem;background:#f2f8fc}
+svg .axis{stroke:#333;stroke-width:1}svg .grid{stroke:#e4e4e4;stroke-width:1}
+svg .tick{font-size:12px;fill:#333}svg .label,svg .legend{font-size:13px;fill:#222}
+svg .note{font-size:12px;fill:#222}
+svg .bar-ref,svg .key-ref{fill:var(--ref)}svg .bar-cur,svg .key-cur{fill:var(--cur)}
+svg .line-ref{fill:none;stroke:var(--ref);stroke-width:2}
+svg .line-cur{fill:none;stroke:var(--cur);stroke-width:2}
+svg .ks-gap{stroke:var(--alarm);stroke-width:3}svg .key-ks{fill:var(--alarm)}
+svg .pair circle,svg .key-pair{fill:var(--ref)}svg .pair circle{fill-opacity:.55}
+svg .look circle{fill:var(--ref)}svg .ci{stroke:var(--ref);stroke-width:1.5}
+svg .key-ci{fill:var(--ref)}
+svg .mean{stroke:var(--alarm);stroke-width:2}svg .key-mean{fill:var(--alarm)}
+svg .band,svg .key-band{fill:var(--band)}
+svg .margin{stroke:#333;stroke-width:1.5;stroke-dasharray:6 4}svg .key-margin{fill:#333}
+svg .zero{stroke:#999;stroke-width:1}
+svg .block circle,svg .key-block{fill:var(--cur)}
+svg .threshold{fill:none;stroke:#222;stroke-width:2;stroke-dasharray:6 4}
+svg .key-threshold{fill:#222}
+svg .state-change{stroke:#777;stroke-width:1.5;stroke-dasharray:2 3}svg .key-change{fill:#777}
+@media (max-width:600px){body{font-size:15px;padding:8px}th,td{padding:.15rem .35rem}
+table{font-size:.9rem}td.n{white-space:normal}}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PageContext:
+    """What a monitor page shows besides the check: where it came from and its links.
+
+    ``state_since``: when the monitor entered its state (the daemon's record; None: from the
+    verdict's own ``drift_since`` / ``decay_since``). ``command``: the command that reproduces
+    the page. ``config_path`` / ``config_sha256``: the configuration file it was made with.
+    """
+
+    report: ReportConfig
+    state_since: datetime | None = None
+    command: str | None = None
+    config_path: str | None = None
+    config_sha256: str | None = None
+    generated_at: datetime | None = None
+    newest_data: Mapping[str, datetime | None] | None = None
+
+
+def runbook_anchor(state: str) -> str:
+    """The runbook section of a state's alert, as a GitHub-style anchor."""
+    return _ALERTS.get(state, "Drift versus decay").lower().replace(" ", "-")
+
+
+def _runbook(report: ReportConfig, state: str) -> str | None:
+    if report.runbook_url is None:
+        return None
+    return f"{report.runbook_url}#{runbook_anchor(state)}"
+
+
+def _grafana(
+    report: ReportConfig, monitor: str, *, panel: str | None = None, segment: str | None = None
+) -> str | None:
+    if report.grafana_url is None:
+        return None
+    params: dict[str, Any] = {"var-monitor": monitor}
+    if segment:
+        params["var-segment"] = segment
+    if panel is None:
+        return f"{report.grafana_url}/d/{_OVERVIEW}/?{urlencode(params)}"
+    params["viewPanel"] = _PANELS[panel]
+    return f"{report.grafana_url}/d/{_DRILLDOWN}/?{urlencode(params)}"
+
+
+# --------------------------------------------------------------------------- formatting
+
+
+def _iso(t: datetime | None) -> str:
+    return "–" if t is None else t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def _ago(t: datetime | None, now: datetime) -> str:
+    if t is None:
+        return ""
+    s = (now - t).total_seconds()
+    if s < 0:
+        return "in the future"
+    if s < 90:
+        return f"{s:.0f} s ago"
+    if s < 5400:
+        return f"{s / 60:.0f} min ago"
+    if s < 2 * 86400:
+        return f"{s / 3600:.1f} h ago"
+    return f"{s / 86400:.1f} days ago"
+
+
+def _g(x: float | None, digits: int = 4) -> str:
+    if x is None:
+        return "–"
+    if not math.isfinite(x):
+        return "∞" if x > 0 else "-∞"
+    return f"{x:.{digits}g}"
+
+
+def _signed(x: float | None) -> str:
+    return "–" if x is None else f"{x:+.4f}"
+
+
+def _pct(x: float | None) -> str:
+    if x is None:
+        return "–"
+    v = 100 * x
+    return f"{v:.2f} %" if abs(v) < 1 else f"{v:.1f} %"
+
+
+def _p(x: float | None) -> str:
+    if x is None:
+        return "–"
+    return "< 0.0001" if x < 1e-4 else f"{x:.4f}"
+
+
+def _cell(key: str, value: Any, text: str, *, numeric: bool = True) -> str:
+    """A table cell with the rounded ``text`` and the exact ``value`` of JSON path ``key``."""
+    if isinstance(value, float) and not math.isfinite(value):
+        value = None  # as in the JSON contract
+    data = "null" if value is None else json.dumps(value)
+    cls = ' class="n"' if numeric else ""
+    return f'<td{cls} data-key="{esc(key)}" data-value="{esc(data)}">{esc(text)}</td>'
+
+
+def _rows(rows: Sequence[tuple[str, str]]) -> str:
+    body = "".join(f'<tr><th scope="row">{esc(k)}</th>{v}</tr>' for k, v in rows)
+    return f'<div class="tw"><table>{body}</table></div>'
+
+
+def _link(url: str | None, text: str) -> str:
+    return f'<a href="{esc(url)}">{esc(text)}</a>' if url else ""
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]], *, numeric: Sequence[bool]) -> str:
+    th = "".join(
+        f'<th scope="col"{" class=n" if n else ""}>{esc(h)}</th>'
+        for h, n in zip(head, numeric, strict=True)
+    )
+    body = "".join("<tr>" + "".join(r) + "</tr>" for r in rows)
+    return f'<div class="tw"><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>'
+
+
+def _td(text: str, numeric: bool = False) -> str:
+    return f"<td{' class=n' if numeric else ''}>{esc(text)}</td>"
+
+
+# --------------------------------------------------------------------------- sections
+
+
+def _since(verdict: Verdict, ctx: PageContext) -> datetime | None:
+    """The verdict's own slot time of a raised alarm (``decay_since`` / ``drift_since``), else
+    the daemon's record of when the state began."""
+    times = (
+        [r.decay_since for r in verdict.outcomes.values() if r.decay_since]
+        if verdict.state == "model_decay"
+        else [r.drift_since for r in verdict.inputs.values() if r.drift_since]
+        if verdict.state == "data_drift"
+        else []
+    )
+    parsed = [datetime.fromisoformat(t.replace("Z", "+00:00")) for t in times if t]
+    return min(parsed) if parsed else ctx.state_since
+
+
+def _header(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext, now: datetime) -> str:
+    since = _since(verdict, ctx)
+    state = verdict.state
+    reasons = "".join(f"<li>{esc(r)}</li>" for r in verdict.reasons) or "<li>none given</li>"
+    links = [
+        _link(_runbook(ctx.report, state), f"runbook: {_ALERTS.get(state, state)}"),
+        _link(_grafana(ctx.report, monitor.name), "Grafana overview"),
+        _link(_grafana(ctx.report, monitor.name, panel="cusum"), "Grafana: drift CUSUM"),
+        _link(_grafana(ctx.report, monitor.name, panel="decay"), "Grafana: outcome difference"),
+    ]
+    links_html = " · ".join(x for x in links if x) or (
+        '<span class="mute">no runbook or Grafana links: set [report] runbook_url and '
+        "grafana_url in the configuration</span>"
+    )
+    before = _ago(since, verdict.at).replace(" ago", "")
+    since_text = (
+        f"since {_iso(since)}" + (f" ({before} before this check)" if before[:1].isdigit() else "")
+        if since
+        else "since: this check (no earlier record of this state)"
+    )
+    return (
+        f'<header><p class="mute">retrieval-monitor {esc(__version__)} · check of slot '
+        f"{esc(_iso(verdict.at))}</p>"
+        f'<h1>{esc(monitor.name)} <span class="state state-{esc(state)}" data-key="state" '
+        f'data-value="{esc(json.dumps(state))}">{esc(state)}</span></h1>'
+        f'<p>{esc(since_text)}</p><h2 id="reasons">Why</h2><ul class="reasons">{reasons}</ul>'
+        f"<p>{links_html}</p></header>"
+    )
+
+
+def _segment_of(reports: Mapping[str, Any], chosen: Any) -> str:
+    return next((k for k, v in reports.items() if v is chosen), "")
+
+
+def _input_section(
+    monitor: MonitorConfig,
+    verdict: Verdict,
+    detail: CheckDetail | None,
+    history: Sequence[Mapping[str, Any]],
+    ctx: PageContext,
+) -> str:
+    inp = verdict.input
+    out = ['<section id="input"><h2>Input: top-1 score drift</h2>']
+    if inp is None:
+        out.append("<p>No score data in this check.</p></section>")
+        return "".join(out)
+    seg = _segment_of(verdict.inputs, inp)
+    if seg:
+        out.append(
+            f"<p>Segment <strong>{esc(seg)}</strong> (the one that decides the drift state; "
+            f"every segment is in the table below).</p>"
+        )
+    rows = [
+        (
+            "scores (reference / current)",
+            _cell("input.n_reference", inp.n_reference, f"{inp.n_reference:,}")
+            + _cell("input.n_current", inp.n_current, f"{inp.n_current:,}"),
+        ),
+        (
+            "PSI (tolerance)",
+            _cell("input.psi", inp.psi, _g(inp.psi))
+            + _cell("input.psi_tolerance", inp.psi_tolerance, _g(inp.psi_tolerance)),
+        ),
+        (
+            "PSI noise floor / p-value",
+            _cell("input.psi_noise_floor", inp.psi_noise_floor, _g(inp.psi_noise_floor))
+            + _cell("input.psi_pvalue", inp.psi_pvalue, _p(inp.psi_pvalue)),
+        ),
+        (
+            "KS D at score / p-value",
+            _cell("input.ks_statistic", inp.ks_statistic, _g(inp.ks_statistic, 3))
+            + _cell("input.ks_location", inp.ks_location, _g(inp.ks_location))
+            + _cell("input.ks_pvalue", inp.ks_pvalue, _p(inp.ks_pvalue)),
+        ),
+        (
+            "zero-score rate (reference / current)",
+            _cell(
+                "input.zero_rate_reference", inp.zero_rate_reference, _pct(inp.zero_rate_reference)
+            )
+            + _cell("input.zero_rate_current", inp.zero_rate_current, _pct(inp.zero_rate_current))
+            + _cell(
+                "input.zero_rate_pvalue", inp.zero_rate_pvalue, "p " + _p(inp.zero_rate_pvalue)
+            ),
+        ),
+        (
+            "out of the reference's range",
+            _cell("input.out_of_range_rate", inp.out_of_range_rate, _pct(inp.out_of_range_rate)),
+        ),
+        (
+            "volume vs reference",
+            _cell("input.volume_ratio", inp.volume_ratio, _g(inp.volume_ratio, 3) + " x"),
+        ),
+        (
+            "evidence block",
+            _td(f"{inp.block_start or '–'} to {inp.block_end or '–'}")
+            + _cell("input.block_samples", inp.block_samples, f"{inp.block_samples:,} scores"),
+        ),
+        (
+            "block PSI / p / adjusted p",
+            _cell("input.block_psi", inp.block_psi, _g(inp.block_psi))
+            + _cell("input.block_pvalue", inp.block_pvalue, _p(inp.block_pvalue))
+            + _cell(
+                "input.block_pvalue_adjusted",
+                inp.block_pvalue_adjusted,
+                _p(inp.block_pvalue_adjusted),
+            ),
+        ),
+        (
+            "evidence z (immediate alarm above)",
+            _cell("input.z", inp.z, _g(inp.z, 3))
+            + _cell("input.z_threshold", inp.z_threshold, _g(inp.z_threshold, 3)),
+        ),
+        (
+            "CUSUM S (alarm above h)",
+            _cell("input.cusum", inp.cusum, _g(inp.cusum, 3))
+            + _cell("input.cusum_threshold", inp.cusum_threshold, _g(inp.cusum_threshold, 3)),
+        ),
+        (
+            "alarm",
+            _td(
+                f"{inp.alarm or 'none this check'}"
+                + (f" on track {inp.alarm_track}" if inp.alarm_track else "")
+            ),
+        ),
+    ]
+    if inp.anchor_cusum is not None:
+        rows.append(
+            (
+                "anchor track PSI / CUSUM",
+                _cell("input.anchor_psi", inp.anchor_psi, _g(inp.anchor_psi))
+                + _cell("input.anchor_cusum", inp.anchor_cusum, _g(inp.anchor_cusum, 3)),
+            )
+        )
+    out.append(_rows(rows))
+    d = detail.inputs.get(seg) if detail is not None else None
+    if d is None:
+        out.append("<p>Not enough scores in this check to draw the distributions.</p>")
+    else:
+        out.append('<div class="grid2">')
+        out.append(
+            f"<figure>{charts.bins_chart(d, seg)}<figcaption>Share of each window in the "
+            f"{d.edges.size + 1} frozen PSI bins (right-closed, from reference quantiles). "
+            f"{_link(_grafana(ctx.report, monitor.name, panel='psi', segment=seg), 'Grafana: PSI')}"
+            "</figcaption></figure>"
+        )
+        out.append(
+            f"<figure>{charts.ecdf_chart(d, seg, inp.ks_statistic)}<figcaption>Empirical CDFs "
+            f"on {d.grid.size} grid points (exact there), the KS gap drawn at its exact "
+            f"location. {_link(_grafana(ctx.report, monitor.name, panel='ks', segment=seg), 'KS')}"
+            "</figcaption></figure></div>"
+        )
+        out.append(_bins_table(d, inp))
+    out.append("<h3>Evidence over time</h3>")
+    if len(history) >= 2:
+        out.append(
+            f'<figure class="wide">{charts.cusum_chart(history)}<figcaption>From the check '
+            "history "
+            f"({len(history)} checks, {_iso(_at(history[0]))} to {_iso(_at(history[-1]))}); "
+            f"state changes marked.</figcaption></figure>"
+        )
+        out.append(_history_table(history))
+    else:
+        out.append(
+            '<p class="note-box">No check history yet: the timeline of evidence blocks and the '
+            "CUSUM appears once the daemon (or <code>backtest --report</code>) has recorded two "
+            "checks or more.</p>"
+        )
+    out.append("</section>")
+    return "".join(out)
+
+
+def _at(entry: Mapping[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(entry["at"]).replace("Z", "+00:00"))
+
+
+def _bins_table(d: Any, inp: InputReport) -> str:
+    edges = [-math.inf, *d.edges.tolist(), math.inf]
+    ref, cur = d.reference_shares, d.current_shares
+    rows = []
+    for b in range(d.edges.size + 1):
+        lo, hi = edges[b], edges[b + 1]
+        rng = f"({_g(lo)}, {_g(hi)}]" if math.isfinite(hi) else f"({_g(lo)}, ∞)"
+        rows.append(
+            [
+                _td(str(b + 1), True),
+                _td(rng),
+                _td(f"{int(d.reference_counts[b]):,}", True),
+                _td(_pct(float(ref[b])), True),
+                _td(f"{int(d.current_counts[b]):,}", True),
+                _td(_pct(float(cur[b])), True),
+                f'<td class="n" data-bin-contribution="{float(d.contributions[b])!r}">'
+                f"{esc(_g(float(d.contributions[b]), 3))}</td>",
+            ]
+        )
+    total = float(d.contributions.sum())
+    rows.append(
+        [
+            _td("all"),
+            _td(""),
+            _td(f"{int(d.reference_counts.sum()):,}", True),
+            _td("100 %", True),
+            _td(f"{int(d.current_counts.sum()):,}", True),
+            _td("100 %", True),
+            _td(f"{_g(total, 4)} = PSI", True),
+        ]
+    )
+    return (
+        "<h3>Bins</h3>"
+        + _table(
+            ["bin", "scores in", "reference", "share", "current", "share", "PSI contribution"],
+            rows,
+            numeric=[True, False, True, True, True, True, True],
+        )
+        + f'<p class="mute">Contribution (p - q) ln(p / q) with additive smoothing '
+        f"{d.smoothing:g} on both windows; they add up to the PSI {_g(inp.psi)}.</p>"
+    )
+
+
+def _history_table(history: Sequence[Mapping[str, Any]]) -> str:
+    changes = [
+        (history[k - 1], history[k])
+        for k in range(1, len(history))
+        if history[k]["state"] != history[k - 1]["state"]
+    ]
+    if not changes:
+        return f"<p>No change of state in these {len(history)} checks.</p>"
+    rows = [
+        [
+            _td(_iso(_at(b))),
+            _td(str(a["state"])),
+            _td(str(b["state"])),
+            _td(_g(b.get("cusum"), 3), True),
+            _td(_g(b.get("psi")), True),
+        ]
+        for a, b in changes[-20:]
+    ]
+    return "<h3>State changes</h3>" + _table(
+        ["check", "from", "to", "CUSUM S", "PSI"],
+        rows,
+        numeric=[False, False, False, True, True],
+    )
+
+
+def _outcome_section(
+    monitor: MonitorConfig,
+    verdict: Verdict,
+    detail: CheckDetail | None,
+    history: Sequence[Mapping[str, Any]],
+    ctx: PageContext,
+) -> str:
+    o = verdict.outcome
+    out = ['<section id="outcome"><h2>Outcome: model decay on the golden set</h2>']
+    if o is None:
+        out.append("<p>No evaluation run looked at yet.</p></section>")
+        return "".join(out)
+    seg = _segment_of(verdict.outcomes, o)
+    if seg:
+        out.append(f"<p>Segment <strong>{esc(seg)}</strong> (the one that decides decay).</p>")
+    level = f"{o.confidence_level * 100:.0f} %" if o.confidence_level else "–"
+    rows = [
+        (
+            "look",
+            _td(
+                f"{o.looked_at or '–'} "
+                f"({'this check' if o.new_look else 'carried: no new run since'}), "
+                f"{o.runs} run(s) {o.runs_start or '–'} to {o.runs_end or '–'}"
+            ),
+        ),
+        ("pairs", _cell("outcome.n_pairs", o.n_pairs, f"{o.n_pairs:,}")),
+        (
+            "pairing coverage (only reference / only current)",
+            _cell("outcome.coverage", o.coverage, _pct(o.coverage))
+            + _cell("outcome.only_reference", o.only_reference, f"{o.only_reference:,}")
+            + _cell("outcome.only_current", o.only_current, f"{o.only_current:,}"),
+        ),
+        (
+            "mean difference (current - reference)",
+            _cell("outcome.mean_difference", o.mean_difference, _signed(o.mean_difference)),
+        ),
+        (
+            f"{level} interval",
+            _cell("outcome.ci_low", o.ci_low, _signed(o.ci_low))
+            + _cell("outcome.ci_high", o.ci_high, _signed(o.ci_high)),
+        ),
+        ("tolerated decay (margin)", _cell("outcome.margin", o.margin, "±" + _g(o.margin, 3))),
+        (
+            "p-value / adjusted / alpha",
+            _cell("outcome.pvalue", o.pvalue, _p(o.pvalue))
+            + _cell("outcome.pvalue_adjusted", o.pvalue_adjusted, _p(o.pvalue_adjusted))
+            + _cell("outcome.alpha", o.alpha, _g(o.alpha, 3)),
+        ),
+        (
+            "wins / losses / ties",
+            _cell("outcome.wins", o.wins, f"{o.wins:,}")
+            + _cell("outcome.losses", o.losses, f"{o.losses:,}")
+            + _cell("outcome.ties", o.ties, f"{o.ties:,}"),
+        ),
+        ("minimum detectable effect", _cell("outcome.mde", o.mde, _g(o.mde, 3))),
+        (
+            "effect size (mean / sd)",
+            _cell("outcome.effect_size", o.effect_size, _g(o.effect_size, 3)),
+        ),
+        (
+            "decay raised",
+            _cell(
+                "outcome.decay",
+                o.decay,
+                f"{'yes since ' + (o.decay_since or '') if o.decay else 'no'}",
+                numeric=False,
+            ),
+        ),
+    ]
+    out.append(_rows(rows))
+    mde = _g(o.mde, 3) if o.mde is not None else "unknown"
+    out.append(
+        f'<p class="note-box">p above alpha means no evidence of a difference, not no '
+        f"difference: with these {o.n_pairs:,} pairs this look could only reliably detect a "
+        f"mean decay of about {mde} or more (the minimum detectable effect); a smaller decay "
+        f"may be present and unseen.</p>"
+    )
+    if not o.decidable:
+        out.append(
+            f"<p><strong>Undecidable look:</strong> "
+            f"{esc(o.undecidable_reason or 'too few pairs for this look’s alpha')}.</p>"
+        )
+    d = detail.outcomes.get(seg) if detail is not None else None
+    if d is None or d.n == 0:
+        out.append("<p>The pairs of this look are not available to draw.</p>")
+    else:
+        out.append(
+            '<figure class="wide">'
+            + charts.strip_chart(
+                d, seg, mean=o.mean_difference, ci=(o.ci_low, o.ci_high), margin=o.margin
+            )
+            + f"<figcaption>Every pair, sorted by its difference; band = {level} interval of "
+            "the mean, dashed = ±margin. "
+            + _link(_grafana(ctx.report, monitor.name, panel="decay", segment=seg), "Grafana")
+            + "</figcaption></figure>"
+        )
+        k = min(WORST, d.n)
+        worst = [(i, "worst") for i in range(k)]
+        best = [(d.n - 1 - i, "best") for i in range(k)]
+
+        def qrows(items: Sequence[tuple[int, str]]) -> list[list[str]]:
+            return [
+                [
+                    _td(str(d.query_ids[i])),
+                    _td(_g(float(d.reference[i])), True),
+                    _td(_g(float(d.current[i])), True),
+                    _td(_signed(float(d.difference[i])), True),
+                ]
+                for i, _ in items
+            ]
+
+        head = ["query", "reference", "current", "difference"]
+        num = [False, True, True, True]
+        out.append(
+            '<div class="grid2"><div><h3>Largest losses</h3>'
+            + _table(head, qrows(worst), numeric=num)
+            + "</div><div><h3>Largest gains</h3>"
+            + _table(head, qrows(best), numeric=num)
+            + "</div></div>"
+        )
+    looks = [e for e in history if e.get("mean") is not None and e.get("new_look")]
+    if len(looks) >= 2:
+        out.append(
+            '<h3>Looks over time</h3><figure class="wide">'
+            + charts.decay_chart(history)
+            + "<figcaption>Mean difference and interval at each check in the history."
+            "</figcaption></figure>"
+        )
+    out.append("</section>")
+    return "".join(out)
+
+
+def _evidence_key(name: str, verdict: Verdict) -> tuple[bool, float, float, str]:
+    """Raised segments first, then the smallest adjusted p-value (drift block, anchor block or
+    decay look), then the largest PSI."""
+    inp, out = verdict.inputs.get(name), verdict.outcomes.get(name)
+    raised = bool((inp and inp.drift) or (out and out.decay))
+    ps = [
+        p
+        for p in (
+            inp and inp.block_pvalue_adjusted,
+            inp and inp.anchor_pvalue_adjusted,
+            out and out.pvalue_adjusted,
+        )
+        if isinstance(p, float)
+    ]
+    psi = inp.psi if inp is not None and inp.psi is not None else 0.0
+    return (not raised, min(ps, default=2.0), -psi, name)
+
+
+def _segments_section(verdict: Verdict) -> str:
+    names = sorted(set(verdict.inputs) | set(verdict.outcomes))
+    if names == [""] or not names:
+        return (
+            '<section id="segments"><h2>Segments</h2><p>This monitor has no segments.</p></section>'
+        )
+    names.sort(key=lambda n: _evidence_key(n, verdict))
+    rows = []
+    for name in names:
+        i: InputReport | None = verdict.inputs.get(name)
+        o: OutcomeReport | None = verdict.outcomes.get(name)
+        key = f"segments[{name}]"
+        rows.append(
+            [
+                _td(name),
+                _td("drift" if i and i.drift else ("decay" if o and o.decay else "–")),
+                _cell(f"{key}.input.psi", i and i.psi, _g(i.psi) if i else "–"),
+                _cell(
+                    f"{key}.input.ks_statistic",
+                    i and i.ks_statistic,
+                    _g(i.ks_statistic, 3) if i else "–",
+                ),
+                _cell(f"{key}.input.cusum", i and i.cusum, _g(i.cusum, 3) if i else "–"),
+                _cell(
+                    f"{key}.input.block_pvalue_adjusted",
+                    i and i.block_pvalue_adjusted,
+                    _p(i.block_pvalue_adjusted) if i else "–",
+                ),
+                _cell(f"{key}.outcome.n_pairs", o and o.n_pairs, f"{o.n_pairs:,}" if o else "–"),
+                _cell(
+                    f"{key}.outcome.mean_difference",
+                    o and o.mean_difference,
+                    _signed(o.mean_difference) if o else "–",
+                ),
+                _cell(
+                    f"{key}.outcome.pvalue_adjusted",
+                    o and o.pvalue_adjusted,
+                    _p(o.pvalue_adjusted) if o else "–",
+                ),
+            ]
+        )
+    return (
+        '<section id="segments"><h2>Segments</h2><p>Sorted by evidence: raised segments '
+        "first, then the smallest Holm-adjusted p-value (drift block or decay look), then the "
+        "largest PSI.</p>"
+        + _table(
+            [
+                "segment",
+                "raised",
+                "PSI",
+                "KS D",
+                "CUSUM S",
+                "drift adj. p",
+                "pairs",
+                "mean diff",
+                "decay adj. p",
+            ],
+            rows,
+            numeric=[False, False, True, True, True, True, True, True, True],
+        )
+        + "</section>"
+    )
+
+
+def _config_section(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext) -> str:
+    windows = [[_td(k), _td(str(v) if v else "–")] for k, v in verdict.windows.items()]
+    doc = json.dumps(_plain(asdict(monitor)), indent=1, sort_keys=True)
+    parts = ['<section id="configuration"><h2>Configuration and data windows</h2>']
+    if ctx.command:
+        parts.append(f"<p>Reproduce this page: <code>{esc(ctx.command)}</code></p>")
+    if ctx.config_path:
+        parts.append(
+            f"<p>Configuration file <code>{esc(ctx.config_path)}</code>"
+            + (f", SHA-256 <code>{esc(ctx.config_sha256)}</code>" if ctx.config_sha256 else "")
+            + "</p>"
+        )
+    freshness = [
+        ["newest score", _iso(verdict.newest_score)],
+        ["newest outcome", _iso(verdict.newest_outcome)],
+    ]
+    parts.append(_table(["window", "bound"], windows, numeric=[False, False]))
+    parts.append(
+        _table(
+            ["source", "newest row"],
+            [[_td(a), _td(b)] for a, b in freshness],
+            numeric=[False, False],
+        )
+    )
+    parts.append(f"<details><summary>Monitor settings</summary><pre>{esc(doc)}</pre></details>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {str(k): _plain(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_plain(v) for v in x]
+    if isinstance(x, timedelta):
+        return f"{x.total_seconds():g}s"
+    if isinstance(x, datetime):
+        return x.isoformat()
+    if x is None or isinstance(x, (bool, int, float, str)):
+        return x
+    return str(x)
+
+
+def _document(title: str, body: str) -> str:
+    return (
+        '<!doctype html><html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; img-src data:\">"
+        f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>{body}</body></html>"
+    )
+
+
+def render_monitor_page(
+    monitor: MonitorConfig,
+    verdict: Verdict,
+    detail: CheckDetail | None,
+    history: Sequence[Mapping[str, Any]],
+    ctx: PageContext,
+) -> str:
+    """One monitor's page for one check (see the module docstring)."""
+    now = ctx.generated_at or datetime.now(UTC)
+    body = (
+        _header(monitor, verdict, ctx, now)
+        + "<main>"
+        + _input_section(monitor, verdict, detail, history, ctx)
+        + _outcome_section(monitor, verdict, detail, history, ctx)
+        + _segments_section(verdict)
+        + _config_section(monitor, verdict, ctx)
+        + "</main>"
+        + f'<footer class="mute"><p>Generated {esc(_iso(now))}.</p></footer>'
+    )
+    return _document(f"{verdict.state}: {monitor.name} · retrieval-monitor", body)
+
+
+@dataclass(frozen=True, slots=True)
+class LandingRow:
+    """One monitor on the landing page."""
+
+    name: str
+    state: str
+    since: datetime | None
+    reason: str | None
+    data_age: Mapping[str, datetime | None]
+    last_check: datetime | None = None
+
+
+def render_landing(
+    rows: Sequence[LandingRow], report: ReportConfig, *, now: datetime | None = None
+) -> str:
+    """The landing page: every monitor with its state, since, first reason, data age per source
+    and links to its page, its runbook section and Grafana."""
+    now = now or datetime.now(UTC)
+    body_rows = []
+    for r in rows:
+        ages = "; ".join(
+            f"newest {src}: {_ago(t, now) if t else 'none'}" for src, t in r.data_age.items()
+        )
+        if r.last_check is not None:
+            ages += f"; last check: slot {_iso(r.last_check)}"
+        links = " · ".join(
+            x
+            for x in (
+                f'<a href="/monitors/{quote(r.name, safe="")}">page</a>',
+                _link(_runbook(report, r.state), "runbook"),
+                _link(_grafana(report, r.name), "Grafana"),
+            )
+            if x
+        )
+        body_rows.append(
+            "<tr>"
+            f'<td><a href="/monitors/{quote(r.name, safe="")}">{esc(r.name)}</a></td>'
+            f'<td><span class="state state-{esc(r.state)}">{esc(r.state)}</span></td>'
+            f'<td>{esc(_iso(r.since))}<br><span class="mute">{esc(_ago(r.since, now))}</span></td>'
+            f"<td>{esc(r.reason or '–')}</td><td>{esc(ages)}</td><td>{links}</td></tr>"
+        )
+    table = (
+        '<div class="tw"><table id="monitors"><thead><tr><th>monitor</th><th>state</th>'
+        "<th>since</th><th>first reason</th><th>data age</th><th>links</th></tr></thead>"
+        f"<tbody>{''.join(body_rows)}</tbody></table></div>"
+    )
+    body = (
+        f"<h1>retrieval-monitor {esc(__version__)}</h1>"
+        f'<p class="mute">{len(rows)} monitor(s) · {esc(_iso(now))}</p>{table}'
+        '<p><a href="/metrics">/metrics</a> · <a href="/status">/status</a> · '
+        '<a href="/healthz">/healthz</a></p>'
+    )
+    return _document("retrieval-monitor", body)

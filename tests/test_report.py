@@ -1,0 +1,627 @@
+"""``monitor report``: the page's numbers are the ``check --json`` numbers, its arrays are right,
+it is self-contained and small, and the configuration and history behave."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from html.parser import HTMLParser
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from monitor.cli import main
+from monitor.config import ReportConfig, parse_config
+from monitor.errors import ConfigError
+from monitor.report import HistoryStore, PageContext, render_monitor_page
+from monitor.report.charts import bins_chart, ecdf_chart
+from monitor.report.svg import Svg, esc, num
+from monitor.simulate import SCENARIOS, World, write_world
+from monitor.stats import build_baseline, drift_tests
+from monitor.verdict import Pairs, Verdict
+from monitor.verdict.detail import input_detail, outcome_detail
+
+START = datetime(2026, 10, 1, tzinfo=UTC)
+AT = START + timedelta(days=17)
+REPLAY = (AT - timedelta(days=2)).isoformat()
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> World:
+    root = tmp_path_factory.mktemp("report")
+    scenario = replace(SCENARIOS["drift_and_decay"], scores_per_hour=400.0)
+    return write_world(root / "w", scenario, start=START, end=START + timedelta(days=18), seed=11)
+
+
+class _Cells(HTMLParser):
+    """Collects ``data-key`` / ``data-value`` pairs, contributions and element counts."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.values: dict[str, Any] = {}
+        self.contributions: list[float] = []
+        self.tags: dict[str, int] = {}
+        self.classes: dict[str, int] = {}
+        self.text: dict[str, str] = {}
+        self._key: str | None = None
+        self._g_class: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = dict(attrs)
+        self.tags[tag] = self.tags.get(tag, 0) + 1
+        cls = a.get("class") or ""
+        for c in cls.split():
+            self.classes[c] = self.classes.get(c, 0) + 1
+        if tag == "g":
+            self._g_class.append(cls)
+        if tag == "circle" and self._g_class:
+            key = f"{self._g_class[-1]} circle"
+            self.classes[key] = self.classes.get(key, 0) + 1
+        if "data-key" in a:
+            key = str(a["data-key"])
+            assert key not in self.values, f"{key} twice on the page"
+            self.values[key] = json.loads(str(a["data-value"]))
+            self._key = key
+        if "data-bin-contribution" in a:
+            self.contributions.append(float(str(a["data-bin-contribution"])))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "g" and self._g_class:
+            self._g_class.pop()
+        if tag in ("td", "span"):
+            self._key = None
+
+    def handle_data(self, data: str) -> None:
+        if self._key is not None:
+            self.text[self._key] = self.text.get(self._key, "") + data
+
+
+def parse(page: str) -> _Cells:
+    p = _Cells()
+    p.feed(page)
+    return p
+
+
+def _json_value(doc: dict[str, Any], key: str) -> Any:
+    if key == "state":
+        return doc["state"]
+    m = re.fullmatch(r"segments\[(.*)\]\.(input|outcome)\.(\w+)", key)
+    if m:
+        seg = next(s for s in doc["segments"] if s["segment"] == m.group(1))
+        part = seg[m.group(2)]
+        return None if part is None else part[m.group(3)]
+    part, field = key.split(".")
+    return doc[part][field]
+
+
+def _report_and_check(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> tuple[str, dict[str, Any]]:
+    at = ["--at", AT.isoformat(), "--replay-from", REPLAY]
+    code = main(["check", "--config", str(world.config_path), "--json", *at])
+    doc = json.loads(capsys.readouterr().out)["monitors"][0]
+    out = tmp_path / "page.html"
+    assert main(["report", "--config", str(world.config_path), "--out", str(out), *at]) == code
+    capsys.readouterr()
+    return out.read_text(encoding="utf-8"), doc
+
+
+def test_page_numbers_equal_check_json(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page, doc = _report_and_check(world, tmp_path, capsys)
+    cells = parse(page)
+    assert doc["state"] == "model_decay"
+    # every number the page prints is tagged, and there are many of them
+    assert len(cells.values) >= 35
+    for key, value in cells.values.items():
+        assert value == _json_value(doc, key), key
+    # the rounded text is the rounding of the exact value
+    assert cells.text["input.psi"] == f"{doc['input']['psi']:.4g}"
+    assert cells.text["outcome.mean_difference"] == f"{doc['outcome']['mean_difference']:+.4f}"
+    assert cells.text["outcome.ci_low"] == f"{doc['outcome']['ci_low']:+.4f}"
+    assert cells.text["outcome.n_pairs"] == f"{doc['outcome']['n_pairs']:,}"
+    for key in ("input.psi", "input.ks_statistic", "outcome.pvalue_adjusted", "outcome.mde"):
+        assert key in cells.values
+
+
+def test_page_draws_every_bin_and_pair(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page, doc = _report_and_check(world, tmp_path, capsys)
+    cells = parse(page)
+    bins = doc["input"]["psi_bins"]
+    assert cells.classes["bar-ref"] == bins
+    assert cells.classes["bar-cur"] == bins
+    assert cells.classes["pair circle"] == doc["outcome"]["n_pairs"]
+    assert cells.classes["ks-gap"] == 1
+    assert len(cells.contributions) == bins
+    assert math.isclose(sum(cells.contributions), doc["input"]["psi"], rel_tol=1e-9)
+    # a text alternative for every chart
+    assert cells.tags["svg"] >= 4
+    assert page.count('role="img"') == cells.tags["svg"]
+    assert page.count("<desc>") == cells.tags["svg"]
+    assert "p above alpha means no evidence of a difference, not no difference" in page
+    assert "Largest losses" in page
+    assert "Largest gains" in page
+    # the replayed history draws the CUSUM timeline with the change to model_decay
+    assert cells.classes["state-change"] >= 1
+    assert 'data-state="model_decay"' in page
+
+
+def test_page_is_self_contained_and_small(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page, _ = _report_and_check(world, tmp_path, capsys)
+    assert len(page.encode()) < 1_000_000
+    assert "<script" not in page
+    assert not re.search(r"\b(src|href)=\"(https?:)?//", page)  # no configured links here
+    urls = set(re.findall(r"https?://[^\"' <)]+", page))
+    assert urls == {"http://www.w3.org/2000/svg"}
+    assert "no runbook or Grafana links" in page
+
+
+def test_page_links_from_the_configuration(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = world.config_path.read_text()
+    config = world.config_path.with_name("linked.toml")
+    config.write_text(
+        text.replace(
+            "[[monitors]]",
+            '[report]\nrunbook_url = "https://git.example.com/rm/docs/runbook.md"\n'
+            'grafana_url = "https://grafana.example.com/"\n\n[[monitors]]',
+            1,
+        )
+    )
+    out = tmp_path / "p.html"
+    main(
+        [
+            "report",
+            "--config",
+            str(config),
+            "--out",
+            str(out),
+            "--at",
+            AT.isoformat(),
+            "--replay-from",
+            REPLAY,
+        ]
+    )
+    capsys.readouterr()
+    page = out.read_text()
+    assert 'href="https://git.example.com/rm/docs/runbook.md#retrievalmodeldecay"' in page
+    assert (
+        'href="https://grafana.example.com/d/retrieval-monitor-drilldown/?var-monitor=demo'
+        '&amp;viewPanel=8"' in page
+    )
+
+
+def test_report_refuses_one_file_for_many_monitors(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = world.config_path.read_text()
+    two = world.config_path.with_name("two.toml")
+    second = text[text.index("[[monitors]]") :].replace('name = "demo"', 'name = "other"')
+    two.write_text(text + "\n" + second)
+    code = main(["report", "--config", str(two), "--out", str(tmp_path / "x.html")])
+    assert code == 3
+    assert "needs --monitor (2 monitors)" in capsys.readouterr().err
+    assert main(["report", "--config", str(two), "--monitor", "nope"]) == 3
+    assert "no monitor named 'nope'" in capsys.readouterr().err
+
+
+def test_input_detail_against_numpy_and_scipy() -> None:
+    rng = np.random.default_rng(3)
+    ref = rng.lognormal(size=20_000)
+    cur = np.concatenate((rng.lognormal(0.2, size=15_000), np.zeros(500)))
+    base = build_baseline(ref, bins=10)
+    both = drift_tests(base, cur, smoothing=0.5)
+    d = input_detail(
+        base.sorted_reference,
+        cur,
+        base.edges,
+        smoothing=0.5,
+        ks_location=both.ks.statistic_location,
+    )
+    np.testing.assert_array_equal(d.reference_counts, both.psi.reference_counts)
+    np.testing.assert_array_equal(d.current_counts, both.psi.current_counts)
+    assert math.isclose(float(d.contributions.sum()), both.psi.statistic, rel_tol=1e-12)
+    # the ECDFs at the grid points are exact
+    for sample, ecdf in ((ref, d.reference_ecdf), (cur, d.current_ecdf)):
+        expected = np.array([np.mean(sample <= g) for g in d.grid[::37]])
+        np.testing.assert_allclose(ecdf[::37], expected, rtol=0, atol=1e-15)
+    # the marked gap is scipy's KS statistic
+    assert d.ks_reference is not None
+    assert d.ks_current is not None
+    gap = abs(d.ks_reference - d.ks_current)
+    assert math.isclose(gap, stats.ks_2samp(ref, cur).statistic, rel_tol=1e-12)
+    assert 300 <= d.grid.size <= 420
+
+
+def test_charts_do_not_grow_with_the_window() -> None:
+    rng = np.random.default_rng(5)
+    sizes = []
+    for n in (10_000, 1_000_000):
+        ref, cur = rng.normal(size=n), rng.normal(0.1, size=n)
+        base = build_baseline(ref, bins=10)
+        d = input_detail(base.sorted_reference, cur, base.edges, smoothing=0.5, ks_location=0.0)
+        sizes.append(len(bins_chart(d, "")) + len(ecdf_chart(d, "", 0.04)))
+    assert sizes[1] < 1.1 * sizes[0]
+    assert sizes[1] < 60_000
+
+
+def test_outcome_detail_sorts_by_difference_then_id() -> None:
+    pairs = Pairs(
+        reference=np.array([0.5, 0.2, 0.9, 0.4]),
+        current=np.array([0.4, 0.3, 0.8, 0.4]),
+        query_ids=np.array(["q3", "q1", "q2", "q0"]),
+        only_reference=2,
+    )
+    d = outcome_detail(pairs)
+    assert d.query_ids.tolist() == ["q2", "q3", "q0", "q1"]
+    np.testing.assert_allclose(d.difference, [-0.1, -0.1, 0.0, 0.1], atol=1e-12)
+    assert d.only_reference == 2
+    assert d.n == 4
+
+
+def test_svg_and_page_escape_text(world: World) -> None:
+    svg = Svg(10, 10, label='<script>alert("x")</script>')
+    svg.text(1, 1, "a < b & c")
+    out = svg.render()
+    assert "<script>" not in out
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in out
+    assert "a &lt; b &amp; c" in out
+    assert esc("'") == "&#x27;"
+    assert num(1.005) in ("1", "1.01")
+    assert num(float("nan")) == "0"
+    assert num(-0.001) == "0"
+    from monitor.config import load_config
+
+    monitor = load_config(world.config_path).monitors[0]
+    verdict = Verdict(
+        monitor="demo", at=AT, state="error", reasons=("<img src=x onerror=alert(1)>",)
+    )
+    page = render_monitor_page(monitor, verdict, None, (), PageContext(report=ReportConfig()))
+    assert "<img" not in page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "No score data in this check." in page
+
+
+def test_report_config_iv(tmp_path: Path) -> None:
+    base = {
+        "monitors": [{"name": "m", "scores": {"path": "s"}, "outcomes": {"path": "o"}}],
+    }
+    good = parse_config(
+        {
+            **base,
+            "report": {
+                "runbook_url": "https://x.example/runbook.md",
+                "grafana_url": "http://g:3000/",
+                "history_max_entries": 500,
+                "history_max_age": "40d",
+            },
+        },
+        base=tmp_path,
+    )
+    assert good.report.grafana_url == "http://g:3000"
+    assert good.report.history_max_entries == 500
+    assert good.report.history_max_age == timedelta(days=40)
+    assert parse_config(base, base=tmp_path).report == ReportConfig()
+    with pytest.raises(ConfigError) as err:
+        parse_config(
+            {
+                **base,
+                "report": {
+                    "runbook_url": "ftp://x",
+                    "grafana_url": "grafana",
+                    "history_max_entries": 3,
+                    "history_max_age": "1h",
+                    "colour": "red",
+                },
+            },
+            base=tmp_path,
+        )
+    text = str(err.value)
+    assert "report.runbook_url: must be an http:// or https:// URL" in text
+    assert "report.grafana_url: must be an http:// or https:// URL" in text
+    assert "report.history_max_entries: must be an integer in [10, 1000000]; got 3" in text
+    assert "report.history_max_age: must be at least 1d; got '1h'" in text
+    assert "report.colour: unknown key" in text
+    with pytest.raises(ConfigError, match=r"report\.runbook_url: must not hold a #fragment"):
+        parse_config({**base, "report": {"runbook_url": "https://x/r.md#top"}}, base=tmp_path)
+    with pytest.raises(ConfigError, match="report: must be a table"):
+        parse_config({**base, "report": "yes"}, base=tmp_path)
+
+
+def _verdict(at: datetime, state: str = "ok") -> Verdict:
+    return Verdict(monitor="m", at=at, state=state, reasons=())
+
+
+def test_history_is_bounded_atomic_and_reloads(tmp_path: Path) -> None:
+    store = HistoryStore(tmp_path / "h", max_entries=50, max_age=timedelta(days=2))
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for k in range(100):
+        store.append("m", _verdict(t0 + timedelta(hours=k), "ok" if k < 90 else "data_drift"))
+    entries = store.entries("m")
+    assert len(entries) == 49  # 2 days of hourly checks, inclusive: the age bound is tighter
+    assert entries[-1]["at"] == "2026-01-05T03:00:00Z"
+    assert entries[-1]["state"] == "data_drift"
+    # the same slot checked again replaces its entry
+    store.append("m", _verdict(t0 + timedelta(hours=99), "model_decay"))
+    assert len(store.entries("m")) == 49
+    again = HistoryStore(tmp_path / "h", max_entries=50, max_age=timedelta(days=2))
+    assert again.entries("m") == store.entries("m")
+    assert sorted(p.name for p in (tmp_path / "h").iterdir()) == ["m.json.history"]  # no temp
+    count = HistoryStore(tmp_path / "c", max_entries=10)
+    for k in range(30):
+        count.append("m", _verdict(t0 + timedelta(hours=k)))
+    assert len(count.entries("m")) == 10
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (b"{not json", "JSONDecodeError"),
+        (b'{"version": 1, "entries": [{"at": "x", "state": "ok"}]}', "Invalid isoformat"),
+        (b'{"version": 2, "entries": []}', "not a version 1 history document"),
+        (b'{"version": 1, "entries": [{"at": "2026-01-01T00:00:00Z", "x": NaN}]}', "non-finite"),
+        (b"\xff\xfe", "UnicodeDecodeError"),
+    ],
+)
+def test_history_sets_a_corrupt_file_aside(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, reason: str
+) -> None:
+    (tmp_path / "m.json.history").write_bytes(content)
+    store = HistoryStore(tmp_path)
+    with caplog.at_level(logging.ERROR, logger="monitor"):
+        assert store.entries("m") == ()
+    record = next(r for r in caplog.records if "history file unreadable" in r.getMessage())
+    assert reason in record.__dict__["error"]
+    asides = list(tmp_path.glob("m.json.history.corrupt-*"))
+    assert len(asides) == 1
+    assert asides[0].read_bytes() == content
+    store.append("m", _verdict(datetime(2026, 1, 1, tzinfo=UTC)))
+    assert json.loads((tmp_path / "m.json.history").read_text())["entries"][0]["state"] == "ok"
+    # read-only (monitor report): logged, left in place
+    (tmp_path / "r.json.history").write_bytes(content)
+    assert HistoryStore(tmp_path, readonly=True).entries("r") == ()
+    assert (tmp_path / "r.json.history").read_bytes() == content
+
+
+def test_report_package_needs_no_plotting_library() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, monitor.report\n"
+        "print(','.join(m for m in ('matplotlib', 'PIL') if m in sys.modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
+
+
+# --------------------------------------------------------------------------- daemon pages
+
+
+@pytest.fixture(scope="module")
+def served(world: World, tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """A runner that ran six hourly slots up to AT, and an HTTP server on its board."""
+    from monitor.config import ServerConfig, load_config
+    from monitor.jobs import Runner, StateStore
+    from monitor.server import HttpServer
+
+    state_dir = tmp_path_factory.mktemp("state")
+    config = load_config(world.config_path)
+    report = ReportConfig(runbook_url="https://rb.example/runbook.md")
+    config = replace(config, server=replace(config.server, state_dir=state_dir), report=report)
+    history = HistoryStore(state_dir)
+    runner = Runner(config, store=StateStore(state_dir), detail=True, history=history)
+    for k in range(5, -1, -1):
+        runner.run("demo", AT - timedelta(hours=k))
+    server = HttpServer(ServerConfig(port=0), runner.board, lambda: True, report=report)
+    server.start()
+    yield server, state_dir
+    server.stop()
+
+
+def _http(server: Any, path: str) -> tuple[int, str]:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{server.port}{path}", timeout=10) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as err:
+        return err.code, err.read().decode()
+
+
+def test_daemon_page_equals_status_json(served: Any) -> None:
+    server, state_dir = served
+    code, status = _http(server, "/status")
+    assert code == 200
+    doc = json.loads(status)["monitors"][0]["verdict"]
+    code, page = _http(server, "/monitors/demo")
+    assert code == 200
+    cells = parse(page)
+    assert len(cells.values) >= 35
+    for key, value in cells.values.items():
+        assert value == _json_value(doc, key), key
+    assert cells.classes["bar-ref"] == doc["input"]["psi_bins"]
+    # the carried look: the runner read the look's pairs again, so the strip is drawn
+    assert cells.classes["pair circle"] == doc["outcome"]["n_pairs"]
+    # six checks in the history, on disk too
+    saved = json.loads((state_dir / "demo.json.history").read_text())
+    assert [e["at"] for e in saved["entries"]][-1] == doc["at"]
+    assert len(saved["entries"]) == 6
+    blocks = [e for e in saved["entries"] if e.get("evidence") and e.get("z") is not None]
+    assert cells.classes.get("block circle", 0) == len(blocks)
+    assert blocks  # the timeline has evidence blocks to draw
+    # rendered once per run record, then served from memory
+    snap = server.board.snapshot()[0]
+    assert server.page(snap) is server.page(snap)
+    assert "CUSUM S (blue)" in page  # the timeline drawn from the history
+
+
+def test_landing_page_lists_every_monitor(served: Any) -> None:
+    server, _ = served
+    code, page = _http(server, "/")
+    assert code == 200
+    _, status = _http(server, "/status")
+    mon = json.loads(status)["monitors"][0]
+    assert '<a href="/monitors/demo">demo</a>' in page
+    assert f'<span class="state state-{mon["state"]}">{mon["state"]}</span>' in page
+    assert 'href="https://rb.example/runbook.md#retrievalmodeldecay"' in page
+    assert "scores: " in page
+    assert "outcomes: " in page
+    first_reason = mon["verdict"]["reasons"][0]
+    assert esc(first_reason) in page
+
+
+@pytest.mark.parametrize("path", ["/monitors/nope", "/monitors/%3Cscript%3E", "/monitors/"])
+def test_unknown_monitor_page_is_404(served: Any, path: str) -> None:
+    server, _ = served
+    code, body = _http(server, path)
+    assert code == 404
+    assert "<script>" not in body
+
+
+def test_bench_report_runs_and_both_sides_agree(capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.bench_modules import load_bench
+
+    bench = load_bench("bench_report")
+    code = bench.main(["--scores", "20000", "--pairs", "300", "--repeats", "1"])
+    out = capsys.readouterr().out
+    assert "same verdict from both: True" in out
+    assert re.search(r"report / check: \d+\.\d\d wall", out)
+    assert ("target: MET" in out) == (code == 0)
+
+
+def test_backtest_report_writes_a_page_per_state_change_and_the_last(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "pages"
+    start = AT - timedelta(days=3)
+    code = main(
+        [
+            "backtest",
+            "--config",
+            str(world.config_path),
+            "--from",
+            start.isoformat(),
+            "--to",
+            AT.isoformat(),
+            "--json",
+            "--report",
+            str(out),
+        ]
+    )
+    assert code == 0
+    captured = capsys.readouterr()
+    doc = json.loads(captured.out)
+    changes = doc["changes"]  # the first entry is the first check (from no state)
+    last_at = AT.strftime("%Y%m%dT%H%MZ")
+    assert doc["checks"][-1]["at"].startswith(AT.strftime("%Y-%m-%dT%H:%M"))
+    last_is_change = changes[-1]["at"] == doc["checks"][-1]["at"]
+    pages = sorted(p.name for p in out.iterdir())
+    assert len(changes) >= 2
+    assert len(pages) == len(changes) - 1 + (0 if last_is_change else 1)
+    assert f"{len(pages)} page(s) written to {out}" in captured.err
+    assert f"demo-{last_at}.html" in pages
+    last = parse((out / f"demo-{last_at}.html").read_text())
+    assert last.values["state"] == doc["checks"][-1]["state"]
+    assert last.classes["bar-ref"] == last.classes["bar-cur"] > 0
+    # the replayed history draws the timeline: one mark per change of state in the range
+    assert last.classes["state-change"] == len(changes) - 1
+
+
+def test_every_state_links_a_runbook_section_that_exists() -> None:
+    from monitor.report import runbook_anchor
+    from monitor.verdict import STATES
+
+    runbook = Path(__file__).resolve().parent.parent / "docs" / "runbook.md"
+    anchors = {
+        line.lstrip("#").strip().lower().replace(" ", "-")
+        for line in runbook.read_text().splitlines()
+        if line.startswith("## ")
+    }
+    for state in STATES:
+        assert runbook_anchor(state) in anchors, state
+
+
+def test_carried_look_pairs_are_read_again_once(world: World, tmp_path: Path) -> None:
+    """Checks that make no new look draw the last look's pairs; they are read once, not at
+    every check."""
+    from monitor.config import load_config
+    from monitor.jobs import ParquetReader, Runner, StateStore
+    from monitor.sources import OutcomeSpec, OutcomeWindow, Window
+
+    class Counting(ParquetReader):
+        def __init__(self) -> None:
+            self.windows: list[Window] = []
+
+        def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
+            self.windows.append(window)
+            return super().outcomes(spec, window)
+
+    config = load_config(world.config_path)
+    first = Runner(config, store=StateStore(tmp_path), reader=Counting(), detail=True)
+    assert first.run("demo", AT - timedelta(hours=3)).verdict.outcome.new_look  # type: ignore[union-attr]
+    # a restart: the state is on disk, the look's pairs are not in memory
+    reader = Counting()
+    runner = Runner(config, store=StateStore(tmp_path), reader=reader, detail=True)
+    reads = []
+    for k in range(1, 4):
+        record = runner.run("demo", AT - timedelta(hours=3 - k))
+        assert record.detail is not None
+        outcome = record.verdict.outcome
+        assert outcome is not None
+        assert not outcome.new_look
+        assert record.detail.outcomes[""].n == outcome.n_pairs == 300
+        reads.append(len(reader.windows))
+    # each check reads the reference outcomes; the first after the restart also re-reads the
+    # look's two windows, the later ones draw the kept pairs
+    assert [b - a for a, b in zip([0, *reads], reads, strict=False)] == [3, 1, 1]
+
+
+def test_segmented_page_lists_every_segment_by_evidence(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    scenario = replace(SCENARIOS["segment_drift"], scores_per_hour=600.0)
+    seg_world = write_world(
+        tmp_path / "seg", scenario, start=START, end=START + timedelta(days=18), seed=5
+    )
+    at = ["--at", AT.isoformat(), "--replay-from", REPLAY]
+    main(["check", "--config", str(seg_world.config_path), "--json", *at])
+    doc = json.loads(capsys.readouterr().out)["monitors"][0]
+    out = tmp_path / "seg.html"
+    main(["report", "--config", str(seg_world.config_path), "--out", str(out), *at])
+    capsys.readouterr()
+    page = out.read_text()
+    cells = parse(page)
+    for key, value in cells.values.items():
+        assert value == _json_value(doc, key), key
+    names = [s["segment"] for s in doc["segments"]]
+    assert sorted(names) == ["de", "en", "fr"]
+    order = re.findall(r"segments\[(\w+)\]\.input\.psi", page)
+    assert sorted(order) == sorted(names)
+    assert order[0] == "fr"  # the drifting segment has the strongest evidence
+    assert "Segment <strong>fr</strong>" in page  # and it is the one drawn
+
+
+def test_state_store_sweeps_a_history_temp_file_a_kill_left(tmp_path: Path) -> None:
+    from monitor.jobs import StateStore
+
+    (tmp_path / ".m.abc123.tmp").write_text("{half a history")
+    HistoryStore(tmp_path).append("m", _verdict(datetime(2026, 1, 1, tzinfo=UTC)))
+    assert StateStore(tmp_path).sweep() == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json.history"]
