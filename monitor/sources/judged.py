@@ -110,20 +110,23 @@ class _Coder:
 
     def __init__(self, judged: pa.Array) -> None:
         self.judged = judged
+        self.codes = {name: i for i, name in enumerate(judged.to_pylist())}
         self.extra: dict[str, int] = {}
         self.segments: dict[str, int] = {}
 
     def queries(self, strings: pa.Array) -> IntArray:
         encoded = pc.dictionary_encode(strings)
-        found = pc.index_in(encoded.dictionary, value_set=self.judged)
-        codes = np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
-        missing = np.flatnonzero(codes < 0)
-        if missing.size:
-            base = len(self.judged)
-            names = encoded.dictionary.take(pa.array(missing)).to_pylist()
-            for i, name in zip(missing, names, strict=True):
-                codes[i] = base + self.extra.setdefault(name, len(self.extra))
-        return codes[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+        base = len(self.judged)
+        lookup = np.array(
+            [
+                self.codes[name]
+                if name in self.codes
+                else base + self.extra.setdefault(name, len(self.extra))
+                for name in encoded.dictionary.to_pylist()
+            ],
+            dtype=np.int64,
+        )
+        return lookup[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
 
     def segment(self, strings: pa.Array) -> IntArray:
         return _name_codes(strings, self.segments)
