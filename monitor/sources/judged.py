@@ -387,11 +387,13 @@ class _RunSink:
         self,
         ts: IntArray | int,
         query: IntArray,
-        docs: IdKeys,
+        coded: tuple[IdKeys, npt.NDArray[np.signedinteger[Any]]],
         rank: FloatArray | None,
         score: FloatArray | None,
         segment: IntArray | int | None,
     ) -> None:
+        """Append one batch; ``coded`` is its ``_code_docs`` (documents and grade codes)."""
+        docs, grade = coded
         a, b = self.n, self.n + query.size
         if isinstance(ts, int):
             self.run[a:b] = self.stamps.setdefault(ts, len(self.stamps))
@@ -402,8 +404,7 @@ class _RunSink:
             )
             self.run[a:b] = codes[inverse.ravel()]
         self.query[a:b] = query
-        n_judged = len(self.judgments.names)
-        self.grade[a:b] = join(self.judgments.index, np.where(query < n_judged, query, -1), docs)
+        self.grade[a:b] = grade
         for dest, part in ((self.rank, rank), (self.score, score)):
             if dest is not None:
                 dest[a:b] = np.nan if part is None else part
@@ -428,6 +429,15 @@ class _RunSink:
             files_read=files,
             fmt=fmt,
         )
+
+
+def _code_docs(
+    judgments: _Judgments, docs: pa.Array, query: IntArray
+) -> tuple[IdKeys, npt.NDArray[np.signedinteger[Any]]]:
+    """A batch's document ids as ``IdKeys`` and each row's grade code (the batch's join)."""
+    keys = id_keys(docs)
+    n_judged = len(judgments.names)
+    return keys, join(judgments.index, np.where(query < n_judged, query, -1), keys)
 
 
 class _KeySink:
@@ -573,10 +583,11 @@ def _read_parquet_runs(
             rank, score = rank[valid], score[valid]
             if not isinstance(ts, int):
                 ts = ts[valid]
+        query = coder.queries(q)
         sink.add(
             ts,
-            coder.queries(q),
-            id_keys(d),
+            query,
+            _code_docs(judgments, d, query),
             rank if gr.rank else None,
             score if gr.score else None,
             gr.seg_const if seg is None else coder.segment(seg),
@@ -708,14 +719,9 @@ def _read_trec_runs(
         sum(p[1].shape[0] for p in parsed), judgments, rank=True, score=True, segment=False
     )
     for t, fields, rank, score in parsed:
-        sink.add(
-            t,
-            coder.queries(pa.array(fields[:, 0], pa.string())),
-            id_keys(pa.array(fields[:, 2], pa.string())),
-            rank,
-            score,
-            None,
-        )
+        query = coder.queries(pa.array(fields[:, 0], pa.string()))
+        coded = _code_docs(judgments, pa.array(fields[:, 2], pa.string()), query)
+        sink.add(t, query, coded, rank, score, None)
     return sink.rows(rows=sink.n, dropped=0, files=len(files), fmt="trec")
 
 
