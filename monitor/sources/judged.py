@@ -156,8 +156,12 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
     n_q = max(int(q_names.size), 1)
     lists = _lists(runs.query, runs.segment, runs.run, n_q)
     row_list, n_lists = lists.row_list, int(lists.query.size)
-    docs, score, grade = runs.docs, runs.score, runs.grade
-    order = placement(row_list, n_lists, runs.rank, runs.score, docs)
+    docs, score, grade, rank = runs.docs, runs.score, runs.grade, runs.rank
+    segmented, stamps = runs.segment is not None, runs.stamps
+    counts = (runs.rows, runs.dropped_null, runs.files_read, runs.fmt)
+    del runs  # frees the run, query and segment codes before the next steps' scratch
+    order = placement(row_list, n_lists, rank, score, docs)
+    del rank
     if order is not None:
         row_list, docs, grade = row_list[order], docs.take(order), grade[order]
         score = None if score is None else score[order]
@@ -172,8 +176,8 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
     return JudgedRuns(
         window=window,
         list_query=lists.query,
-        list_segment=None if runs.segment is None else lists.segment,
-        list_timestamp=runs.stamps[lists.timestamp],
+        list_segment=lists.segment if segmented else None,
+        list_timestamp=stamps[lists.timestamp],
         list_key=lists.key,
         row_list=row_list,
         row_grade=judgments.index.grades(grade),
@@ -187,11 +191,11 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
         grade=judgments.index.grade,
         judgments_version=judgments.version,
         judgments_path=judgments.path,
-        rows=runs.rows,
-        dropped_null=runs.dropped_null,
+        rows=counts[0],
+        dropped_null=counts[1],
         newest_timestamp=None if newest is None else _from_ns(newest),
-        files_read=runs.files_read,
-        runs_format=runs.fmt,
+        files_read=counts[2],
+        runs_format=counts[3],
         judgments_format=judgments.fmt,
     )
 
@@ -361,7 +365,7 @@ def _read_runs(
     return _read_parquet_runs(spec, judged, source, window, coder, judgments)
 
 
-_BATCH = 1 << 15  # rows decoded at a time: Arrow holds one batch, numpy the coded rows
+_BATCH = 1 << 16  # rows decoded at a time: Arrow holds one batch, numpy the coded rows
 
 
 class _RunSink:
