@@ -158,7 +158,7 @@ def child(mode: str, root: Path) -> dict[str, Any]:
 
     def cold() -> dict[str, float]:
         from monitor import judged
-        from monitor.sources import judged as source
+        from monitor.sources import judgments as source
 
         source._JUDGMENTS.clear()  # the first check after a start or a new judgments version
         judged._SUMMARIES.clear()

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from monitor.judged import judged_outcomes
 from monitor.sources import JudgedSpec, OutcomeSpec, Window, clear_cache, ranked, write_parquet
-from monitor.sources import judged as judged_source
+from monitor.sources import judgments as judged_source
 from monitor.stats import ranking_metrics
 
 T0 = datetime(2026, 11, 2, 2, tzinfo=UTC)

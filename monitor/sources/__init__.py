@@ -31,7 +31,10 @@ The package, in the order data flows through it::
     columns     column checks and conversions shared by the readers
     scores      read_scores
     outcomes    read_outcomes, pair_outcomes
-    judged      read_judged_runs, read_run_times: ranked runs and judgments (parquet or TREC)
+    textfiles   parquet or TREC text? and the TREC run / qrels line formats
+    ranked      ids as exact bytes (words + fingerprint); placement, duplicates, the join
+    judgments   judgments_version: qrels read and coded once per version (cached)
+    judged      read_judged_runs, read_run_times: ranked runs placed and joined to judgments
     probe       inspect_source: lists files and reads footers only (validate --sources)
     writing     write_parquet
 """
@@ -39,7 +42,8 @@ The package, in the order data flows through it::
 from __future__ import annotations
 
 from monitor.sources.footers import clear_cache
-from monitor.sources.judged import judgments_version, read_judged_runs, read_run_times
+from monitor.sources.judged import read_judged_runs, read_run_times
+from monitor.sources.judgments import judgments_version
 from monitor.sources.model import (
     JudgedRuns,
     JudgedSpec,

@@ -1,27 +1,18 @@
-"""Reading ranked runs and graded judgments (``outcomes.kind = "judged_runs"``) as codes.
+"""Reading ranked runs (``outcomes.kind = "judged_runs"``): placed lists joined to judgments.
 
 Runs: parquet with ``timestamp`` (of the evaluation run), ``query_id``, ``doc_id``, ``rank``
-and/or ``score`` (and the segment column, if set); or TREC run files, ``qid Q0 docid rank score
-tag`` per line, one evaluation run per file, whose time is the UTC timestamp in the file name
-(``2026-11-30T02:00:00Z``, ``2026-11-30T0200Z`` or ``20261130T020000Z``) or else the file's
-modification time. Judgments: parquet with ``query_id``, ``doc_id``, ``grade``; or TREC qrels,
-``qid 0 docid grade``. Files are told apart by content: parquet starts with ``PAR1``.
-
-A judgments directory whose entries are ``version=<name>`` directories holds versions; the last
-name in sort order is used unless a version is pinned. Every check scores both windows against
-the same judgments, so a judgment update never looks like decay.
+and/or ``score`` (and the segment column, if set), read in batches into arrays sized from the
+footers, each batch's documents coded and joined to the judgments as it arrives; or TREC run
+files (``monitor.sources.textfiles``). The judgments come from ``monitor.sources.judgments``;
+placement, de-duplication and the join's rules from ``monitor.sources.ranked``.
 """
 
 from __future__ import annotations
 
-import hashlib
 import queue
-import re
 import threading
-from collections import OrderedDict
 from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -30,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from monitor.errors import SchemaError, SourceNotFoundError
+from monitor.errors import SchemaError
 from monitor.sources.columns import (
     _floats,
     _in_window,
@@ -39,7 +30,16 @@ from monitor.sources.columns import (
     _require_label,
     _require_numeric,
 )
-from monitor.sources.footers import _FOOTERS, _Footer, _opened, _ts_stats, _ts_to_ns
+from monitor.sources.footers import _Footer, _opened, _ts_stats, _ts_to_ns
+from monitor.sources.judgments import (
+    _BATCH,
+    _Judgments,
+    _KeySink,
+    _load_judgments,
+    _name_codes,
+    _strings,
+    _valid,
+)
 from monitor.sources.model import (
     FloatArray,
     IntArray,
@@ -48,39 +48,18 @@ from monitor.sources.model import (
     OutcomeSpec,
     Window,
     _from_ns,
-    _to_ns,
 )
-from monitor.sources.partitions import _newest_checked, _overlaps, _Plan, _plan
-from monitor.sources.paths import _File, _list_dir, _resolve, _Source, _walk
+from monitor.sources.partitions import _newest_checked, _Plan, _plan
+from monitor.sources.paths import _File, _resolve, _Source
 from monitor.sources.ranked import (
-    Conflict,
     IdKeys,
-    JudgmentIndex,
     duplicates,
     id_keys,
-    index_judgments,
     join,
     placement,
 )
+from monitor.sources.textfiles import _is_trec, _numbers, _tokens, _trec_files
 from monitor.sources.translate import _translate
-
-_MAGIC = b"PAR1"
-_STAMP = re.compile(
-    r"(\d{4})-?(\d{2})-?(\d{2})T(\d{2}):?(\d{2})(?::?(\d{2}))?Z?", flags=re.IGNORECASE
-)
-_CACHE_LOCK = threading.Lock()
-_JUDGMENTS: OrderedDict[tuple[str, str], _Judgments] = OrderedDict()
-_KINDS: dict[tuple[str, int, int], bool] = {}
-_MAX_JUDGMENTS = 4
-
-
-@dataclass(frozen=True, slots=True)
-class _Judgments:
-    names: pa.Array  # the judged query ids (string); a query's code is its position
-    index: JudgmentIndex
-    version: str
-    path: str
-    fmt: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +113,6 @@ class _Coder:
     def names(self) -> npt.NDArray[np.str_]:
         judged = np.asarray(self.judged.to_numpy(zero_copy_only=False).astype(str), np.str_)
         return np.concatenate([judged, np.asarray(list(self.extra), dtype=np.str_)]).astype(np.str_)
-
-
-# --------------------------------------------------------------------------- public
 
 
 def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
@@ -274,14 +250,6 @@ def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
     return np.sort(np.concatenate(out)) if out else np.empty(0, dtype=np.int64)
 
 
-def judgments_version(judged: JudgedSpec) -> str:
-    """The version of the judgments a check would use now (name and content fingerprint)."""
-    return _load_judgments(judged).version
-
-
-# --------------------------------------------------------------------------- runs
-
-
 def _judged(spec: OutcomeSpec) -> JudgedSpec:
     if spec.judged is None:
         raise ValueError("`spec` must have `judged` set (outcomes.kind = 'judged_runs').")
@@ -296,62 +264,6 @@ def _newest_run(spec: OutcomeSpec, source: _Source) -> int | None:
     return newest
 
 
-def _is_parquet(source: _Source, f: _File) -> bool:
-    key = (f.path, f.size, f.mtime_ns)
-    with _CACHE_LOCK:
-        hit = _KINDS.get(key)
-    if hit is not None:
-        return hit
-    try:
-        with source.fs.open_input_stream(f.path) as handle:
-            head = handle.read(4)
-    except (OSError, pa.ArrowException) as exc:
-        raise _translate(exc, f.path, "opening the file") from exc
-    kind = bytes(head) == _MAGIC
-    with _CACHE_LOCK:
-        if len(_KINDS) > 4096:
-            _KINDS.clear()
-        _KINDS[key] = kind
-    return kind
-
-
-def _files(source: _Source, window: Window | None) -> Iterator[_File]:
-    keep = (lambda interval: True) if window is None else (lambda i: _overlaps(i, window))
-    yield from _walk(source, keep)
-
-
-def _is_trec(source: _Source, window: Window | None) -> bool:
-    kinds = {_is_parquet(source, f) for f in _files(source, window)}
-    if kinds == {True, False}:
-        raise SchemaError(
-            "mixes parquet and text files",
-            path=source.display,
-            hint="keep TREC run files and parquet runs in separate directories",
-        )
-    return bool(kinds == {False})
-
-
-def _file_time(f: _File) -> int:
-    base = f.path.rsplit("/", 1)[-1]
-    m = _STAMP.search(base)
-    if m:
-        y, mo, d, h, mi, s = (int(x) if x else 0 for x in m.groups())
-        try:
-            return _to_ns(datetime(y, mo, d, h, mi, s, tzinfo=UTC))
-        except ValueError:
-            pass
-    return f.mtime_ns
-
-
-def _trec_files(source: _Source, window: Window | None) -> list[tuple[_File, int]]:
-    out = []
-    for f in _files(source, window):
-        t = _file_time(f)
-        if window is None or window.start_ns <= t < window.end_ns:
-            out.append((f, t))
-    return out
-
-
 def _read_runs(
     spec: OutcomeSpec,
     judged: JudgedSpec,
@@ -363,9 +275,6 @@ def _read_runs(
     if _is_trec(source, window):
         return _read_trec_runs(source, window, coder, judgments)
     return _read_parquet_runs(spec, judged, source, window, coder, judgments)
-
-
-_BATCH = 1 << 16  # rows decoded at a time: Arrow holds one batch, numpy the coded rows
 
 
 class _RunSink:
@@ -442,31 +351,6 @@ def _code_docs(
     keys = id_keys(docs)
     n_judged = len(judgments.names)
     return keys, join(judgments.index, np.where(query < n_judged, query, -1), keys)
-
-
-class _KeySink:
-    """``IdKeys`` rows filled in place; the word matrix widens (one copy) if a later batch
-    holds a longer id than any before."""
-
-    def __init__(self, capacity: int) -> None:
-        self.words = np.zeros((1, capacity), dtype=np.uint64)
-        self.length = np.empty(capacity, dtype=np.int32)
-        self.fp = np.empty(capacity, dtype=np.uint64)
-
-    def add(self, at: int, keys: IdKeys) -> None:
-        width = keys.words.shape[0]
-        if width > self.words.shape[0]:
-            wider = np.zeros((width, self.length.size), dtype=np.uint64)
-            wider[: self.words.shape[0], :at] = self.words[:, :at]
-            self.words = wider
-        end = at + keys.size
-        self.words[:width, at:end] = keys.words
-        self.words[width:, at:end] = 0
-        self.length[at:end] = keys.length
-        self.fp[at:end] = keys.fp
-
-    def keys(self, n: int) -> IdKeys:
-        return IdKeys(self.words[:, :n], self.length[:n], self.fp[:n])
 
 
 def _batches(
@@ -666,12 +550,6 @@ def _prefetch(items: Iterator[_T], depth: int = 2) -> Iterator[_T]:
         stop.set()
 
 
-def _valid(arr: pa.Array) -> npt.NDArray[np.bool_]:
-    if arr.null_count == 0:
-        return np.ones(len(arr), dtype=bool)
-    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
-
-
 def _join(parts: list[IntArray]) -> IntArray:
     if not parts:
         return np.empty(0, dtype=np.int64)
@@ -729,225 +607,4 @@ def _read_trec_runs(
     return sink.rows(rows=sink.n, dropped=0, files=len(files), fmt="trec")
 
 
-def _tokens(source: _Source, f: _File, width: int, shape: str) -> npt.NDArray[np.object_]:
-    """The whitespace-separated fields of a text file, one row per non-empty line."""
-    try:
-        with source.fs.open_input_stream(f.path) as handle:
-            raw = handle.read()
-    except (OSError, pa.ArrowException) as exc:
-        raise _translate(exc, f.path, "reading the file") from exc
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise SchemaError(
-            f"is neither parquet nor UTF-8 text (byte {exc.start})",
-            path=f.path,
-            hint=f"a TREC file holds lines `{shape}`",
-        ) from exc
-    lines = [line.split() for line in text.splitlines()]
-    lines = [parts for parts in lines if parts]
-    for i, parts in enumerate(lines):
-        if len(parts) != width:
-            raise SchemaError(
-                f"line {i + 1} has {len(parts)} fields: {' '.join(parts)[:80]!r}; a TREC line "
-                f"holds `{shape}`",
-                path=f.path,
-            )
-    return np.array(lines, dtype=object).reshape(-1, width)
-
-
-def _numbers(
-    column: npt.NDArray[np.object_], f: _File, role: str, fields: npt.NDArray[np.object_]
-) -> FloatArray:
-    try:
-        return np.asarray(column, dtype=np.float64)
-    except ValueError:
-        for i, value in enumerate(column):
-            try:
-                float(value)
-            except ValueError:
-                raise SchemaError(
-                    f"line {i + 1}: the {role} {value!r} is not a number (query {fields[i, 0]!r})",
-                    path=f.path,
-                ) from None
-        raise
-
-
-# --------------------------------------------------------------------------- judgments
-
-
-def _load_judgments(judged: JudgedSpec) -> _Judgments:
-    source = _resolve(judged.judgments, False)
-    name, chosen = _version(source, judged)
-    files = list(_walk(chosen, lambda interval: True))
-    if not files:
-        raise SourceNotFoundError(
-            "holds no judgment file", path=chosen.display, hint="check outcomes.judgments"
-        )
-    listing = "\n".join(f"{f.path}\t{f.size}\t{f.mtime_ns}" for f in files)
-    print_ = hashlib.sha256(listing.encode()).hexdigest()[:12]
-    key = (chosen.display, print_)
-    with _CACHE_LOCK:
-        hit = _JUDGMENTS.get(key)
-        if hit is not None:
-            _JUDGMENTS.move_to_end(key)
-            return hit
-    names: dict[str, int] = {}
-    capacity = 0
-    batches: list[tuple[_File, Iterator[tuple[pa.Array, pa.Array, FloatArray]]]] = []
-    kinds = set()
-    for f in files:
-        if _is_parquet(chosen, f):
-            kinds.add("parquet")
-            footer = _FOOTERS.get(chosen, f)
-            capacity += footer.metadata.num_rows
-            batches.append((f, _parquet_judgments(chosen, f, footer, judged)))
-        else:
-            kinds.add("trec")
-            fields = _tokens(chosen, f, 4, "qid 0 docid grade")
-            capacity += fields.shape[0]
-            trec = (
-                pa.array(fields[:, 0], pa.string()),
-                pa.array(fields[:, 2], pa.string()),
-                _numbers(fields[:, 3], f, "grade", fields),
-            )
-            batches.append((f, iter([trec])))
-    codes = np.empty(capacity, dtype=np.int64)
-    grades = np.empty(capacity)
-    keys = _KeySink(capacity)
-    n = 0
-    for f, parts in batches:
-        for q, d, g in parts:
-            bad = ~np.isfinite(g) | (g < 0)
-            if bad.any():
-                i = int(np.flatnonzero(bad)[0])
-                raise SchemaError(
-                    f"query {q[i].as_py()!r}, document {d[i].as_py()!r} has grade {g[i]!r}; "
-                    "grades must be finite and >= 0",
-                    path=f.path,
-                    column=judged.grade_column,
-                    hint="map negative grades (e.g. spam = -2) to 0 upstream",
-                )
-            m = len(q)
-            codes[n : n + m] = _name_codes(q, names)
-            grades[n : n + m] = g
-            keys.add(n, id_keys(d))
-            n += m
-    version = f"{name} ({print_})" if name else print_
-    doc_keys = keys.keys(n)
-    index = index_judgments(codes[:n], doc_keys, grades[:n], len(names))
-    query_names = pa.array(list(names), pa.string())
-    if isinstance(index, Conflict):
-        raise SchemaError(
-            f"query {query_names[index.query].as_py()!r}: document "
-            f"{doc_keys.name(index.row)!r} is judged twice with different grades "
-            f"({index.grades[0]:g} and {index.grades[1]:g})",
-            path=chosen.display,
-            hint="keep one grade per (query, document); pin a judgments version to compare",
-        )
-    result = _Judgments(
-        names=query_names,
-        index=index,
-        version=version,
-        path=chosen.display,
-        fmt="+".join(sorted(kinds)),
-    )
-    with _CACHE_LOCK:
-        _JUDGMENTS[key] = result
-        while len(_JUDGMENTS) > _MAX_JUDGMENTS:
-            _JUDGMENTS.popitem(last=False)
-    return result
-
-
-def _version(source: _Source, judged: JudgedSpec) -> tuple[str | None, _Source]:
-    """The ``version=<name>`` directory to use (pinned or the last), or the whole source."""
-    if source.is_file:
-        return None, source
-    entries = _list_dir(source, source.root)
-    versions = sorted(
-        e.base_name[len("version=") :]
-        for e in entries
-        if e.is_dir and e.base_name.startswith("version=")
-    )
-    if not versions:
-        if judged.judgments_version is not None:
-            raise SourceNotFoundError(
-                f"has no version={judged.judgments_version} directory (no versions at all)",
-                path=source.display,
-                hint="unset outcomes.judgments_version, or lay versions out as version=<name>/",
-            )
-        return None, source
-    name = judged.judgments_version if judged.judgments_version is not None else versions[-1]
-    if name not in versions:
-        raise SourceNotFoundError(
-            f"has no version={name} directory; versions found: {', '.join(versions)}",
-            path=source.display,
-            hint="fix outcomes.judgments_version",
-        )
-    return name, _resolve(source.display.rstrip("/") + f"/version={name}", False)
-
-
-def _parquet_judgments(
-    source: _Source, f: _File, footer: _Footer, judged: JudgedSpec
-) -> Iterator[tuple[pa.Array, pa.Array, FloatArray]]:
-    """The judgments of one parquet file, batch by batch (query ids, document ids, grades)."""
-    for col, role, key in (
-        (judged.judgment_query_column, "query id", "judgment_query_column"),
-        (judged.judgment_doc_column, "document id", "judgment_doc_column"),
-    ):
-        _require_label(footer, f, col, role, key)
-    gcol = judged.grade_column
-    _require_numeric(footer, f, gcol, "grade", "grade_column")
-    columns = [judged.judgment_query_column, judged.judgment_doc_column, gcol]
-    row = 0
-    with _opened(source, f, footer) as pf:
-        try:
-            for batch in pf.iter_batches(batch_size=_BATCH, columns=columns, use_threads=True):
-                q = _strings(batch.column(0))
-                d = _strings(batch.column(1))
-                g, valid = _floats(pa.chunked_array([batch.column(2)]))
-                ok = _valid(q) & _valid(d)
-                if valid is not None:
-                    ok &= valid
-                if not ok.all():
-                    i = int(np.flatnonzero(~ok)[0])
-                    raise SchemaError(
-                        f"row {row + i} has a null query id, document id or grade",
-                        path=f.path,
-                        hint="every judgment needs all three",
-                    )
-                row += len(q)
-                yield q, d, g
-        except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
-            raise _translate(exc, f.path, "reading the judgments") from exc
-
-
-def _name_codes(strings: pa.Array, names: dict[str, int]) -> IntArray:
-    """Codes of ``strings`` in ``names`` (new names get the next codes, in order of
-    appearance); each batch's distinct values are looked up once."""
-    encoded = pc.dictionary_encode(strings)
-    codes = np.array(
-        [names.setdefault(v, len(names)) for v in encoded.dictionary.to_pylist()], dtype=np.int64
-    )
-    return codes[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
-
-
-# --------------------------------------------------------------------------- coding
-
-
-def _strings(chunked: pa.ChunkedArray | pa.Array) -> pa.Array:
-    arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
-    if pa.types.is_dictionary(arr.type):
-        arr = arr.dictionary_decode()
-    if not pa.types.is_string(arr.type):
-        arr = arr.cast(pa.string())
-    return arr
-
-
-def _concat(parts: list[pa.Array]) -> pa.Array:
-    if not parts:
-        return pa.array([], pa.string())
-    return pa.concat_arrays([_strings(p) for p in parts])
-
-
-__all__ = ["judgments_version", "read_judged_runs", "read_run_times"]
+__all__ = ["read_judged_runs", "read_run_times"]

@@ -8,9 +8,11 @@ from dataclasses import dataclass
 from monitor.errors import SourceError, SourceNotFoundError
 from monitor.sources.columns import _require_label, _require_numeric, _segment_source
 from monitor.sources.footers import _FOOTERS, _Footer, _ts_unit
-from monitor.sources.judged import _check_ordering, _is_parquet, judgments_version
+from monitor.sources.judged import _check_ordering
+from monitor.sources.judgments import judgments_version
 from monitor.sources.model import OutcomeSpec, ScoreSpec
 from monitor.sources.paths import _File, _resolve, _walk
+from monitor.sources.textfiles import _is_parquet
 
 
 @dataclass(frozen=True, slots=True)
