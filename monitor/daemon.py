@@ -16,7 +16,7 @@ server's.
 **SIGHUP** re-reads and validates the configuration file: an invalid file is rejected with every
 problem logged and the running configuration kept; otherwise unchanged monitors keep their state,
 jobs and counters, changed ones are rescheduled (their sequential state starts fresh only when a
-setting it depends on changed, see ``monitor.jobs.state_fingerprint``), added ones are loaded
+setting it depends on changed, see ``monitor.store.state_fingerprint``), added ones are loaded
 from their state files and removed ones disappear from ``/metrics``. ``[server]`` settings take
 effect at the next restart (logged).
 
@@ -50,12 +50,14 @@ from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
+from monitor.board import Health, RunRecord
 from monitor.config import Config, MonitorConfig, ServerConfig, load_config
 from monitor.errors import ConfigError
-from monitor.jobs import Health, Runner, RunRecord, state_fingerprint, utc_now
+from monitor.jobs import Runner
 from monitor.report import HistoryStore
 from monitor.schedule import Schedule
 from monitor.server import HttpServer
+from monitor.store import state_fingerprint, utc_now
 
 __all__ = ["Daemon", "SlotTrigger"]
 
@@ -163,7 +165,7 @@ class Daemon:
 
     def health(self) -> Health:
         """``/healthz`` in full: ok, degraded (a state save failing; HTTP 200, body naming the
-        monitors) or unavailable (HTTP 503); see ``monitor.jobs.Health``."""
+        monitors) or unavailable (HTTP 503); see ``monitor.board.Health``."""
         return self.runner.board.health(self.healthy())
 
     def _on_event(self, event: JobExecutionEvent) -> None:

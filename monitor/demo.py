@@ -16,9 +16,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from monitor.board import RunRecord
 from monitor.config import MonitorConfig, load_config
 from monitor.daemon import Daemon
-from monitor.jobs import RunRecord
 from monitor.logs import configure_logging
 from monitor.simulate import SCENARIOS, write_world
 

@@ -28,7 +28,8 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from prometheus_client.registry import Collector
 
 from monitor import __version__
-from monitor.jobs import RESET_REASONS, Board, MonitorSnapshot
+from monitor.board import Board, MonitorSnapshot
+from monitor.store import RESET_REASONS
 from monitor.verdict import STATES, InputReport, OutcomeReport
 
 __all__ = [

@@ -48,9 +48,9 @@ from urllib.parse import parse_qs, unquote
 import bcrypt
 
 from monitor import __version__
+from monitor.board import Board, MonitorSnapshot, RunRecord
 from monitor.config import ReportConfig, ServerConfig
 from monitor.exporter import HttpCounts, make_registry, render_negotiated
-from monitor.jobs import Board, MonitorSnapshot, RunRecord
 from monitor.report import LandingRow, PageContext, render_landing, render_monitor_page
 from monitor.webconfig import TlsConfig, WebConfig, build_ssl_context, load_web_config
 

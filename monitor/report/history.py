@@ -3,7 +3,7 @@
 One JSON file per monitor beside its state file, ``<state_dir>/<name>.json.history`` (no
 subdirectory: a full or read-only ``state_dir`` leaves nothing new behind, and
 ``StateStore.sweep`` removes a temp file that a kill left), rewritten atomically after each
-check (temp file, fsync, rename, fsync of the directory, as ``monitor.jobs.StateStore`` does):
+check (temp file, fsync, rename, fsync of the directory, as ``monitor.store.StateStore`` does):
 ``{"version": 1, "monitor": name, "entries": [...]}``, oldest first, one entry per slot (a slot
 checked again replaces its entry). The bound: entries older than ``max_age`` before the newest are
 dropped, and at most ``max_entries`` are kept (defaults 35 days and 10,000 entries: an hourly

@@ -1,0 +1,322 @@
+"""The monitors' sequential state on disk: one JSON file per monitor in ``state_dir``.
+
+Written atomically (temp file, fsync, rename, fsync of the directory); a file that cannot be
+trusted (unreadable, too large, not JSON, the wrong shape, non-finite numbers, a time in the
+future, or saved under other settings: ``state_fingerprint``) is set aside with one of
+``RESET_REASONS`` and the monitor starts fresh.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import asdict, dataclass, replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from monitor.config import MonitorConfig
+from monitor.verdict import (
+    MonitorState,
+)
+
+log = logging.getLogger("monitor")
+
+
+def utc_now() -> datetime:
+    """The wall clock, UTC (injected everywhere so tests and the demo can replace it)."""
+    return datetime.now(UTC)
+
+
+RESET_REASONS = (
+    "unreadable",
+    "not_a_file",
+    "too_large",
+    "encoding",
+    "syntax",
+    "shape",
+    "non_finite",
+    "future",
+    "config_changed",
+)
+"""Why a monitor's sequential state was reset (the ``reason`` label of
+``retrieval_monitor_state_resets_total``; a fixed set, so the label stays bounded)."""
+
+FUTURE_SKEW = timedelta(minutes=5)
+"""A state time later than the clock by more than this means the file cannot be trusted (a
+``last_at`` in the future would switch the sequential alarms off until that date)."""
+
+MAX_STATE_BYTES = 16 * 1024 * 1024
+_TMP_NAME = re.compile(r"^\..+\.[A-Za-z0-9_]+\.tmp$")
+
+
+class _NonFinite(ValueError):
+    pass
+
+
+def _no_constant(text: str) -> float:
+    raise _NonFinite(f"non-finite number {text} in the state file")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise _NonFinite(f"number {text[:40]} overflows to {value}")
+    return value
+
+
+def state_fingerprint(monitor: MonitorConfig) -> str:
+    """A short hash of the settings a monitor's sequential state depends on: schedule, windows,
+    drift, decay and budget settings and the segment columns. A state file written under another
+    fingerprint is set aside instead of resumed (reason ``config_changed``)."""
+    doc = {
+        "schedule": monitor.schedule.text,
+        "windows": asdict(monitor.windows),
+        "drift": asdict(monitor.drift),
+        "decay": asdict(monitor.decay),
+        "budget": asdict(monitor.budget),
+        "segments": [monitor.scores.segment_column, monitor.outcomes.segment_column],
+    }
+    text = json.dumps(doc, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def state_is_finite(state: MonitorState) -> bool:
+    """False when a sequential statistic is NaN or infinite (it could never recover)."""
+    return all(
+        math.isfinite(t.cusum) and t.cusum >= 0
+        for seg in state.drift.values()
+        for t in (seg.reference, seg.anchor)
+    )
+
+
+def _state_times(state: MonitorState) -> Iterator[tuple[str, datetime | None]]:
+    yield from (
+        ("last_at", state.last_at),
+        ("last_run", state.last_run),
+        ("last_success", state.last_success),
+        ("state_since", state.state_since),
+        ("decay.last_look_at", state.decay.last_look_at),
+    )
+    for segment, seg in state.drift.items():
+        yield f"drift[{segment!r}].evidence_end", seg.evidence_end
+        yield f"drift[{segment!r}].reference.active_since", seg.reference.active_since
+        yield f"drift[{segment!r}].anchor.active_since", seg.anchor.active_since
+
+
+@dataclass(frozen=True, slots=True)
+class StateLoad:
+    """What reading one state file gave: the state to start from and, when the file could not be
+    used, the reset ``reason`` (one of ``RESET_REASONS``), a ``detail`` message and where the file
+    was set aside (None when it was left in place: read-only store, or the rename failed)."""
+
+    state: MonitorState
+    reason: str | None = None
+    detail: str | None = None
+    aside: Path | None = None
+    saved_at: datetime | None = None
+
+
+class StateStore:
+    """One JSON file per monitor in ``directory``, written atomically (temp file, fsync, rename,
+    fsync of the directory).
+
+    A file that cannot be trusted (see ``RESET_REASONS``) is never resumed and never crashes the
+    caller: it is renamed ``<name>.json.corrupt-<UTC time>`` beside itself and logged with its
+    reason, and the monitor starts from a fresh state. When even the rename fails (a read-only
+    directory, a mount point), that is logged too and the file stays; the monitor runs on fresh
+    in-memory state and every later save fails visibly until an operator moves it.
+
+    ``readonly`` (``monitor check``): never writes, renames or creates anything; an unreadable
+    file is logged and treated as empty state. ``fingerprints`` (monitor name -> fingerprint)
+    and ``clock`` are the defaults ``load`` checks a file against.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        readonly: bool = False,
+        clock: Callable[[], datetime] = utc_now,
+        fingerprints: Mapping[str, str] | None = None,
+    ) -> None:
+        self.directory = directory
+        self.readonly = readonly
+        self.clock = clock
+        self.fingerprints = dict(fingerprints or {})
+
+    def path(self, name: str) -> Path:
+        return self.directory / f"{name}.json"
+
+    def load(self, name: str) -> MonitorState:
+        """The state to start ``name`` from (see ``read``)."""
+        return self.read(name).state
+
+    def read(
+        self, name: str, *, fingerprint: str | None = None, now: datetime | None = None
+    ) -> StateLoad:
+        """Read and check ``name``'s file: a regular file of at most ``MAX_STATE_BYTES``, UTF-8,
+        JSON without non-finite numbers, the version 1 shape, no time later than ``now`` +
+        ``FUTURE_SKEW``, written under ``fingerprint`` (a file without one, from an older
+        version, is adopted). Anything else is set aside (see the class docstring)."""
+        fingerprint = fingerprint or self.fingerprints.get(name)
+        now = now or self.clock()
+        path = self.path(name)
+        try:
+            st = path.stat()
+        except FileNotFoundError:
+            return StateLoad(MonitorState(fingerprint=fingerprint))
+        except OSError as exc:
+            return self._reject(name, fingerprint, "unreadable", _os_error(exc))
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            return self._reject(name, fingerprint, "not_a_file", f"{path} is {kind}")
+        if st.st_size > MAX_STATE_BYTES:
+            detail = f"{st.st_size} bytes, more than {MAX_STATE_BYTES}"
+            return self._reject(name, fingerprint, "too_large", detail)
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            return self._reject(name, fingerprint, "unreadable", _os_error(exc))
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return self._reject(name, fingerprint, "encoding", f"not UTF-8: {exc}")
+        try:
+            doc = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        except _NonFinite as exc:
+            return self._reject(name, fingerprint, "non_finite", str(exc))
+        except (ValueError, RecursionError) as exc:
+            detail = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+            return self._reject(name, fingerprint, "syntax", f"not JSON: {detail}")
+        try:
+            state = MonitorState.from_dict(doc)
+        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+            return self._reject(name, fingerprint, "shape", f"{type(exc).__name__}: {exc}")
+        if not state_is_finite(state):
+            return self._reject(name, fingerprint, "non_finite", "a CUSUM is not finite")
+        if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
+            detail = (
+                f"written for settings {state.fingerprint}, the monitor now has {fingerprint} "
+                f"(schedule, windows, drift, decay, budget or segments changed)"
+            )
+            return self._reject(name, fingerprint, "config_changed", detail)
+        limit = now + FUTURE_SKEW
+        for key, t in _state_times(state):
+            if t is not None and t > limit:
+                detail = f"{key} {t.isoformat()} is after now ({now.isoformat()})"
+                return self._reject(name, fingerprint, "future", detail)
+        saved_at = datetime.fromtimestamp(st.st_mtime, UTC)
+        adopted = replace(state, fingerprint=fingerprint or state.fingerprint)
+        return StateLoad(adopted, saved_at=saved_at)
+
+    def _reject(self, name: str, fingerprint: str | None, reason: str, detail: str) -> StateLoad:
+        path = self.path(name)
+        fresh = MonitorState(fingerprint=fingerprint)
+        fields = {"monitor": name, "path": str(path), "reason": reason, "error": detail}
+        if self.readonly:
+            log.error("state file unreadable; checking without sequential state", extra=fields)
+            return StateLoad(fresh, reason, detail)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}")
+        n = 1
+        while aside.exists() or aside.is_symlink():
+            n += 1
+            aside = path.with_name(f"{path.name}.corrupt-{stamp}-{n}")
+        try:
+            path.rename(aside)
+        except OSError as exc:
+            log.error(
+                "state file unreadable and could not be set aside; starting fresh without it "
+                "(saves fail until it is moved)",
+                extra={**fields, "rename_error": _os_error(exc)},
+            )
+            return StateLoad(fresh, reason, detail)
+        log.error(
+            "state file unreadable, kept aside and starting fresh",
+            extra={**fields, "aside": str(aside)},
+        )
+        return StateLoad(fresh, reason, detail, aside)
+
+    def sweep(self) -> int:
+        """Remove temp files (``.<name>.<random>.tmp``) that interrupted saves left behind;
+        returns how many. Never in a read-only store."""
+        if self.readonly:
+            return 0
+        removed = 0
+        try:
+            entries = list(os.scandir(self.directory))
+        except OSError:
+            return 0
+        for entry in entries:
+            if not _TMP_NAME.match(entry.name):
+                continue
+            try:
+                if entry.is_file(follow_symlinks=False):
+                    os.unlink(entry.path)
+                    removed += 1
+            except OSError as exc:
+                log.warning(
+                    "stale temporary state file not removed",
+                    extra={"path": entry.path, "error": _os_error(exc)},
+                )
+        if removed:
+            log.info(
+                "removed stale temporary state files",
+                extra={"count": removed, "directory": str(self.directory)},
+            )
+        return removed
+
+    def save(self, name: str, state: MonitorState) -> None:
+        """Write ``state`` atomically; raises ``OSError`` (read-only or full disk, a directory
+        in the way) or ``ValueError`` (a non-finite number) and leaves no temp file behind."""
+        if self.readonly:
+            raise PermissionError(f"state store {self.directory} is read-only (monitor check)")
+        # compact: an anchor holds a few thousand counts, and a save needs room for two copies
+        data = json.dumps(state.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, self.path(name))
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        try:  # make the rename itself durable
+            dir_fd = os.open(self.directory, os.O_RDONLY)
+        except OSError:
+            return
+        try:
+            os.fsync(dir_fd)
+        except OSError:
+            pass
+        finally:
+            os.close(dir_fd)
+
+
+def _os_error(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.strerror:
+        where = f": {exc.filename}" if exc.filename else ""
+        return f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}{where}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+__all__ = [
+    "FUTURE_SKEW",
+    "MAX_STATE_BYTES",
+    "RESET_REASONS",
+    "StateLoad",
+    "StateStore",
+    "state_fingerprint",
+    "state_is_finite",
+    "utc_now",
+]
