@@ -37,6 +37,8 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.config import Config, MonitorConfig
+from monitor.epoch import from_ns as _from_ns
+from monitor.epoch import to_ns as _ns
 from monitor.errors import MonitorError
 from monitor.jobs import (
     DataReader,
@@ -68,7 +70,6 @@ __all__ = [
     "summarize",
 ]
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _CSV_FIELDS = (
     "monitor",
     "at",
@@ -87,10 +88,6 @@ def _iso(t: datetime | None) -> str | None:
     if t is None:
         return None
     return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-def _ns(t: datetime) -> int:
-    return (t - _EPOCH) // timedelta(microseconds=1) * 1_000
 
 
 # --------------------------------------------------------------------------------------------
@@ -274,7 +271,7 @@ class CachedReader:
         names: tuple[str, ...] = ()
         if span.codes is not None:
             codes, names = _compact(span.codes[lo:hi], span.names)
-        newest = None if hi == 0 else _EPOCH + timedelta(microseconds=int(ts[hi - 1]) // 1_000)
+        newest = None if hi == 0 else _from_ns(int(ts[hi - 1]))
         return ScoreWindow(
             window=window,
             values=span.values[lo:hi],

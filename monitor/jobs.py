@@ -20,6 +20,8 @@ import numpy as np
 
 from monitor.board import Board, Health, MonitorSnapshot, RunRecord
 from monitor.config import Config, MonitorConfig
+from monitor.epoch import from_ns as _from_ns
+from monitor.epoch import to_ns as _ns
 from monitor.errors import MonitorError, SourceError
 from monitor.judged import judged_outcomes
 from monitor.sources import (
@@ -34,8 +36,6 @@ from monitor.sources import (
     read_run_times,
     read_scores,
 )
-from monitor.sources.model import _from_ns
-from monitor.sources.model import _to_ns as _ns
 from monitor.stats import BaselinePositions, DriftBaseline, build_baseline
 from monitor.store import (
     FUTURE_SKEW,

@@ -18,6 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor import sources
+from monitor.epoch import to_ns
 from monitor.errors import (
     BadValuesError,
     CorruptFileError,
@@ -32,7 +33,6 @@ from monitor.sources import (
     Window,
     footers,
     latest_timestamp,
-    model,
     pair_outcomes,
     read_outcomes,
     read_scores,
@@ -112,7 +112,7 @@ def test_single_file_half_open_window(tmp_path: Path) -> None:
     assert got.newest_timestamp == T0 + DAY
     assert got.files_read == 1
     assert got.timestamps is not None
-    expected = [model._to_ns(m) for m in moments[1:4]]
+    expected = [to_ns(m) for m in moments[1:4]]
     np.testing.assert_array_equal(got.timestamps, expected)
     assert latest_timestamp(ScoreSpec(str(f))) == T0 + DAY
 
@@ -266,7 +266,7 @@ def test_mixed_units_timezones_and_float_widths(tmp_path: Path) -> None:
     got = read_scores(ScoreSpec(str(tmp_path)), Window(moment, moment + HOUR), with_timestamps=True)
     assert sorted(got.values.tolist()) == [1.0, 2.0, 3.0, 4.0]
     assert got.timestamps is not None
-    assert set(got.timestamps.tolist()) == {model._to_ns(moment)}
+    assert set(got.timestamps.tolist()) == {to_ns(moment)}
     assert got.newest_timestamp == moment
     empty = read_scores(
         ScoreSpec(str(tmp_path)), Window(moment + timedelta(seconds=1), moment + HOUR)

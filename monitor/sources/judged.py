@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from monitor.epoch import from_ns as _from_ns
 from monitor.errors import SchemaError
 from monitor.sources.columns import (
     _floats,
@@ -40,15 +41,7 @@ from monitor.sources.judgments import (
     _strings,
     _valid,
 )
-from monitor.sources.model import (
-    FloatArray,
-    IntArray,
-    JudgedRuns,
-    JudgedSpec,
-    OutcomeSpec,
-    Window,
-    _from_ns,
-)
+from monitor.sources.model import FloatArray, IntArray, JudgedRuns, JudgedSpec, OutcomeSpec, Window
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
 from monitor.sources.paths import _File, _resolve, _Source
 from monitor.sources.ranked import (

@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any, Literal, TypeAlias
 
 import numpy as np
 import numpy.typing as npt
+
+from monitor.epoch import to_ns as _to_ns
 
 TimeUnit: TypeAlias = Literal["s", "ms", "us", "ns"]
 
@@ -21,20 +23,7 @@ FloatArray: TypeAlias = npt.NDArray[np.float64]
 IntArray: TypeAlias = npt.NDArray[np.int64]
 
 
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
 _NS_PER: dict[str, int] = {"s": 1_000_000_000, "ms": 1_000_000, "us": 1_000, "ns": 1}
-
-
-def _to_ns(moment: datetime) -> int:
-    """Nanoseconds since the Unix epoch of a timezone-aware datetime (exact, microsecond input)."""
-    return (moment - _EPOCH) // timedelta(microseconds=1) * 1_000
-
-
-def _from_ns(ns: int) -> datetime:
-    """UTC datetime of ``ns`` nanoseconds since the epoch (floored to microseconds)."""
-    return _EPOCH + timedelta(microseconds=ns // 1_000)
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from monitor.epoch import from_ns as _from_ns
 from monitor.sources.columns import (
     _floats,
     _in_window,
@@ -25,7 +26,6 @@ from monitor.sources.model import (
     OutcomeWindow,
     PairedOutcomes,
     Window,
-    _from_ns,
 )
 from monitor.sources.partitions import _newest_checked, _plan
 from monitor.sources.paths import _resolve

@@ -5,12 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+from monitor.epoch import from_ns as _from_ns
 from monitor.errors import (
     SchemaError,
     SourceNotFoundError,
 )
 from monitor.sources.footers import _FOOTERS, _Footer, _ts_stats, _ts_unit, _TsStats
-from monitor.sources.model import OutcomeSpec, ScoreSpec, Window, _from_ns
+from monitor.sources.model import OutcomeSpec, ScoreSpec, Window
 from monitor.sources.paths import (
     _File,
     _Interval,

@@ -19,8 +19,8 @@ from urllib.parse import unquote
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from monitor.epoch import to_ns as _to_ns
 from monitor.errors import SourceError, SourceNotFoundError
-from monitor.sources.model import _to_ns
 from monitor.sources.translate import _translate
 
 _LOG = logging.getLogger(__name__)

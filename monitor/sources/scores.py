@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from monitor.epoch import from_ns as _from_ns
 from monitor.sources.columns import (
     _compact_codes,
     _floats,
@@ -19,7 +20,7 @@ from monitor.sources.columns import (
     _shrink,
 )
 from monitor.sources.footers import _opened, _ts_to_ns
-from monitor.sources.model import ScoreSpec, ScoreWindow, Window, _from_ns
+from monitor.sources.model import ScoreSpec, ScoreWindow, Window
 from monitor.sources.partitions import _newest_checked, _plan
 from monitor.sources.paths import _resolve
 

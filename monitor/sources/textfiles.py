@@ -18,12 +18,9 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from monitor.epoch import to_ns as _to_ns
 from monitor.errors import SchemaError
-from monitor.sources.model import (
-    FloatArray,
-    Window,
-    _to_ns,
-)
+from monitor.sources.model import FloatArray, Window
 from monitor.sources.partitions import _overlaps
 from monitor.sources.paths import _File, _Source, _walk
 from monitor.sources.translate import _translate

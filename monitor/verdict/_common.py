@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import numpy as np
 
@@ -13,7 +13,6 @@ TRACKS = ("reference", "anchor")
 STATE_VERSION = 2
 _NS = 1_000_000_000
 _HOUR_NS = 3600 * _NS
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _MAX_LOOKS_KEPT = 10_000
 
 
@@ -32,14 +31,6 @@ def _parse_iso(text: str | None) -> datetime | None:
 def _finite(x: float) -> float | None:
     """JSON has no NaN/inf: non-finite numbers become null."""
     return float(x) if math.isfinite(x) else None
-
-
-def _ns(t: datetime) -> int:
-    return (t - _EPOCH) // timedelta(microseconds=1) * 1000
-
-
-def _from_ns(ns: int) -> datetime:
-    return _EPOCH + timedelta(microseconds=ns // 1000)
 
 
 def _rng_seed(seed: int, segment: str) -> np.random.SeedSequence:

@@ -9,6 +9,7 @@ from datetime import datetime, timedelta
 import numpy as np
 
 from monitor.config import MonitorConfig
+from monitor.epoch import to_ns as _ns
 from monitor.stats import (
     adjust_pvalues,
     build_baseline,
@@ -18,7 +19,7 @@ from monitor.stats import (
     psi_test_counts,
     z_from_pvalue,
 )
-from monitor.verdict._common import _HOUR_NS, TRACKS, _iso, _ns
+from monitor.verdict._common import _HOUR_NS, TRACKS, _iso
 from monitor.verdict.data import CheckData, SegmentData
 from monitor.verdict.plan import AlarmPlan, phase_counts, phase_of
 from monitor.verdict.reports import InputReport
