@@ -618,7 +618,7 @@ def write_month(
 ) -> tuple[Path, datetime]:
     """Write month ``month`` of ``scenario`` in ``write_world``'s layout; (config path, origin)."""
     # Imported here so that building the system in memory never loads pyarrow.
-    from monitor.simulate import Scenario, _config_text, _split_by_day
+    from monitor.simulate import Scenario, config_text, split_by_day
     from monitor.sources import write_parquet
 
     origin = BASE + timedelta(days=month)
@@ -630,12 +630,12 @@ def write_month(
         ("outcomes", ots, {"timestamp": ots, "query_id": qids, "outcome": outcomes}),
     )
     for name, stamps, cols in logs:
-        for date, part in _split_by_day(stamps, cols):
+        for date, part in split_by_day(stamps, cols):
             write_parquet(directory / name / f"date={date}" / "part-0.parquet", part)
     config = directory / "monitor.toml"
     # write_world's own text: the shipped defaults, hourly schedule, paths relative to it.
     config.write_text(
-        _config_text(
+        config_text(
             Scenario(scenario.name),
             monitor_name=scenario.name,
             schedule="1h",

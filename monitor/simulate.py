@@ -110,6 +110,7 @@ __all__ = [
     "ScoreMixture",
     "World",
     "at_edge",
+    "config_text",
     "diurnal",
     "edge_strength",
     "generate_outcomes",
@@ -117,6 +118,7 @@ __all__ = [
     "golden_qualities",
     "psi_crossing",
     "score_mixture",
+    "split_by_day",
     "strong_seasonality",
     "true_psi",
     "with_seasonality",
@@ -1333,9 +1335,10 @@ def _toml_string(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _config_text(
+def config_text(
     scenario: Scenario, *, monitor_name: str, schedule: str, listen: str, seed: int, extra: str
 ) -> str:
+    """The TOML configuration of a world written by ``write_world`` (``extra`` appended)."""
     lines = [
         "[server]",
         f"listen = {_toml_string(listen)}",
@@ -1366,9 +1369,10 @@ def _config_text(
     return text
 
 
-def _split_by_day(
+def split_by_day(
     timestamps: npt.NDArray[np.datetime64], columns: dict[str, np.ndarray]
 ) -> Sequence[tuple[str, dict[str, np.ndarray]]]:
+    """Rows (sorted by time) cut into one piece per UTC day, as (``YYYY-MM-DD``, columns)."""
     days = timestamps.astype("datetime64[D]")
     if days.size == 0:
         return []
@@ -1412,7 +1416,7 @@ def write_world(
     scores = generate_scores(scenario, t0, t1, rng=seed)
     outcomes = generate_outcomes(scenario, t0, t1, rng=seed)
     for name, log in (("scores", scores), ("outcomes", outcomes)):
-        for date, cols in _split_by_day(log.timestamps, log.columns()):
+        for date, cols in split_by_day(log.timestamps, log.columns()):
             target = root / name / f"date={date}" / "part-0.parquet"
             # Write beside and rename, so a daemon reading while a demo rewrites its world never
             # sees half a file (readers skip names that start with a dot, as pyarrow does).
@@ -1421,7 +1425,7 @@ def write_world(
             os.replace(hidden, target)
     config_path = root / "monitor.toml"
     config_path.write_text(
-        _config_text(
+        config_text(
             scenario,
             monitor_name=monitor_name,
             schedule=schedule,

@@ -184,12 +184,12 @@ outcomes.judgments = "{judgments_dir}"
 
 def _write_scores(root: Path, world: RunsWorld, start: datetime, end: datetime, seed: int) -> None:
     """The stationary world's top-1 score log (``monitor.simulate``), one file per UTC day."""
-    from monitor.simulate import SCENARIOS, _split_by_day, generate_scores
+    from monitor.simulate import SCENARIOS, generate_scores, split_by_day
     from monitor.sources import write_parquet
 
     scenario = dataclasses.replace(SCENARIOS["stationary"], scores_per_hour=world.scores_per_hour)
     log = generate_scores(scenario, start, end, rng=seed)
-    for date, cols in _split_by_day(log.timestamps, log.columns()):
+    for date, cols in split_by_day(log.timestamps, log.columns()):
         index = np.arange(cols["score"].size)
         write_parquet(
             root / "scores" / f"date={date}" / "part-0.parquet",
