@@ -22,6 +22,7 @@ from monitor.config import ReportConfig, parse_config
 from monitor.errors import ConfigError
 from monitor.report import HistoryStore, PageContext, render_monitor_page
 from monitor.report.charts import bins_chart, ecdf_chart
+from monitor.report.history import MemoryHistory, _thin
 from monitor.report.svg import Svg, esc, num
 from monitor.simulate import SCENARIOS, World, write_world
 from monitor.stats import build_baseline, drift_tests
@@ -364,6 +365,34 @@ def test_history_is_bounded_atomic_and_reloads(tmp_path: Path) -> None:
     for k in range(30):
         count.append("m", _verdict(t0 + timedelta(hours=k)))
     assert len(count.entries("m")) == 10
+
+
+def test_history_thins_a_fast_schedule_to_hourly_beyond_full_resolution() -> None:
+    """Older than ``full_resolution``, a fast schedule's history keeps one entry an hour, so the
+    age bound (not the entry count) decides how far back it reaches; changes of state stay
+    whatever their age, and thinning a thinned history changes nothing."""
+    store = MemoryHistory(max_age=timedelta(days=5), full_resolution=timedelta(hours=6))
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    drift_from, drift_to = t0 + timedelta(days=2, minutes=20), t0 + timedelta(days=2, minutes=45)
+    for k in range(0, 6 * 24 * 60, 10):  # every 10 minutes for 6 days
+        at = t0 + timedelta(minutes=k)
+        store.append("m", _verdict(at, "data_drift" if drift_from <= at < drift_to else "ok"))
+    entries = store.entries("m")
+    times = [datetime.fromisoformat(e["at"].replace("Z", "+00:00")) for e in entries]
+    newest = times[-1]
+    assert timedelta(days=4, hours=23) <= newest - times[0] <= timedelta(days=5)
+    assert sum(1 for t in times if newest - t < timedelta(hours=6)) == 36  # full resolution
+    per_hour: dict[datetime, int] = {}
+    for t in times:
+        if newest - t > timedelta(hours=7):
+            hour = t.replace(minute=0, second=0, microsecond=0)
+            per_hour[hour] = per_hour.get(hour, 0) + 1
+    busy = {h for h, n in per_hour.items() if n > 1}
+    assert busy == {drift_from.replace(minute=0)}  # only the hour whose state changed
+    drifted = [e["at"] for e in entries if e["state"] == "data_drift"]
+    assert drifted[0] == "2026-01-03T00:20:00Z"  # the change itself is kept, 4 days on
+    assert len(entries) <= 36 + 5 * 24 + 4
+    assert _thin(list(entries), newest - timedelta(hours=6)) == list(entries)
 
 
 @pytest.mark.parametrize(

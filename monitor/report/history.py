@@ -6,12 +6,15 @@ subdirectory: a full or read-only ``state_dir`` leaves nothing new behind, and
 check (temp file, fsync, rename, fsync of the directory, as ``monitor.store.StateStore`` does):
 ``{"version": 1, "monitor": name, "entries": [...]}``, oldest first, one entry per slot (a slot
 checked again replaces its entry). The bound: entries older than ``max_age`` before the newest are
-dropped, and at most ``max_entries`` are kept (defaults 35 days and 10,000 entries: an hourly
-schedule keeps 35 days in 840 entries, about 0.45 MB; a 5-minute one keeps 34.7 days; entries
-are about 530 bytes, so a file stays under about 5.5 MB). A file that cannot be read (not JSON,
-another shape, non-finite numbers, too large) is renamed ``<name>.json.history.corrupt-<UTC time>``
-beside itself with one logged line naming the reason, and the history starts empty; it never
-crashes a check. A write that fails is logged and the history is kept in memory.
+dropped; entries older than ``full_resolution`` (48 h) before the newest are thinned to one an
+hour (the last of each hour), except that an entry whose state differs from the one before it or
+that carries a new outcome look is always kept; then at most ``max_entries`` are kept (defaults
+35 days and 10,000 entries). So any schedule keeps the 35 days the timelines draw: an hourly one
+in 840 entries (about 0.45 MB; entries are about 530 bytes), a 1-minute one in about 3,700
+(2 days at full resolution, then hourly), and a file stays under about 5.5 MB. A file that
+cannot be read (not JSON, another shape, non-finite numbers, too large) is renamed
+``<name>.json.history.corrupt-<UTC time>`` beside itself with one logged line naming the
+reason, and the history starts empty; it never crashes a check. A write that fails is logged and the history is kept in memory.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from typing import Any
 from monitor.verdict import Verdict
 
 __all__ = [
+    "HISTORY_FULL_RESOLUTION",
     "HISTORY_MAX_AGE",
     "HISTORY_MAX_ENTRIES",
     "HistoryStore",
@@ -41,6 +45,7 @@ log = logging.getLogger("monitor")
 
 HISTORY_MAX_ENTRIES = 10_000
 HISTORY_MAX_AGE = timedelta(days=35)
+HISTORY_FULL_RESOLUTION = timedelta(hours=48)
 _MAX_BYTES = 64 * 1024 * 1024
 _VERSION = 1
 
@@ -103,6 +108,24 @@ def _no_constant(text: str) -> float:
     raise ValueError(f"non-finite number {text}")
 
 
+def _thin(entries: list[dict[str, Any]], full_since: datetime) -> list[dict[str, Any]]:
+    """``entries`` (oldest first) with those before ``full_since`` thinned to the last of each
+    hour; an entry that changes the state or carries a new outcome look is always kept.
+    Thinning a thinned history changes nothing."""
+    kept: list[tuple[dict[str, Any], datetime, bool]] = []  # entry, its hour, pinned
+    previous_state: object = None
+    for e in entries:
+        at = _parse_at(e)
+        hour = at.replace(minute=0, second=0, microsecond=0)
+        pinned = at >= full_since or e.get("state") != previous_state or bool(e.get("new_look"))
+        previous_state = e.get("state")
+        if not pinned and kept and not kept[-1][2] and kept[-1][1] == hour:
+            kept[-1] = (e, hour, False)  # the later ordinary entry of an hour replaces the earlier
+        else:
+            kept.append((e, hour, pinned))
+    return [e for e, _, _ in kept]
+
+
 class HistoryStore:
     """Each monitor's bounded check history, in memory and (unless ``directory`` is None) on
     disk; see the module docstring. Thread-safe. ``readonly`` (``monitor report``): never
@@ -114,12 +137,14 @@ class HistoryStore:
         *,
         max_entries: int = HISTORY_MAX_ENTRIES,
         max_age: timedelta = HISTORY_MAX_AGE,
+        full_resolution: timedelta = HISTORY_FULL_RESOLUTION,
         readonly: bool = False,
     ) -> None:
         self.directory = directory
         self.readonly = readonly
         self.max_entries = max_entries
         self.max_age = max_age
+        self.full_resolution = full_resolution
         self._entries: dict[str, list[dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
@@ -143,6 +168,7 @@ class HistoryStore:
             entries.sort(key=_parse_at)
             newest = _parse_at(entries[-1])
             entries = [e for e in entries if newest - _parse_at(e) <= self.max_age]
+            entries = _thin(entries, newest - self.full_resolution)
             entries = entries[-self.max_entries :]
             self._entries[name] = entries
             self._write(name, entries)
@@ -235,6 +261,12 @@ class MemoryHistory(HistoryStore):
     """A history that never touches the disk (the backtest's replay)."""
 
     def __init__(
-        self, *, max_entries: int = HISTORY_MAX_ENTRIES, max_age: timedelta = HISTORY_MAX_AGE
+        self,
+        *,
+        max_entries: int = HISTORY_MAX_ENTRIES,
+        max_age: timedelta = HISTORY_MAX_AGE,
+        full_resolution: timedelta = HISTORY_FULL_RESOLUTION,
     ) -> None:
-        super().__init__(None, max_entries=max_entries, max_age=max_age)
+        super().__init__(
+            None, max_entries=max_entries, max_age=max_age, full_resolution=full_resolution
+        )
