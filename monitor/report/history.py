@@ -14,7 +14,8 @@ in 840 entries (about 0.45 MB; entries are about 530 bytes), a 1-minute one in a
 (2 days at full resolution, then hourly), and a file stays under about 5.5 MB. A file that
 cannot be read (not JSON, another shape, non-finite numbers, too large) is renamed
 ``<name>.json.history.corrupt-<UTC time>`` beside itself with one logged line naming the
-reason, and the history starts empty; it never crashes a check. A write that fails is logged and the history is kept in memory.
+reason, and the history starts empty; it never crashes a check. A write that fails is logged
+and the history is kept in memory.
 """
 
 from __future__ import annotations
