@@ -126,3 +126,30 @@ def test_summary_iv() -> None:
         ks_bracket(summarize([], grid), summarize([1.0], grid))
     with pytest.raises(StatsInputError, match="max_effect"):
         summary_grid(np.array([0.0, 1.0]), [0.5], n_current=3, max_effect=0.0)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    values=st.lists(
+        st.sampled_from([0.0, -0.0, 1.0, 2.5, -3.0, 7.0, 1e-300, 5.0]) | st.floats(-10, 10),
+        min_size=0,
+        max_size=400,
+    ),
+    points=st.lists(st.floats(-8, 8), min_size=1, max_size=12, unique=True),
+)
+def test_both_counting_ways_agree(values: list[float], points: list[float]) -> None:
+    """The sorted-chunk way (chunks of at least 8 grid sizes) and the per-value way give the
+    same cells and zeros, ties and signed zeros included."""
+    from monitor.stats.summary import _cell_counts
+
+    grid = Grid(np.unique(np.asarray([*points, 0.0, 1.0])))
+    x = np.asarray(values, dtype=np.float64)
+    per_value = np.bincount(grid.cells(x), minlength=grid.n_cells)
+    big = np.concatenate([x] * 9) if x.size else x
+    counts, zeros = _cell_counts(big, grid)
+    if big.size >= 8 * grid.points.size:  # the sorted way ran
+        np.testing.assert_array_equal(counts, 9 * per_value)
+        assert zeros == 9 * int(np.count_nonzero(x == 0.0))
+        presorted, zeros_sorted = _cell_counts(np.sort(big), grid)  # the no-sort shortcut
+        np.testing.assert_array_equal(presorted, counts)
+        assert zeros_sorted == zeros
