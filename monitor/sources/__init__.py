@@ -29,7 +29,7 @@ The package, in the order data flows through it::
     footers     parquet footers and row-group timestamp statistics, cached
     partitions  which files and row groups may hold a window; the newest timestamp
     columns     column checks and conversions shared by the readers
-    scores      read_scores
+    scores      read_scores, read_summaries (one row group at a time, on a frozen grid)
     outcomes    read_outcomes, pair_outcomes
     textfiles   parquet or TREC text? and the TREC run / qrels line formats
     ranked      ids as exact bytes (words + fingerprint); placement, duplicates, the join
@@ -57,7 +57,7 @@ from monitor.sources.model import (
 from monitor.sources.outcomes import pair_outcomes, read_outcomes
 from monitor.sources.partitions import latest_timestamp
 from monitor.sources.probe import SourceReport, inspect_source
-from monitor.sources.scores import read_scores
+from monitor.sources.scores import read_scores, read_summaries
 from monitor.sources.writing import write_parquet
 
 __all__ = [
@@ -79,5 +79,6 @@ __all__ = [
     "read_outcomes",
     "read_run_times",
     "read_scores",
+    "read_summaries",
     "write_parquet",
 ]

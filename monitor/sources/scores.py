@@ -1,6 +1,11 @@
-"""Reading the scores of a window."""
+"""Reading the scores of a window: as arrays (``read_scores``) or as mergeable summaries on a
+frozen grid, one row group at a time (``read_summaries``)."""
 
 from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
 
 import numpy as np
 import numpy.typing as npt
@@ -21,45 +26,62 @@ from monitor.sources.columns import (
 )
 from monitor.sources.footers import _opened, _ts_to_ns
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window
-from monitor.sources.partitions import _newest_checked, _plan
-from monitor.sources.paths import _resolve
+from monitor.sources.partitions import _newest_checked, _Plan, _plan
+from monitor.sources.paths import _resolve, _Source
+from monitor.stats import Grid, ScoreSummary, summarize
 
 
-def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = False) -> ScoreWindow:
-    """Read the finite scores whose timestamp is in ``window`` (half-open, UTC).
+@dataclass(frozen=True, slots=True)
+class _Chunk:
+    """One row group's scores in the window: the finite values (with their timestamps and
+    segment codes when asked for), and the rows counted and dropped."""
 
-    Only the row groups whose timestamp statistics overlap the window are read, and only the
-    timestamp, score and segment columns; rows are copied straight into a preallocated float64
-    array (no pandas). ``with_timestamps`` also returns the aligned timestamps (int64 ns, UTC), so
-    a caller can read a long span once and slice it. Raises ``BadValuesError`` when
-    ``dropped / rows > spec.max_invalid_share``. With ``spec.rank_column`` (a full result log)
-    only the rows ranked ``spec.top_rank`` are scores, and only they count as rows.
-    """
+    path: str
+    rows: int
+    null: int
+    nan: int
+    inf: int
+    values: npt.NDArray[np.float64]
+    stamps: npt.NDArray[np.int64] | None
+    codes: npt.NDArray[np.int32] | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Planned:
+    source: _Source
+    plans: list[_Plan]
+    seg_sources: list[str | None]
+    newest: int | None
+
+
+def _prepare(spec: ScoreSpec, window: Window) -> _Planned:
+    """List the files and row groups of ``window`` and check their columns (no data read)."""
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
     source = _resolve(spec.path, spec.prune_partitions)
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
-
-    seg_col = spec.segment_column
     seg_sources = []
     for plan in plans:
         _require_numeric(plan.footer, plan.file, spec.score_column, "score", "score_column")
         if spec.rank_column is not None:
             _require_numeric(plan.footer, plan.file, spec.rank_column, "rank", "rank_column")
-        seg_sources.append(_segment_source(plan.footer, plan.file, seg_col))
+        seg_sources.append(_segment_source(plan.footer, plan.file, spec.segment_column))
+    return _Planned(source, plans, seg_sources, newest)
 
-    capacity = sum(p.capacity for p in plans)
-    values = np.empty(capacity, dtype=np.float64)
-    stamps = np.empty(capacity if with_timestamps else 0, dtype=np.int64)
-    codes = np.empty(capacity if seg_col is not None else 0, dtype=np.int32)
-    labels = _Labels()
-    n = rows = n_null = n_nan = n_inf = 0
-    per_file: dict[str, int] = {}
 
-    for plan, seg_in_file in zip(plans, seg_sources, strict=True):
-        dropped_before = n_null + n_nan + n_inf
-        with _opened(source, plan.file, plan.footer) as pf:
+def _chunks(
+    spec: ScoreSpec,
+    window: Window,
+    planned: _Planned,
+    labels: _Labels,
+    *,
+    with_timestamps: bool,
+) -> Iterator[_Chunk]:
+    """The window's row groups one at a time: memory is one row group's, not the window's."""
+    seg_col = spec.segment_column
+    for plan, seg_in_file in zip(planned.plans, planned.seg_sources, strict=True):
+        with _opened(planned.source, plan.file, plan.footer) as pf:
             for g, inside in zip(plan.groups, plan.inside, strict=True):
                 need_ts = with_timestamps or not inside
                 columns = [spec.score_column]
@@ -82,47 +104,88 @@ def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = Fals
                     mask = top if mask is None else mask & top
                 seg, seg_valid = _segment(table, plan.file, seg_col, labels, table.num_rows)
                 in_rows = table.num_rows if mask is None else int(mask.sum())
-                rows += in_rows
                 keep = mask
                 for extra in (valid, seg_valid):
                     if extra is not None:
                         keep = extra if keep is None else keep & extra
+                null = 0
                 if keep is not None:
-                    n_null += in_rows - int(keep.sum())
+                    null = in_rows - int(keep.sum())
                     score = score[keep]
                 finite = np.isfinite(score)
+                nan = inf = 0
                 if finite.all():
                     take = None
                     kept = score
                 else:
                     bad = score[~finite]
                     nan = int(np.isnan(bad).sum())
-                    n_nan += nan
-                    n_inf += bad.size - nan
+                    inf = bad.size - nan
                     take = finite
                     kept = score[finite]
-                m = kept.size
-                values[n : n + m] = kept
+                stamps = None
                 if with_timestamps:
                     ns = _ts_to_ns(table.column(spec.timestamp_column), plan.unit)
-                    ns = _select(ns, keep, take)
-                    stamps[n : n + m] = ns
-                if seg is not None:
-                    codes[n : n + m] = _select(seg, keep, take)
-                n += m
-        if n_null + n_nan + n_inf > dropped_before:
-            per_file[plan.file.path] = n_null + n_nan + n_inf - dropped_before
+                    stamps = _select(ns, keep, take)
+                codes = None if seg is None else _select(seg, keep, take)
+                yield _Chunk(plan.file.path, in_rows, null, nan, inf, kept, stamps, codes)
 
-    if rows and (n_null + n_nan + n_inf) / rows > spec.max_invalid_share:
+
+def _check_invalid(
+    spec: ScoreSpec,
+    window: Window,
+    rows: int,
+    null: int,
+    nan: int,
+    inf: int,
+    per_file: dict[str, int],
+) -> None:
+    if rows and (null + nan + inf) / rows > spec.max_invalid_share:
         _raise_bad_values(
             "score",
             spec.score_column,
             window,
             rows,
-            {"null": n_null, "NaN": n_nan, "inf": n_inf},
+            {"null": null, "NaN": nan, "inf": inf},
             spec.max_invalid_share,
             per_file,
         )
+
+
+def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = False) -> ScoreWindow:
+    """Read the finite scores whose timestamp is in ``window`` (half-open, UTC).
+
+    Only the row groups whose timestamp statistics overlap the window are read, and only the
+    timestamp, score and segment columns; rows are copied straight into a preallocated float64
+    array (no pandas). ``with_timestamps`` also returns the aligned timestamps (int64 ns, UTC), so
+    a caller can read a long span once and slice it. Raises ``BadValuesError`` when
+    ``dropped / rows > spec.max_invalid_share``. With ``spec.rank_column`` (a full result log)
+    only the rows ranked ``spec.top_rank`` are scores, and only they count as rows.
+    """
+    planned = _prepare(spec, window)
+    seg_col = spec.segment_column
+    capacity = sum(p.capacity for p in planned.plans)
+    values = np.empty(capacity, dtype=np.float64)
+    stamps = np.empty(capacity if with_timestamps else 0, dtype=np.int64)
+    codes = np.empty(capacity if seg_col is not None else 0, dtype=np.int32)
+    labels = _Labels()
+    n = rows = n_null = n_nan = n_inf = 0
+    per_file: dict[str, int] = {}
+    for chunk in _chunks(spec, window, planned, labels, with_timestamps=with_timestamps):
+        rows += chunk.rows
+        n_null += chunk.null
+        n_nan += chunk.nan
+        n_inf += chunk.inf
+        if chunk.null + chunk.nan + chunk.inf:
+            per_file[chunk.path] = per_file.get(chunk.path, 0) + chunk.null + chunk.nan + chunk.inf
+        m = chunk.values.size
+        values[n : n + m] = chunk.values
+        if chunk.stamps is not None:
+            stamps[n : n + m] = chunk.stamps
+        if chunk.codes is not None:
+            codes[n : n + m] = chunk.codes
+        n += m
+    _check_invalid(spec, window, rows, n_null, n_nan, n_inf, per_file)
     values = _shrink(values, n)
     seg_codes: npt.NDArray[np.int32] | None = None
     seg_names: tuple[str, ...] = ()
@@ -138,6 +201,70 @@ def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = Fals
         dropped_nan=n_nan,
         dropped_inf=n_inf,
         dropped_null=n_null,
-        newest_timestamp=None if newest is None else _from_ns(newest),
-        files_read=len(plans),
+        newest_timestamp=None if planned.newest is None else _from_ns(planned.newest),
+        files_read=len(planned.plans),
     )
+
+
+def read_summaries(
+    spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
+) -> dict[tuple[str, int], ScoreSummary]:
+    """The window's scores as mergeable summaries on ``grid``, read one row group at a time
+    (memory is a row group's, whatever the window's length): one per (segment, bucket start in
+    ns since the epoch), the buckets being ``bucket``-long slices of the window from its start
+    (None: one bucket, the whole window); segment "" without a segment column. The same rows,
+    invalid counts and ``BadValuesError`` as ``read_scores``. A row group's null, NaN and
+    infinite scores count in the ``rows`` and ``invalid`` of its first (segment, bucket) (its
+    first bucket of segment 0 when none of its scores is valid): exact over the window,
+    attributed per bucket. ``newest_ns`` is a summary's newest score's timestamp.
+    """
+    if bucket is not None and bucket <= timedelta(0):
+        raise ValueError(f"`bucket` must be a positive duration; got {bucket!r}.")
+    planned = _prepare(spec, window)
+    labels = _Labels()
+    parts: dict[tuple[int, int], list[ScoreSummary]] = {}
+    rows = n_null = n_nan = n_inf = 0
+    per_file: dict[str, int] = {}
+    start = window.start_ns
+    step = None if bucket is None else bucket // timedelta(microseconds=1) * 1_000
+    for chunk in _chunks(spec, window, planned, labels, with_timestamps=True):
+        rows += chunk.rows
+        bad = chunk.null + chunk.nan + chunk.inf
+        n_null += chunk.null
+        n_nan += chunk.nan
+        n_inf += chunk.inf
+        if bad:
+            per_file[chunk.path] = per_file.get(chunk.path, 0) + bad
+        assert chunk.stamps is not None
+        seg = chunk.codes if chunk.codes is not None else np.zeros(chunk.values.size, np.int32)
+        which = (
+            np.zeros(chunk.values.size, dtype=np.int64)
+            if step is None
+            else ((chunk.stamps - start) // step)
+        )
+        key = seg.astype(np.int64) * (1 << 32) + which
+        uniq = np.unique(key)
+        if uniq.size == 0 and bad:  # every row invalid: counted in the window's first bucket
+            parts.setdefault((0, 0), []).append(
+                summarize(np.zeros(0), grid, invalid=bad, newest_ns=None)
+            )
+        for k in uniq.tolist():
+            sel = key == k if uniq.size > 1 else slice(None)
+            s_code, b = divmod(int(k), 1 << 32)
+            # invalid rows are not in any bucket's cells; they count in the chunk's first part
+            part = summarize(
+                chunk.values[sel],
+                grid,
+                invalid=bad if k == uniq[0] else 0,
+                newest_ns=int(chunk.stamps[sel].max()) if chunk.values.size else None,
+            )
+            parts.setdefault((s_code, b), []).append(part)
+    _check_invalid(spec, window, rows, n_null, n_nan, n_inf, per_file)
+    names = labels.names() if spec.segment_column is not None else [""]
+    out: dict[tuple[str, int], ScoreSummary] = {}
+    for (s_code, b), pieces in sorted(parts.items()):
+        total = pieces[0]
+        for piece in pieces[1:]:
+            total = total + piece
+        out[(names[s_code], start + b * (step or 0))] = total
+    return out

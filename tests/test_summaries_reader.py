@@ -1,0 +1,157 @@
+"""``read_summaries`` (issue 13): a window's scores as mergeable summaries, one row group at a
+time, against ``summarize`` of what ``read_scores`` returns for the same files and window."""
+
+from __future__ import annotations
+
+import tracemalloc
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor.errors import BadValuesError
+from monitor.sources import (
+    ScoreSpec,
+    Window,
+    clear_cache,
+    read_scores,
+    read_summaries,
+    write_parquet,
+)
+from monitor.stats import Grid, build_baseline, summarize, summary_grid
+
+T0 = datetime(2026, 11, 23, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+
+
+def _tree(root: Path, *, hours: int = 30, per_hour: int = 400, seed: int = 5) -> None:
+    """Hive partitions by day, a file per 6 hours in 3 row groups, a segment column, and null,
+    NaN and infinite scores among the rows."""
+    g = np.random.default_rng(seed)
+    n = hours * per_hour
+    ts = np.datetime64(T0.replace(tzinfo=None), "us") + (
+        np.sort(g.integers(0, hours * 3_600_000_000, n)).astype("timedelta64[us]")
+    )
+    score = g.lognormal(-1, 0.8, n)
+    score[g.random(n) < 0.2] = 0.0
+    score[g.random(n) < 0.01] = np.nan
+    score[g.random(n) < 0.005] = np.inf
+    segment = g.choice(np.array(["de", "en", "fr"]), size=n)
+    six = (ts - ts[0]).astype("timedelta64[h]").astype(np.int64) // 6
+    for k in np.unique(six):
+        sel = six == k
+        day = str(ts[sel][0].astype("datetime64[D]"))
+        write_parquet(
+            root / f"date={day}" / f"part-{k:02d}.parquet",
+            {"timestamp": ts[sel], "score": score[sel], "segment": segment[sel]},
+            row_group_size=max(1, int(sel.sum()) // 3),
+        )
+
+
+def _grid(spec: ScoreSpec, window: Window) -> Grid:
+    ref = read_scores(spec, window).values
+    baseline = build_baseline(ref)
+    return summary_grid(baseline.sorted_reference, baseline.edges, n_current=ref.size)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    clear_cache()
+    _tree(tmp_path / "scores")
+    return tmp_path / "scores"
+
+
+def test_window_summaries_equal_summarize_of_read_scores(tree: Path) -> None:
+    spec = ScoreSpec(path=str(tree), segment_column="segment", max_invalid_share=0.1)
+    window = Window(start=T0 + 3 * HOUR + timedelta(minutes=17), end=T0 + 27 * HOUR)
+    grid = _grid(spec, Window(start=T0, end=T0 + 30 * HOUR))
+    got = read_summaries(spec, window, grid)
+    scores = read_scores(spec, window, with_timestamps=True)
+    names = np.asarray(scores.segment_names)[scores.segment_codes]
+    assert {s for s, _ in got} == set(scores.segment_names)
+    for (segment, start), summary in got.items():
+        assert start == window.start_ns
+        expected = summarize(scores.values[names == segment], grid)
+        np.testing.assert_array_equal(summary.counts, expected.counts)
+        assert summary.zeros == expected.zeros
+    total = sum(got.values(), start=summarize(np.zeros(0), grid))
+    dropped = scores.dropped_null + scores.dropped_nan + scores.dropped_inf
+    assert dropped > 0
+    assert (total.rows, total.invalid) == (scores.rows, dropped)
+    assert scores.timestamps is not None
+    assert total.newest_ns == int(scores.timestamps.max())
+
+
+def test_hourly_buckets_hold_their_hours_and_sum_to_the_window(tree: Path) -> None:
+    spec = ScoreSpec(path=str(tree), max_invalid_share=0.1)
+    window = Window(start=T0 + 2 * HOUR, end=T0 + 8 * HOUR)
+    grid = _grid(spec, window)
+    got = read_summaries(spec, window, grid, bucket=HOUR)
+    assert sorted(start for _, start in got) == [
+        window.start_ns + k * 3_600_000_000_000 for k in range(6)
+    ]
+    for (_, start), summary in got.items():
+        hour = Window(
+            start=datetime.fromtimestamp(start / 1e9, UTC),
+            end=datetime.fromtimestamp(start / 1e9, UTC) + HOUR,
+        )
+        np.testing.assert_array_equal(
+            summary.counts, summarize(read_scores(spec, hour).values, grid).counts
+        )
+    whole = read_summaries(spec, window, grid)[("", window.start_ns)]
+    merged = sum(got.values(), start=summarize(np.zeros(0), grid))
+    np.testing.assert_array_equal(merged.counts, whole.counts)
+    assert (merged.rows, merged.invalid) == (whole.rows, whole.invalid)
+
+
+def test_a_late_file_changes_only_its_bucket(tree: Path) -> None:
+    spec = ScoreSpec(path=str(tree), max_invalid_share=0.1)
+    window = Window(start=T0, end=T0 + 6 * HOUR)
+    grid = _grid(spec, window)
+    before = read_summaries(spec, window, grid, bucket=HOUR)
+    late = np.datetime64((T0 + 4 * HOUR).replace(tzinfo=None), "us") + np.arange(50).astype(
+        "timedelta64[s]"
+    )
+    write_parquet(
+        tree / "date=2026-11-23" / "late.parquet",
+        {"timestamp": late, "score": np.full(50, 9.0), "segment": np.full(50, "en")},
+    )
+    clear_cache()
+    after = read_summaries(spec, window, grid, bucket=HOUR)
+    changed = [key for key in before if not np.array_equal(before[key].counts, after[key].counts)]
+    assert changed == [("", window.start_ns + 4 * 3_600_000_000_000)]
+
+
+def test_too_many_invalid_scores_raise_as_read_scores_does(tree: Path) -> None:
+    spec = ScoreSpec(path=str(tree), max_invalid_share=0.001)
+    window = Window(start=T0, end=T0 + 6 * HOUR)
+    grid = Grid(np.array([0.0, 1.0]))
+    with pytest.raises(BadValuesError) as ours:
+        read_summaries(spec, window, grid)
+    with pytest.raises(BadValuesError) as theirs:
+        read_scores(spec, window)
+    assert str(ours.value) == str(theirs.value)
+
+
+def test_memory_is_a_row_group_not_the_window(tmp_path: Path) -> None:
+    """2M scores in 40 row groups: the summaries' peak allocations stay near one row group's,
+    far below the window's values (16 MB)."""
+    g = np.random.default_rng(1)
+    n, groups = 2_000_000, 40
+    ts = np.datetime64(T0.replace(tzinfo=None), "us") + np.arange(n).astype("timedelta64[ms]")
+    write_parquet(
+        tmp_path / "big.parquet",
+        {"timestamp": ts, "score": g.random(n)},
+        row_group_size=n // groups,
+    )
+    spec = ScoreSpec(path=str(tmp_path / "big.parquet"))
+    window = Window(start=T0, end=T0 + timedelta(hours=1))
+    grid = Grid(np.linspace(0, 1, 101))
+    read_summaries(spec, window, grid)  # footers cached
+    tracemalloc.start()
+    got = read_summaries(spec, window, grid)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sum(s.n for s in got.values()) == n
+    assert peak < 16_000_000 / 4, peak
