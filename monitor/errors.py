@@ -7,6 +7,7 @@
     ├── StatsInputError        a statistics function was misused (bad shape, NaN, bad option)
     │   └── ConflictingJudgmentsError  one (query, document) judged twice with different grades
     ├── InsufficientDataError  too little data to decide: a state (`insufficient_data`), not a bug
+    ├── EngineUnavailableError an engine (Dask, Spark) cannot be reached or is not installed
     └── SourceError            a log could not be read as the data contract says (state `error`)
         ├── SourceNotFoundError    path, glob or URI matches nothing
         ├── SourcePermissionError  a file exists but may not be read
@@ -25,6 +26,7 @@ __all__ = [
     "ConfigError",
     "ConflictingJudgmentsError",
     "CorruptFileError",
+    "EngineUnavailableError",
     "InsufficientDataError",
     "MonitorError",
     "SchemaError",
@@ -78,6 +80,18 @@ class InsufficientDataError(MonitorError):
         self.needed = needed
         self.got = got
         super().__init__(message)
+
+
+class EngineUnavailableError(MonitorError):
+    """An engine cannot be used: its scheduler is unreachable, or its library is missing. The
+    monitor's state becomes ``error``, naming the engine and its address (never a silent fall
+    back to another engine)."""
+
+    def __init__(self, kind: str, address: str, reason: str) -> None:
+        self.kind = kind
+        self.address = address
+        self.reason = reason
+        super().__init__(f"{kind} engine at {address!r} is unavailable: {reason}")
 
 
 class SourceError(MonitorError):

@@ -21,6 +21,8 @@ OWNERS = {
     "apscheduler": "monitor/daemon.py",
     "yaml": "monitor/webconfig.py",
     "bcrypt": "monitor/server.py",
+    "dask": "monitor/engines/dask.py",
+    "distributed": "monitor/engines/dask.py",
 }
 
 

@@ -57,7 +57,14 @@ from monitor.sources.model import (
 from monitor.sources.outcomes import pair_outcomes, read_outcomes
 from monitor.sources.partitions import latest_timestamp
 from monitor.sources.probe import SourceReport, inspect_source
-from monitor.sources.scores import read_scores, read_summaries
+from monitor.sources.scores import (
+    SummaryPart,
+    check_summary_part,
+    read_scores,
+    read_summaries,
+    read_summary_part,
+    window_files,
+)
 from monitor.sources.writing import write_parquet
 
 __all__ = [
@@ -69,7 +76,9 @@ __all__ = [
     "ScoreSpec",
     "ScoreWindow",
     "SourceReport",
+    "SummaryPart",
     "Window",
+    "check_summary_part",
     "clear_cache",
     "inspect_source",
     "judgments_version",
@@ -80,5 +89,7 @@ __all__ = [
     "read_run_times",
     "read_scores",
     "read_summaries",
+    "read_summary_part",
+    "window_files",
     "write_parquet",
 ]

@@ -206,6 +206,44 @@ def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = Fals
     )
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryPart:
+    """``read_summaries`` of some of a window's files, before the window's invalid-share check:
+    the summaries, and the rows and null / NaN / infinite counts behind them (also per file),
+    so that parts read apart (an engine's tasks) add up to the window exactly."""
+
+    summaries: dict[tuple[str, int], ScoreSummary]
+    rows: int
+    null: int
+    nan: int
+    inf: int
+    per_file: dict[str, int]
+    unplaced: int = 0  # invalid rows of row groups without one valid score: in no summary
+
+    def __add__(self, other: SummaryPart) -> SummaryPart:
+        merged = dict(self.summaries)
+        for key, summary in other.summaries.items():
+            merged[key] = merged[key] + summary if key in merged else summary
+        per_file = dict(self.per_file)
+        for path, k in other.per_file.items():
+            per_file[path] = per_file.get(path, 0) + k
+        return SummaryPart(
+            dict(sorted(merged.items())),
+            self.rows + other.rows,
+            self.null + other.null,
+            self.nan + other.nan,
+            self.inf + other.inf,
+            per_file,
+            self.unplaced + other.unplaced,
+        )
+
+
+def window_files(spec: ScoreSpec, window: Window) -> list[str]:
+    """The files that may hold rows of ``window`` (after hive and statistics pruning), each
+    once, in order: what an engine hands out to its tasks."""
+    return [p.file.path for p in _prepare(spec, window).plans]
+
+
 def read_summaries(
     spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
 ) -> dict[tuple[str, int], ScoreSummary]:
@@ -214,16 +252,45 @@ def read_summaries(
     ns since the epoch), the buckets being ``bucket``-long slices of the window from its start
     (None: one bucket, the whole window); segment "" without a segment column. The same rows,
     invalid counts and ``BadValuesError`` as ``read_scores``. A row group's null, NaN and
-    infinite scores count in the ``rows`` and ``invalid`` of its first (segment, bucket) (its
-    first bucket of segment 0 when none of its scores is valid): exact over the window,
-    attributed per bucket. ``newest_ns`` is a summary's newest score's timestamp.
+    infinite scores count in the ``rows`` and ``invalid`` of its first (segment name, bucket),
+    the same whichever engine or partitioning reads it (a row group without one valid score
+    counts in none: ``read_summary_part``'s ``unplaced``); ``newest_ns`` is a summary's newest
+    score's timestamp.
     """
+    part = read_summary_part(spec, window, grid, bucket=bucket)
+    check_summary_part(spec, window, part)
+    return part.summaries
+
+
+def check_summary_part(spec: ScoreSpec, window: Window, part: SummaryPart) -> None:
+    """``BadValuesError`` when the window's invalid share exceeds ``max_invalid_share``."""
+    _check_invalid(spec, window, part.rows, part.null, part.nan, part.inf, part.per_file)
+
+
+def read_summary_part(
+    spec: ScoreSpec,
+    window: Window,
+    grid: Grid,
+    *,
+    bucket: timedelta | None = None,
+    files: frozenset[str] | None = None,
+) -> SummaryPart:
+    """``read_summaries`` of the window's ``files`` only (None: all), without the window's
+    invalid-share check (the caller adds the parts up and checks once)."""
     if bucket is not None and bucket <= timedelta(0):
         raise ValueError(f"`bucket` must be a positive duration; got {bucket!r}.")
     planned = _prepare(spec, window)
+    if files is not None:
+        keep = [i for i, p in enumerate(planned.plans) if p.file.path in files]
+        planned = _Planned(
+            planned.source,
+            [planned.plans[i] for i in keep],
+            [planned.seg_sources[i] for i in keep],
+            planned.newest,
+        )
     labels = _Labels()
     parts: dict[tuple[int, int], list[ScoreSummary]] = {}
-    rows = n_null = n_nan = n_inf = 0
+    rows = n_null = n_nan = n_inf = orphan = 0
     per_file: dict[str, int] = {}
     start = window.start_ns
     step = None if bucket is None else bucket // timedelta(microseconds=1) * 1_000
@@ -244,27 +311,32 @@ def read_summaries(
         )
         key = seg.astype(np.int64) * (1 << 32) + which
         uniq = np.unique(key)
-        if uniq.size == 0 and bad:  # every row invalid: counted in the window's first bucket
-            parts.setdefault((0, 0), []).append(
-                summarize(np.zeros(0), grid, invalid=bad, newest_ns=None)
-            )
+        if uniq.size == 0:  # every row invalid: in no summary (``SummaryPart.unplaced``)
+            orphan += bad
+            continue
+        # the row group's invalid scores count in its first (segment name, bucket): an order
+        # of names, not of codes, so every engine's tasks attribute them alike
+        names_now = labels.names()
+        first = min(
+            uniq.tolist(),
+            key=lambda k: (names_now[k >> 32] if spec.segment_column is not None else "", k),
+        )
         for k in uniq.tolist():
             sel = key == k if uniq.size > 1 else slice(None)
             s_code, b = divmod(int(k), 1 << 32)
-            # invalid rows are not in any bucket's cells; they count in the chunk's first part
             part = summarize(
                 chunk.values[sel],
                 grid,
-                invalid=bad if k == uniq[0] else 0,
-                newest_ns=int(chunk.stamps[sel].max()) if chunk.values.size else None,
+                invalid=bad if k == first else 0,
+                newest_ns=int(chunk.stamps[sel].max()),
             )
             parts.setdefault((s_code, b), []).append(part)
-    _check_invalid(spec, window, rows, n_null, n_nan, n_inf, per_file)
     names = labels.names() if spec.segment_column is not None else [""]
     out: dict[tuple[str, int], ScoreSummary] = {}
-    for (s_code, b), pieces in sorted(parts.items()):
+    for (s_code, b), pieces in parts.items():
         total = pieces[0]
         for piece in pieces[1:]:
             total = total + piece
-        out[(names[s_code], start + b * (step or 0))] = total
-    return out
+        key2 = (names[s_code], start + b * (step or 0))
+        out[key2] = out[key2] + total if key2 in out else total
+    return SummaryPart(dict(sorted(out.items())), rows, n_null, n_nan, n_inf, per_file, orphan)

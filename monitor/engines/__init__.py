@@ -1,0 +1,51 @@
+"""Where a window's score summaries are computed: in process, or on a Dask cluster.
+
+Every engine returns the same ``monitor.sources.SummaryPart`` for the same files and window,
+bit for bit (integer counts added up: the order and the partitioning do not matter); tests
+check that with ``np.array_equal`` across engines. The files are planned on the caller's side
+by ``monitor.sources`` (hive and statistics pruning, half-open windows, timestamp units), and
+each task reads its files with the same reader, so every engine filters, counts invalid
+scores and names segments identically::
+
+    Engine        the protocol: summaries(spec, window, grid, bucket=) -> SummaryPart
+    local         LocalEngine: in process, one row group at a time
+    dask          DaskEngine: one task per file on a distributed scheduler or a LocalCluster
+                  (the only importer of dask and distributed: the optional extra .[dask])
+
+Spark is not built yet (issue 13).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Protocol
+
+from monitor.engines.local import LocalEngine
+from monitor.sources import ScoreSpec, SummaryPart, Window
+from monitor.stats import Grid
+
+__all__ = ["Engine", "LocalEngine", "make_engine"]
+
+
+class Engine(Protocol):
+    """Computes the summaries of a window's scores (see the package docstring)."""
+
+    kind: str
+
+    def summaries(
+        self, spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
+    ) -> SummaryPart: ...
+
+    def close(self) -> None: ...
+
+
+def make_engine(kind: str, *, dask_address: str = "local") -> Engine:
+    """An engine by kind: ``"local"`` or ``"dask"`` (``dask_address``: a scheduler address,
+    or ``"local"`` to start a LocalCluster of two worker processes on 127.0.0.1)."""
+    if kind == "local":
+        return LocalEngine()
+    if kind == "dask":
+        from monitor.engines.dask import DaskEngine
+
+        return DaskEngine(dask_address)
+    raise ValueError(f"`kind` must be 'local' or 'dask'; got {kind!r}.")

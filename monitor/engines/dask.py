@@ -1,0 +1,102 @@
+"""The Dask engine: one task per file of the window on a ``distributed`` scheduler.
+
+The caller plans the window's files (``window_files``: the same pruning as every reader); each
+task runs ``read_summary_part`` for its file on a worker, which needs the monitor installed
+(numpy and pyarrow only); the parts are added on the caller's side and the window's
+invalid-share is checked once, as the local engine does. ``address = "local"`` starts a
+``LocalCluster`` of two single-threaded worker processes bound to 127.0.0.1 with no dashboard
+(for trying it out and for the tests); any other address is a running scheduler, and one that
+cannot be reached within ``timeout`` is an ``EngineUnavailableError`` naming it, never a
+silent fall back to the local engine. This module is the only importer of dask and
+distributed (the optional extra ``.[dask]``).
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from monitor.errors import EngineUnavailableError
+from monitor.sources import (
+    ScoreSpec,
+    SummaryPart,
+    Window,
+    check_summary_part,
+    read_summary_part,
+    window_files,
+)
+from monitor.stats import Grid
+
+__all__ = ["DaskEngine"]
+
+
+def _part(
+    spec: ScoreSpec, window: Window, grid: Grid, bucket: timedelta | None, path: str
+) -> SummaryPart:
+    return read_summary_part(spec, window, grid, bucket=bucket, files=frozenset([path]))
+
+
+class DaskEngine:
+    """Summaries computed by Dask workers, one file per task."""
+
+    kind = "dask"
+
+    def __init__(self, address: str = "local", *, timeout: float = 10.0) -> None:
+        try:
+            import distributed
+        except ImportError as exc:  # the optional extra is missing
+            raise EngineUnavailableError(
+                "dask", address, "dask and distributed are not installed: pip install '.[dask]'"
+            ) from exc
+        # distributed is only partly typed: its entry points are handled as Any
+        client_cls: Any = distributed.Client
+        cluster_cls: Any = distributed.LocalCluster
+        self.address = address
+        self._cluster: Any = None
+        self._client: Any = None
+        try:
+            if address == "local":
+                self._cluster = cluster_cls(
+                    n_workers=2,
+                    threads_per_worker=1,
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                )
+                self._client = client_cls(self._cluster, timeout=timeout)
+            else:
+                self._client = client_cls(address, timeout=timeout)
+        except (OSError, TimeoutError) as exc:
+            self.close()
+            raise EngineUnavailableError("dask", address, f"{type(exc).__name__}: {exc}") from exc
+
+    def summaries(
+        self, spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
+    ) -> SummaryPart:
+        files = window_files(spec, window)
+        if not files:
+            part = read_summary_part(spec, window, grid, bucket=bucket)
+        else:
+            futures = self._client.map(
+                _part,
+                [spec] * len(files),
+                [window] * len(files),
+                [grid] * len(files),
+                [bucket] * len(files),
+                files,
+                pure=False,
+            )
+            parts = self._client.gather(futures)
+            part = parts[0]
+            for other in parts[1:]:
+                part = part + other
+        check_summary_part(spec, window, part)
+        return part
+
+    def close(self) -> None:
+        if self._client is not None:
+            self._client.close()
+            self._client = None
+        if self._cluster is not None:
+            self._cluster.close()
+            self._cluster = None

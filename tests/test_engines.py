@@ -1,0 +1,99 @@
+"""Engines (issue 13): the same summaries in process and on a real Dask ``LocalCluster`` (two
+worker processes on 127.0.0.1, no dashboard), compared with ``np.array_equal``."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor.engines import LocalEngine, make_engine
+from monitor.errors import EngineUnavailableError
+from monitor.sources import ScoreSpec, SummaryPart, Window, clear_cache, write_parquet
+from monitor.stats import Grid, build_baseline, summary_grid
+from tests.test_summaries_reader import HOUR, T0, _tree
+
+pytestmark = [pytest.mark.engines, pytest.mark.integration]
+
+
+def _same(a: SummaryPart, b: SummaryPart) -> None:
+    assert list(a.summaries) == list(b.summaries)
+    for key, x in a.summaries.items():
+        y = b.summaries[key]
+        assert np.array_equal(x.counts, y.counts), key
+        assert (x.rows, x.invalid, x.zeros, x.newest_ns) == (
+            y.rows,
+            y.invalid,
+            y.zeros,
+            y.newest_ns,
+        )
+    assert (a.rows, a.null, a.nan, a.inf, a.per_file) == (b.rows, b.null, b.nan, b.inf, b.per_file)
+
+
+@pytest.fixture(scope="module")
+def dask_engine():  # type: ignore[no-untyped-def]
+    pytest.importorskip("distributed", reason="the optional extra .[dask] is not installed")
+    engine = make_engine("dask", dask_address="local")
+    yield engine
+    engine.close()
+
+
+def test_dask_summaries_equal_local_ones(tmp_path: Path, dask_engine) -> None:  # type: ignore[no-untyped-def]
+    clear_cache()
+    root = tmp_path / "scores"
+    _tree(root)
+    spec = ScoreSpec(path=str(root), segment_column="segment", max_invalid_share=0.1)
+    everything = Window(start=T0, end=T0 + 30 * HOUR)
+    from monitor.sources import read_scores
+
+    ref = read_scores(spec, everything).values
+    b = build_baseline(ref)
+    grid = summary_grid(b.sorted_reference, b.edges, n_current=ref.size)
+    local = LocalEngine()
+    for window, bucket in (
+        (Window(start=T0 + 3 * HOUR + timedelta(minutes=17), end=T0 + 27 * HOUR), None),
+        (Window(start=T0 + 20 * HOUR, end=T0 + 30 * HOUR), HOUR),  # across the day partitions
+        (Window(start=T0 + 40 * HOUR, end=T0 + 41 * HOUR), None),  # pruned: no file at all
+    ):
+        _same(
+            local.summaries(spec, window, grid, bucket=bucket),
+            dask_engine.summaries(spec, window, grid, bucket=bucket),
+        )
+    # a late file: both engines see it
+    late = np.datetime64((T0 + 4 * HOUR).replace(tzinfo=None), "us") + np.arange(50).astype(
+        "timedelta64[s]"
+    )
+    write_parquet(
+        root / "date=2026-11-23" / "late.parquet",
+        {"timestamp": late, "score": np.full(50, np.nan), "segment": np.full(50, "en")},
+    )
+    clear_cache()
+    window = Window(start=T0, end=T0 + 6 * HOUR)
+    ours, theirs = (
+        local.summaries(spec, window, grid, bucket=HOUR),
+        dask_engine.summaries(spec, window, grid, bucket=HOUR),
+    )
+    _same(ours, theirs)
+    assert ours.per_file[str(root / "date=2026-11-23" / "late.parquet")] == 50
+
+
+def test_an_unreachable_scheduler_is_an_error_naming_it() -> None:
+    pytest.importorskip("distributed", reason="the optional extra .[dask] is not installed")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    from monitor.engines.dask import DaskEngine
+
+    with pytest.raises(EngineUnavailableError) as info:
+        DaskEngine(address, timeout=2.0)
+    assert address in str(info.value)
+
+
+def test_an_unknown_engine_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="'local' or 'dask'"):
+        make_engine("ray")
+    assert isinstance(Grid(np.array([0.0])), Grid)
