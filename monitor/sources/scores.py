@@ -303,6 +303,15 @@ def read_summary_part(
         if bad:
             per_file[chunk.path] = per_file.get(chunk.path, 0) + bad
         assert chunk.stamps is not None
+        if chunk.codes is None and step is None:  # one part: no keys to split by
+            if chunk.values.size == 0:
+                orphan += bad
+                continue
+            newest = int(chunk.stamps.max())
+            parts.setdefault((0, 0), []).append(
+                summarize(chunk.values, grid, invalid=bad, newest_ns=newest)
+            )
+            continue
         seg = chunk.codes if chunk.codes is not None else np.zeros(chunk.values.size, np.int32)
         which = (
             np.zeros(chunk.values.size, dtype=np.int64)
