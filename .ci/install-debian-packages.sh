@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs the Debian packages the integration tests need, when they are missing:
 # prometheus (prometheus, promtool), prometheus-alertmanager (alertmanager, amtool) and
-# chromium (the headless browser tests/test_browser.py loads the HTML pages in).
+# chromium (the headless browser tests/test_browser.py loads the HTML pages in) and Java 17
+# (openjdk-17-jre-headless: the Spark engine's JVM, tests/test_engines.py).
 set -euo pipefail
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/dev/null 2>&1 \
   || missing+=(prometheus-alertmanager)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

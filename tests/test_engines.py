@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from monitor.engines import LocalEngine, make_engine
-from monitor.errors import EngineUnavailableError
+from monitor.errors import EngineUnavailableError, SourceError
 from monitor.sources import ScoreSpec, SummaryPart, Window, clear_cache, write_parquet
 from monitor.stats import Grid, build_baseline, summary_grid
 from tests.test_summaries_reader import HOUR, T0, _tree
@@ -93,7 +93,45 @@ def test_an_unreachable_scheduler_is_an_error_naming_it() -> None:
     assert address in str(info.value)
 
 
+@pytest.fixture(scope="module")
+def spark_engine():  # type: ignore[no-untyped-def]
+    pytest.importorskip("pyspark", reason="the optional extra .[spark] is not installed")
+    engine = make_engine("spark", spark_master="local[2]")
+    yield engine
+    engine.close()
+
+
+def test_spark_summaries_equal_local_ones(tmp_path: Path, spark_engine) -> None:  # type: ignore[no-untyped-def]
+    clear_cache()
+    root = tmp_path / "scores"
+    _tree(root)
+    spec = ScoreSpec(path=str(root), segment_column="segment", max_invalid_share=0.1)
+    from monitor.sources import read_scores
+
+    ref = read_scores(spec, Window(start=T0, end=T0 + 30 * HOUR)).values
+    b = build_baseline(ref)
+    grid = summary_grid(b.sorted_reference, b.edges, n_current=ref.size)
+    local = LocalEngine()
+    for window, bucket in (
+        (Window(start=T0 + 3 * HOUR + timedelta(minutes=17), end=T0 + 27 * HOUR), None),
+        (Window(start=T0 + 20 * HOUR, end=T0 + 30 * HOUR), HOUR),
+    ):
+        _same(
+            local.summaries(spec, window, grid, bucket=bucket),
+            spark_engine.summaries(spec, window, grid, bucket=bucket),
+        )
+    # a bad file is the same SourceError, with the same message, on both engines
+    (root / "date=2026-11-23" / "broken.parquet").write_bytes(b"PAR1 not really")
+    clear_cache()
+    window = Window(start=T0, end=T0 + 6 * HOUR)
+    with pytest.raises(SourceError) as ours:
+        local.summaries(spec, window, grid)
+    with pytest.raises(SourceError) as theirs:
+        spark_engine.summaries(spec, window, grid)
+    assert str(theirs.value) == str(ours.value)
+
+
 def test_an_unknown_engine_kind_is_refused() -> None:
-    with pytest.raises(ValueError, match="'local' or 'dask'"):
+    with pytest.raises(ValueError, match="'local', 'dask' or 'spark'"):
         make_engine("ray")
     assert isinstance(Grid(np.array([0.0])), Grid)

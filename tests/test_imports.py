@@ -23,6 +23,7 @@ OWNERS = {
     "bcrypt": "monitor/server.py",
     "dask": "monitor/engines/dask.py",
     "distributed": "monitor/engines/dask.py",
+    "pyspark": "monitor/engines/spark.py",
 }
 
 

@@ -11,8 +11,8 @@ scores and names segments identically::
     local         LocalEngine: in process, one row group at a time
     dask          DaskEngine: one task per file on a distributed scheduler or a LocalCluster
                   (the only importer of dask and distributed: the optional extra .[dask])
-
-Spark is not built yet (issue 13).
+    spark         SparkEngine: one task per file through mapInArrow, in a SparkSession or over
+                  Spark Connect (the only importer of pyspark: the optional extra .[spark])
 """
 
 from __future__ import annotations
@@ -39,13 +39,24 @@ class Engine(Protocol):
     def close(self) -> None: ...
 
 
-def make_engine(kind: str, *, dask_address: str = "local") -> Engine:
-    """An engine by kind: ``"local"`` or ``"dask"`` (``dask_address``: a scheduler address,
-    or ``"local"`` to start a LocalCluster of two worker processes on 127.0.0.1)."""
+def make_engine(
+    kind: str,
+    *,
+    dask_address: str = "local",
+    spark_master: str = "local[2]",
+    spark_remote: str | None = None,
+) -> Engine:
+    """An engine by kind: ``"local"``, ``"dask"`` (``dask_address``: a scheduler address, or
+    ``"local"`` to start a LocalCluster of two worker processes on 127.0.0.1) or ``"spark"``
+    (``spark_master``, or ``spark_remote`` = ``"sc://host:15002"`` for Spark Connect)."""
     if kind == "local":
         return LocalEngine()
     if kind == "dask":
         from monitor.engines.dask import DaskEngine
 
         return DaskEngine(dask_address)
-    raise ValueError(f"`kind` must be 'local' or 'dask'; got {kind!r}.")
+    if kind == "spark":
+        from monitor.engines.spark import SparkEngine
+
+        return SparkEngine(spark_master, remote=spark_remote)
+    raise ValueError(f"`kind` must be 'local', 'dask' or 'spark'; got {kind!r}.")

@@ -1,0 +1,124 @@
+"""The Spark engine: one task per file of the window, in a SparkSession (``local[2]``, a cluster
+master) or over Spark Connect (``sc://host:15002``).
+
+As on Dask, the caller plans the window's files with ``monitor.sources``; the files become a
+one-column DataFrame of paths, and ``mapInArrow`` runs the monitor's own ``read_summary_part``
+for each path on an executor (which needs the monitor, numpy and pyarrow installed; the
+function ships by value). A part, or the ``MonitorError`` its reader raised, comes back
+pickled, so a bad file is the same ``SourceError`` with the same message as on the local
+engine. The parts are added and the window's invalid share checked on the caller's side. A
+session that cannot start is an ``EngineUnavailableError`` naming the master or remote. In
+``local`` masters the driver binds 127.0.0.1, the UI is off and the session time zone is UTC;
+the executors' Python is this interpreter. This module is the only importer of pyspark (the
+optional extra ``.[spark]``, with Java 17: Debian's ``openjdk-17-jre-headless``).
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from monitor.errors import EngineUnavailableError
+from monitor.sources import (
+    ScoreSpec,
+    SummaryPart,
+    Window,
+    check_summary_part,
+    read_summary_part,
+    window_files,
+)
+from monitor.stats import Grid
+
+__all__ = ["SparkEngine"]
+
+
+class SparkEngine:
+    """Summaries computed by Spark executors, one file per task."""
+
+    kind = "spark"
+
+    def __init__(self, master: str = "local[2]", *, remote: str | None = None) -> None:
+        self.address = remote if remote is not None else master
+        try:
+            from pyspark.sql import SparkSession
+        except ImportError as exc:
+            raise EngineUnavailableError(
+                "spark", self.address, "pyspark is not installed: pip install '.[spark]'"
+            ) from exc
+        if remote is None:
+            # executors' Python: this interpreter (PATH's python3 lacks the monitor's packages);
+            # a local master binds the loopback address only
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            if master.startswith("local"):
+                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder: Any = SparkSession.builder.appName("retrieval-monitor")
+        if remote is not None:
+            builder = builder.remote(remote)
+        else:
+            builder = builder.master(master).config("spark.pyspark.python", sys.executable)
+            if master.startswith("local"):
+                builder = (
+                    builder.config("spark.driver.bindAddress", "127.0.0.1")
+                    .config("spark.driver.host", "127.0.0.1")
+                    .config("spark.ui.enabled", "false")
+                )
+        builder = builder.config("spark.sql.session.timeZone", "UTC").config(
+            "spark.ui.showConsoleProgress", "false"
+        )
+        try:
+            self._spark: Any = builder.getOrCreate()
+        except Exception as exc:  # py4j / JVM start-up errors have no common base class
+            raise EngineUnavailableError(
+                "spark", self.address, f"{type(exc).__name__}: {exc}"
+            ) from exc
+
+    def summaries(
+        self, spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
+    ) -> SummaryPart:
+        files = window_files(spec, window)
+        if not files:
+            part = read_summary_part(spec, window, grid, bucket=bucket)
+            check_summary_part(spec, window, part)
+            return part
+        payload = pickle.dumps((spec, window, grid, bucket))
+
+        def summarize_paths(batches: Iterator[Any]) -> Iterator[Any]:
+            import pickle
+
+            import pyarrow as pa
+
+            from monitor.errors import MonitorError
+            from monitor.sources import read_summary_part
+
+            spec_, window_, grid_, bucket_ = pickle.loads(payload)
+            for batch in batches:
+                for path in batch.column(0).to_pylist():
+                    try:
+                        out: object = read_summary_part(
+                            spec_, window_, grid_, bucket=bucket_, files=frozenset([path])
+                        )
+                    except MonitorError as exc:  # raised again on the driver, unchanged
+                        out = exc
+                    yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(out)}])
+
+        frame = self._spark.createDataFrame([(f,) for f in files], "path string")
+        frame = frame.repartition(len(files))
+        rows = frame.mapInArrow(summarize_paths, "part binary").collect()
+        parts: list[SummaryPart] = []
+        for row in rows:
+            got = pickle.loads(row.part)
+            if isinstance(got, BaseException):
+                raise got
+            parts.append(got)
+        part = parts[0]
+        for other in parts[1:]:
+            part = part + other
+        check_summary_part(spec, window, part)
+        return part
+
+    def close(self) -> None:
+        self._spark.stop()
