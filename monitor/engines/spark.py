@@ -15,10 +15,10 @@ optional extra ``.[spark]``, with Java 17: Debian's ``openjdk-17-jre-headless``)
 
 from __future__ import annotations
 
+import functools
 import os
 import pickle
 import sys
-from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -29,6 +29,7 @@ from monitor.sources import (
     Window,
     check_summary_part,
     read_summary_part,
+    summary_part_batches,
     window_files,
 )
 from monitor.stats import Grid
@@ -85,29 +86,10 @@ class SparkEngine:
             check_summary_part(spec, window, part)
             return part
         payload = pickle.dumps((spec, window, grid, bucket))
-
-        def summarize_paths(batches: Iterator[Any]) -> Iterator[Any]:
-            import pickle
-
-            import pyarrow as pa
-
-            from monitor.errors import MonitorError
-            from monitor.sources import read_summary_part
-
-            spec_, window_, grid_, bucket_ = pickle.loads(payload)
-            for batch in batches:
-                for path in batch.column(0).to_pylist():
-                    try:
-                        out: object = read_summary_part(
-                            spec_, window_, grid_, bucket=bucket_, files=frozenset([path])
-                        )
-                    except MonitorError as exc:  # raised again on the driver, unchanged
-                        out = exc
-                    yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(out)}])
-
         frame = self._spark.createDataFrame([(f,) for f in files], "path string")
         frame = frame.repartition(len(files))
-        rows = frame.mapInArrow(summarize_paths, "part binary").collect()
+        task = functools.partial(summary_part_batches, payload)
+        rows = frame.mapInArrow(task, "part binary").collect()
         parts: list[SummaryPart] = []
         for row in rows:
             got = pickle.loads(row.part)

@@ -63,6 +63,7 @@ from monitor.sources.scores import (
     read_scores,
     read_summaries,
     read_summary_part,
+    summary_part_batches,
     window_files,
 )
 from monitor.sources.writing import write_parquet
@@ -90,6 +91,7 @@ __all__ = [
     "read_scores",
     "read_summaries",
     "read_summary_part",
+    "summary_part_batches",
     "window_files",
     "write_parquet",
 ]

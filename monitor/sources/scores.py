@@ -3,14 +3,17 @@ frozen grid, one row group at a time (``read_summaries``)."""
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
 
 import numpy as np
 import numpy.typing as npt
+import pyarrow as pa
 
 from monitor.epoch import from_ns as _from_ns
+from monitor.errors import MonitorError
 from monitor.sources.columns import (
     _compact_codes,
     _floats,
@@ -349,3 +352,22 @@ def read_summary_part(
         key2 = (names[s_code], start + b * (step or 0))
         out[key2] = out[key2] + total if key2 in out else total
     return SummaryPart(dict(sorted(out.items())), rows, n_null, n_nan, n_inf, per_file, orphan)
+
+
+def summary_part_batches(
+    payload: bytes, batches: Iterator[pa.RecordBatch]
+) -> Iterator[pa.RecordBatch]:
+    """For an engine that hands a task its files as Arrow batches of paths (Spark's
+    ``mapInArrow``): ``payload`` is the pickled (spec, window, grid, bucket); for each path one
+    row ``part`` holding the pickled ``read_summary_part`` of that file, or the
+    ``MonitorError`` its reading raised (to be raised again, unchanged, by the caller)."""
+    spec, window, grid, bucket = pickle.loads(payload)
+    for batch in batches:
+        for path in batch.column(0).to_pylist():
+            try:
+                out: object = read_summary_part(
+                    spec, window, grid, bucket=bucket, files=frozenset([path])
+                )
+            except MonitorError as exc:
+                out = exc
+            yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(out)}])
