@@ -3,8 +3,8 @@ master) or over Spark Connect (``sc://host:15002``).
 
 As on Dask, the caller plans the window's files with ``monitor.sources``; the files become a
 one-column DataFrame of paths, and ``mapInArrow`` runs the monitor's own ``read_summary_part``
-for each path on an executor (which needs the monitor, numpy and pyarrow installed; the
-function ships by value). A part, or the ``MonitorError`` its reader raised, comes back
+for each path on an executor (``monitor.sources.summary_part_batches``: the executors need
+the monitor installed). A part, or the ``MonitorError`` its reader raised, comes back
 pickled, so a bad file is the same ``SourceError`` with the same message as on the local
 engine. The parts are added and the window's invalid share checked on the caller's side. A
 session that cannot start is an ``EngineUnavailableError`` naming the master or remote. In
