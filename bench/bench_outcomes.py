@@ -172,9 +172,12 @@ def child(mode: str, root: Path) -> dict[str, Any]:
     }
     step = steps[mode]
     # import what the step imports before tracing: module objects are not the step's memory
+    # (pyarrow imports pandas on its first pa.array() when pandas is installed, as the Spark
+    # extra installs it: a one-time import, not the step's memory either)
     __import__(
         {"input": "pyarrow.parquet", "pytrec_eval": "pytrec_eval"}.get(mode, "monitor.judged")
     )
+    pa.array([0.0])
     pool = pa.default_memory_pool()
     arrow_before = pool.max_memory()
     tracemalloc.start()
