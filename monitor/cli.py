@@ -214,14 +214,12 @@ def _fmt(x: Any, spec: str) -> str:
     return "-" if x is None else format(x, spec)
 
 
-def _cmd_check(args: argparse.Namespace) -> int:
-    from monitor.jobs import Runner, StateStore, state_fingerprint
-    from monitor.logs import configure_logging
-
-    configure_logging("WARNING")  # problems (e.g. an ignored state file) as JSON lines on stderr
+def _config_and_names(args: argparse.Namespace) -> tuple[Config, list[str]] | None:
+    """The configuration and the monitors ``--monitor`` names (all by default); None (exit 3,
+    the problem printed) when the file is invalid or names no such monitor."""
     config = _load(args.config)
     if config is None:
-        return 3
+        return None
     try:
         names = (
             [config.monitor(args.monitor).name]
@@ -230,7 +228,19 @@ def _cmd_check(args: argparse.Namespace) -> int:
         )
     except KeyError as exc:
         print(f"{args.config}: {exc.args[0]}", file=sys.stderr)
+        return None
+    return config, names
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from monitor.jobs import Runner, StateStore, state_fingerprint
+    from monitor.logs import configure_logging
+
+    configure_logging("WARNING")  # problems (e.g. an ignored state file) as JSON lines on stderr
+    chosen = _config_and_names(args)
+    if chosen is None:
         return 3
+    config, names = chosen
     # Read-only: an untrustworthy state file (bad encoding or shape, non-finite numbers, times
     # in the future, written for other settings) is logged and ignored, never set aside here.
     fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
@@ -304,18 +314,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from monitor.report import HistoryStore, PageContext, render_monitor_page
 
     configure_logging("WARNING")
-    config = _load(args.config)
-    if config is None:
+    chosen = _config_and_names(args)
+    if chosen is None:
         return 3
-    try:
-        names = (
-            [config.monitor(args.monitor).name]
-            if args.monitor
-            else [m.name for m in config.monitors]
-        )
-    except KeyError as exc:
-        print(f"{args.config}: {exc.args[0]}", file=sys.stderr)
-        return 3
+    config, names = chosen
     out: Path = args.out or Path(".")
     single = out.suffix.lower() == ".html"
     if single and len(names) > 1:

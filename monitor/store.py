@@ -280,27 +280,35 @@ class StateStore:
             raise PermissionError(f"state store {self.directory} is read-only (monitor check)")
         # compact: an anchor holds a few thousand counts, and a save needs room for two copies
         data = json.dumps(state.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(tmp, self.path(name))
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        try:  # make the rename itself durable
-            dir_fd = os.open(self.directory, os.O_RDONLY)
-        except OSError:
-            return
-        try:
-            os.fsync(dir_fd)
-        except OSError:
-            pass
-        finally:
-            os.close(dir_fd)
+        atomic_write(self.directory, self.path(name), data, stem=name)
+
+
+def atomic_write(directory: Path, target: Path, data: str, *, stem: str) -> None:
+    """Write ``data`` to ``target`` in ``directory`` atomically: a temp file (``.<stem>.*.tmp``,
+    which ``StateStore.sweep`` removes if a kill leaves it), fsync, rename, then a best-effort
+    fsync of the directory so the rename itself is durable. Raises ``OSError``; leaves no temp
+    file behind."""
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    try:
+        dir_fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dir_fd)
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
 
 
 def _os_error(exc: BaseException) -> str:
@@ -316,6 +324,7 @@ __all__ = [
     "RESET_REASONS",
     "StateLoad",
     "StateStore",
+    "atomic_write",
     "state_fingerprint",
     "state_is_finite",
     "utc_now",

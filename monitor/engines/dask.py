@@ -21,7 +21,7 @@ from monitor.sources import (
     ScoreSpec,
     SummaryPart,
     Window,
-    check_summary_part,
+    merge_summary_parts,
     read_summary_part,
     window_files,
 )
@@ -74,24 +74,17 @@ class DaskEngine:
         self, spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
     ) -> SummaryPart:
         files = window_files(spec, window)
-        if not files:
-            part = read_summary_part(spec, window, grid, bucket=bucket)
-        else:
-            futures = self._client.map(
-                _part,
-                [spec] * len(files),
-                [window] * len(files),
-                [grid] * len(files),
-                [bucket] * len(files),
-                files,
-                pure=False,
-            )
-            parts = self._client.gather(futures)
-            part = parts[0]
-            for other in parts[1:]:
-                part = part + other
-        check_summary_part(spec, window, part)
-        return part
+        futures = self._client.map(
+            _part,
+            [spec] * len(files),
+            [window] * len(files),
+            [grid] * len(files),
+            [bucket] * len(files),
+            files,
+            pure=False,
+        )
+        parts = list(self._client.gather(futures)) if files else []
+        return merge_summary_parts(spec, window, grid, parts, bucket=bucket)
 
     def close(self) -> None:
         if self._client is not None:

@@ -27,8 +27,7 @@ from monitor.sources import (
     ScoreSpec,
     SummaryPart,
     Window,
-    check_summary_part,
-    read_summary_part,
+    merge_summary_parts,
     summary_part_batches,
     window_files,
 )
@@ -82,9 +81,7 @@ class SparkEngine:
     ) -> SummaryPart:
         files = window_files(spec, window)
         if not files:
-            part = read_summary_part(spec, window, grid, bucket=bucket)
-            check_summary_part(spec, window, part)
-            return part
+            return merge_summary_parts(spec, window, grid, [], bucket=bucket)
         payload = pickle.dumps((spec, window, grid, bucket))
         frame = self._spark.createDataFrame([(f,) for f in files], "path string")
         frame = frame.repartition(len(files))
@@ -96,11 +93,7 @@ class SparkEngine:
             if isinstance(got, BaseException):
                 raise got
             parts.append(got)
-        part = parts[0]
-        for other in parts[1:]:
-            part = part + other
-        check_summary_part(spec, window, part)
-        return part
+        return merge_summary_parts(spec, window, grid, parts, bucket=bucket)
 
     def close(self) -> None:
         self._spark.stop()

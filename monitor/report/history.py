@@ -23,14 +23,13 @@ from __future__ import annotations
 import json
 import logging
 import math
-import os
-import tempfile
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from monitor.store import atomic_write
 from monitor.verdict import Verdict
 
 __all__ = [
@@ -235,22 +234,7 @@ class HistoryStore:
         doc = {"version": _VERSION, "monitor": name, "entries": entries}
         try:
             data = json.dumps(doc, separators=(",", ":"), allow_nan=False)
-            self.directory.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=self.directory)
-            try:
-                with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                    fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
-                os.replace(tmp, self.path(name))
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
-            dir_fd = os.open(self.directory, os.O_RDONLY)
-            try:
-                os.fsync(dir_fd)
-            finally:
-                os.close(dir_fd)
+            atomic_write(self.directory, self.path(name), data, stem=name)
         except (OSError, ValueError) as exc:
             log.error(
                 "history not saved; kept in memory",

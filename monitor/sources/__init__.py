@@ -60,6 +60,7 @@ from monitor.sources.probe import SourceReport, inspect_source
 from monitor.sources.scores import (
     SummaryPart,
     check_summary_part,
+    merge_summary_parts,
     read_scores,
     read_summaries,
     read_summary_part,
@@ -84,6 +85,7 @@ __all__ = [
     "inspect_source",
     "judgments_version",
     "latest_timestamp",
+    "merge_summary_parts",
     "pair_outcomes",
     "read_judged_runs",
     "read_outcomes",

@@ -265,6 +265,26 @@ def read_summaries(
     return part.summaries
 
 
+def merge_summary_parts(
+    spec: ScoreSpec,
+    window: Window,
+    grid: Grid,
+    parts: list[SummaryPart],
+    *,
+    bucket: timedelta | None = None,
+) -> SummaryPart:
+    """The window's part from its files' parts (an engine's tasks), checked once for the
+    window's invalid share; no part (no file holds the window) is the empty window's."""
+    if not parts:
+        part = read_summary_part(spec, window, grid, bucket=bucket)
+    else:
+        part = parts[0]
+        for other in parts[1:]:
+            part = part + other
+    check_summary_part(spec, window, part)
+    return part
+
+
 def check_summary_part(spec: ScoreSpec, window: Window, part: SummaryPart) -> None:
     """``BadValuesError`` when the window's invalid share exceeds ``max_invalid_share``."""
     _check_invalid(spec, window, part.rows, part.null, part.nan, part.inf, part.per_file)
