@@ -283,7 +283,7 @@ class StateStore:
         atomic_write(self.directory, self.path(name), data, stem=name)
 
 
-def atomic_write(directory: Path, target: Path, data: str, *, stem: str) -> None:
+def atomic_write(directory: Path, target: Path, data: str | bytes, *, stem: str) -> None:
     """Write ``data`` to ``target`` in ``directory`` atomically: a temp file (``.<stem>.*.tmp``,
     which ``StateStore.sweep`` removes if a kill leaves it), fsync, rename, then a best-effort
     fsync of the directory so the rename itself is durable. Raises ``OSError``; leaves no temp
@@ -291,8 +291,8 @@ def atomic_write(directory: Path, target: Path, data: str, *, stem: str) -> None
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=directory)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(data)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, target)

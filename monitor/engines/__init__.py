@@ -33,7 +33,13 @@ class Engine(Protocol):
     kind: str
 
     def summaries(
-        self, spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
+        self,
+        spec: ScoreSpec,
+        window: Window,
+        grid: Grid,
+        *,
+        bucket: timedelta | None = None,
+        check: bool = True,
     ) -> SummaryPart: ...
 
     def close(self) -> None: ...

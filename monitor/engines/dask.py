@@ -71,7 +71,13 @@ class DaskEngine:
             raise EngineUnavailableError("dask", address, f"{type(exc).__name__}: {exc}") from exc
 
     def summaries(
-        self, spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
+        self,
+        spec: ScoreSpec,
+        window: Window,
+        grid: Grid,
+        *,
+        bucket: timedelta | None = None,
+        check: bool = True,
     ) -> SummaryPart:
         files = window_files(spec, window)
         futures = self._client.map(
@@ -84,7 +90,7 @@ class DaskEngine:
             pure=False,
         )
         parts = list(self._client.gather(futures)) if files else []
-        return merge_summary_parts(spec, window, grid, parts, bucket=bucket)
+        return merge_summary_parts(spec, window, grid, parts, bucket=bucket, check=check)
 
     def close(self) -> None:
         if self._client is not None:

@@ -77,11 +77,17 @@ class SparkEngine:
             ) from exc
 
     def summaries(
-        self, spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
+        self,
+        spec: ScoreSpec,
+        window: Window,
+        grid: Grid,
+        *,
+        bucket: timedelta | None = None,
+        check: bool = True,
     ) -> SummaryPart:
         files = window_files(spec, window)
         if not files:
-            return merge_summary_parts(spec, window, grid, [], bucket=bucket)
+            return merge_summary_parts(spec, window, grid, [], bucket=bucket, check=check)
         payload = pickle.dumps((spec, window, grid, bucket))
         frame = self._spark.createDataFrame([(f,) for f in files], "path string")
         frame = frame.repartition(len(files))
@@ -93,7 +99,7 @@ class SparkEngine:
             if isinstance(got, BaseException):
                 raise got
             parts.append(got)
-        return merge_summary_parts(spec, window, grid, parts, bucket=bucket)
+        return merge_summary_parts(spec, window, grid, parts, bucket=bucket, check=check)
 
     def close(self) -> None:
         self._spark.stop()

@@ -58,6 +58,7 @@ from monitor.sources.outcomes import pair_outcomes, read_outcomes
 from monitor.sources.partitions import latest_timestamp
 from monitor.sources.probe import SourceReport, inspect_source
 from monitor.sources.scores import (
+    FileStat,
     SummaryPart,
     check_summary_part,
     merge_summary_parts,
@@ -65,11 +66,13 @@ from monitor.sources.scores import (
     read_summaries,
     read_summary_part,
     summary_part_batches,
+    window_file_stats,
     window_files,
 )
 from monitor.sources.writing import write_parquet
 
 __all__ = [
+    "FileStat",
     "JudgedRuns",
     "JudgedSpec",
     "OutcomeSpec",
@@ -94,6 +97,7 @@ __all__ = [
     "read_summaries",
     "read_summary_part",
     "summary_part_batches",
+    "window_file_stats",
     "window_files",
     "write_parquet",
 ]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 import numpy as np
@@ -27,7 +27,7 @@ from monitor.sources.columns import (
     _select,
     _shrink,
 )
-from monitor.sources.footers import _opened, _ts_to_ns
+from monitor.sources.footers import _opened, _ts_stats, _ts_to_ns
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
 from monitor.sources.paths import _resolve, _Source
@@ -155,7 +155,40 @@ def _check_invalid(
         )
 
 
-def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = False) -> ScoreWindow:
+def _thinned(spec: ScoreSpec, planned: _Planned, max_rows: int) -> _Planned:
+    """Every k-th row group of the plan (k = ceil(rows / max_rows), in plan order) when it
+    holds more than ``max_rows`` rows: a systematic sample across files and time."""
+    total = sum(p.capacity for p in planned.plans)
+    if total <= max_rows:
+        return planned
+    step = -(-total // max_rows)
+    plans, seg_sources, i = [], [], 0
+    for plan, seg in zip(planned.plans, planned.seg_sources, strict=True):
+        keep = [j for j in range(len(plan.groups)) if (i + j) % step == 0]
+        i += len(plan.groups)
+        if not keep:
+            continue
+        groups = tuple(plan.groups[j] for j in keep)
+        rows = _ts_stats(planned.source, plan.file, spec.timestamp_column, spec.timestamp_unit).rows
+        plans.append(
+            replace(
+                plan,
+                groups=groups,
+                inside=tuple(plan.inside[j] for j in keep),
+                capacity=sum(rows[g] for g in groups),
+            )
+        )
+        seg_sources.append(seg)
+    return _Planned(planned.source, plans, seg_sources, planned.newest)
+
+
+def read_scores(
+    spec: ScoreSpec,
+    window: Window,
+    *,
+    with_timestamps: bool = False,
+    sample_rows: int | None = None,
+) -> ScoreWindow:
     """Read the finite scores whose timestamp is in ``window`` (half-open, UTC).
 
     Only the row groups whose timestamp statistics overlap the window are read, and only the
@@ -164,8 +197,12 @@ def read_scores(spec: ScoreSpec, window: Window, *, with_timestamps: bool = Fals
     a caller can read a long span once and slice it. Raises ``BadValuesError`` when
     ``dropped / rows > spec.max_invalid_share``. With ``spec.rank_column`` (a full result log)
     only the rows ranked ``spec.top_rank`` are scores, and only they count as rows.
+    ``sample_rows``: read only every k-th row group so that about that many rows are read (a
+    sample for a summary grid; None: every row).
     """
     planned = _prepare(spec, window)
+    if sample_rows is not None:
+        planned = _thinned(spec, planned, sample_rows)
     seg_col = spec.segment_column
     capacity = sum(p.capacity for p in planned.plans)
     values = np.empty(capacity, dtype=np.float64)
@@ -241,6 +278,44 @@ class SummaryPart:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """A file that may hold rows of a window: its identity (path, size, mtime: a late or
+    rewritten file changes it), the span of its planned row groups' timestamps from their
+    statistics (``oldest_ns`` / ``newest_ns``; None: unknown, it may hold any time) and their
+    row count (an upper bound of the window's rows in it)."""
+
+    path: str
+    size: int
+    mtime_ns: int
+    oldest_ns: int | None
+    newest_ns: int | None
+    rows: int
+
+
+def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
+    """The files of ``window`` (as ``window_files``) with their identity and timestamp span,
+    from the cached footers only (no data is read)."""
+    planned = _prepare(spec, window)
+    out = []
+    for plan in planned.plans:
+        stats = _ts_stats(planned.source, plan.file, spec.timestamp_column, spec.timestamp_unit)
+        lo = [stats.lo[g] for g in plan.groups]
+        hi = [stats.hi[g] for g in plan.groups]
+        known = all(x is not None for x in lo + hi)
+        out.append(
+            FileStat(
+                path=plan.file.path,
+                size=plan.file.size,
+                mtime_ns=plan.file.mtime_ns,
+                oldest_ns=min(x for x in lo if x is not None) if known else None,
+                newest_ns=max(x for x in hi if x is not None) if known else None,
+                rows=plan.capacity,
+            )
+        )
+    return out
+
+
 def window_files(spec: ScoreSpec, window: Window) -> list[str]:
     """The files that may hold rows of ``window`` (after hive and statistics pruning), each
     once, in order: what an engine hands out to its tasks."""
@@ -272,16 +347,19 @@ def merge_summary_parts(
     parts: list[SummaryPart],
     *,
     bucket: timedelta | None = None,
+    check: bool = True,
 ) -> SummaryPart:
     """The window's part from its files' parts (an engine's tasks), checked once for the
-    window's invalid share; no part (no file holds the window) is the empty window's."""
+    window's invalid share (unless not ``check``: the caller checks a wider window); no part
+    (no file holds the window) is the empty window's."""
     if not parts:
         part = read_summary_part(spec, window, grid, bucket=bucket)
     else:
         part = parts[0]
         for other in parts[1:]:
             part = part + other
-    check_summary_part(spec, window, part)
+    if check:
+        check_summary_part(spec, window, part)
     return part
 
 

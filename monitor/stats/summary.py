@@ -41,6 +41,8 @@ __all__ = [
     "Grid",
     "KSBracket",
     "ScoreSummary",
+    "bin_ends",
+    "cells_to_bins",
     "ks_bracket",
     "psi_from_summaries",
     "summarize",
@@ -182,12 +184,15 @@ def summary_grid(
     *,
     n_current: int,
     max_effect: float = 0.1,
+    n_reference: int | None = None,
 ) -> Grid:
     """A grid for a reference sample (sorted) and its PSI ``edges``.
 
     Points: the edges, the reference's minimum and maximum, and the reference quantiles at
     k/Q (lower, type 1: actual sample values), Q = ceil(sqrt(N_eff) / max_effect) with
-    N_eff = n m / (n + m), so no open cell holds more than 1/Q of the reference.
+    N_eff = n m / (n + m), so no open cell holds more than 1/Q of the reference (of the
+    sample, when ``sorted_reference`` is a sample of a reference of ``n_reference`` rows: n is
+    then ``n_reference``, and Q at most the sample's size).
     """
     ref = np.asarray(sorted_reference, dtype=np.float64)
     if ref.ndim != 1 or ref.size == 0 or not np.all(np.isfinite(ref)):
@@ -198,8 +203,9 @@ def summary_grid(
     max_effect = v.real(max_effect, "max_effect", low=0.0)
     if max_effect <= 0:
         raise StatsInputError(f"`max_effect` must be > 0; got {max_effect!r}.")
-    n_eff = ref.size * n_current / (ref.size + n_current)
-    q = max(1, math.ceil(math.sqrt(n_eff) / max_effect))
+    n = ref.size if n_reference is None else v.integer(n_reference, "n_reference", minimum=1)
+    n_eff = n * n_current / (n + n_current)
+    q = min(max(1, math.ceil(math.sqrt(n_eff) / max_effect)), max(ref.size, 1))
     idx = np.unique(np.minimum((np.arange(1, q) * ref.size) // q, ref.size - 1))
     points = np.unique(np.concatenate([np.asarray(edges, np.float64), ref[idx], ref[[0, -1]]]))
     return Grid(points)
@@ -217,24 +223,10 @@ def psi_from_summaries(
     same numbers as ``psi(build_baseline(reference), current)`` with those edges, bit for bit
     (``out_of_range_rate`` counts the current scores outside the grid's span)."""
     _same_grid(reference, current)
-    e = np.asarray(edges, dtype=np.float64)
-    pts = reference.grid.points
-    at = np.searchsorted(pts, e)
-    if e.size and (
-        np.any(at >= pts.size) or not np.array_equal(pts[np.minimum(at, pts.size - 1)], e)
-    ):
-        raise StatsInputError("every PSI edge must be a grid point.")
+    ends = bin_ends(reference.grid, edges)
     tolerance = v.real(tolerance, "tolerance", low=0.0)
     smoothing = v.real(smoothing, "smoothing", low=0.0)
-    # bin b ends with edge b's point cell (2 at + 1); sum cells between consecutive ends
-    ends = np.concatenate([2 * at + 2, [reference.grid.n_cells]])
-
-    def bins(s: ScoreSummary) -> NDArray[np.int64]:
-        c = np.concatenate([[0], np.cumsum(s.counts)])
-        out: NDArray[np.int64] = np.diff(np.concatenate([[0], c[ends]])).astype(np.int64)
-        return out
-
-    ref, cur = bins(reference), bins(current)
+    ref, cur = cells_to_bins(reference.counts, ends), cells_to_bins(current.counts, ends)
     ref.flags.writeable = False
     return _result(
         ref.astype(np.float64),
@@ -248,6 +240,31 @@ def psi_from_summaries(
     )
 
 
+def bin_ends(grid: Grid, edges: ArrayLike) -> NDArray[np.intp]:
+    """For right-closed bins with inner ``edges`` (each a grid point): the cell index one past
+    each bin's last cell (bin b ends with edge b's point cell, 2 i_b + 1; the last bin with the
+    last cell), for :func:`cells_to_bins`. ``StatsInputError`` if an edge is not a grid point."""
+    e = np.asarray(edges, dtype=np.float64)
+    pts = grid.points
+    at = np.searchsorted(pts, e)
+    if e.size and (
+        np.any(at >= pts.size) or not np.array_equal(pts[np.minimum(at, pts.size - 1)], e)
+    ):
+        raise StatsInputError("every PSI edge must be a grid point.")
+    ends: NDArray[np.intp] = np.concatenate([2 * at + 2, [grid.n_cells]]).astype(np.intp)
+    return ends
+
+
+def cells_to_bins(counts: NDArray[np.int64], ends: NDArray[np.intp]) -> NDArray[np.int64]:
+    """Bin counts from cell counts (the last axis; any leading axes, e.g. one row per bucket):
+    the sum of the cells before each of ``bin_ends``, differenced."""
+    c = np.cumsum(counts, axis=-1)
+    pad = [(0, 0)] * (c.ndim - 1) + [(1, 0)]
+    upto = np.pad(c, pad)[..., ends]
+    out: NDArray[np.int64] = np.diff(upto, axis=-1, prepend=0).astype(np.int64)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class KSBracket:
     """D_lo <= D <= D_hi and the p-values they give (``pvalue_high`` = p(D_lo)); ``exact`` when
@@ -259,6 +276,7 @@ class KSBracket:
     pvalue_high: float
     max_open_mass: float
     method: str
+    location: float | None = None
 
     @property
     def exact(self) -> bool:
@@ -282,7 +300,11 @@ def ks_bracket(x: ScoreSummary, y: ScoreSummary, *, method: str = "auto") -> KSB
     cx, cy = np.cumsum(x.counts), np.cumsum(y.counts)  # counts <= end of each cell
     # integer |i m - j n| at every cell end: point ends are F(g), gap ends are F(g-)
     k_all = np.abs(cx * m - cy * n)
-    k_lo = int(k_all.max())
+    at = int(np.argmax(k_all))
+    k_lo = int(k_all[at])
+    pts = x.grid.points
+    # a point cell's end is F(g); a gap cell's end is F(g-) of the point above it
+    location = float(pts[min(at // 2, pts.size - 1)]) if k_lo > 0 else None
     gaps = np.arange(0, x.grid.n_cells, 2)
     both = (x.counts[gaps] > 0) & (y.counts[gaps] > 0)
     k_hi = k_lo
@@ -313,6 +335,7 @@ def ks_bracket(x: ScoreSummary, y: ScoreSummary, *, method: str = "auto") -> KSB
         pvalue_high=p(k_lo),
         max_open_mass=open_mass,
         method=method,
+        location=location,
     )
 
 

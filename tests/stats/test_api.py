@@ -52,6 +52,8 @@ EXPECTED = {
     "Grid",
     "KSBracket",
     "ScoreSummary",
+    "bin_ends",
+    "cells_to_bins",
     "ks_bracket",
     "psi_from_summaries",
     "summarize",
