@@ -23,7 +23,9 @@ class RunRecord:
 
     ``detail`` (a runner made with ``detail=True``): the binned arrays the monitor's page draws;
     ``history``: the monitor's check history after this run (oldest first; see
-    ``monitor.report.history``), empty without a history store."""
+    ``monitor.report.history``), empty without a history store. ``engine``: where the check's
+    scores were summarised: ``memory`` (whole windows read into arrays) or the engine kind of a
+    check through summaries (``local``, ``dask``, ``spark``; the latest one that ran)."""
 
     verdict: Verdict
     started: datetime
@@ -32,6 +34,7 @@ class RunRecord:
     window_samples: Mapping[tuple[str, str], int] = field(default_factory=dict)
     detail: CheckDetail | None = None
     history: tuple[Mapping[str, Any], ...] = ()
+    engine: str = "memory"
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,10 @@ Shape (``monitor.toml``; relative paths resolve against the file's directory)::
     runbook_url = "https://git.example.com/ops/retrieval-monitor/blob/main/docs/runbook.md"
     grafana_url = "https://grafana.example.com"
 
+    [engine]                         # optional: check through cached summaries (docs/engines.md)
+    kind = "local"                   # "local" | "dask" | "spark" | "auto"
+    summary.bucket = "1h"
+
     [[monitors]]
     name = "web-search"              # the `monitor` label
     schedule = "1h"                  # interval or 5-field cron (UTC)
@@ -46,6 +50,7 @@ __all__ = [
     "Config",
     "DecayConfig",
     "DriftConfig",
+    "EngineConfig",
     "MonitorConfig",
     "ReportConfig",
     "ServerConfig",
@@ -109,6 +114,43 @@ class ReportConfig:
     grafana_url: str | None = None
     history_max_entries: int = 10_000
     history_max_age: timedelta = timedelta(days=35)
+
+
+ENGINE_KINDS = ("local", "dask", "spark", "auto")
+
+
+@dataclass(frozen=True, slots=True)
+class EngineConfig:
+    """Checks through mergeable summaries (``monitor.incremental``; docs/engines.md): where the
+    summaries of new buckets are computed and how the frozen grid and the bucket cache behave.
+
+    ``kind = "auto"`` uses the cluster engine (``spark`` when ``spark_master`` or
+    ``spark_remote`` is set, else ``dask`` when ``dask_address`` is set) when the rows to read,
+    from the parquet footers, reach ``auto_rows``, and ``local`` below. ``grid = "full"``: every
+    distinct reference value is a grid point (exact KS on a fixed reference; small windows).
+    ``regrid``: the grid's age limit (None: the reference window's length; a fixed reference
+    keeps its grid while its bounds stay). ``grid_sample_rows``: a grid is built from about this
+    many reference rows (every k-th row group)."""
+
+    kind: str = "local"
+    dask_address: str | None = None
+    spark_master: str | None = None
+    spark_remote: str | None = None
+    auto_rows: int = 100_000_000
+    bucket: timedelta = timedelta(hours=1)
+    max_effect: float = 0.1
+    grid: str = "auto"
+    grid_sample_rows: int = 20_000_000
+    regrid: timedelta | None = None
+    cache_max_bytes: int = 1 << 30
+
+    def cluster_kind(self) -> str | None:
+        """The engine ``auto`` moves to for large reads (None: none configured)."""
+        if self.spark_master is not None or self.spark_remote is not None:
+            return "spark"
+        if self.dask_address is not None:
+            return "dask"
+        return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +240,7 @@ class MonitorConfig:
     misfire_grace: timedelta = timedelta(minutes=5)
     scores_max_lag: timedelta | None = None
     outcomes_max_lag: timedelta | None = None
+    engine: str | None = None  # "local" | "dask" | "spark" | "auto": overrides [engine].kind
 
     @property
     def score_lag_limit(self) -> timedelta:
@@ -242,6 +285,15 @@ class Config:
     monitors: tuple[MonitorConfig, ...]
     path: Path | None = None
     report: ReportConfig = field(default_factory=ReportConfig)
+    engine: EngineConfig | None = None  # None: no [engine] table
+
+    def engine_for(self, monitor: MonitorConfig) -> EngineConfig | None:
+        """The engine settings a monitor checks with (its ``engine`` overriding ``kind``), or
+        None when it reads whole windows into memory (no ``[engine]`` table, no override)."""
+        if self.engine is None and monitor.engine is None:
+            return None
+        base = self.engine or EngineConfig()
+        return base if monitor.engine is None else replace(base, kind=monitor.engine)
 
     def monitor(self, name: str) -> MonitorConfig:
         """The monitor called ``name``; ``KeyError`` listing the known names otherwise."""
@@ -542,7 +594,9 @@ def with_server_flags(
     return replace(config, server=server)
 
 
-def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorConfig | None:
+def _parse_monitor(
+    c: _Collector, data: Any, path: str, base: Path, engine: EngineConfig | None = None
+) -> MonitorConfig | None:
     t = c.table(data, path)
     c.unknown(
         t,
@@ -561,6 +615,7 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
             "max_invalid_share",
             "run_timeout",
             "misfire_grace",
+            "engine",
         },
     )
     before = len(c.problems)
@@ -597,6 +652,10 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
         if isinstance(table, dict) and "max_lag" in table:
             lags[side] = c.get(table, "max_lag", f"{path}.{side}", None, _duration)
     _check_windows(c, path, windows, drift, decay, interval, schedule_is_cron=schedule.is_cron)
+    kind = c.get(t, "engine", path, None, _engine_kind)
+    settings = engine if kind is None or engine is not None else EngineConfig()
+    if settings is not None and (kind is not None or engine is not None):
+        _check_buckets(c, path, settings, schedule, windows, drift)
     if len(c.problems) > before or scores is None or outcomes is None:
         return None
     return MonitorConfig(
@@ -615,7 +674,133 @@ def _parse_monitor(c: _Collector, data: Any, path: str, base: Path) -> MonitorCo
         misfire_grace=misfire,
         scores_max_lag=lags.get("scores"),
         outcomes_max_lag=lags.get("outcomes"),
+        engine=kind,
     )
+
+
+def _engine_kind(value: Any) -> str:
+    if value not in ENGINE_KINDS:
+        raise ValueError(f"must be one of {', '.join(map(repr, ENGINE_KINDS))}; got {value!r}")
+    return str(value)
+
+
+def _check_buckets(
+    c: _Collector,
+    path: str,
+    engine: EngineConfig,
+    schedule: Schedule,
+    windows: WindowConfig,
+    drift: DriftConfig,
+) -> None:
+    """Checks through summaries add whole buckets: the slots and every window bound must fall
+    on bucket boundaries (epoch-aligned), and phase-matched blocks need buckets within an hour."""
+    b = engine.bucket
+    text = format_duration(b)
+    if schedule.interval is not None:
+        if schedule.interval % b:
+            c.add(
+                f"{path}.schedule",
+                f"the interval {format_duration(schedule.interval)} is not a multiple of "
+                f"engine.summary.bucket {text}: checks would end inside a bucket",
+            )
+    else:
+        t = datetime(2026, 1, 1, tzinfo=UTC)
+        for slot in schedule.slots(t, t + timedelta(days=35))[:2000]:
+            if (slot - _EPOCH) % b:
+                c.add(
+                    f"{path}.schedule",
+                    f"fires at {slot:%H:%M}, inside a bucket of engine.summary.bucket {text}: "
+                    "every cron time must be a bucket boundary",
+                )
+                break
+    for key, value in (
+        ("current", windows.current),
+        ("reference", windows.reference),
+        ("gap", windows.gap),
+    ):
+        if value is not None and value % b:
+            c.add(
+                f"{path}.windows.{key}",
+                f"{format_duration(value)} is not a multiple of engine.summary.bucket {text}",
+            )
+    for key, at in (
+        ("reference_start", windows.reference_start),
+        ("reference_end", windows.reference_end),
+    ):
+        if at is not None and (at - _EPOCH) % b:
+            c.add(
+                f"{path}.windows.{key}",
+                f"{at.isoformat()} is not on a boundary of engine.summary.bucket {text}",
+            )
+    if drift.seasonality != "none" and timedelta(hours=1) % b:
+        c.add(
+            f"{path}.drift.seasonality",
+            f"phase-matched blocks (hour of day or week) need engine.summary.bucket to divide "
+            f"1h; got {text} (or set drift.seasonality = 'none')",
+        )
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _parse_engine(c: _Collector, data: Any) -> EngineConfig | None:
+    if data is None:
+        return None
+    t = c.table(data, "engine")
+    c.unknown(t, "engine", {"kind", "auto_rows", "dask", "spark", "summary"})
+    d = EngineConfig()
+    dask = c.table(t.get("dask"), "engine.dask")
+    c.unknown(dask, "engine.dask", {"address"})
+    spark = c.table(t.get("spark"), "engine.spark")
+    c.unknown(spark, "engine.spark", {"master", "remote"})
+    summary = c.table(t.get("summary"), "engine.summary")
+    c.unknown(
+        summary,
+        "engine.summary",
+        {"bucket", "max_effect", "grid", "grid_sample_rows", "regrid", "cache_max_bytes"},
+    )
+    remote = c.get(spark, "remote", "engine.spark", None, _optional_string)
+    if remote is not None and not remote.startswith("sc://"):
+        c.add("engine.spark.remote", f"must be a Spark Connect URL sc://host:port; got {remote!r}")
+    if "master" in spark and "remote" in spark:
+        c.add("engine.spark", "give either master (a SparkSession) or remote (Spark Connect)")
+    kind = c.get(t, "kind", "engine", d.kind, _engine_kind)
+    out = EngineConfig(
+        kind=kind,
+        dask_address=c.get(dask, "address", "engine.dask", None, _optional_string),
+        spark_master=c.get(spark, "master", "engine.spark", None, _optional_string),
+        spark_remote=remote,
+        auto_rows=c.get(t, "auto_rows", "engine", d.auto_rows, _int(1)),
+        bucket=c.get(summary, "bucket", "engine.summary", d.bucket, _duration),
+        max_effect=c.get(
+            summary, "max_effect", "engine.summary", d.max_effect, _float(0.0, 10.0, open_low=True)
+        ),
+        grid=c.get(summary, "grid", "engine.summary", d.grid, _grid_kind),
+        grid_sample_rows=c.get(
+            summary, "grid_sample_rows", "engine.summary", d.grid_sample_rows, _int(1000)
+        ),
+        regrid=c.get(summary, "regrid", "engine.summary", None, _duration),
+        cache_max_bytes=c.get(
+            summary, "cache_max_bytes", "engine.summary", d.cache_max_bytes, _int(1 << 20)
+        ),
+    )
+    if out.kind == "dask" and out.dask_address is None:
+        out = replace(out, dask_address="local")
+    if out.kind == "spark" and out.spark_master is None and out.spark_remote is None:
+        out = replace(out, spark_master="local[2]")
+    if out.kind == "auto" and out.cluster_kind() is None:
+        c.add("engine.kind", "'auto' needs engine.dask.address or engine.spark.master/remote")
+    if out.bucket < timedelta(minutes=1) or out.bucket > timedelta(days=1):
+        c.add(
+            "engine.summary.bucket", f"must be between 1m and 1d; got {format_duration(out.bucket)}"
+        )
+    return out
+
+
+def _grid_kind(value: Any) -> str:
+    if value not in ("auto", "full"):
+        raise ValueError(f"must be 'auto' or 'full'; got {value!r}")
+    return str(value)
 
 
 def _check_windows(
@@ -946,9 +1131,10 @@ def _parse_budget(c: _Collector, data: Any, path: str) -> BudgetConfig:
 def parse_config(data: dict[str, Any], *, base: Path, source: str | None = None) -> Config:
     """Validate a parsed TOML document; raise ``ConfigError`` listing every problem."""
     c = _Collector()
-    c.unknown(data, "", {"server", "report", "monitors"})
+    c.unknown(data, "", {"server", "report", "engine", "monitors"})
     server = _parse_server(c, data.get("server"), base)
     report = _parse_report(c, data.get("report"))
+    engine = _parse_engine(c, data.get("engine"))
     raw = data.get("monitors")
     monitors: list[MonitorConfig] = []
     if raw is None:
@@ -960,7 +1146,7 @@ def parse_config(data: dict[str, Any], *, base: Path, source: str | None = None)
             c.add("monitors", "at least one [[monitors]] table is required")
         seen: dict[str, int] = {}
         for i, item in enumerate(raw):
-            m = _parse_monitor(c, item, f"monitors[{i}]", base)
+            m = _parse_monitor(c, item, f"monitors[{i}]", base, engine)
             if m is None:
                 continue
             if m.name in seen:
@@ -974,6 +1160,7 @@ def parse_config(data: dict[str, Any], *, base: Path, source: str | None = None)
         monitors=tuple(monitors),
         path=Path(source) if source else None,
         report=report,
+        engine=engine,
     )
 
 

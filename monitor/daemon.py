@@ -445,6 +445,10 @@ class Daemon:
                 self.runner.store.save(name, snap.state)
             except (OSError, ValueError) as exc:
                 failed[name] = f"{type(exc).__name__}: {exc}"
+        try:
+            self.runner.summaries.close()  # a Dask cluster or Spark session the checks started
+        except Exception:  # an engine that fails to stop must not cost the states saved above
+            log.exception("an engine did not close cleanly")
         self.http.stop()
         if failed:
             log.error(

@@ -189,6 +189,12 @@ class MonitorCollector(Collector):
             ["monitor"],
         )
         duration = _gauge("last_run_duration_seconds", "Duration of the latest run.", ["monitor"])
+        engine = _gauge(
+            "engine_info",
+            "Where the latest check summarised the scores (memory: whole windows in arrays; "
+            "local, dask, spark: the engine of a check through summaries); always 1.",
+            ["monitor", "kind"],
+        )
         runs = CounterMetricFamily(
             PREFIX + "runs", "Checks run since start-up.", labels=["monitor"]
         )
@@ -245,6 +251,7 @@ class MonitorCollector(Collector):
             if run is None:
                 continue
             duration.add_metric([name], run.duration_seconds)
+            engine.add_metric([name, run.engine], 1.0)
             v = run.verdict
             if v.plan is not None:
                 h.add_metric([name], v.plan.drift_h)
@@ -283,6 +290,7 @@ class MonitorCollector(Collector):
             last_run,
             last_ok,
             duration,
+            engine,
             runs,
             failures,
             save_failures,

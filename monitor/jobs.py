@@ -23,6 +23,7 @@ from monitor.config import Config, MonitorConfig
 from monitor.epoch import from_ns as _from_ns
 from monitor.epoch import to_ns as _ns
 from monitor.errors import MonitorError, SourceError
+from monitor.incremental import SummaryChecks, SummaryRead
 from monitor.judged import judged_outcomes
 from monitor.sources import (
     OutcomeSpec,
@@ -141,6 +142,23 @@ class ParquetReader:
         return None
 
 
+def _no_scores(window: Window) -> ScoreWindow:
+    """The empty score window a check through summaries stands in for the arrays."""
+    return ScoreWindow(
+        window=window,
+        values=_EMPTY,
+        timestamps=_EMPTY_TS,
+        segment_codes=None,
+        segment_names=(),
+        rows=0,
+        dropped_nan=0,
+        dropped_inf=0,
+        dropped_null=0,
+        newest_timestamp=None,
+        files_read=0,
+    )
+
+
 def _split_scores(window: ScoreWindow) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
     ts = window.timestamps
     if window.segment_codes is None:
@@ -232,6 +250,7 @@ class Runner:
         board: Board | None = None,
         detail: bool = False,
         history: HistoryStore | None = None,
+        summaries: SummaryChecks | None = None,
     ) -> None:
         self.config = config
         self.detail = detail
@@ -254,6 +273,10 @@ class Runner:
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
+        self.summaries = summaries or SummaryChecks(
+            config.server.state_dir if self._file_store else None,
+            max_bytes=(config.engine.cache_max_bytes if config.engine else 1 << 30),
+        )
         # monitor -> (its latest look's runs and reference bounds, that look's pairs): the page
         # of a check that made no new look draws them (see _look_pairs)
         self._looks: dict[str, tuple[tuple[str, ...], dict[str, Pairs]]] = {}
@@ -319,9 +342,22 @@ class Runner:
         self, monitor: MonitorConfig, at: datetime, state: MonitorState, *, detail: bool = False
     ) -> tuple[CheckData, int, dict[tuple[str, str], int]]:
         reference_w, current_w = check_windows(monitor, at)
-        seasonal = monitor.seasonal_period is not None
-        ref = self.reader.scores(monitor.scores, reference_w, with_timestamps=seasonal)
-        cur = self.reader.scores(monitor.scores, current_w, with_timestamps=True)
+        settings = self.config.engine_for(monitor)
+        summarized: SummaryRead | None = None
+        if settings is not None:
+            keep = [
+                np.asarray(d.anchor_ref.edges, dtype=np.float64)
+                for d in state.drift.values()
+                if d.anchor_ref is not None
+            ]
+            summarized = self.summaries.read(
+                monitor, settings, at, reference_w, current_w, keep_edges=keep
+            )
+            ref = cur = _no_scores(reference_w)
+        else:
+            seasonal = monitor.seasonal_period is not None
+            ref = self.reader.scores(monitor.scores, reference_w, with_timestamps=seasonal)
+            cur = self.reader.scores(monitor.scores, current_w, with_timestamps=True)
         runs = self._runs(monitor, at, state)
         out_ref_w = reference_w
         if state.decay.active and state.decay.reference_start and state.decay.reference_end:
@@ -335,6 +371,9 @@ class Runner:
         paired = pair_outcomes(ref_out, cur_out)
         ref_split = _split_scores(ref)
         cur_split = _split_scores(cur)
+        if summarized is not None:
+            ref_split = dict.fromkeys(summarized.reference, (_EMPTY, None))
+            cur_split = dict.fromkeys(summarized.current, (_EMPTY, _EMPTY_TS))
         pair_split = (
             paired.by_segment() if monitor.outcomes.segment_column is not None else {"": paired}
         )
@@ -351,13 +390,21 @@ class Runner:
             )
         fixed = monitor.windows.fixed_reference
         segments: dict[str, SegmentData] = {}
-        if ref.values.size == 0 and cur.values.size == 0 and ref_out.query_ids.size == 0:
+        no_scores = (
+            ref.values.size == 0 and cur.values.size == 0
+            if summarized is None
+            else summarized.n_reference == 0 and summarized.n_current == 0
+        )
+        if no_scores and ref_out.query_ids.size == 0:
             names = []  # no data at all: the verdict reports it, with the window and freshness
         for name in names:
             ref_values, ref_ts = ref_split.get(name, (_EMPTY, None))
             cur_values, cur_ts = cur_split.get(name, (_EMPTY, _EMPTY_TS))
             baseline = None
             phases = None
+            if summarized is not None:
+                fixed = False  # the frozen grid is the summaries' baseline
+                detail = False
             if fixed and ref_values.size >= monitor.drift.min_reference_samples:
                 key = (monitor.name, name, reference_w.start, reference_w.end)
                 cached = self._baselines.get(key)
@@ -388,6 +435,7 @@ class Runner:
                 positions=positions,
                 reference_timestamps=ref_ts,
                 reference_phases=phases,
+                summaries=None if summarized is None else summarized.segment(name),
             )
         if runs.new is None:
             for name in list(segments):
@@ -400,7 +448,11 @@ class Runner:
             reference_start=reference_w.start,
             reference_end=reference_w.end,
             segments=segments,
-            newest_score=_newest(cur.timestamps, ref.timestamps),
+            newest_score=(
+                _newest(cur.timestamps, ref.timestamps)
+                if summarized is None
+                else (None if summarized.newest_ns is None else _from_ns(summarized.newest_ns))
+            ),
             newest_outcome=runs.newest,
             reference_outcome_queries=int(ref_out.query_ids.size),
             current_outcome_queries=int(cur_out.query_ids.size) if runs.new else 0,
@@ -411,10 +463,15 @@ class Runner:
             outcome_reference_end=out_ref_w.end,
             judged=_judged_check(monitor, ref_out, cur_out if runs.new else None),
         )
-        rows = ref.rows + cur.rows + ref_out.rows + (cur_out.rows if runs.new else 0)
+        score_rows = ref.rows + cur.rows if summarized is None else summarized.rows
+        rows = score_rows + ref_out.rows + (cur_out.rows if runs.new else 0)
         samples = {
-            ("scores", "reference"): int(ref.values.size),
-            ("scores", "current"): int(cur.values.size),
+            ("scores", "reference"): int(ref.values.size)
+            if summarized is None
+            else summarized.n_reference,
+            ("scores", "current"): int(cur.values.size)
+            if summarized is None
+            else summarized.n_current,
             ("outcomes", "reference"): int(ref_out.query_ids.size),
             ("outcomes", "current"): int(cur_out.query_ids.size) if runs.new else 0,
         }
@@ -571,6 +628,7 @@ class Runner:
                 rows_read=rows,
                 window_samples=samples,
                 detail=detail,
+                engine=self._engine_kind(monitor),
             )
             if token is not None and token in self._abandoned:
                 log.warning(
@@ -658,6 +716,15 @@ class Runner:
             record = replace(record, history=self.history.append(name, verdict))
         self.board.record(record, new_state)
         return record
+
+    def _engine_kind(self, monitor: MonitorConfig) -> str:
+        """``memory``, or the engine that computed this monitor's latest new buckets (before
+        any: the configured kind, ``local`` for ``auto``)."""
+        settings = self.config.engine_for(monitor)
+        if settings is None:
+            return "memory"
+        used = self.summaries.last_engine.get(monitor.name)
+        return used or ("local" if settings.kind == "auto" else settings.kind)
 
     @staticmethod
     def _stamp(

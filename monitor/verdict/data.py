@@ -12,6 +12,10 @@ import numpy as np
 from monitor.stats import (
     BaselinePositions,
     DriftBaseline,
+    Grid,
+    ScoreSummary,
+    bin_ends,
+    cells_to_bins,
 )
 
 
@@ -39,6 +43,51 @@ class Pairs:
         return self.n / total if total else 0.0
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class SegmentSummaries:
+    """One segment's windows as summaries on a frozen grid (a check through summaries).
+
+    ``reference`` / ``current``: each window's total; ``*_starts``: its buckets' starts (int64
+    ns, ascending) and ``*_buckets`` their summaries (None: no score in that bucket).
+    ``edges``: the segment's frozen PSI edges (grid points). ``binned`` holds bucket bin counts
+    computed by the runner, keyed by the edges' bytes (a cache: ``bins`` computes what it
+    lacks from the buckets, with the same integers).
+    """
+
+    grid: Grid
+    edges: np.ndarray
+    reference: ScoreSummary
+    current: ScoreSummary
+    reference_starts: np.ndarray
+    current_starts: np.ndarray
+    reference_buckets: tuple[ScoreSummary | None, ...]
+    current_buckets: tuple[ScoreSummary | None, ...]
+    binned: Mapping[bytes, tuple[np.ndarray, np.ndarray]] | None = None
+
+    def bins(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per-bucket counts on the right-closed bins of ``edges`` (each a grid point), for the
+        reference's and the current window's buckets: (n_buckets x B) int64 each."""
+        e = np.asarray(edges, dtype=np.float64)
+        if self.binned is not None and e.tobytes() in self.binned:
+            return self.binned[e.tobytes()]
+        return tuple(  # type: ignore[return-value]
+            bucket_bins(self.grid, buckets, e)
+            for buckets in (self.reference_buckets, self.current_buckets)
+        )
+
+
+def bucket_bins(
+    grid: Grid, buckets: tuple[ScoreSummary | None, ...], edges: np.ndarray
+) -> np.ndarray:
+    """(n_buckets x B) counts of ``buckets`` on the bins of ``edges`` (zeros for None)."""
+    ends = bin_ends(grid, edges)
+    out = np.zeros((len(buckets), int(np.asarray(edges).size) + 1), dtype=np.int64)
+    for i, b in enumerate(buckets):
+        if b is not None:
+            out[i] = cells_to_bins(b.counts, ends)
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class SegmentData:
     """One segment's data for a check. Timestamps are int64 ns and align with their values.
@@ -57,6 +106,7 @@ class SegmentData:
     positions: BaselinePositions | None = None
     reference_timestamps: np.ndarray | None = None
     reference_phases: np.ndarray | None = None
+    summaries: SegmentSummaries | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import MonitorConfig
-from monitor.verdict.data import CheckData, Pairs, SegmentData
+from monitor.stats import ScoreSummary, bin_ends, cells_to_bins
+from monitor.verdict.data import CheckData, Pairs, SegmentData, SegmentSummaries
 from monitor.verdict.reports import Verdict
 
 __all__ = ["GRID_QUANTILES", "CheckDetail", "InputDetail", "OutcomeDetail", "describe"]
@@ -169,6 +170,73 @@ def input_detail(
     )
 
 
+def summary_input_detail(
+    summaries: SegmentSummaries, *, smoothing: float, ks_location: float | None = None
+) -> InputDetail:
+    """:func:`input_detail` from a check through summaries: the bins are the frozen edges'
+    (exact counts), the ECDFs are exact at up to ``2 * GRID_QUANTILES`` grid points (F at a
+    point is the cells up to and including it); a window's range is known exactly only when its
+    extreme cell is a point cell (else None)."""
+    ref, cur = summaries.reference, summaries.current
+    edges = summaries.edges
+    ends = bin_ends(summaries.grid, edges)
+    r, c = cells_to_bins(ref.counts, ends), cells_to_bins(cur.counts, ends)
+    n, m = ref.n, cur.n
+    bins = r.size
+    q = (r + smoothing) / (n + smoothing * bins)
+    p = (c + smoothing) / (m + smoothing * bins)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        contrib = np.where((p == 0) & (q == 0), 0.0, (p - q) * np.log(p / q))
+    pts = summaries.grid.points
+    point_cells = 2 * np.arange(pts.size) + 1
+    f_ref = np.cumsum(ref.counts)[point_cells] / n if n else np.zeros(pts.size)
+    f_cur = np.cumsum(cur.counts)[point_cells] / m if m else np.zeros(pts.size)
+    take = np.unique(
+        np.concatenate(
+            [
+                np.searchsorted(pts, edges),
+                np.linspace(0, pts.size - 1, min(pts.size, 2 * GRID_QUANTILES)).astype(np.intp),
+            ]
+        )
+    )
+    take = take[take < pts.size]
+    lo, hi = float(pts[0]), float(pts[-1])
+    if not hi > lo:
+        lo, hi = lo - 0.5, hi + 0.5
+    ks_ref = ks_cur = None
+    if ks_location is not None and n and m:
+        i = int(np.searchsorted(pts, ks_location))
+        if i < pts.size and pts[i] == ks_location:
+            cr, cc = np.cumsum(ref.counts), np.cumsum(cur.counts)
+            at = (float(cr[2 * i + 1] / n), float(cc[2 * i + 1] / m))
+            below = (float(cr[2 * i] / n), float(cc[2 * i] / m))
+            ks_ref, ks_cur = max(at, below, key=lambda pair: abs(pair[0] - pair[1]))
+    return InputDetail(
+        edges=np.asarray(edges, dtype=np.float64),
+        reference_counts=r,
+        current_counts=c,
+        contributions=contrib,
+        smoothing=smoothing,
+        grid=pts[take],
+        reference_ecdf=f_ref[take],
+        current_ecdf=f_cur[take],
+        display_range=(lo, hi),
+        ks_location=ks_location,
+        ks_reference=ks_ref,
+        ks_current=ks_cur,
+        reference_range=_summary_range(ref),
+        current_range=_summary_range(cur),
+    )
+
+
+def _summary_range(s: ScoreSummary) -> tuple[float, float] | None:
+    held = np.flatnonzero(s.counts)
+    if held.size == 0 or held[0] % 2 == 0 or held[-1] % 2 == 0:
+        return None  # empty, or an extreme value inside an open gap
+    pts = s.grid.points
+    return float(pts[held[0] // 2]), float(pts[held[-1] // 2])
+
+
 def outcome_detail(pairs: Pairs) -> OutcomeDetail:
     """The pairs sorted by difference ascending, ties broken by query id."""
     diff = pairs.current - pairs.reference
@@ -217,6 +285,10 @@ def describe(
 def _segment_input(
     monitor: MonitorConfig, seg: SegmentData, ks_location: float | None
 ) -> InputDetail:
+    if seg.summaries is not None:
+        return summary_input_detail(
+            seg.summaries, smoothing=monitor.drift.smoothing, ks_location=ks_location
+        )
     if seg.baseline is not None:
         ordered, edges = seg.baseline.sorted_reference, seg.baseline.edges
     else:  # the runner passes a baseline when it wants detail; this is the slow fallback

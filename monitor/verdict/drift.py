@@ -8,14 +8,18 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from monitor.config import MonitorConfig
+from monitor.config import DriftConfig, MonitorConfig
 from monitor.epoch import to_ns as _ns
 from monitor.stats import (
+    DriftBaseline,
+    PSIResult,
     adjust_pvalues,
     build_baseline,
     cusum_step,
     drift_tests,
+    ks_bracket,
     proportion_test_counts,
+    psi_from_summaries,
     psi_test_counts,
     z_from_pvalue,
 )
@@ -36,25 +40,24 @@ class _Block:
 
 def _block_test(
     counts: np.ndarray,
-    block_phases: np.ndarray,
-    block_bins: np.ndarray,
+    block: np.ndarray,
     tolerance: float,
     smoothing: float,
 ) -> _Block | None:
-    """Block bin counts against the phase-weighted reference counts ``counts`` (P x B).
+    """Block counts ``block`` (P x B) against the phase-weighted reference counts ``counts``.
 
     Expected shares q = sum_p w_p c_p / n_p with w_p the block's share in phase p (phases the
     reference lacks fall back to the whole reference); the reference size for N_eff is
     1 / sum_p (w_p^2 / n_p), the size of an equally precise plain sample.
     """
-    phases, bins = counts.shape
-    m = block_bins.size
-    cur = np.bincount(block_bins, minlength=bins).astype(np.float64)
+    phases = counts.shape[0]
+    m = float(block.sum())
+    cur = block.sum(axis=0).astype(np.float64)
     totals = counts.sum(axis=1)
     if phases == 1:
         ref, n_ref = counts[0], float(totals[0])
     else:
-        w = np.bincount(block_phases, minlength=phases).astype(np.float64) / m
+        w = block.sum(axis=1).astype(np.float64) / m
         missing = (w > 0) & (totals <= 0)
         overall = counts.sum(axis=0)
         if overall.sum() <= 0:
@@ -72,16 +75,16 @@ def _block_test(
 
 
 def _volume_ratio(
-    monitor: MonitorConfig, data: CheckData, seg: SegmentData, counts: np.ndarray
+    monitor: MonitorConfig, data: CheckData, inputs: _Inputs, counts: np.ndarray
 ) -> float | None:
     """Current-window volume over the volume the reference had at the same phases."""
     span = data.reference_end - data.reference_start
     cur_span = data.current_end - data.current_start
-    if span <= timedelta(0) or seg.reference.size == 0:
+    if span <= timedelta(0) or inputs.n_ref == 0:
         return None
     period = monitor.seasonal_period
-    if period is None or counts.shape[0] == 1 or seg.reference_timestamps is None:
-        expected = seg.reference.size * (cur_span / span)
+    if period is None or counts.shape[0] == 1 or not inputs.phased:
+        expected = inputs.n_ref * (cur_span / span)
     else:
         cycles = span / period
         start = _ns(data.current_start) // _HOUR_NS
@@ -90,18 +93,10 @@ def _volume_ratio(
         ph = phase_of(hours, period)
         per_phase = counts.sum(axis=1) / cycles
         expected = float(per_phase[ph].sum()) * (cur_span / timedelta(hours=int(end - start)))
-    return float(seg.current.size / expected) if expected > 0 else None
+    return float(inputs.n_cur / expected) if expected > 0 else None
 
 
-def _make_anchor(
-    monitor: MonitorConfig,
-    at: datetime,
-    data: CheckData,
-    seg: SegmentData,
-    edges: np.ndarray,
-    counts: np.ndarray,
-) -> Anchor:
-    del monitor, seg
+def _make_anchor(at: datetime, data: CheckData, edges: np.ndarray, counts: np.ndarray) -> Anchor:
     return Anchor(
         edges=tuple(float(x) for x in edges),
         counts=tuple(tuple(float(x) for x in row) for row in counts),
@@ -109,6 +104,137 @@ def _make_anchor(
         end=data.reference_end,
         set_at=at,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Ks:
+    statistic: float
+    pvalue: float
+    location: float | None
+    statistic_high: float | None = None  # a bracket's D_hi (None: exact)
+    pvalue_low: float | None = None
+
+
+class _Inputs:
+    """What the drift verdict needs from a segment's two windows, from arrays or summaries:
+    sizes, the window tests on the PSI ``edges``, zero counts, the reference's per-(phase, bin)
+    counts on any edges and the evidence block's."""
+
+    n_ref: int
+    n_cur: int
+    phased: bool  # the reference's timestamps (or buckets) give phases
+
+    def window(self, cfg: DriftConfig) -> tuple[np.ndarray, PSIResult, _Ks, int, int]:
+        """(edges, PSI, KS, zeros in the reference, zeros in the current window)."""
+        raise NotImplementedError
+
+    def reference_counts(self, edges: np.ndarray, period: timedelta | None) -> np.ndarray:
+        """The reference's counts per (phase, bin) on ``edges``: P x B (float64)."""
+        raise NotImplementedError
+
+    def block(
+        self, start: datetime, edges: np.ndarray, period: timedelta | None, phases: int
+    ) -> np.ndarray:
+        """The current window's counts from ``start`` on, per (phase, bin): P x B."""
+        raise NotImplementedError
+
+
+class _ArrayInputs(_Inputs):
+    def __init__(self, seg: SegmentData, cfg: DriftConfig) -> None:
+        self.seg = seg
+        self.n_ref, self.n_cur = int(seg.reference.size), int(seg.current.size)
+        self.phased = seg.reference_timestamps is not None
+        self.baseline: DriftBaseline | None = None
+
+    def window(self, cfg: DriftConfig) -> tuple[np.ndarray, PSIResult, _Ks, int, int]:
+        seg = self.seg
+        baseline = seg.baseline
+        positions = seg.positions
+        if baseline is None:
+            baseline = build_baseline(seg.reference, bins=cfg.bins)
+            positions = None
+        self.baseline = baseline
+        both = drift_tests(
+            baseline,
+            seg.current,
+            tolerance=cfg.tolerance,
+            smoothing=cfg.smoothing,
+            positions=positions,
+        )
+        ordered = baseline.sorted_reference
+        zero_ref = int(np.searchsorted(ordered, 0.0, side="right")) - int(
+            np.searchsorted(ordered, 0.0, side="left")
+        )
+        zero_cur = int(np.count_nonzero(seg.current == 0.0))
+        ks = _Ks(both.ks.statistic, both.ks.pvalue, both.ks.statistic_location)
+        return baseline.edges, both.psi, ks, zero_ref, zero_cur
+
+    def reference_counts(self, edges: np.ndarray, period: timedelta | None) -> np.ndarray:
+        seg = self.seg
+        if (
+            seg.reference_phases is not None
+            and self.baseline is not None
+            and edges is self.baseline.edges
+        ):
+            return seg.reference_phases  # cached by the runner for a fixed reference
+        return phase_counts(seg.reference, seg.reference_timestamps, edges, period)
+
+    def block(
+        self, start: datetime, edges: np.ndarray, period: timedelta | None, phases: int
+    ) -> np.ndarray:
+        seg = self.seg
+        inside = seg.current_timestamps >= _ns(start)
+        values = seg.current[inside]
+        bins = int(edges.size) + 1
+        idx = np.searchsorted(edges, values, side="left")
+        if phases == 1:
+            return np.bincount(idx, minlength=bins).astype(np.float64).reshape(1, bins)
+        ph = phase_of(seg.current_timestamps[inside], period)
+        flat = np.bincount(ph * bins + idx, minlength=phases * bins)
+        return flat.astype(np.float64).reshape(phases, bins)
+
+
+class _SummaryInputs(_Inputs):
+    def __init__(self, seg: SegmentData, cfg: DriftConfig) -> None:
+        assert seg.summaries is not None
+        self.s = seg.summaries
+        self.n_ref, self.n_cur = self.s.reference.n, self.s.current.n
+        self.phased = True
+
+    def window(self, cfg: DriftConfig) -> tuple[np.ndarray, PSIResult, _Ks, int, int]:
+        s = self.s
+        result = psi_from_summaries(
+            s.reference, s.current, s.edges, tolerance=cfg.tolerance, smoothing=cfg.smoothing
+        )
+        br = ks_bracket(s.reference, s.current)
+        ks = _Ks(
+            br.statistic_low,
+            br.pvalue_high,
+            br.location,
+            None if br.exact else br.statistic_high,
+            None if br.exact else br.pvalue_low,
+        )
+        return s.edges, result, ks, s.reference.zeros, s.current.zeros
+
+    def _phased(
+        self, starts: np.ndarray, bins: np.ndarray, period: timedelta | None, phases: int
+    ) -> np.ndarray:
+        out = np.zeros((phases, bins.shape[1]), dtype=np.float64)
+        ph = phase_of(starts, period) if phases > 1 else np.zeros(starts.size, np.intp)
+        np.add.at(out, ph, bins.astype(np.float64))
+        return out
+
+    def reference_counts(self, edges: np.ndarray, period: timedelta | None) -> np.ndarray:
+        ref, _ = self.s.bins(edges)
+        phases = 1 if period is None else (24 if period == timedelta(days=1) else 168)
+        return self._phased(self.s.reference_starts, ref, period, phases)
+
+    def block(
+        self, start: datetime, edges: np.ndarray, period: timedelta | None, phases: int
+    ) -> np.ndarray:
+        _, cur = self.s.bins(edges)
+        keep = self.s.current_starts >= _ns(start)
+        return self._phased(self.s.current_starts[keep], cur[keep], period, phases)
 
 
 def _evaluate_input(
@@ -121,7 +247,8 @@ def _evaluate_input(
 ) -> tuple[InputReport, SegmentDrift, dict[str, float]]:
     """Window numbers and each track's block p-value (``{track: p}``; empty: no evidence)."""
     cfg = monitor.drift
-    n_ref, n_cur = int(seg.reference.size), int(seg.current.size)
+    inputs: _Inputs = _ArrayInputs(seg, cfg) if seg.summaries is None else _SummaryInputs(seg, cfg)
+    n_ref, n_cur = inputs.n_ref, inputs.n_cur
     tracks_txt = tuple(t for t in TRACKS if prior.track(t).active)
     if n_ref < cfg.min_reference_samples or n_cur < cfg.min_current_samples:
         return (
@@ -137,55 +264,40 @@ def _evaluate_input(
             prior,
             {},
         )
-    baseline = seg.baseline
-    positions = seg.positions
-    if baseline is None:
-        baseline = build_baseline(seg.reference, bins=cfg.bins)
-        positions = None
-    both = drift_tests(
-        baseline,
-        seg.current,
-        tolerance=cfg.tolerance,
-        smoothing=cfg.smoothing,
-        positions=positions,
-    )
-    ordered = baseline.sorted_reference
-    zero_ref = int(np.searchsorted(ordered, 0.0, side="right")) - int(
-        np.searchsorted(ordered, 0.0, side="left")
-    )
-    zero_cur = int(np.count_nonzero(seg.current == 0.0))
+    edges, window_psi, ks, zero_ref, zero_cur = inputs.window(cfg)
     zero = proportion_test_counts(zero_ref, n_ref, zero_cur, n_cur)
     period = plan.seasonal_period
-    counts = seg.reference_phases
-    if counts is None:
-        counts = phase_counts(seg.reference, seg.reference_timestamps, baseline.edges, period)
+    counts = inputs.reference_counts(edges, period)
 
     block_start = data.current_start
     if prior.evidence_end is not None and prior.evidence_end > block_start:
         block_start = prior.evidence_end
-    in_block = seg.current_timestamps >= _ns(block_start)
-    block = seg.current[in_block]
+    block = inputs.block(block_start, edges, period, counts.shape[0])
+    block_size = int(block.sum())
     report = InputReport(
         n_reference=n_ref,
         n_current=n_cur,
         decidable=True,
-        psi=both.psi.statistic,
-        psi_pvalue=both.psi.pvalue,
-        psi_noise_floor=both.psi.noise_floor,
-        psi_debiased=both.psi.debiased,
+        psi=window_psi.statistic,
+        psi_pvalue=window_psi.pvalue,
+        psi_noise_floor=window_psi.noise_floor,
+        psi_debiased=window_psi.debiased,
         psi_tolerance=cfg.tolerance,
-        psi_bins=both.psi.n_bins,
-        ks_statistic=both.ks.statistic,
-        ks_pvalue=both.ks.pvalue,
-        ks_location=both.ks.statistic_location,
+        psi_bins=window_psi.n_bins,
+        ks_statistic=ks.statistic,
+        ks_pvalue=ks.pvalue,
+        ks_location=ks.location,
+        ks_statistic_high=ks.statistic_high,
+        ks_pvalue_low=ks.pvalue_low,
+        grid_points=None if seg.summaries is None else int(seg.summaries.grid.points.size),
         zero_rate_reference=zero.rate_reference,
         zero_rate_current=zero.rate_current,
         zero_rate_pvalue=zero.pvalue,
-        out_of_range_rate=both.psi.out_of_range_rate,
-        volume_ratio=_volume_ratio(monitor, data, seg, counts),
+        out_of_range_rate=window_psi.out_of_range_rate,
+        volume_ratio=_volume_ratio(monitor, data, inputs, counts),
         block_start=_iso(block_start),
         block_end=_iso(at),
-        block_samples=int(block.size),
+        block_samples=block_size,
         cusum=prior.reference.cusum,
         cusum_threshold=plan.drift_h,
         z_threshold=plan.drift_z,
@@ -205,10 +317,10 @@ def _evaluate_input(
             or (
                 at - anchor.set_at >= cfg.anchor_refresh
                 and not state.active
-                and _close_to_anchor(anchor, seg, period, cfg.tolerance, cfg.smoothing)
+                and _close_to_anchor(anchor, inputs, period, cfg.tolerance, cfg.smoothing)
             )
         ):
-            anchor = _make_anchor(monitor, at, data, seg, baseline.edges, counts)
+            anchor = _make_anchor(at, data, edges, counts)
         state = replace(state, anchor_ref=anchor)
         report = replace(
             report,
@@ -216,20 +328,21 @@ def _evaluate_input(
             anchor_end=_iso(anchor.end),
             anchor_cusum=state.anchor.cusum,
         )
-    if block.size < cfg.min_block_samples:
+    if block_size < cfg.min_block_samples:
         return report, state, {}
-    block_ts = seg.current_timestamps[in_block]
     pvalues: dict[str, float] = {}
-    references = [("reference", baseline.edges, counts)]
+    references = [("reference", edges, counts, block)]
     if use_anchor and state.anchor_ref is not None:
         anchor = state.anchor_ref
-        references.append(("anchor", np.asarray(anchor.edges, dtype=np.float64), anchor.array))
-    for name, edges, ref_counts in references:
-        phases = (
-            phase_of(block_ts, period) if ref_counts.shape[0] > 1 else np.zeros(block.size, np.intp)
+        a_edges = np.asarray(anchor.edges, dtype=np.float64)
+        a_block = (
+            block
+            if np.array_equal(a_edges, edges) and anchor.array.shape[0] == counts.shape[0]
+            else inputs.block(block_start, a_edges, period, anchor.array.shape[0])
         )
-        bins = np.searchsorted(edges, block, side="left")
-        test = _block_test(ref_counts, phases, bins, cfg.tolerance, cfg.smoothing)
+        references.append(("anchor", a_edges, anchor.array, a_block))
+    for name, _edges, ref_counts, block_counts in references:
+        test = _block_test(ref_counts, block_counts, cfg.tolerance, cfg.smoothing)
         if test is None:
             continue
         z = z_from_pvalue(test.pvalue)
@@ -263,14 +376,14 @@ def _evaluate_input(
 
 def _close_to_anchor(
     anchor: Anchor,
-    seg: SegmentData,
+    inputs: _Inputs,
     period: timedelta | None,
     tolerance: float,
     smoothing: float,
 ) -> bool:
     """Whether the rolling reference is within half the tolerance of the anchor (debiased)."""
     edges = np.asarray(anchor.edges, dtype=np.float64)
-    now = phase_counts(seg.reference, seg.reference_timestamps, edges, period).sum(axis=0)
+    now = inputs.reference_counts(edges, period).sum(axis=0)
     then = anchor.array.sum(axis=0)
     if now.sum() <= 0 or then.sum() <= 0:
         return False

@@ -18,7 +18,10 @@ class InputReport:
     ``psi`` ... ``out_of_range_rate``: the current window against the reference. ``block_*``: the
     newest evidence block ``[block_start, block_end)`` against the reference of the same phases
     (track ``reference``) and against the anchor (``anchor_*``); ``alarm`` says which rule fired
-    (``immediate`` / ``cusum``) on which track (``alarm_track``).
+    (``immediate`` / ``cusum``) on which track (``alarm_track``). Through summaries on a grid
+    that does not resolve D: ``ks_statistic`` is the bracket's D_lo and ``ks_pvalue`` its p,
+    ``ks_statistic_high`` D_hi and ``ks_pvalue_low`` p(D_hi) (None when exact); ``grid_points``
+    the frozen grid's size (None: the windows were read whole).
     """
 
     n_reference: int
@@ -34,6 +37,9 @@ class InputReport:
     ks_statistic: float | None = None
     ks_pvalue: float | None = None
     ks_location: float | None = None
+    ks_statistic_high: float | None = None
+    ks_pvalue_low: float | None = None
+    grid_points: int | None = None
     zero_rate_reference: float | None = None
     zero_rate_current: float | None = None
     zero_rate_pvalue: float | None = None

@@ -60,6 +60,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "retrieval_monitor_last_run_timestamp_seconds": ("monitor",),
     "retrieval_monitor_last_success_timestamp_seconds": ("monitor",),
     "retrieval_monitor_last_run_duration_seconds": ("monitor",),
+    "retrieval_monitor_engine_info": ("monitor", "kind"),
     "retrieval_monitor_runs_total": ("monitor",),
     "retrieval_monitor_run_failures_total": ("monitor",),
     "retrieval_monitor_build_info": ("version",),

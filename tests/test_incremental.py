@@ -1,0 +1,291 @@
+"""Checks through cached summaries (issue 13): the same verdict numbers as whole windows where
+the edges agree, one new bucket read per hourly check, a late file re-reads only its buckets,
+a corrupt cache entry is recomputed, the cache stays bounded, the grid persists and ages out,
+and validate's bucket rules."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor.config import load_config, parse_config
+from monitor.errors import ConfigError
+from monitor.incremental import SummaryChecks
+from monitor.jobs import Runner, check_windows
+from monitor.simulate import Scenario, write_world
+from monitor.sources import read_scores, write_parquet
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC)
+AT = datetime(2026, 11, 10, tzinfo=UTC)
+FIXED = (
+    'windows.reference_start = "2026-11-02T00:00:00Z"\n'
+    'windows.reference_end = "2026-11-09T00:00:00Z"\n'
+)
+
+
+def _world(root: Path, *, engine: str, fixed: bool = False, days: int = 10) -> Path:
+    scenario = Scenario(name="s", segments=("web", "app"), segment_weights=(0.7, 0.3))
+    write_world(root, scenario, start=T0, end=T0 + timedelta(days=days), seed=3)
+    text = (root / "monitor.toml").read_text()
+    if fixed:
+        text = text.replace('windows.reference = "7d"\n', FIXED)
+    (root / "arrays.toml").write_text(text)
+    (root / "summaries.toml").write_text(text + "\n[engine]\n" + engine)
+    return root
+
+
+def _inputs(runner: Runner, at: datetime) -> dict[str, dict[str, object]]:
+    v = runner.check("demo", at)
+    return {name: r.to_dict() for name, r in v.inputs.items()}
+
+
+@pytest.fixture(scope="module")
+def fixed_world(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return _world(
+        tmp_path_factory.mktemp("fixed"),
+        engine='kind = "local"\nsummary.grid = "full"\n',
+        fixed=True,
+    )
+
+
+@pytest.fixture
+def rolling_world(tmp_path: Path) -> Path:
+    return _world(tmp_path, engine='kind = "local"\n')
+
+
+def test_a_fixed_reference_on_the_full_grid_gives_the_whole_window_numbers(
+    fixed_world: Path,
+) -> None:
+    arrays = Runner(load_config(fixed_world / "arrays.toml"))
+    summaries = Runner(load_config(fixed_world / "summaries.toml"))
+    want, got = _inputs(arrays, AT), _inputs(summaries, AT)
+    assert set(want) == set(got) == {"web", "app"}
+    for name in want:
+        a, b = dict(want[name]), dict(got[name])
+        assert b["grid_points"] is not None
+        assert a["grid_points"] is None
+        assert b["ks_statistic_high"] is None  # the full grid resolves D exactly
+        # the KS location is a grid point, not necessarily the sample value where D is attained
+        for key in ("grid_points", "ks_location"):
+            a.pop(key), b.pop(key)
+        assert a == b, name
+
+
+def test_the_first_rolling_check_builds_the_grid_from_its_own_reference(
+    rolling_world: Path,
+) -> None:
+    """At the check that builds the grid its edges are the rolling reference's: PSI bit-equal."""
+    want = _inputs(Runner(load_config(rolling_world / "arrays.toml")), AT)
+    got = _inputs(Runner(load_config(rolling_world / "summaries.toml")), AT)
+    for name in want:
+        for key in ("psi", "psi_pvalue", "psi_noise_floor", "psi_bins", "n_reference", "n_current"):
+            assert got[name][key] == want[name][key], (name, key)
+        lo, hi = (
+            got[name]["ks_statistic"],
+            got[name]["ks_statistic_high"] or got[name]["ks_statistic"],
+        )
+        assert lo <= want[name]["ks_statistic"] <= hi  # type: ignore[operator]
+        for key in ("block_psi", "block_pvalue", "zero_rate_reference", "zero_rate_current"):
+            assert got[name][key] == want[name][key], (name, key)
+
+
+def _read(checks: SummaryChecks, root: Path, at: datetime):  # type: ignore[no-untyped-def]
+    config = load_config(root / "summaries.toml")
+    monitor = config.monitors[0]
+    settings = config.engine_for(monitor)
+    assert settings is not None
+    ref, cur = check_windows(monitor, at)
+    return checks.read(monitor, settings, at, ref, cur)
+
+
+def _totals(read) -> dict[str, tuple[np.ndarray, np.ndarray]]:  # type: ignore[no-untyped-def]
+    out = {}
+    for name in sorted(read.reference | read.current):
+        s = read.segment(name)
+        out[name] = (s.reference.counts, s.current.counts)
+    return out
+
+
+def test_an_hourly_check_reads_only_the_new_hour(rolling_world: Path, tmp_path: Path) -> None:
+    checks = SummaryChecks(tmp_path / "state")
+    first = _read(checks, rolling_world, AT)
+    assert first.buckets_read == 8 * 24
+    assert first.buckets_cached == 0
+    assert first.engine == "local"
+    again = _read(checks, rolling_world, AT)
+    assert again.buckets_read == 0
+    assert again.engine is None
+    nxt = _read(checks, rolling_world, AT + timedelta(hours=1))
+    # the hour leaving the current window joins the reference from the cache
+    assert nxt.buckets_read == 1
+    assert nxt.buckets_cached == 8 * 24 - 1
+    # the same numbers as a cold read of that slot (a new cache, same grid: it is on disk)
+    cold = _read(SummaryChecks(tmp_path / "other"), rolling_world, AT + timedelta(hours=1))
+    assert cold.grid.key != ""
+    assert cold.buckets_read == 8 * 24
+    for name, (r, c) in _totals(nxt).items():
+        cr, cc = _totals(cold)[name]
+        if cold.grid.key == nxt.grid.key:
+            assert np.array_equal(r, cr)
+            assert np.array_equal(c, cc)
+        assert r.sum() == cr.sum()
+        assert c.sum() == cc.sum()
+
+
+def test_a_late_file_rereads_exactly_its_bucket(rolling_world: Path, tmp_path: Path) -> None:
+    checks = SummaryChecks(tmp_path / "state")
+    before = _read(checks, rolling_world, AT)
+    hour = datetime(2026, 11, 9, 13, tzinfo=UTC)
+    stamps = np.array(
+        [np.datetime64(hour.replace(tzinfo=None), "us") + np.timedelta64(i, "s") for i in range(50)]
+    )
+    write_parquet(
+        rolling_world / "scores" / "date=2026-11-09" / "late.parquet",
+        {"timestamp": stamps, "score": np.full(50, 3.25), "segment": np.array(["web"] * 50)},
+    )
+    after = _read(checks, rolling_world, AT)
+    assert after.buckets_read == 1
+    assert after.buckets_cached == 8 * 24 - 1
+    web_before, web_after = before.segment("web"), after.segment("web")
+    assert web_after.current.n == web_before.current.n + 50
+    assert web_after.reference.n == web_before.reference.n
+    # equal to reading the window whole
+    config = load_config(rolling_world / "summaries.toml")
+    _, cur = check_windows(config.monitors[0], AT)
+    whole = read_scores(config.monitors[0].scores, cur)
+    web = whole.segment_names.index("web")
+    assert web_after.current.n == int(np.count_nonzero(whole.segment_codes == web))
+
+
+def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    first = _read(SummaryChecks(state), rolling_world, AT)
+    entries = sorted((state / "summaries" / "demo" / first.grid.key).glob("*.npz"))
+    assert len(entries) == 8 * 24
+    entries[5].write_bytes(b"not a bucket")
+    entries[6].write_bytes(entries[6].read_bytes()[:100])  # truncated
+    fresh = SummaryChecks(state)  # a restarted daemon: memory empty, disk warm
+    again = _read(fresh, rolling_world, AT)
+    assert again.buckets_read == 2
+    assert fresh.cache.corrupt == 2
+    assert again.grid.key == first.grid.key  # the grid came back from disk
+    for name, (r, c) in _totals(again).items():
+        r0, c0 = _totals(first)[name]
+        assert np.array_equal(r, r0)
+        assert np.array_equal(c, c0)
+    assert np.load(entries[5]).files  # rewritten whole
+
+
+def test_the_disk_cache_is_bounded(rolling_world: Path, tmp_path: Path) -> None:
+    unbounded = tmp_path / "unbounded"
+    full = _read(SummaryChecks(unbounded), rolling_world, AT)
+    size = sum(f.stat().st_size for f in (unbounded / "summaries").rglob("*.npz"))
+    state = tmp_path / "state"
+    checks = SummaryChecks(state, max_bytes=size // 3)
+    read = _read(checks, rolling_world, AT)
+    assert read.grid.key == full.grid.key
+    files = list((state / "summaries" / "demo" / read.grid.key).glob("*.npz"))
+    assert 0 < len(files) < 8 * 24
+    assert sum(f.stat().st_size for f in files) <= size // 3
+    # evicted buckets are read again; the numbers do not change
+    again = _read(checks, rolling_world, AT)
+    for name, (r, c) in _totals(again).items():
+        r0, c0 = _totals(read)[name]
+        assert np.array_equal(r, r0)
+        assert np.array_equal(c, c0)
+
+
+def test_the_grid_is_kept_then_rebuilt_when_the_reference_has_turned_over(
+    tmp_path: Path,
+) -> None:
+    root = _world(tmp_path / "w", engine='kind = "local"\n', days=18)
+    checks = SummaryChecks(tmp_path / "state")
+    first = _read(checks, root, AT)
+    later = _read(checks, root, AT + timedelta(days=3))
+    assert later.grid is first.grid  # frozen
+    assert later.buckets_read == 3 * 24
+    turned = _read(checks, root, AT + timedelta(days=7))
+    assert turned.grid.built_at == AT + timedelta(days=7)
+    assert turned.grid.key != first.grid.key
+    assert turned.buckets_read == 8 * 24  # a new grid: every bucket again
+
+
+def test_the_daemon_runner_exports_the_engine_and_the_json_says_how(rolling_world: Path) -> None:
+    runner = Runner(load_config(rolling_world / "summaries.toml"))
+    record = runner.run("demo", AT)
+    assert record.engine == "local"
+    assert record.verdict.input is not None
+    assert record.verdict.input.grid_points
+    doc = json.loads(json.dumps(record.verdict.to_dict()))
+    assert doc["input"]["grid_points"] > 1000
+    arrays = Runner(load_config(rolling_world / "arrays.toml"))
+    assert arrays.run("demo", AT).engine == "memory"
+
+
+def test_the_page_of_a_summary_check_draws_its_bins(rolling_world: Path) -> None:
+    runner = Runner(load_config(rolling_world / "summaries.toml"))
+    verdict, detail = runner.check_detail("demo", AT)
+    for name, d in detail.inputs.items():
+        report = verdict.inputs[name]
+        assert int(d.reference_counts.sum()) == report.n_reference
+        assert int(d.current_counts.sum()) == report.n_current
+        assert float(d.contributions.sum()) == pytest.approx(report.psi, rel=1e-12)
+        assert np.all(np.diff(d.reference_ecdf) >= 0)
+        assert d.reference_ecdf[-1] <= 1.0
+
+
+def test_a_slot_inside_a_bucket_is_refused(rolling_world: Path) -> None:
+    runner = Runner(load_config(rolling_world / "summaries.toml"))
+    v = runner.check("demo", AT + timedelta(minutes=30))
+    assert v.state == "error"
+    assert any("engine.summary.bucket" in r for r in v.reasons)
+
+
+def _config(monitor: str, engine: str = 'kind = "local"') -> dict[str, object]:
+    import tomllib
+
+    text = (
+        f"[engine]\n{engine}\n[[monitors]]\nname = 'a'\nscores.path = 's'\n"
+        f"outcomes.path = 'o'\n{monitor}\n"
+    )
+    return tomllib.loads(text)
+
+
+@pytest.mark.parametrize(
+    ("monitor", "engine", "problem"),
+    [
+        ('schedule = "90m"', 'kind = "local"', "is not a multiple of engine.summary.bucket"),
+        ('schedule = "30 * * * *"', 'kind = "local"', "inside a bucket"),
+        ('windows.current = "36h30m"', 'kind = "local"', "windows.current"),
+        (
+            'drift.seasonality = "daily"',
+            'kind = "local"\nsummary.bucket = "2h"',
+            "need engine.summary.bucket to divide 1h",
+        ),
+        ("", 'kind = "auto"', "'auto' needs"),
+        ('engine = "ray"', 'kind = "local"', "must be one of"),
+        ("", 'kind = "spark"\nspark.remote = "http://x"', "sc://host:port"),
+    ],
+)
+def test_validate_names_the_bucket_rules(monitor: str, engine: str, problem: str) -> None:
+    with pytest.raises(ConfigError) as err:
+        parse_config(_config(monitor, engine), base=Path("."))
+    assert problem in str(err.value)
+
+
+def test_a_monitor_override_needs_no_engine_table() -> None:
+    import tomllib
+
+    data = tomllib.loads(
+        "[[monitors]]\nname = 'a'\nscores.path = 's'\noutcomes.path = 'o'\nengine = 'local'\n"
+        "[[monitors]]\nname = 'b'\nscores.path = 's'\noutcomes.path = 'o'\n"
+    )
+    config = parse_config(data, base=Path("."))
+    a, b = config.monitors
+    assert config.engine_for(a) is not None
+    assert config.engine_for(a).kind == "local"
+    assert config.engine_for(b) is None  # whole windows, as before
