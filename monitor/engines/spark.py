@@ -28,6 +28,7 @@ from monitor.sources import (
     SummaryPart,
     Window,
     merge_summary_parts,
+    pin_snapshot,
     summary_part_batches,
     window_files,
 )
@@ -79,6 +80,7 @@ class SparkEngine:
     def summaries(
         self, spec: ScoreSpec, window: Window, grid: Grid, *, bucket: timedelta | None = None
     ) -> SummaryPart:
+        spec = pin_snapshot(spec)  # a table: the tasks read the snapshot planned here
         files = window_files(spec, window)
         if not files:
             return merge_summary_parts(spec, window, grid, [], bucket=bucket)

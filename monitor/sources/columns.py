@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,12 +32,19 @@ def _check_numeric(dtype: pa.DataType, f: _File, column: str, role: str, key: st
         )
 
 
+# string_view (pyarrow >= 16): what arrow-rs writers such as delta-rs store for strings
+_is_string_view: Callable[[pa.DataType], bool] = getattr(
+    pa.types, "is_string_view", lambda _dtype: False
+)
+
+
 def _check_label(dtype: pa.DataType, f: _File, column: str, role: str, key: str) -> None:
     if pa.types.is_dictionary(dtype):
         dtype = dtype.value_type
     if not (
         pa.types.is_string(dtype)
         or pa.types.is_large_string(dtype)
+        or _is_string_view(dtype)
         or pa.types.is_integer(dtype)
         or pa.types.is_boolean(dtype)
         or pa.types.is_null(dtype)

@@ -28,7 +28,7 @@ from monitor.sources.model import (
     Window,
 )
 from monitor.sources.partitions import _newest_checked, _plan
-from monitor.sources.paths import _resolve
+from monitor.sources.paths import _open_source
 
 
 def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
@@ -39,7 +39,7 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     """
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
-    source = _resolve(spec.path, spec.prune_partitions)
+    source = _open_source(spec)
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     seg_col = spec.segment_column

@@ -15,7 +15,7 @@ from monitor.sources.model import OutcomeSpec, ScoreSpec, Window
 from monitor.sources.paths import (
     _File,
     _Interval,
-    _resolve,
+    _open_source,
     _Source,
     _walk,
 )
@@ -113,7 +113,7 @@ def latest_timestamp(spec: ScoreSpec | OutcomeSpec) -> datetime | None:
     Only the newest hive partition's files are opened. A glob matching no file raises
     ``SourceNotFoundError``; an existing empty directory gives ``None``.
     """
-    source = _resolve(spec.path, spec.prune_partitions)
+    source = _open_source(spec)
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     return None if newest is None else _from_ns(newest)
 

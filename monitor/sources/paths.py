@@ -1,4 +1,5 @@
-"""Discovery: a source path (file, directory, glob or URI) listed with hive-partition pruning."""
+"""Discovery: a source path (file, directory, glob or URI) listed with hive-partition pruning,
+or a table's data files (``monitor.sources.tables``) pruned by the table's own statistics."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import unquote
 
 import pyarrow as pa
@@ -22,6 +23,9 @@ import pyarrow.fs as pafs
 from monitor.epoch import to_ns as _to_ns
 from monitor.errors import SourceError, SourceNotFoundError
 from monitor.sources.translate import _translate
+
+if TYPE_CHECKING:
+    from monitor.sources.model import OutcomeSpec, ScoreSpec
 
 _LOG = logging.getLogger(__name__)
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -39,7 +43,9 @@ class _File:
     size: int
     mtime_ns: int
     partitions: tuple[tuple[str, str], ...]
-    interval: _Interval
+    interval: _Interval  # the period its hive partitions spell (checked against its footer)
+    bounds: _Interval = None  # a table's statistics of its timestamps (prune only, not checked)
+    problem: SourceError | None = None  # a table file that must not be read (raised if planned)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +56,7 @@ class _Source:
     is_file: bool
     pattern: str | None  # glob over full paths, for glob sources
     prune: bool
+    files: tuple[_File, ...] | None = None  # a table's data files: listed, not walked
 
 
 _FS_CACHE: dict[str, tuple[pafs.FileSystem, str]] = {}
@@ -335,6 +342,9 @@ def _walk(
     lies outside what ``keep`` accepts is pruned like any other partition. With ``on_problem``
     such errors are handed to it instead and the walk goes on (``validate --sources``).
     """
+    if source.files is not None:
+        yield from _table_files(source.files, keep, newest_first, on_problem)
+        return
     if source.is_file:
         info = _info(source.fs, source.root, source.display)
         yield _File(info.path, info.size or 0, info.mtime_ns or 0, (), None)
@@ -375,3 +385,38 @@ def _walk(
             stack.extend(subdirs)
         else:
             stack.extend(reversed(subdirs))
+
+
+def _table_files(
+    files: tuple[_File, ...],
+    keep: Callable[[_Interval], bool],
+    newest_first: bool,
+    on_problem: Callable[[SourceError], None] | None,
+) -> Iterator[_File]:
+    """A table's files that ``keep`` accepts by partition period and by statistics, in the
+    table's order or, with ``newest_first``, by the end of their statistics (unknown last);
+    a file with a ``problem`` raises it (or hands it to ``on_problem``) when it would be read."""
+    order = list(files)
+    if newest_first:
+        order.sort(key=lambda f: (f.bounds is None, -(f.bounds[1] if f.bounds else 0)))
+    for f in order:
+        if f.interval is not None and not keep(f.interval):
+            continue
+        if f.bounds is not None and not keep(f.bounds):
+            continue
+        if f.problem is not None:
+            if on_problem is None:
+                raise f.problem
+            on_problem(f.problem)
+            continue
+        yield f
+
+
+def _open_source(spec: ScoreSpec | OutcomeSpec, *, prune: bool | None = None) -> _Source:
+    """The source of a spec: a parquet path resolved, or a table's snapshot listed."""
+    prune = spec.prune_partitions if prune is None else prune
+    if spec.format == "parquet":
+        return _resolve(spec.path, prune)
+    from monitor.sources.tables import _table_source  # the optional extra's only importer
+
+    return _table_source(spec, prune)

@@ -13,7 +13,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from monitor.epoch import from_ns as _from_ns
-from monitor.errors import MonitorError
+from monitor.errors import MonitorError, SourceError
 from monitor.sources.columns import (
     _compact_codes,
     _floats,
@@ -30,7 +30,7 @@ from monitor.sources.columns import (
 from monitor.sources.footers import _opened, _ts_to_ns
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
-from monitor.sources.paths import _resolve, _Source
+from monitor.sources.paths import _open_source, _Source
 from monitor.stats import Grid, ScoreSummary, summarize
 
 
@@ -61,7 +61,7 @@ def _prepare(spec: ScoreSpec, window: Window) -> _Planned:
     """List the files and row groups of ``window`` and check their columns (no data read)."""
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
-    source = _resolve(spec.path, spec.prune_partitions)
+    source = _open_source(spec)
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     seg_sources = []
@@ -305,6 +305,15 @@ def read_summary_part(
     planned = _prepare(spec, window)
     if files is not None:
         keep = [i for i, p in enumerate(planned.plans) if p.file.path in files]
+        if spec.format != "parquet" and len(keep) < len(files):
+            gone = sorted(files - {planned.plans[i].file.path for i in keep})
+            raise SourceError(
+                f"was planned from another snapshot of the table: {len(gone)} of its files "
+                f"({', '.join(gone[:3])}) are not in the snapshot read now (a commit since)",
+                path=spec.path,
+                hint="pin the snapshot for the tasks (monitor.sources.pin_snapshot); the next "
+                "check reads the new one",
+            )
         planned = _Planned(
             planned.source,
             [planned.plans[i] for i in keep],

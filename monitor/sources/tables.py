@@ -1,0 +1,447 @@
+"""Delta Lake and Iceberg tables as sources: a table's snapshot resolved to its live data files.
+
+The only importer of ``deltalake`` (delta-rs) and ``pyiceberg`` (the optional extra
+``.[tables]``). A table becomes the list of parquet data files of one snapshot, each with its
+size and the bounds of its timestamps from the table's own statistics (Delta's add-action
+``stats``, widened by 1 ms because Delta truncates timestamps to milliseconds; Iceberg's
+``lower_bounds``/``upper_bounds``) and, for Delta, its partition values (hive rules: a date
+partition prunes and is checked against the file's footer; a partition column can be the
+segment). The files then go through the planner and reader of parquet paths (``_walk`` lists
+them, pruned by bounds), so every reader rule and every engine is the same.
+
+Honoured: files removed in the Delta log or no longer in the Iceberg snapshot are not read
+(the snapshot lists live files only). Refused with a ``SourceError`` naming the file, when the
+file would be read: Delta deletion vectors and Iceberg delete files (position or equality
+deletes), which the reader cannot apply; non-parquet Iceberg data files. Refused for the whole
+table: Delta column mapping (physical column names differ from the schema's). Snapshots are
+cached per (table, version): a daemon re-reads only the log's new commits.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import date, datetime
+from typing import Any, TypeVar
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+
+from monitor.errors import SourceError, SourceNotFoundError
+from monitor.sources.footers import _ts_to_ns
+from monitor.sources.model import _NS_PER, OutcomeSpec, ScoreSpec
+from monitor.sources.paths import (
+    _File,
+    _filesystem,
+    _Interval,
+    _partition_interval,
+    _Source,
+)
+
+__all__ = ["current_snapshot", "pin_snapshot"]
+
+_INSTALL = "pip install 'retrieval-monitor[tables]'"
+_DELTA_MS_NS = 1_000_000  # Delta's timestamp statistics are truncated to milliseconds
+_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+Spec = TypeVar("Spec", ScoreSpec, OutcomeSpec)
+
+
+@dataclass(frozen=True, slots=True)
+class _Snapshot:
+    version: int
+    root: str  # the filesystem path the files are listed under (for messages)
+    fs: Any  # pyarrow.fs.FileSystem
+    files: tuple[_File, ...]
+
+
+_SNAPSHOTS: OrderedDict[tuple[Any, ...], _Snapshot] = OrderedDict()
+_SNAPSHOTS_MAX = 64
+_LOCK = threading.Lock()
+_DELTA_LATEST: dict[str, Any] = {}  # table path -> DeltaTable kept open, updated incrementally
+_CATALOGS: dict[tuple[tuple[str, str], ...], Any] = {}
+
+
+def _table_source(spec: ScoreSpec | OutcomeSpec, prune: bool) -> _Source:
+    """The ``_Source`` of a table spec: its snapshot's files, listed rather than walked."""
+    snap = _snapshot(spec, prune)
+    return _Source(spec.path, snap.fs, snap.root, False, None, prune, files=snap.files)
+
+
+def current_snapshot(spec: ScoreSpec | OutcomeSpec) -> int | None:
+    """The version (Delta) or snapshot id (Iceberg) a read of ``spec`` sees now; None for a
+    parquet path or an Iceberg table without a snapshot yet."""
+    if spec.format == "parquet":
+        return None
+    version = _snapshot(spec, spec.prune_partitions).version
+    return None if version < 0 else version
+
+
+def pin_snapshot(spec: Spec) -> Spec:
+    """``spec`` with ``snapshot`` set to the table's current one (unchanged for parquet paths
+    and for a spec already pinned): an engine pins before planning, so that its tasks, which
+    resolve the table again, read the very files it planned, whatever commits land meanwhile."""
+    if spec.format == "parquet" or spec.snapshot is not None:
+        return spec
+    version = current_snapshot(spec)
+    return spec if version is None else replace(spec, snapshot=version)
+
+
+def _snapshot(spec: ScoreSpec | OutcomeSpec, prune: bool) -> _Snapshot:
+    if spec.format == "delta":
+        return _delta(spec, prune)
+    if spec.format == "iceberg":
+        return _iceberg(spec)
+    raise ValueError(f"not a table format: {spec.format!r}")
+
+
+def _cached(key: tuple[Any, ...], build: Callable[[], _Snapshot]) -> _Snapshot:
+    with _LOCK:
+        hit = _SNAPSHOTS.get(key)
+        if hit is not None:
+            _SNAPSHOTS.move_to_end(key)
+            return hit
+    snap = build()
+    with _LOCK:
+        _SNAPSHOTS[key] = snap
+        while len(_SNAPSHOTS) > _SNAPSHOTS_MAX:
+            _SNAPSHOTS.popitem(last=False)
+    return snap
+
+
+def clear_table_cache() -> None:
+    """Forget cached snapshots, open Delta tables and catalogs (tests)."""
+    with _LOCK:
+        _SNAPSHOTS.clear()
+        _DELTA_LATEST.clear()
+        _CATALOGS.clear()
+
+
+def _missing_extra(kind: str, path: str, exc: ImportError) -> SourceError:
+    return SourceError(
+        f"is a {kind} table, and reading {kind} tables needs the optional extra "
+        f"'tables' ({exc.name or exc} is not installed)",
+        path=path,
+        hint=_INSTALL,
+    )
+
+
+def _bounds(
+    lo: int | None, hi: int | None, slack: int
+) -> _Interval:  # [lo, hi + slack) in ns, None when either end is unknown
+    if lo is None or hi is None:
+        return None
+    return lo, hi + slack
+
+
+# -- Delta Lake ------------------------------------------------------------------------------
+
+
+def _delta(spec: ScoreSpec | OutcomeSpec, prune: bool) -> _Snapshot:
+    try:
+        from deltalake import DeltaTable
+        from deltalake.exceptions import DeltaError, TableNotFoundError
+    except ImportError as exc:
+        raise _missing_extra("Delta", spec.path, exc) from exc
+    path = spec.path
+    try:
+        if spec.snapshot is None:
+            with _LOCK:
+                table = _DELTA_LATEST.get(path)
+            if table is None:
+                table = DeltaTable(path)
+                with _LOCK:
+                    _DELTA_LATEST[path] = table
+            else:
+                table.update_incremental()
+            version = int(table.version())
+        else:
+            table = None
+            version = spec.snapshot
+    except TableNotFoundError as exc:
+        raise SourceNotFoundError(
+            f"is not a Delta table (no readable _delta_log): {exc}",
+            path=path,
+            hint="point `path` at the table's directory, the one holding _delta_log",
+        ) from exc
+    except (DeltaError, OSError, ValueError) as exc:
+        raise SourceError(
+            f"the Delta log cannot be read: {type(exc).__name__}: {exc}",
+            path=path,
+            hint="check the table with delta-rs or Spark; a log written by a newer Delta "
+            "protocol may need a newer deltalake",
+        ) from exc
+
+    def build() -> _Snapshot:
+        nonlocal table
+        try:
+            if table is None:
+                table = DeltaTable(path, version=version)
+            return _delta_files(spec, table, version, prune)
+        except TableNotFoundError as exc:
+            raise SourceNotFoundError(
+                f"is not a Delta table (no readable _delta_log): {exc}",
+                path=path,
+                hint="point `path` at the table's directory, the one holding _delta_log",
+            ) from exc
+        except (DeltaError, OSError, ValueError) as exc:
+            raise SourceError(
+                f"the Delta log at version {version} cannot be read: {type(exc).__name__}: {exc}",
+                path=path,
+                hint="a version removed by log cleanup can no longer be read; the next check "
+                "reads the current one",
+            ) from exc
+
+    key = ("delta", path, version, prune, spec.timestamp_column, spec.timestamp_unit)
+    return _cached(key, build)
+
+
+def _delta_files(spec: ScoreSpec | OutcomeSpec, table: Any, version: int, prune: bool) -> _Snapshot:
+    path = spec.path
+    config = table.metadata().configuration or {}
+    mapping = config.get("delta.columnMapping.mode", "none")
+    if mapping not in ("none", None):
+        raise SourceError(
+            f"uses Delta column mapping (mode {mapping!r}): its files' physical column names "
+            "are not the table's, and the reader matches columns by name",
+            path=path,
+            hint="read a copy of the table without column mapping",
+        )
+    with_dv: set[str] = set()
+    if "deletionVectors" in (table.protocol().reader_features or []):
+        dvs = pa.table(table.deletion_vectors())
+        with_dv = {_local_part(u) for u in dvs.column("filepath").to_pylist()}
+    matched = 0
+    fs, root = _filesystem(path)
+    actions = pa.table(table.get_add_actions(flatten=True))
+    column = spec.timestamp_column
+    lo_ns = _delta_stat(actions, f"min.{column}", spec.timestamp_unit)
+    hi_ns = _delta_stat(actions, f"max.{column}", spec.timestamp_unit)
+    slack = _delta_slack(actions, f"max.{column}", spec.timestamp_unit)
+    part_cols = [n for n in actions.column_names if n.startswith("partition.")]
+    part_values = {n: actions.column(n).to_pylist() for n in part_cols}
+    files = []
+    rel_paths = actions.column("path").to_pylist()
+    sizes = actions.column("size_bytes").to_pylist()
+    mtimes = actions.column("modification_time").to_pylist()
+    for i, rel in enumerate(rel_paths):
+        name = unquote(rel)
+        if "://" in name:
+            raise SourceError(
+                f"lists a data file outside its directory ({name}; a shallow clone?), which "
+                "is not supported",
+                path=path,
+                hint="read a deep copy of the table",
+            )
+        file_path = f"{root.rstrip('/')}/{name}"
+        parts = tuple(
+            (n.removeprefix("partition."), _partition_text(part_values[n][i])) for n in part_cols
+        )
+        problem = None
+        if file_path in with_dv:
+            matched += 1
+            problem = SourceError(
+                f"has a deletion vector in version {version} of the Delta table {path}: some "
+                "of its rows are deleted, and the reader cannot leave them out",
+                path=file_path,
+                hint="purge the deletion vectors (REORG TABLE ... APPLY (PURGE), or OPTIMIZE), "
+                "or disable delta.enableDeletionVectors for this table",
+            )
+        files.append(
+            _File(
+                file_path,
+                int(sizes[i]),
+                int(mtimes[i]) * 1_000_000,
+                parts,
+                _partition_interval(parts) if prune else None,
+                _bounds(lo_ns[i], hi_ns[i], slack),
+                problem,
+            )
+        )
+    if matched != len(with_dv):  # never read a file whose deletion vector was not matched to it
+        raise SourceError(
+            f"has {len(with_dv)} file(s) with deletion vectors in version {version}, of which "
+            f"only {matched} could be matched to the table's files; none is read",
+            path=path,
+            hint="purge the deletion vectors (REORG TABLE ... APPLY (PURGE), or OPTIMIZE)",
+        )
+    return _Snapshot(version, root, fs, tuple(files))
+
+
+def _delta_stat(actions: pa.Table, name: str, unit: str | None) -> list[int | None]:
+    """A statistics column in ns since the epoch (None where missing)."""
+    if name not in actions.column_names:
+        return [None] * actions.num_rows
+    col = actions.column(name)
+    if pa.types.is_timestamp(col.type):
+        ns = _ts_to_ns(col, str(col.type.unit))
+    elif pa.types.is_integer(col.type) and unit is not None:
+        ns = _ts_to_ns(col.cast(pa.int64()), unit)
+    else:
+        return [None] * actions.num_rows
+    valid = col.is_valid().to_numpy(zero_copy_only=False)
+    return [int(v) if ok else None for v, ok in zip(ns.tolist(), valid.tolist(), strict=True)]
+
+
+def _delta_slack(actions: pa.Table, name: str, unit: str | None) -> int:
+    """How far past a file's ``max`` statistic its timestamps may go: Delta truncates
+    timestamps to milliseconds; integers are exact (one unit, the bound being exclusive)."""
+    if name in actions.column_names and pa.types.is_timestamp(actions.column(name).type):
+        return _DELTA_MS_NS
+    return _NS_PER.get(unit or "ns", 1)
+
+
+def _partition_text(value: object) -> str:
+    """A Delta partition value as the text its hive directory would hold."""
+    if value is None:
+        return _HIVE_NULL
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    return str(value)
+
+
+def _local_part(uri: str) -> str:
+    """A data file's URI as the path its filesystem knows it by (local path or bucket/key)."""
+    if uri.startswith("file:"):
+        return unquote(urlparse(uri).path)
+    return unquote(uri.split("://", 1)[1]) if "://" in uri else uri
+
+
+# -- Iceberg ---------------------------------------------------------------------------------
+
+
+def _iceberg(spec: ScoreSpec | OutcomeSpec) -> _Snapshot:
+    try:
+        from pyiceberg.catalog import load_catalog
+        from pyiceberg.exceptions import (
+            NoSuchIdentifierError,
+            NoSuchNamespaceError,
+            NoSuchTableError,
+        )
+    except ImportError as exc:
+        raise _missing_extra("Iceberg", spec.path, exc) from exc
+    props = dict(spec.catalog)
+    catalog_name = props.pop("name", "default")
+    where = f"in the Iceberg catalog {catalog_name!r}"
+    try:
+        with _LOCK:
+            catalog = _CATALOGS.get(spec.catalog)
+        if catalog is None:
+            catalog = load_catalog(catalog_name, **props)
+            with _LOCK:
+                _CATALOGS[spec.catalog] = catalog
+        table = catalog.load_table(spec.path)
+    except (NoSuchTableError, NoSuchNamespaceError, NoSuchIdentifierError) as exc:
+        raise SourceNotFoundError(
+            f"no such table {where}: {exc}",
+            path=spec.path,
+            hint="check `table` (namespace.name) and the catalog properties",
+        ) from exc
+    except Exception as exc:  # catalogs raise their drivers' errors (SQL, HTTP, Glue, ...)
+        raise SourceError(
+            f"the table cannot be loaded {where}: {type(exc).__name__}: {exc}",
+            path=spec.path,
+            hint="check the catalog properties (`catalog.*`, or pyiceberg's own configuration)",
+        ) from exc
+    if spec.snapshot is None:
+        current = table.current_snapshot()
+        snapshot_id = -1 if current is None else int(current.snapshot_id)
+    else:
+        snapshot_id = spec.snapshot
+        if table.snapshot_by_id(snapshot_id) is None:
+            raise SourceError(
+                f"has no snapshot {snapshot_id} {where} (expired since it was planned?)",
+                path=spec.path,
+                hint="the next check reads the current snapshot",
+            )
+    key = ("iceberg", spec.catalog, spec.path, snapshot_id, spec.timestamp_column)
+    return _cached(key, lambda: _iceberg_files(spec, table, snapshot_id, where))
+
+
+def _iceberg_files(
+    spec: ScoreSpec | OutcomeSpec, table: Any, snapshot_id: int, where: str
+) -> _Snapshot:
+    from pyiceberg.conversions import from_bytes
+    from pyiceberg.manifest import FileFormat
+    from pyiceberg.types import (
+        IntegerType,
+        LongType,
+        TimestampNanoType,
+        TimestampType,
+        TimestamptzNanoType,
+        TimestamptzType,
+    )
+
+    location = table.location()
+    fs, root = _filesystem(location)
+    scheme = urlparse(location).scheme or "file"
+    if snapshot_id < 0:
+        return _Snapshot(snapshot_id, root, fs, ())
+    field_id: int | None = None
+    field_type: Any = None
+    factor = slack = 0
+    try:
+        found = table.schema().find_field(spec.timestamp_column)
+    except ValueError:
+        found = None
+    if found is not None:
+        kind = found.field_type
+        if isinstance(kind, TimestampType | TimestamptzType):
+            factor = 1_000
+        elif isinstance(kind, TimestampNanoType | TimestamptzNanoType):
+            factor = 1
+        elif isinstance(kind, IntegerType | LongType) and spec.timestamp_unit is not None:
+            factor = _NS_PER[spec.timestamp_unit]
+        if factor:
+            field_id, field_type, slack = found.field_id, kind, factor
+    try:
+        tasks = list(table.scan(snapshot_id=snapshot_id).plan_files())
+    except Exception as exc:  # manifests unreadable: pyiceberg raises its FileIO's errors
+        raise SourceError(
+            f"the manifests of snapshot {snapshot_id} cannot be read {where}: "
+            f"{type(exc).__name__}: {exc}",
+            path=spec.path,
+        ) from exc
+    files = []
+    for task in tasks:
+        data = task.file
+        uri = str(data.file_path)
+        file_scheme = urlparse(uri).scheme or "file"
+        if file_scheme != scheme:
+            raise SourceError(
+                f"lists the data file {uri} on another filesystem than the table's "
+                f"({location}), which is not supported",
+                path=spec.path,
+            )
+        file_path = _local_part(uri) if scheme == "file" else uri.split("://", 1)[1]
+        problem = None
+        if task.delete_files:
+            kinds = sorted({str(d.content.name).lower() for d in task.delete_files})
+            problem = SourceError(
+                f"has {len(task.delete_files)} Iceberg delete file(s) ({', '.join(kinds)}) in "
+                f"snapshot {snapshot_id} of {spec.path}: some of its rows are deleted, and the "
+                "reader cannot leave them out",
+                path=file_path,
+                hint="compact the table (rewrite_data_files with delete files applied), or "
+                "write with write.delete.mode = copy-on-write",
+            )
+        elif data.file_format != FileFormat.PARQUET:
+            problem = SourceError(
+                f"is an Iceberg data file in {data.file_format}; only parquet is read",
+                path=file_path,
+                hint="write the table's data files as parquet",
+            )
+        bounds: _Interval = None
+        if field_id is not None:
+            lower = (data.lower_bounds or {}).get(field_id)
+            upper = (data.upper_bounds or {}).get(field_id)
+            if lower is not None and upper is not None:
+                lo = int(from_bytes(field_type, lower)) * factor
+                hi = int(from_bytes(field_type, upper)) * factor
+                bounds = _bounds(lo, hi, slack)
+        files.append(_File(file_path, int(data.file_size_in_bytes), 0, (), None, bounds, problem))
+    return _Snapshot(snapshot_id, root, fs, tuple(files))
