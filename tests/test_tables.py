@@ -420,6 +420,51 @@ def test_iceberg_errors_name_the_table(
         read_scores(gone, ALL)
 
 
+def test_iceberg_delete_files_are_refused_naming_the_file(
+    iceberg: tuple[tuple[str, str], ...], tmp_path: Path
+) -> None:
+    """A position delete file committed through pyiceberg's snapshot API (pyiceberg's own scan
+    applies it: the row is gone from ``to_arrow``); the monitor's reader cannot, so refuses."""
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.typedef import Record
+
+    table = load_catalog("test", **dict(iceberg[1:])).load_table("db.scores")
+    tasks = list(table.scan().plan_files())
+    target = tasks[0].file.file_path
+    rows_before = table.scan().to_arrow().num_rows
+    schema = pa.schema(
+        [
+            pa.field("file_path", pa.string(), False, {"PARQUET:field_id": "2147483546"}),
+            pa.field("pos", pa.int64(), False, {"PARQUET:field_id": "2147483545"}),
+        ]
+    )
+    deletes = tmp_path / "warehouse" / "db" / "scores" / "data" / "deletes-0.parquet"
+    pq.write_table(pa.table({"file_path": [target], "pos": [0]}, schema=schema), deletes)
+    delete_file = DataFile.from_args(
+        content=DataFileContent.POSITION_DELETES,
+        file_path=deletes.as_uri(),
+        file_format=FileFormat.PARQUET,
+        partition=Record(),
+        record_count=1,
+        file_size_in_bytes=deletes.stat().st_size,
+    )
+    delete_file.spec_id = 0
+    with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
+        append.append_data_file(delete_file)
+    table = load_catalog("test", **dict(iceberg[1:])).load_table("db.scores")
+    assert table.scan().to_arrow().num_rows == rows_before - 1
+    spec = ScoreSpec(path="db.scores", format="iceberg", catalog=iceberg, max_invalid_share=0.1)
+    with pytest.raises(
+        SourceError, match=r"has 1 Iceberg delete file\(s\) \(position_deletes\)"
+    ) as info:
+        read_scores(spec, ALL)
+    # (a delete file without file_path bounds applies to every data file of its partition)
+    assert info.value.path in {t.file.file_path.removeprefix("file://") for t in tasks}
+    assert any("delete file" in p for p in inspect_source(spec).problems)
+
+
 # -- configuration ---------------------------------------------------------------------------
 
 
