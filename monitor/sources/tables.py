@@ -61,6 +61,7 @@ _SNAPSHOTS: OrderedDict[tuple[Any, ...], _Snapshot] = OrderedDict()
 _SNAPSHOTS_MAX = 64
 _LOCK = threading.Lock()
 _DELTA_LATEST: dict[str, Any] = {}  # table path -> DeltaTable kept open, updated incrementally
+_DELTA_LOCKS: dict[str, threading.Lock] = {}
 _CATALOGS: dict[tuple[tuple[str, str], ...], Any] = {}
 
 
@@ -146,56 +147,44 @@ def _delta(spec: ScoreSpec | OutcomeSpec, prune: bool) -> _Snapshot:
     except ImportError as exc:
         raise _missing_extra("Delta", spec.path, exc) from exc
     path = spec.path
+    pinned = spec.snapshot
+
+    def key(version: int) -> tuple[Any, ...]:
+        return ("delta", path, version, prune, spec.timestamp_column, spec.timestamp_unit)
+
     try:
-        if spec.snapshot is None:
-            with _LOCK:
-                table = _DELTA_LATEST.get(path)
+        if pinned is not None:  # time travel to the version an engine planned
+            return _cached(
+                key(pinned),
+                lambda: _delta_files(spec, DeltaTable(path, version=pinned), pinned, prune),
+            )
+        with _LOCK:
+            lock = _DELTA_LOCKS.setdefault(path, threading.Lock())
+        with lock:  # one thread at a time updates this table and lists its version
+            table = _DELTA_LATEST.get(path)
             if table is None:
                 table = DeltaTable(path)
-                with _LOCK:
-                    _DELTA_LATEST[path] = table
+                _DELTA_LATEST[path] = table
             else:
-                table.update_incremental()
+                table.update_incremental()  # reads only the commits since
             version = int(table.version())
-        else:
-            table = None
-            version = spec.snapshot
+            return _cached(key(version), lambda: _delta_files(spec, table, version, prune))
     except TableNotFoundError as exc:
+        _DELTA_LATEST.pop(path, None)
         raise SourceNotFoundError(
             f"is not a Delta table (no readable _delta_log): {exc}",
             path=path,
             hint="point `path` at the table's directory, the one holding _delta_log",
         ) from exc
     except (DeltaError, OSError, ValueError) as exc:
+        _DELTA_LATEST.pop(path, None)
+        at = "" if pinned is None else f" at version {pinned}"
         raise SourceError(
-            f"the Delta log cannot be read: {type(exc).__name__}: {exc}",
+            f"the Delta log{at} cannot be read: {type(exc).__name__}: {exc}",
             path=path,
-            hint="check the table with delta-rs or Spark; a log written by a newer Delta "
-            "protocol may need a newer deltalake",
+            hint="check the table with delta-rs or Spark (a version removed by log cleanup "
+            "can no longer be read; a newer Delta protocol may need a newer deltalake)",
         ) from exc
-
-    def build() -> _Snapshot:
-        nonlocal table
-        try:
-            if table is None:
-                table = DeltaTable(path, version=version)
-            return _delta_files(spec, table, version, prune)
-        except TableNotFoundError as exc:
-            raise SourceNotFoundError(
-                f"is not a Delta table (no readable _delta_log): {exc}",
-                path=path,
-                hint="point `path` at the table's directory, the one holding _delta_log",
-            ) from exc
-        except (DeltaError, OSError, ValueError) as exc:
-            raise SourceError(
-                f"the Delta log at version {version} cannot be read: {type(exc).__name__}: {exc}",
-                path=path,
-                hint="a version removed by log cleanup can no longer be read; the next check "
-                "reads the current one",
-            ) from exc
-
-    key = ("delta", path, version, prune, spec.timestamp_column, spec.timestamp_unit)
-    return _cached(key, build)
 
 
 def _delta_files(spec: ScoreSpec | OutcomeSpec, table: Any, version: int, prune: bool) -> _Snapshot:
