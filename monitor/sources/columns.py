@@ -130,6 +130,19 @@ def _segment_source(footer: _Footer, f: _File, column: str | None) -> str | None
     return column
 
 
+def _live(f: _File, start: int, n: int) -> npt.NDArray[np.bool_] | None:
+    """Which of the ``n`` rows from position ``start`` of ``f`` its table has not deleted
+    (Delta deletion vectors, Iceberg position deletes); None when none of them is deleted."""
+    if f.deleted is None:
+        return None
+    lo, hi = np.searchsorted(f.deleted, [start, start + n])
+    if lo == hi:
+        return None
+    mask = np.ones(n, dtype=bool)
+    mask[f.deleted[lo:hi] - start] = False
+    return mask
+
+
 def _read_group(pf: pq.ParquetFile, plan: _Plan, g: int, columns: list[str]) -> pa.Table:
     try:
         return pf.read_row_group(g, columns=columns, use_threads=True)

@@ -11,6 +11,7 @@ from monitor.sources.columns import (
     _floats,
     _in_window,
     _Labels,
+    _live,
     _raise_bad_values,
     _read_group,
     _require_label,
@@ -58,12 +59,15 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     for plan, seg_in_file in zip(plans, seg_sources, strict=True):
         dropped_before = n_nullq + n_null + n_nan + n_inf
         with _opened(source, plan.file, plan.footer) as pf:
-            for g in plan.groups:
+            for g, first in zip(plan.groups, plan.starts, strict=True):
                 columns = [spec.timestamp_column, spec.query_column, spec.outcome_column]
                 if seg_in_file is not None:
                     columns.append(seg_in_file)
                 table = _read_group(pf, plan, g, columns)
                 mask = _in_window(table, spec.timestamp_column, plan.unit, window)
+                live = _live(plan.file, first, table.num_rows)  # a table's deleted rows: no rows
+                if live is not None:
+                    mask &= live
                 in_rows = int(mask.sum())
                 rows += in_rows
                 qarr = table.column(spec.query_column).combine_chunks()

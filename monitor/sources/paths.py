@@ -11,12 +11,14 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import unquote
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.fs as pafs
 
@@ -46,6 +48,8 @@ class _File:
     interval: _Interval  # the period its hive partitions spell (checked against its footer)
     bounds: _Interval = None  # a table's statistics of its timestamps (prune only, not checked)
     problem: SourceError | None = None  # a table file that must not be read (raised if planned)
+    # a table's row-level deletes: the file's deleted row positions, sorted (None: none)
+    deleted: npt.NDArray[np.int64] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

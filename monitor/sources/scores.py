@@ -19,6 +19,7 @@ from monitor.sources.columns import (
     _floats,
     _in_window,
     _Labels,
+    _live,
     _raise_bad_values,
     _read_group,
     _require_numeric,
@@ -85,7 +86,7 @@ def _chunks(
     seg_col = spec.segment_column
     for plan, seg_in_file in zip(planned.plans, planned.seg_sources, strict=True):
         with _opened(planned.source, plan.file, plan.footer) as pf:
-            for g, inside in zip(plan.groups, plan.inside, strict=True):
+            for g, first, inside in zip(plan.groups, plan.starts, plan.inside, strict=True):
                 need_ts = with_timestamps or not inside
                 columns = [spec.score_column]
                 if need_ts:
@@ -99,6 +100,9 @@ def _chunks(
                 mask = (
                     None if inside else _in_window(table, spec.timestamp_column, plan.unit, window)
                 )
+                live = _live(plan.file, first, table.num_rows)  # a table's deleted rows: no rows
+                if live is not None:
+                    mask = live if mask is None else mask & live
                 if spec.rank_column is not None:
                     rank, rank_valid = _floats(table.column(spec.rank_column))
                     top = rank == spec.top_rank

@@ -10,11 +10,14 @@ segment). The files then go through the planner and reader of parquet paths (``_
 them, pruned by bounds), so every reader rule and every engine is the same.
 
 Honoured: files removed in the Delta log or no longer in the Iceberg snapshot are not read
-(the snapshot lists live files only). Refused with a ``SourceError`` naming the file, when the
-file would be read: Delta deletion vectors and Iceberg delete files (position or equality
-deletes), which the reader cannot apply; non-parquet Iceberg data files. Refused for the whole
-table: Delta column mapping (physical column names differ from the schema's). Snapshots are
-cached per (table, version): a daemon re-reads only the log's new commits.
+(the snapshot lists live files only); Delta deletion vectors (decoded by delta-rs) and Iceberg
+parquet position deletes become each file's deleted row positions (``_File.deleted``), which
+the readers leave out like rows that never were (not counted, not the newest timestamp).
+Refused with a ``SourceError`` naming the file, when the file would be read: Iceberg equality
+deletes and deletion vectors in puffin files; non-parquet Iceberg data files. Refused for the
+whole table: Delta column mapping (physical column names differ from the schema's); files
+outside the table's directory or filesystem. Snapshots are cached per (table, version): a
+daemon re-reads only the log's new commits.
 """
 
 from __future__ import annotations
@@ -27,7 +30,10 @@ from datetime import date, datetime
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.parquet as pq
 
 from monitor.errors import SourceError, SourceNotFoundError
 from monitor.sources.footers import _ts_to_ns
@@ -39,6 +45,7 @@ from monitor.sources.paths import (
     _partition_interval,
     _Source,
 )
+from monitor.sources.translate import _translate
 
 __all__ = ["current_snapshot", "pin_snapshot"]
 
@@ -198,10 +205,13 @@ def _delta_files(spec: ScoreSpec | OutcomeSpec, table: Any, version: int, prune:
             path=path,
             hint="read a copy of the table without column mapping",
         )
-    with_dv: set[str] = set()
+    with_dv: dict[str, npt.NDArray[np.int64]] = {}
     if "deletionVectors" in (table.protocol().reader_features or []):
-        dvs = pa.table(table.deletion_vectors())
-        with_dv = {_local_part(u) for u in dvs.column("filepath").to_pylist()}
+        dvs = pa.table(table.deletion_vectors())  # delta-rs decodes them: a keep mask per file
+        vectors = dvs.column("selection_vector").combine_chunks()
+        for i, uri in enumerate(dvs.column("filepath").to_pylist()):
+            keep = np.asarray(vectors[i].values.to_numpy(zero_copy_only=False), dtype=bool)
+            with_dv[_local_part(uri)] = np.flatnonzero(~keep).astype(np.int64)
     matched = 0
     fs, root = _filesystem(path)
     actions = pa.table(table.get_add_actions(flatten=True))
@@ -228,16 +238,8 @@ def _delta_files(spec: ScoreSpec | OutcomeSpec, table: Any, version: int, prune:
         parts = tuple(
             (n.removeprefix("partition."), _partition_text(part_values[n][i])) for n in part_cols
         )
-        problem = None
-        if file_path in with_dv:
-            matched += 1
-            problem = SourceError(
-                f"has a deletion vector in version {version} of the Delta table {path}: some "
-                "of its rows are deleted, and the reader cannot leave them out",
-                path=file_path,
-                hint="purge the deletion vectors (REORG TABLE ... APPLY (PURGE), or OPTIMIZE), "
-                "or disable delta.enableDeletionVectors for this table",
-            )
+        deleted = with_dv.get(file_path)
+        matched += deleted is not None
         files.append(
             _File(
                 file_path,
@@ -246,10 +248,10 @@ def _delta_files(spec: ScoreSpec | OutcomeSpec, table: Any, version: int, prune:
                 parts,
                 _partition_interval(parts) if prune else None,
                 _bounds(lo_ns[i], hi_ns[i], slack),
-                problem,
+                deleted=deleted,
             )
         )
-    if matched != len(with_dv):  # never read a file whose deletion vector was not matched to it
+    if matched != len(with_dv):  # never read past a deletion vector that matches no file
         raise SourceError(
             f"has {len(with_dv)} file(s) with deletion vectors in version {version}, of which "
             f"only {matched} could be matched to the table's files; none is read",
@@ -347,7 +349,14 @@ def _iceberg(spec: ScoreSpec | OutcomeSpec) -> _Snapshot:
                 path=spec.path,
                 hint="the next check reads the current snapshot",
             )
-    key = ("iceberg", spec.catalog, spec.path, snapshot_id, spec.timestamp_column)
+    key = (
+        "iceberg",
+        spec.catalog,
+        spec.path,
+        snapshot_id,
+        spec.timestamp_column,
+        spec.timestamp_unit,
+    )
     return _cached(key, lambda: _iceberg_files(spec, table, snapshot_id, where))
 
 
@@ -355,7 +364,7 @@ def _iceberg_files(
     spec: ScoreSpec | OutcomeSpec, table: Any, snapshot_id: int, where: str
 ) -> _Snapshot:
     from pyiceberg.conversions import from_bytes
-    from pyiceberg.manifest import FileFormat
+    from pyiceberg.manifest import DataFileContent, FileFormat
     from pyiceberg.types import (
         IntegerType,
         LongType,
@@ -396,6 +405,7 @@ def _iceberg_files(
             path=spec.path,
         ) from exc
     files = []
+    positions: dict[str, dict[str, npt.NDArray[np.int64]]] = {}
     for task in tasks:
         data = task.file
         uri = str(data.file_path)
@@ -408,12 +418,18 @@ def _iceberg_files(
             )
         file_path = _local_part(uri) if scheme == "file" else uri.split("://", 1)[1]
         problem = None
-        if task.delete_files:
-            kinds = sorted({str(d.content.name).lower() for d in task.delete_files})
+        deleted = None
+        unsupported = [
+            d
+            for d in task.delete_files
+            if d.content != DataFileContent.POSITION_DELETES or d.file_format != FileFormat.PARQUET
+        ]
+        if unsupported:
+            kinds = sorted({f"{d.content.name.lower()} in {d.file_format}" for d in unsupported})
             problem = SourceError(
-                f"has {len(task.delete_files)} Iceberg delete file(s) ({', '.join(kinds)}) in "
-                f"snapshot {snapshot_id} of {spec.path}: some of its rows are deleted, and the "
-                "reader cannot leave them out",
+                f"has {len(unsupported)} Iceberg delete file(s) ({', '.join(kinds)}) in "
+                f"snapshot {snapshot_id} of {spec.path} that the reader cannot apply (it "
+                "applies parquet position deletes only)",
                 path=file_path,
                 hint="compact the table (rewrite_data_files with delete files applied), or "
                 "write with write.delete.mode = copy-on-write",
@@ -424,6 +440,8 @@ def _iceberg_files(
                 path=file_path,
                 hint="write the table's data files as parquet",
             )
+        elif task.delete_files:
+            deleted = _positions(fs, scheme, uri, task.delete_files, positions, spec.path)
         bounds: _Interval = None
         if field_id is not None:
             lower = (data.lower_bounds or {}).get(field_id)
@@ -432,5 +450,54 @@ def _iceberg_files(
                 lo = int(from_bytes(field_type, lower)) * factor
                 hi = int(from_bytes(field_type, upper)) * factor
                 bounds = _bounds(lo, hi, slack)
-        files.append(_File(file_path, int(data.file_size_in_bytes), 0, (), None, bounds, problem))
+        files.append(
+            _File(
+                file_path,
+                int(data.file_size_in_bytes),
+                0,
+                (),
+                None,
+                bounds,
+                problem,
+                None if deleted is None or deleted.size == 0 else deleted,
+            )
+        )
     return _Snapshot(snapshot_id, root, fs, tuple(files))
+
+
+def _positions(
+    fs: Any,
+    scheme: str,
+    uri: str,
+    delete_files: Any,
+    cache: dict[str, dict[str, npt.NDArray[np.int64]]],
+    table: str,
+) -> npt.NDArray[np.int64]:
+    """The row positions of the data file ``uri`` deleted by its position delete files (each
+    delete file read once per snapshot, grouped by the data file it names), sorted."""
+    found = []
+    for d in delete_files:
+        d_uri = str(d.file_path)
+        by_file = cache.get(d_uri)
+        if by_file is None:
+            inner = _local_part(d_uri) if scheme == "file" else d_uri.split("://", 1)[1]
+            try:
+                rows = pq.read_table(inner, columns=["file_path", "pos"], filesystem=fs)
+            except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
+                raise _translate(exc, inner, f"reading a position delete file of {table}") from exc
+            names = np.asarray(rows.column("file_path").to_pylist(), dtype=object)
+            pos = rows.column("pos").to_numpy(zero_copy_only=False).astype(np.int64)
+            order = np.argsort(names, kind="stable")
+            uniq, starts = np.unique(names[order], return_index=True)
+            ends = [*starts[1:].tolist(), names.size]
+            by_file = {
+                str(name): pos[order[start:end]]
+                for name, start, end in zip(uniq.tolist(), starts.tolist(), ends, strict=True)
+            }
+            cache[d_uri] = by_file
+        hit = by_file.get(uri)
+        if hit is not None:
+            found.append(hit)
+    if not found:
+        return np.empty(0, dtype=np.int64)
+    return np.unique(np.concatenate(found))
