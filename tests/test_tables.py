@@ -245,42 +245,64 @@ def _z85(data: bytes) -> str:
     return "".join(out)
 
 
-def test_delta_deletion_vectors_are_refused_naming_the_file(tmp_path: Path) -> None:
-    """A commit that deletes row 1 of a file with an inline deletion vector (as Spark or
-    Databricks write them; delta-rs reads them back)."""
+def _add_deletion_vector(root: Path, rows: list[int]) -> str:
+    """Commit a deletion vector (inline, as Spark and Databricks write small ones) deleting
+    ``rows`` of the table's first file; returns that file's path. delta-rs decodes it."""
     from pyroaring import BitMap
 
-    root = tmp_path / "dv"
-    write_deltalake(
-        root, _batch(range(2), 5), configuration={"delta.enableDeletionVectors": "true"}
-    )
     log = root / "_delta_log"
+    version = max(int(p.stem) for p in log.glob("*.json"))
     add = next(
         json.loads(line)["add"]
         for line in (log / f"{0:020d}.json").read_text().splitlines()
         if '"add"' in line
     )
-    bitmap = struct.pack("<iqi", 1681511377, 1, 0) + BitMap([1]).serialize()
+    bitmap = struct.pack("<iqi", 1681511377, 1, 0) + BitMap(rows).serialize()
     dv = {
         "storageType": "i",
         "pathOrInlineDv": _z85(bitmap + b"\0" * (-len(bitmap) % 4)),
         "sizeInBytes": len(bitmap),
-        "cardinality": 1,
+        "cardinality": len(rows),
     }
     remove = {"path": add["path"], "dataChange": True, "deletionTimestamp": 1, "size": add["size"]}
-    (log / f"{1:020d}.json").write_text(
+    (log / f"{version + 1:020d}.json").write_text(
         json.dumps({"remove": remove}) + "\n" + json.dumps({"add": {**add, "deletionVector": dv}})
     )
+    return str(root / add["path"])
+
+
+def test_delta_deletion_vectors_leave_their_rows_out(tmp_path: Path) -> None:
+    from deltalake import QueryBuilder
+
+    root = tmp_path / "dv"
+    batch = _batch(range(2), 5)
+    write_deltalake(root, batch, configuration={"delta.enableDeletionVectors": "true"})
+    n = batch.num_rows
+    deleted = [0, 1, 17, 400, n - 1]  # n - 1: the newest row
+    path = _add_deletion_vector(root, deleted)
     assert len(pa.table(DeltaTable(root).deletion_vectors())) == 1
-    write_deltalake(root, _batch(range(10, 12), 9), mode="append")  # version 2: a newer file
-    spec = ScoreSpec(path=str(root), format="delta")
-    with pytest.raises(SourceError, match="has a deletion vector in version 2") as info:
-        read_scores(spec, ALL)
-    assert info.value.path == str(root / add["path"])
-    # a window that its statistics exclude (and that is not the newest) never reads it
-    assert read_scores(spec, Window(start=T0 + 10 * HOUR, end=T0 + 11 * HOUR)).rows > 0
-    report = inspect_source(spec)
-    assert any("deletion vector" in p for p in report.problems)
+    spec = ScoreSpec(path=str(root), format="delta", segment_column="segment")
+    got = read_scores(spec, ALL, with_timestamps=True)
+    plain = read_scores(ScoreSpec(path=path, segment_column="segment"), ALL, with_timestamps=True)
+    keep = np.ones(n, dtype=bool)
+    keep[deleted] = False
+    assert got.rows == n - len(deleted)
+    assert np.array_equal(got.values, plain.values[keep])
+    assert got.timestamps is not None
+    assert plain.timestamps is not None
+    assert np.array_equal(got.timestamps, plain.timestamps[keep])
+    # delta-rs's own query engine (DataFusion, which applies deletion vectors) agrees
+    theirs = pa.table(QueryBuilder().register("t", DeltaTable(root)).execute("select * from t"))
+    assert np.array_equal(np.sort(got.values), np.sort(theirs.column("score").to_numpy()))
+    # the newest row is deleted: freshness is the newest row left
+    newest = theirs.column("timestamp").to_pylist()
+    assert latest_timestamp(spec) == max(newest)
+    # the same, as summaries in row groups, and for a window inside the file
+    grid = _grid(spec)
+    inside = Window(start=T0 + timedelta(minutes=1), end=T0 + HOUR)
+    part = read_summary_part(spec, inside, grid)
+    assert part.rows == read_scores(spec, inside).rows
+    assert sum(s.rows for s in part.summaries.values()) == part.rows
 
 
 def test_delta_errors_name_the_table(tmp_path: Path) -> None:
@@ -420,49 +442,67 @@ def test_iceberg_errors_name_the_table(
         read_scores(gone, ALL)
 
 
-def test_iceberg_delete_files_are_refused_naming_the_file(
+def test_iceberg_position_deletes_leave_their_rows_out(
     iceberg: tuple[tuple[str, str], ...], tmp_path: Path
 ) -> None:
     """A position delete file committed through pyiceberg's snapshot API (pyiceberg's own scan
-    applies it: the row is gone from ``to_arrow``); the monitor's reader cannot, so refuses."""
+    applies it); an equality delete file, which neither reader applies, is refused."""
     import pyarrow.parquet as pq
     from pyiceberg.catalog import load_catalog
     from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
     from pyiceberg.typedef import Record
 
-    table = load_catalog("test", **dict(iceberg[1:])).load_table("db.scores")
-    tasks = list(table.scan().plan_files())
-    target = tasks[0].file.file_path
-    rows_before = table.scan().to_arrow().num_rows
-    schema = pa.schema(
-        [
-            pa.field("file_path", pa.string(), False, {"PARQUET:field_id": "2147483546"}),
-            pa.field("pos", pa.int64(), False, {"PARQUET:field_id": "2147483545"}),
-        ]
+    def commit(rows: pa.Table, name: str, content: Any, **kw: Any) -> None:
+        path = tmp_path / "warehouse" / "db" / "scores" / "data" / name
+        pq.write_table(rows, path)
+        data_file = DataFile.from_args(
+            content=content,
+            file_path=path.as_uri(),
+            file_format=FileFormat.PARQUET,
+            partition=Record(),
+            record_count=rows.num_rows,
+            file_size_in_bytes=path.stat().st_size,
+            **kw,
+        )
+        data_file.spec_id = 0
+        table = load_catalog("test", **dict(iceberg[1:])).load_table("db.scores")
+        with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
+            append.append_data_file(data_file)
+
+    def scan() -> pa.Table:
+        return load_catalog("test", **dict(iceberg[1:])).load_table("db.scores").scan().to_arrow()
+
+    tasks = list(
+        load_catalog("test", **dict(iceberg[1:])).load_table("db.scores").scan().plan_files()
     )
-    deletes = tmp_path / "warehouse" / "db" / "scores" / "data" / "deletes-0.parquet"
-    pq.write_table(pa.table({"file_path": [target], "pos": [0]}, schema=schema), deletes)
-    delete_file = DataFile.from_args(
-        content=DataFileContent.POSITION_DELETES,
-        file_path=deletes.as_uri(),
-        file_format=FileFormat.PARQUET,
-        partition=Record(),
-        record_count=1,
-        file_size_in_bytes=deletes.stat().st_size,
+    assert len(tasks) >= 2
+    first, second = tasks[0].file.file_path, tasks[1].file.file_path
+    rows_before = scan().num_rows
+    fields = [
+        pa.field("file_path", pa.string(), False, {"PARQUET:field_id": "2147483546"}),
+        pa.field("pos", pa.int64(), False, {"PARQUET:field_id": "2147483545"}),
+    ]
+    positions = pa.table(
+        {"file_path": [first, first, second], "pos": [0, 5, 3]}, schema=pa.schema(fields)
     )
-    delete_file.spec_id = 0
-    with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
-        append.append_data_file(delete_file)
-    table = load_catalog("test", **dict(iceberg[1:])).load_table("db.scores")
-    assert table.scan().to_arrow().num_rows == rows_before - 1
+    commit(positions, "deletes-0.parquet", DataFileContent.POSITION_DELETES)
+    theirs = scan()
+    assert theirs.num_rows == rows_before - 3
     spec = ScoreSpec(path="db.scores", format="iceberg", catalog=iceberg, max_invalid_share=0.1)
-    with pytest.raises(
-        SourceError, match=r"has 1 Iceberg delete file\(s\) \(position_deletes\)"
-    ) as info:
+    got = read_scores(spec, ALL)
+    assert got.rows == theirs.num_rows
+    score = theirs.column("score").to_numpy()
+    assert np.array_equal(np.sort(got.values), np.sort(score[np.isfinite(score)]))
+    assert not inspect_source(spec).problems
+    # an equality delete: pyiceberg does not apply them either; refused, naming the table
+    equality = pa.table(
+        {"score": pa.array([0.5])},
+        schema=pa.schema([pa.field("score", pa.float64(), True, {"PARQUET:field_id": "2"})]),
+    )
+    commit(equality, "deletes-1.parquet", DataFileContent.EQUALITY_DELETES, equality_ids=[2])
+    with pytest.raises(SourceError, match="equality deletes") as info:
         read_scores(spec, ALL)
-    # (a delete file without file_path bounds applies to every data file of its partition)
-    assert info.value.path in {t.file.file_path.removeprefix("file://") for t in tasks}
-    assert any("delete file" in p for p in inspect_source(spec).problems)
+    assert info.value.path == "db.scores"
 
 
 # -- configuration ---------------------------------------------------------------------------
@@ -550,24 +590,38 @@ def spark_engine():  # type: ignore[no-untyped-def]
     engine.close()
 
 
+@pytest.fixture
+def delta_dv(tmp_path: Path) -> Path:
+    """Partitioned by segment, deletion vectors on, two appends, then a deletion vector."""
+    clear_cache()
+    root = tmp_path / "scores_dv"
+    options = {"delta.enableDeletionVectors": "true"}
+    write_deltalake(root, _batch(range(6), 21), partition_by=["segment"], configuration=options)
+    write_deltalake(root, _batch(range(6, 12), 22, bad=True), mode="append")
+    _add_deletion_vector(root, [0, 2, 3, 99])
+    return root
+
+
 @pytest.mark.engines
 @pytest.mark.integration
 @pytest.mark.parametrize("kind", ["dask", "spark"])
 def test_engines_summarise_a_delta_table_as_local(
-    delta: Path, kind: str, request: pytest.FixtureRequest
+    delta: Path, delta_dv: Path, kind: str, request: pytest.FixtureRequest
 ) -> None:
     engine = request.getfixturevalue(f"{kind}_engine")
-    spec = _delta_spec(delta)
-    grid = _grid(spec)
-    local = LocalEngine()
-    for window, bucket in (
-        (ALL, HOUR),
-        (Window(start=T0 + 7 * HOUR, end=T0 + 21 * HOUR), None),
-        (Window(start=T0 + 13 * HOUR, end=T0 + 19 * HOUR), None),  # no file: all pruned
-    ):
-        ours, theirs = (
-            local.summaries(spec, window, grid, bucket=bucket),
-            engine.summaries(spec, window, grid, bucket=bucket),
-        )
-        _same_part(ours, theirs)
-        assert ours.per_file == theirs.per_file
+    for root in (delta, delta_dv):
+        spec = _delta_spec(root)
+        grid = _grid(spec)
+        local = LocalEngine()
+        for window, bucket in (
+            (ALL, HOUR),
+            (Window(start=T0 + 7 * HOUR, end=T0 + 21 * HOUR), None),
+            (Window(start=T0 + 13 * HOUR, end=T0 + 19 * HOUR), None),  # no file: all pruned
+        ):
+            ours, theirs = (
+                local.summaries(spec, window, grid, bucket=bucket),
+                engine.summaries(spec, window, grid, bucket=bucket),
+            )
+            _same_part(ours, theirs)
+            assert ours.per_file == theirs.per_file
+    assert read_scores(_delta_spec(delta_dv), ALL).rows == 12 * 400 - 4
