@@ -7,7 +7,7 @@ import json
 import os
 import struct
 import sys
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -425,6 +425,60 @@ def test_iceberg_reads_exactly_its_live_files(
     assert planned[0] in live
     assert {key[1] for key in _FOOTERS._entries} == set(planned)
     assert pin_snapshot(spec).snapshot == current_snapshot(spec) is not None
+
+
+def test_iceberg_prunes_by_hidden_day_partitions_without_statistics(tmp_path: Path) -> None:
+    """day(timestamp) partitions and no column bounds (metrics mode none): files committed
+    through pyiceberg's snapshot API with their partition values only."""
+    import pyarrow.parquet as pq
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.manifest import DataFile, DataFileContent, FileFormat
+    from pyiceberg.transforms import DayTransform
+    from pyiceberg.typedef import Record
+
+    clear_cache()
+    props = _catalog(tmp_path)
+    catalog = load_catalog("test", **dict(props[1:]))
+    catalog.create_namespace("db")
+    days = [_batch(range(24), 13), _batch(range(24, 48), 14)]
+    table = catalog.create_table(
+        "db.daily", schema=days[0].schema, properties={"write.metadata.metrics.default": "none"}
+    )
+    with table.update_spec() as update:
+        update.add_field("timestamp", DayTransform(), "day")
+    epoch_day = (T0 - datetime(1970, 1, 1, tzinfo=UTC)).days
+    with table.transaction() as tx, tx.update_snapshot().fast_append() as append:
+        for k, rows in enumerate(days):
+            path = tmp_path / f"day-{k}.parquet"
+            with_ids = pa.schema(
+                [
+                    f.with_metadata({"PARQUET:field_id": str(i + 1)})
+                    for i, f in enumerate(rows.schema)
+                ]
+            )
+            pq.write_table(rows.cast(with_ids), path)
+            data_file = DataFile.from_args(
+                content=DataFileContent.DATA,
+                file_path=path.as_uri(),
+                file_format=FileFormat.PARQUET,
+                partition=Record(epoch_day + k),
+                record_count=rows.num_rows,
+                file_size_in_bytes=path.stat().st_size,
+            )
+            data_file.spec_id = 1
+            append.append_data_file(data_file)
+    table = catalog.load_table("db.daily")
+    tasks = list(table.scan().plan_files())
+    assert len(tasks) == 2
+    assert all(not t.file.lower_bounds for t in tasks)
+    assert table.scan().to_arrow().num_rows == 48 * 400
+    spec = ScoreSpec(path="db.daily", format="iceberg", catalog=props)
+    second_day = Window(start=T0 + 30 * HOUR, end=T0 + 31 * HOUR)
+    clear_cache()
+    planned = window_files(spec, second_day)
+    assert planned == [str(tmp_path / "day-1.parquet")]
+    assert {key[1] for key in _FOOTERS._entries} == set(planned)  # day one never opened
+    assert read_scores(spec, Window(start=T0, end=T0 + 48 * HOUR)).rows == 48 * 400
 
 
 def test_iceberg_errors_name_the_table(

@@ -398,11 +398,17 @@ def _table_files(
     on_problem: Callable[[SourceError], None] | None,
 ) -> Iterator[_File]:
     """A table's files that ``keep`` accepts by partition period and by statistics, in the
-    table's order or, with ``newest_first``, by the end of their statistics (unknown last);
+    table's order or, with ``newest_first``, by the end of their statistics or else of their
+    partition period (unknown last);
     a file with a ``problem`` raises it (or hands it to ``on_problem``) when it would be read."""
     order = list(files)
     if newest_first:
-        order.sort(key=lambda f: (f.bounds is None, -(f.bounds[1] if f.bounds else 0)))
+
+        def end(f: _File) -> tuple[bool, int]:
+            period = f.bounds or f.interval
+            return period is None, -(period[1] if period else 0)
+
+        order.sort(key=end)
     for f in order:
         if f.interval is not None and not keep(f.interval):
             continue

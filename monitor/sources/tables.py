@@ -4,7 +4,8 @@ The only importer of ``deltalake`` (delta-rs) and ``pyiceberg`` (the optional ex
 ``.[tables]``). A table becomes the list of parquet data files of one snapshot, each with its
 size and the bounds of its timestamps from the table's own statistics (Delta's add-action
 ``stats``, widened by 1 ms because Delta truncates timestamps to milliseconds; Iceberg's
-``lower_bounds``/``upper_bounds``) and, for Delta, its partition values (hive rules: a date
+``lower_bounds``/``upper_bounds`` and hour/day/month/year partitions of the timestamp column)
+and, for Delta, its partition values (hive rules: a date
 partition prunes and is checked against the file's footer; a partition column can be the
 segment). The files then go through the planner and reader of parquet paths (``_walk`` lists
 them, pruned by bounds), so every reader rule and every engine is the same.
@@ -26,7 +27,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from datetime import date, datetime
+from datetime import UTC, date, datetime
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlparse
 
@@ -35,6 +36,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from monitor.epoch import to_ns
 from monitor.errors import SourceError, SourceNotFoundError
 from monitor.sources.footers import _ts_to_ns
 from monitor.sources.model import _NS_PER, OutcomeSpec, ScoreSpec
@@ -405,6 +407,7 @@ def _iceberg_files(
             path=spec.path,
         ) from exc
     files = []
+    specs = table.specs()
     positions: dict[str, dict[str, npt.NDArray[np.int64]]] = {}
     for task in tasks:
         data = task.file
@@ -450,6 +453,9 @@ def _iceberg_files(
                 lo = int(from_bytes(field_type, lower)) * factor
                 hi = int(from_bytes(field_type, upper)) * factor
                 bounds = _bounds(lo, hi, slack)
+            period = _iceberg_period(specs.get(data.spec_id), data.partition, field_id)
+            if period is not None:  # hidden partitioning: hour/day/month/year(timestamp)
+                bounds = period if bounds is None else _intersect(bounds, period)
         files.append(
             _File(
                 file_path,
@@ -463,6 +469,40 @@ def _iceberg_files(
             )
         )
     return _Snapshot(snapshot_id, root, fs, tuple(files))
+
+
+def _iceberg_period(partition_spec: Any, partition: Any, field_id: int) -> _Interval:
+    """The period a file's hour / day / month / year partition of the timestamp spells."""
+    from pyiceberg.transforms import DayTransform, HourTransform, MonthTransform, YearTransform
+
+    if partition_spec is None:
+        return None
+    for pos, pf in enumerate(partition_spec.fields):
+        if pf.source_id != field_id:
+            continue
+        value = partition[pos]
+        if value is None:
+            continue
+        v = int(value)
+        if isinstance(pf.transform, HourTransform):
+            return v * 3_600 * _NS_PER["s"], (v + 1) * 3_600 * _NS_PER["s"]
+        if isinstance(pf.transform, DayTransform):
+            return v * 86_400 * _NS_PER["s"], (v + 1) * 86_400 * _NS_PER["s"]
+        if isinstance(pf.transform, MonthTransform):
+            lo = datetime(1970 + v // 12, v % 12 + 1, 1, tzinfo=UTC)
+            hi = datetime(1970 + (v + 1) // 12, (v + 1) % 12 + 1, 1, tzinfo=UTC)
+            return to_ns(lo), to_ns(hi)
+        if isinstance(pf.transform, YearTransform):
+            return to_ns(datetime(1970 + v, 1, 1, tzinfo=UTC)), to_ns(
+                datetime(1971 + v, 1, 1, tzinfo=UTC)
+            )
+    return None
+
+
+def _intersect(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    """Both bounds hold; should they disagree (broken metadata), prune by neither alone."""
+    lo, hi = max(a[0], b[0]), min(a[1], b[1])
+    return (lo, hi) if lo < hi else (min(a[0], b[0]), max(a[1], b[1]))
 
 
 def _positions(
