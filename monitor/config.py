@@ -863,6 +863,10 @@ def _parse_source(
     t = c.table(data, path)
     columns = _SPEC_COLUMNS[kind]
     known = {"path", "segment_column", "timestamp_unit", "prune_partitions", "max_lag", *columns}
+    known.add("format")
+    fmt = c.get(t, "format", path, "parquet", _format)
+    if fmt == "iceberg":  # a table by name in a catalog, not a path
+        known = (known - {"path"}) | {"table", "catalog"}
     judged_kind = kind is OutcomeSpec and t.get("kind") == "judged_runs"
     if kind is ScoreSpec:
         known |= {"rank_column", "top_rank"}
@@ -874,11 +878,14 @@ def _parse_source(
     before = len(c.problems)
     if kind is OutcomeSpec and t.get("kind", "per_query") not in ("per_query", "judged_runs"):
         c.add(f"{path}.kind", f"must be 'per_query' or 'judged_runs'; got {t.get('kind')!r}")
-    where = "runs" if judged_kind else "path"
+    where = "runs" if judged_kind else "table" if fmt == "iceberg" else "path"
     if where not in t:
         c.add(f"{path}.{where}", "is required")
+    location = c.get(t, where, path, "", _string)
     kwargs: dict[str, Any] = {
-        "path": _resolve(base, c.get(t, where, path, "", _string)),
+        "path": location if fmt == "iceberg" else _resolve(base, location),
+        "format": fmt,
+        "catalog": c.get(t, "catalog", path, _NO_CATALOG, _catalog),
         "segment_column": c.get(t, "segment_column", path, None, _optional_string),
         "timestamp_unit": c.get(t, "timestamp_unit", path, None, _unit),
         "prune_partitions": c.get(t, "prune_partitions", path, True, _bool),
@@ -900,6 +907,24 @@ def _parse_source(
     except ValueError as exc:
         c.add(path, str(exc))
         return None
+
+
+_NO_CATALOG: tuple[tuple[str, str], ...] = ()
+
+
+def _format(value: Any) -> str:
+    if value not in ("parquet", "delta", "iceberg"):
+        raise ValueError(f"must be 'parquet', 'delta' or 'iceberg'; got {value!r}")
+    return str(value)
+
+
+def _catalog(value: Any) -> tuple[tuple[str, str], ...]:
+    """``catalog.*``: pyiceberg ``load_catalog`` properties (strings), ``name`` among them."""
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError(f"must be a table of strings (catalog properties); got {value!r}")
+    return tuple(sorted(value.items()))
 
 
 _JUDGED_KEYS = {

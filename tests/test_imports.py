@@ -24,6 +24,8 @@ OWNERS = {
     "dask": "monitor/engines/dask.py",
     "distributed": "monitor/engines/dask.py",
     "pyspark": "monitor/engines/spark.py",
+    "deltalake": "monitor/sources/tables.py",
+    "pyiceberg": "monitor/sources/tables.py",
 }
 
 
@@ -41,9 +43,21 @@ def _imported_roots(path: Path) -> set[str]:
 def test_stats_imports_no_io_library() -> None:
     code = (
         "import sys, monitor.stats\n"
-        "heavy = ('pyarrow', 'prometheus_client', 'apscheduler')\n"
+        "heavy = ('pyarrow', 'prometheus_client', 'apscheduler', 'deltalake', 'pyiceberg')\n"
         "bad = sorted(m for m in heavy if m in sys.modules)\n"
         "print(','.join(bad))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    assert out == ""
+
+
+def test_table_libraries_load_only_when_a_table_is_read() -> None:
+    """The optional extra .[tables]: importing the sources (or the CLI) never imports it."""
+    code = (
+        "import sys, monitor.sources, monitor.cli\n"
+        "print(','.join(sorted(m for m in ('deltalake', 'pyiceberg') if m in sys.modules)))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True

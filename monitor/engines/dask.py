@@ -22,6 +22,7 @@ from monitor.sources import (
     SummaryPart,
     Window,
     merge_summary_parts,
+    pin_snapshot,
     read_summary_part,
     window_files,
 )
@@ -79,6 +80,7 @@ class DaskEngine:
         bucket: timedelta | None = None,
         check: bool = True,
     ) -> SummaryPart:
+        spec = pin_snapshot(spec)  # a table: the tasks read the snapshot planned here
         files = window_files(spec, window)
         futures = self._client.map(
             _part,

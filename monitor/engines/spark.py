@@ -28,6 +28,7 @@ from monitor.sources import (
     SummaryPart,
     Window,
     merge_summary_parts,
+    pin_snapshot,
     summary_part_batches,
     window_files,
 )
@@ -85,6 +86,7 @@ class SparkEngine:
         bucket: timedelta | None = None,
         check: bool = True,
     ) -> SummaryPart:
+        spec = pin_snapshot(spec)  # a table: the tasks read the snapshot planned here
         files = window_files(spec, window)
         if not files:
             return merge_summary_parts(spec, window, grid, [], bucket=bucket, check=check)

@@ -16,6 +16,9 @@ demo world and the tests. The data contract is in ``docs/data-contract.md``; in 
   dropped and counted; when ``dropped / rows > max_invalid_share`` the read raises
   ``BadValuesError``. An empty window is not an error: arrays of length 0 come back, with the
   source's newest timestamp.
+* A source may instead be a Delta Lake table (``format = "delta"``, by path) or an Iceberg
+  table (``format = "iceberg"``, by name in a catalog): its current snapshot's data files are
+  read by the same reader (``monitor.sources.tables``; what is refused is said there).
 * Every pyarrow failure becomes a ``SourceError`` subclass that names the file and column.
 
 Footers and row-group statistics are cached per ``(path, size, mtime)``, so a daemon or a backtest
@@ -36,6 +39,8 @@ The package, in the order data flows through it::
     judgments   judgments_version: qrels read and coded once per version (cached)
     judged      read_judged_runs, read_run_times: ranked runs placed and joined to judgments
     probe       inspect_source: lists files and reads footers only (validate --sources)
+    tables      Delta Lake / Iceberg tables: a snapshot's data files, pruned by the table's
+                statistics, for the same planner and reader (the optional extra .[tables])
     writing     write_parquet
 """
 
@@ -69,6 +74,7 @@ from monitor.sources.scores import (
     window_file_stats,
     window_files,
 )
+from monitor.sources.tables import current_snapshot, pin_snapshot
 from monitor.sources.writing import write_parquet
 
 __all__ = [
@@ -85,11 +91,13 @@ __all__ = [
     "Window",
     "check_summary_part",
     "clear_cache",
+    "current_snapshot",
     "inspect_source",
     "judgments_version",
     "latest_timestamp",
     "merge_summary_parts",
     "pair_outcomes",
+    "pin_snapshot",
     "read_judged_runs",
     "read_outcomes",
     "read_run_times",

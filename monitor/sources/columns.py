@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,12 +32,19 @@ def _check_numeric(dtype: pa.DataType, f: _File, column: str, role: str, key: st
         )
 
 
+# string_view (pyarrow >= 16): what arrow-rs writers such as delta-rs store for strings
+_is_string_view: Callable[[pa.DataType], bool] = getattr(
+    pa.types, "is_string_view", lambda _dtype: False
+)
+
+
 def _check_label(dtype: pa.DataType, f: _File, column: str, role: str, key: str) -> None:
     if pa.types.is_dictionary(dtype):
         dtype = dtype.value_type
     if not (
         pa.types.is_string(dtype)
         or pa.types.is_large_string(dtype)
+        or _is_string_view(dtype)
         or pa.types.is_integer(dtype)
         or pa.types.is_boolean(dtype)
         or pa.types.is_null(dtype)
@@ -121,6 +128,19 @@ def _segment_source(footer: _Footer, f: _File, column: str | None) -> str | None
         return None
     _require_label(footer, f, column, "segment", "segment_column")
     return column
+
+
+def _live(f: _File, start: int, n: int) -> npt.NDArray[np.bool_] | None:
+    """Which of the ``n`` rows from position ``start`` of ``f`` its table has not deleted
+    (Delta deletion vectors, Iceberg position deletes); None when none of them is deleted."""
+    if f.deleted is None:
+        return None
+    lo, hi = np.searchsorted(f.deleted, [start, start + n])
+    if lo == hi:
+        return None
+    mask = np.ones(n, dtype=bool)
+    mask[f.deleted[lo:hi] - start] = False
+    return mask
 
 
 def _read_group(pf: pq.ParquetFile, plan: _Plan, g: int, columns: list[str]) -> pa.Table:

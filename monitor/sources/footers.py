@@ -96,10 +96,14 @@ _FOOTERS = _FooterCache(_CACHE_MAX_FILES)
 
 
 def clear_cache() -> None:
-    """Forget every cached footer and filesystem (tests; or after rewriting files in place)."""
+    """Forget every cached footer, filesystem and table snapshot (tests; or after rewriting
+    files in place)."""
+    from monitor.sources.tables import clear_table_cache  # (tables imports this module)
+
     _FOOTERS.clear()
     with _FS_LOCK:
         _FS_CACHE.clear()
+    clear_table_cache()
 
 
 def _read_footer(source: _Source, f: _File) -> _Footer:

@@ -17,6 +17,9 @@ from monitor.epoch import to_ns as _to_ns
 TimeUnit: TypeAlias = Literal["s", "ms", "us", "ns"]
 
 
+SourceFormat: TypeAlias = Literal["parquet", "delta", "iceberg"]
+
+
 FloatArray: TypeAlias = npt.NDArray[np.float64]
 
 
@@ -80,6 +83,22 @@ def _validate_spec(spec: ScoreSpec | OutcomeSpec, columns: Mapping[str, str | No
             f"`timestamp_unit` must be one of 's', 'ms', 'us', 'ns' or None; "
             f"got {spec.timestamp_unit!r}."
         )
+    if spec.format not in ("parquet", "delta", "iceberg"):
+        problems.append(f"`format` must be 'parquet', 'delta' or 'iceberg'; got {spec.format!r}.")
+    if spec.catalog and spec.format != "iceberg":
+        problems.append("`catalog` is for Iceberg tables only (format 'iceberg').")
+    if not isinstance(spec.catalog, tuple) or not all(
+        isinstance(kv, tuple) and len(kv) == 2 and all(isinstance(x, str) for x in kv)
+        for kv in spec.catalog
+    ):
+        problems.append(f"`catalog` must be a tuple of (key, value) strings; got {spec.catalog!r}.")
+    snapshot = spec.snapshot
+    if snapshot is not None and (
+        isinstance(snapshot, bool) or not isinstance(snapshot, int) or spec.format == "parquet"
+    ):
+        problems.append(
+            f"`snapshot` must be None or, for a table format, an integer; got {snapshot!r}."
+        )
     share = spec.max_invalid_share
     if isinstance(share, bool) or not isinstance(share, int | float) or not 0.0 <= share <= 1.0:
         problems.append(f"`max_invalid_share` must be a number in [0, 1]; got {share!r}.")
@@ -97,6 +116,12 @@ class ScoreSpec:
     ``rank_column`` (a full result log, one row per result): only rows whose rank equals
     ``top_rank`` are the logged top-1 scores, so a team that logs whole result lists needs no
     second pipeline.
+    ``format``: ``"parquet"`` (``path`` is a file, directory, glob or URI), ``"delta"``
+    (``path`` is a Delta Lake table's directory, the one holding ``_delta_log``) or
+    ``"iceberg"`` (``path`` is a table identifier such as ``"db.scores"`` in the catalog
+    ``catalog``: pyiceberg's ``load_catalog`` properties, ``name`` among them). A table is read
+    as the data files of its snapshot ``snapshot`` (None: the current one; see
+    ``monitor.sources.tables``), through the same planner and reader as parquet paths.
     """
 
     path: str
@@ -108,6 +133,9 @@ class ScoreSpec:
     prune_partitions: bool = True
     rank_column: str | None = None
     top_rank: int = 1
+    format: SourceFormat = "parquet"
+    catalog: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    snapshot: int | None = None
 
     def __post_init__(self) -> None:
         _validate_spec(
@@ -186,6 +214,7 @@ class OutcomeSpec:
 
     With ``judged`` set (``outcomes.kind = "judged_runs"``), ``path`` holds ranked runs and the
     outcomes are computed from them and the judgments (``outcome_column`` is unused).
+    ``format``, ``catalog`` and ``snapshot`` as in ``ScoreSpec`` (judged runs: parquet only).
     """
 
     path: str
@@ -197,6 +226,9 @@ class OutcomeSpec:
     max_invalid_share: float = 0.01
     prune_partitions: bool = True
     judged: JudgedSpec | None = None
+    format: SourceFormat = "parquet"
+    catalog: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    snapshot: int | None = None
 
     def __post_init__(self) -> None:
         _validate_spec(
@@ -208,6 +240,10 @@ class OutcomeSpec:
                 "segment_column": self.segment_column,
             },
         )
+        if self.judged is not None and self.format != "parquet":
+            raise ValueError(
+                f"judged runs are read from parquet or TREC files only; got format {self.format!r}."
+            )
 
     @property
     def kind(self) -> str:

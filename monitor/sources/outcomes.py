@@ -11,6 +11,7 @@ from monitor.sources.columns import (
     _floats,
     _in_window,
     _Labels,
+    _live,
     _raise_bad_values,
     _read_group,
     _require_label,
@@ -28,7 +29,7 @@ from monitor.sources.model import (
     Window,
 )
 from monitor.sources.partitions import _newest_checked, _plan
-from monitor.sources.paths import _resolve
+from monitor.sources.paths import _open_source
 
 
 def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
@@ -39,7 +40,7 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     """
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
-    source = _resolve(spec.path, spec.prune_partitions)
+    source = _open_source(spec)
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     seg_col = spec.segment_column
@@ -58,12 +59,15 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     for plan, seg_in_file in zip(plans, seg_sources, strict=True):
         dropped_before = n_nullq + n_null + n_nan + n_inf
         with _opened(source, plan.file, plan.footer) as pf:
-            for g in plan.groups:
+            for g, first in zip(plan.groups, plan.starts, strict=True):
                 columns = [spec.timestamp_column, spec.query_column, spec.outcome_column]
                 if seg_in_file is not None:
                     columns.append(seg_in_file)
                 table = _read_group(pf, plan, g, columns)
                 mask = _in_window(table, spec.timestamp_column, plan.unit, window)
+                live = _live(plan.file, first, table.num_rows)  # a table's deleted rows: no rows
+                if live is not None:
+                    mask &= live
                 in_rows = int(mask.sum())
                 rows += in_rows
                 qarr = table.column(spec.query_column).combine_chunks()

@@ -5,20 +5,32 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
+import pyarrow as pa
+
 from monitor.epoch import from_ns as _from_ns
 from monitor.errors import (
     SchemaError,
     SourceNotFoundError,
 )
-from monitor.sources.footers import _FOOTERS, _Footer, _ts_stats, _ts_unit, _TsStats
+from monitor.sources.footers import (
+    _FOOTERS,
+    _I64_MIN,
+    _Footer,
+    _opened,
+    _ts_stats,
+    _ts_to_ns,
+    _ts_unit,
+    _TsStats,
+)
 from monitor.sources.model import OutcomeSpec, ScoreSpec, Window
 from monitor.sources.paths import (
     _File,
     _Interval,
-    _resolve,
+    _open_source,
     _Source,
     _walk,
 )
+from monitor.sources.translate import _translate
 
 
 def _newest(source: _Source, column: str, unit: str | None) -> tuple[int | None, int]:
@@ -40,9 +52,27 @@ def _newest(source: _Source, column: str, unit: str | None) -> tuple[int | None,
     for f in _walk(source, keep, newest_first=True):
         seen += 1
         newest = _ts_stats(source, f, column, unit).newest
+        if f.deleted is not None and newest is not None and (not best or newest > best[0]):
+            newest = _live_newest(source, f, column, unit)  # the newest row may be deleted
         if newest is not None and (not best or newest > best[0]):
             best[:] = [newest]
     return (best[0] if best else None), seen
+
+
+def _live_newest(source: _Source, f: _File, column: str, unit: str | None) -> int | None:
+    """The newest timestamp of the rows of ``f`` that its table has not deleted."""
+    footer = _FOOTERS.get(source, f)
+    native = _ts_unit(footer, f, column, unit)
+    with _opened(source, f, footer) as pf:
+        try:
+            table = pf.read(columns=[column])
+        except (OSError, pa.ArrowException, ValueError) as exc:
+            raise _translate(exc, f.path, f"reading column {column!r}") from exc
+    ns = _ts_to_ns(table.column(column), native)
+    keep = ns != _I64_MIN
+    assert f.deleted is not None
+    keep[f.deleted[f.deleted < ns.size]] = False
+    return int(ns[keep].max()) if keep.any() else None
 
 
 def _overlaps(interval: _Interval, window: Window) -> bool:
@@ -55,6 +85,7 @@ class _Plan:
     footer: _Footer
     unit: str
     groups: tuple[int, ...]  # row groups that may hold rows of the window
+    starts: tuple[int, ...]  # the file's row position of each one's first row
     inside: tuple[bool, ...]  # the whole row group is in the window, no null timestamps
     capacity: int
 
@@ -66,12 +97,14 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
         stats = _ts_stats(source, f, column, unit)
         if f.interval is not None:
             _check_partition(f, stats, column)
-        groups, inside, capacity = [], [], 0
+        groups, starts, inside, capacity, first = [], [], [], 0, 0
         for g, rows in enumerate(stats.rows):
             lo, hi, nulls = stats.lo[g], stats.hi[g], stats.nulls[g]
+            first += rows
             if rows == 0 or (lo is not None and hi is not None and (hi < start or lo >= end)):
                 continue
             groups.append(g)
+            starts.append(first - rows)
             inside.append(
                 lo is not None and hi is not None and lo >= start and hi < end and nulls == 0
             )
@@ -84,6 +117,7 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
                     footer,
                     _ts_unit(footer, f, column, unit),
                     tuple(groups),
+                    tuple(starts),
                     tuple(inside),
                     capacity,
                 )
@@ -113,7 +147,7 @@ def latest_timestamp(spec: ScoreSpec | OutcomeSpec) -> datetime | None:
     Only the newest hive partition's files are opened. A glob matching no file raises
     ``SourceNotFoundError``; an existing empty directory gives ``None``.
     """
-    source = _resolve(spec.path, spec.prune_partitions)
+    source = _open_source(spec)
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     return None if newest is None else _from_ns(newest)
 

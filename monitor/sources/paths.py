@@ -1,4 +1,5 @@
-"""Discovery: a source path (file, directory, glob or URI) listed with hive-partition pruning."""
+"""Discovery: a source path (file, directory, glob or URI) listed with hive-partition pruning,
+or a table's data files (``monitor.sources.tables``) pruned by the table's own statistics."""
 
 from __future__ import annotations
 
@@ -10,18 +11,23 @@ import re
 import stat
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 from urllib.parse import unquote
 
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from monitor.epoch import to_ns as _to_ns
 from monitor.errors import SourceError, SourceNotFoundError
 from monitor.sources.translate import _translate
+
+if TYPE_CHECKING:
+    from monitor.sources.model import OutcomeSpec, ScoreSpec
 
 _LOG = logging.getLogger(__name__)
 _GLOB_CHARS = re.compile(r"[*?\[]")
@@ -39,7 +45,11 @@ class _File:
     size: int
     mtime_ns: int
     partitions: tuple[tuple[str, str], ...]
-    interval: _Interval
+    interval: _Interval  # the period its hive partitions spell (checked against its footer)
+    bounds: _Interval = None  # a table's statistics of its timestamps (prune only, not checked)
+    problem: SourceError | None = None  # a table file that must not be read (raised if planned)
+    # a table's row-level deletes: the file's deleted row positions, sorted (None: none)
+    deleted: npt.NDArray[np.int64] | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +60,7 @@ class _Source:
     is_file: bool
     pattern: str | None  # glob over full paths, for glob sources
     prune: bool
+    files: tuple[_File, ...] | None = None  # a table's data files: listed, not walked
 
 
 _FS_CACHE: dict[str, tuple[pafs.FileSystem, str]] = {}
@@ -335,6 +346,9 @@ def _walk(
     lies outside what ``keep`` accepts is pruned like any other partition. With ``on_problem``
     such errors are handed to it instead and the walk goes on (``validate --sources``).
     """
+    if source.files is not None:
+        yield from _table_files(source.files, keep, newest_first, on_problem)
+        return
     if source.is_file:
         info = _info(source.fs, source.root, source.display)
         yield _File(info.path, info.size or 0, info.mtime_ns or 0, (), None)
@@ -375,3 +389,44 @@ def _walk(
             stack.extend(subdirs)
         else:
             stack.extend(reversed(subdirs))
+
+
+def _table_files(
+    files: tuple[_File, ...],
+    keep: Callable[[_Interval], bool],
+    newest_first: bool,
+    on_problem: Callable[[SourceError], None] | None,
+) -> Iterator[_File]:
+    """A table's files that ``keep`` accepts by partition period and by statistics, in the
+    table's order or, with ``newest_first``, by the end of their statistics or else of their
+    partition period (unknown last);
+    a file with a ``problem`` raises it (or hands it to ``on_problem``) when it would be read."""
+    order = list(files)
+    if newest_first:
+
+        def end(f: _File) -> tuple[bool, int]:
+            period = f.bounds or f.interval
+            return period is None, -(period[1] if period else 0)
+
+        order.sort(key=end)
+    for f in order:
+        if f.interval is not None and not keep(f.interval):
+            continue
+        if f.bounds is not None and not keep(f.bounds):
+            continue
+        if f.problem is not None:
+            if on_problem is None:
+                raise f.problem
+            on_problem(f.problem)
+            continue
+        yield f
+
+
+def _open_source(spec: ScoreSpec | OutcomeSpec, *, prune: bool | None = None) -> _Source:
+    """The source of a spec: a parquet path resolved, or a table's snapshot listed."""
+    prune = spec.prune_partitions if prune is None else prune
+    if spec.format == "parquet":
+        return _resolve(spec.path, prune)
+    from monitor.sources.tables import _table_source  # the optional extra's only importer
+
+    return _table_source(spec, prune)

@@ -11,7 +11,7 @@ from monitor.sources.footers import _FOOTERS, _Footer, _ts_unit
 from monitor.sources.judged import _check_ordering
 from monitor.sources.judgments import judgments_version
 from monitor.sources.model import OutcomeSpec, ScoreSpec
-from monitor.sources.paths import _File, _resolve, _walk
+from monitor.sources.paths import _File, _open_source, _walk
 from monitor.sources.textfiles import _is_parquet
 
 
@@ -42,7 +42,7 @@ def inspect_source(spec: ScoreSpec | OutcomeSpec) -> SourceReport:
     of other files that have it. An existing empty directory is not a problem (no data yet).
     """
     try:
-        source = _resolve(spec.path, False)
+        source = _open_source(spec, prune=False)
     except SourceError as exc:
         return SourceReport(spec.path, 0, (str(exc),))
     problems: list[SourceError] = []

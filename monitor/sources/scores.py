@@ -13,12 +13,13 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from monitor.epoch import from_ns as _from_ns
-from monitor.errors import MonitorError
+from monitor.errors import MonitorError, SourceError
 from monitor.sources.columns import (
     _compact_codes,
     _floats,
     _in_window,
     _Labels,
+    _live,
     _raise_bad_values,
     _read_group,
     _require_numeric,
@@ -30,7 +31,7 @@ from monitor.sources.columns import (
 from monitor.sources.footers import _opened, _ts_stats, _ts_to_ns
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
-from monitor.sources.paths import _resolve, _Source
+from monitor.sources.paths import _open_source, _Source
 from monitor.stats import Grid, ScoreSummary, summarize
 
 
@@ -61,7 +62,7 @@ def _prepare(spec: ScoreSpec, window: Window) -> _Planned:
     """List the files and row groups of ``window`` and check their columns (no data read)."""
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
-    source = _resolve(spec.path, spec.prune_partitions)
+    source = _open_source(spec)
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     seg_sources = []
@@ -85,7 +86,7 @@ def _chunks(
     seg_col = spec.segment_column
     for plan, seg_in_file in zip(planned.plans, planned.seg_sources, strict=True):
         with _opened(planned.source, plan.file, plan.footer) as pf:
-            for g, inside in zip(plan.groups, plan.inside, strict=True):
+            for g, first, inside in zip(plan.groups, plan.starts, plan.inside, strict=True):
                 need_ts = with_timestamps or not inside
                 columns = [spec.score_column]
                 if need_ts:
@@ -99,6 +100,9 @@ def _chunks(
                 mask = (
                     None if inside else _in_window(table, spec.timestamp_column, plan.unit, window)
                 )
+                live = _live(plan.file, first, table.num_rows)  # a table's deleted rows: no rows
+                if live is not None:
+                    mask = live if mask is None else mask & live
                 if spec.rank_column is not None:
                     rank, rank_valid = _floats(table.column(spec.rank_column))
                     top = rank == spec.top_rank
@@ -383,6 +387,15 @@ def read_summary_part(
     planned = _prepare(spec, window)
     if files is not None:
         keep = [i for i, p in enumerate(planned.plans) if p.file.path in files]
+        if spec.format != "parquet" and len(keep) < len(files):
+            gone = sorted(files - {planned.plans[i].file.path for i in keep})
+            raise SourceError(
+                f"was planned from another snapshot of the table: {len(gone)} of its files "
+                f"({', '.join(gone[:3])}) are not in the snapshot read now (a commit since)",
+                path=spec.path,
+                hint="pin the snapshot for the tasks (monitor.sources.pin_snapshot); the next "
+                "check reads the new one",
+            )
         planned = _Planned(
             planned.source,
             [planned.plans[i] for i in keep],
