@@ -40,6 +40,7 @@ from monitor.config import Config, MonitorConfig
 from monitor.epoch import from_ns as _from_ns
 from monitor.epoch import to_ns as _ns
 from monitor.errors import MonitorError
+from monitor.incremental import SummaryChecks
 from monitor.jobs import (
     DataReader,
     ParquetReader,
@@ -591,11 +592,12 @@ def backtest(
         store=MemoryStore(),
         detail=pages is not None,
         history=_memory_history(config) if pages is not None else None,
+        summaries=_summaries(config),
     )
     results = []
     for monitor in chosen:
         slots = monitor.schedule.slots(start, end)
-        _cover(reader, monitor, slots)
+        _cover(reader, config, monitor, slots)
         t0 = time.perf_counter()
         verdicts: list[Verdict] = []
         previous: RunRecord | None = None
@@ -647,7 +649,7 @@ def replay_record(
     monitor = config.monitor(name)
     slots = [t for t in monitor.schedule.slots(start, at) if t < at]
     reader = CachedReader()
-    _cover(reader, monitor, [*slots, at])
+    _cover(reader, config, monitor, [*slots, at])
     clock = _ReplayClock(start)
     runner = Runner(
         config,
@@ -656,6 +658,7 @@ def replay_record(
         store=MemoryStore(),
         detail=detail,
         history=_memory_history(config) if detail else None,
+        summaries=_summaries(config),
     )
     for t in slots:
         clock.now = t
@@ -702,10 +705,22 @@ def _memory_history(config: Config) -> MemoryHistory:
     )
 
 
-def _cover(reader: CachedReader, monitor: MonitorConfig, slots: Sequence[datetime]) -> None:
+def _cover(
+    reader: CachedReader, config: Config, monitor: MonitorConfig, slots: Sequence[datetime]
+) -> None:
+    if config.engine_for(monitor) is not None:
+        return  # checked through cached summaries: the runner reads buckets, not the span
     windows = [w for at in slots for w in check_windows(monitor, at)]
     if windows:
         reader.cover(monitor.scores, windows)
+
+
+def _summaries(config: Config) -> SummaryChecks:
+    """A replay's summary side: bucket summaries cached on disk under the configuration's
+    ``state_dir`` (a rerun of the same range reads none again), grids in memory only (a replay
+    builds its own as the daemon would have, and never replaces the daemon's)."""
+    limit = config.engine.cache_max_bytes if config.engine else 1 << 30
+    return SummaryChecks(config.server.state_dir, max_bytes=limit, persist_grids=False)
 
 
 # --------------------------------------------------------------------------------------------

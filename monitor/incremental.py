@@ -55,11 +55,11 @@ from monitor.sources import (
     window_file_stats,
 )
 from monitor.stats import (
+    Cells,
     Grid,
     ScoreSummary,
     bin_ends,
     build_baseline,
-    cells_to_bins,
     summary_grid,
 )
 from monitor.store import atomic_write
@@ -141,20 +141,21 @@ class FrozenGrid:
 
 @dataclass(frozen=True, slots=True, eq=False)
 class Bucket:
-    """One bucket's summaries per segment (none: no valid score in it) and its invalid rows
-    that no summary holds (row groups without one valid score)."""
+    """One bucket's non-zero cells per segment (none: no valid score in it) and its invalid
+    rows that no summary holds (row groups without one valid score)."""
 
     start_ns: int
-    summaries: Mapping[str, ScoreSummary]
+    summaries: Mapping[str, Cells]
     unplaced: int = 0
     bins: dict[bytes, dict[str, NDArray[np.int64]]] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
-        return sum(s.counts.nbytes for s in self.summaries.values()) + 256
+        return sum(c.nbytes for c in self.summaries.values()) + 256
 
     def to_bytes(self, key: str, fingerprint: str) -> bytes:
         names = sorted(self.summaries)
+        cells = [self.summaries[n] for n in names]
         meta = {
             "format": _FORMAT,
             "grid": key,
@@ -162,12 +163,15 @@ class Bucket:
             "start_ns": self.start_ns,
             "unplaced": self.unplaced,
             "segments": names,
-            "rows": [self.summaries[n].rows for n in names],
-            "invalid": [self.summaries[n].invalid for n in names],
-            "zeros": [self.summaries[n].zeros for n in names],
-            "newest": [self.summaries[n].newest_ns for n in names],
+            "rows": [c.rows for c in cells],
+            "invalid": [c.invalid for c in cells],
+            "zeros": [c.zeros for c in cells],
+            "newest": [c.newest_ns for c in cells],
         }
-        arrays = {f"counts_{i}": self.summaries[n].counts for i, n in enumerate(names)}
+        arrays: dict[str, NDArray[np.int64]] = {}
+        for i, c in enumerate(cells):
+            arrays[f"index_{i}"] = c.index
+            arrays[f"count_{i}"] = c.count
         buf = io.BytesIO()
         np.savez_compressed(buf, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
         return buf.getvalue()
@@ -179,18 +183,25 @@ class Bucket:
             meta = json.loads(str(z["meta"]))
             if meta.get("format") != _FORMAT or meta.get("grid") != key:
                 raise ValueError("not an entry of this grid")
-            out: dict[str, ScoreSummary] = {}
+            out: dict[str, Cells] = {}
             for i, name in enumerate(meta["segments"]):
-                counts = np.asarray(z[f"counts_{i}"])
-                if counts.dtype != np.int64 or counts.shape != (grid.n_cells,):
-                    raise ValueError(f"counts of shape {counts.shape}, dtype {counts.dtype}")
-                if counts.min(initial=0) < 0:
-                    raise ValueError("negative counts")
-                counts.flags.writeable = False
+                index = np.asarray(z[f"index_{i}"])
+                count = np.asarray(z[f"count_{i}"])
+                if index.dtype != np.int64 or count.dtype != np.int64:
+                    raise ValueError(f"cells of dtype {index.dtype}, {count.dtype}")
+                if index.shape != count.shape or index.ndim != 1:
+                    raise ValueError(f"cells of shapes {index.shape}, {count.shape}")
+                if index.size and (
+                    index[0] < 0
+                    or index[-1] >= grid.n_cells
+                    or not bool(np.all(np.diff(index) > 0))
+                    or count.min() <= 0
+                ):
+                    raise ValueError("cells out of range, unsorted or not positive")
                 newest = meta["newest"][i]
-                out[str(name)] = ScoreSummary(
-                    grid=grid,
-                    counts=counts,
+                out[str(name)] = Cells(
+                    index,
+                    count,
                     rows=int(meta["rows"][i]),
                     invalid=int(meta["invalid"][i]),
                     zeros=int(meta["zeros"][i]),
@@ -347,7 +358,8 @@ class SummaryRead:
         grid = self.grid.grid
         ref = tuple(b.summaries.get(name) for b in self.reference_buckets)
         cur = tuple(b.summaries.get(name) for b in self.current_buckets)
-        ref_total, cur_total = _total(grid, ref), _total(grid, cur)
+        ref_total = Cells.total(grid, [c for c in ref if c is not None])
+        cur_total = Cells.total(grid, [c for c in cur if c is not None])
         edges = self.grid.edges.get(name)
         if edges is None:  # a segment new since the grid was built
             edges = _derived_edges(ref_total, self.bins)
@@ -370,26 +382,6 @@ class SummaryRead:
         )
 
 
-def _total(grid: Grid, parts: tuple[ScoreSummary | None, ...]) -> ScoreSummary:
-    held = [s for s in parts if s is not None]
-    if not held:
-        counts = np.zeros(grid.n_cells, dtype=np.int64)
-        counts.flags.writeable = False
-        return ScoreSummary(grid=grid, counts=counts, rows=0, invalid=0, zeros=0)
-    counts = np.zeros(grid.n_cells, dtype=np.int64)
-    rows = invalid = zeros = 0
-    newest: int | None = None
-    for s in held:
-        counts += s.counts
-        rows += s.rows
-        invalid += s.invalid
-        zeros += s.zeros
-        if s.newest_ns is not None and (newest is None or s.newest_ns > newest):
-            newest = s.newest_ns
-    counts.flags.writeable = False
-    return ScoreSummary(grid, counts, rows, invalid, zeros, newest)
-
-
 def _bins(
     grid: Grid, buckets: list[Bucket], name: str, edges: NDArray[np.float64]
 ) -> NDArray[np.int64]:
@@ -404,7 +396,7 @@ def _bins(
         held = b.bins.setdefault(key, {})
         row = held.get(name)
         if row is None:
-            row = held[name] = cells_to_bins(s.counts, ends)
+            row = held[name] = s.bins(ends)
         out[i] = row
     return out
 
@@ -425,11 +417,22 @@ def _derived_edges(total: ScoreSummary, bins: int) -> NDArray[np.float64]:
 class SummaryChecks:
     """The summary side of the job runner: grids, the bucket cache and the engines."""
 
-    def __init__(self, state_dir: Path | None, *, max_bytes: int = 1 << 30) -> None:
+    def __init__(
+        self,
+        state_dir: Path | None,
+        *,
+        max_bytes: int = 1 << 30,
+        persist_grids: bool = True,
+        engines: Mapping[str, Engine] | None = None,
+    ) -> None:
+        """``engines``: engines already started, by kind, used whatever the address (an
+        embedding process's own cluster; they are not closed by ``close``)."""
         self.directory = None if state_dir is None else state_dir / "summaries"
+        self.persist_grids = persist_grids
         self.cache = BucketCache(self.directory, max_bytes)
         self._grids: dict[str, tuple[str, FrozenGrid]] = {}
         self._engines: dict[tuple[str, str | None], Engine] = {}
+        self._given = dict(engines or {})
         self._lock = threading.Lock()
         self.last_engine: dict[str, str] = {}
 
@@ -437,6 +440,8 @@ class SummaryChecks:
 
     def engine(self, settings: EngineConfig, kind: str) -> Engine:
         """The engine of ``kind`` (started once, shared by the monitors)."""
+        if kind in self._given:
+            return self._given[kind]
         address = {
             "dask": settings.dask_address or "local",
             "spark": settings.spark_remote or settings.spark_master or "local[2]",
@@ -470,7 +475,9 @@ class SummaryChecks:
     # -- the grid ---------------------------------------------------------------------------
 
     def _grid_path(self, name: str) -> Path | None:
-        return None if self.directory is None else self.directory / name / "grid.npz"
+        if self.directory is None or not self.persist_grids:
+            return None
+        return self.directory / name / "grid.npz"
 
     def grid(
         self,
@@ -814,9 +821,9 @@ def _runs(lack: list[tuple[int, str]], step: int) -> list[list[tuple[int, str]]]
 def _split(part: SummaryPart, starts: list[int]) -> dict[int, Bucket]:
     """A run's part as one Bucket per bucket start (empty buckets included); its unplaced
     invalid rows count in the run's first bucket."""
-    by: dict[int, dict[str, ScoreSummary]] = {b: {} for b in starts}
+    by: dict[int, dict[str, Cells]] = {b: {} for b in starts}
     for (name, b), s in part.summaries.items():
-        by[b][name] = s
+        by[b][name] = Cells.of(s)
     return {
         b: Bucket(b, summaries, part.unplaced if i == 0 else 0)
         for i, (b, summaries) in enumerate(by.items())

@@ -135,3 +135,52 @@ def test_an_unknown_engine_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="'local', 'dask' or 'spark'"):
         make_engine("ray")
     assert isinstance(Grid(np.array([0.0])), Grid)
+
+
+def test_check_json_is_identical_across_engines(  # type: ignore[no-untyped-def]
+    tmp_path: Path, dask_engine, spark_engine
+) -> None:
+    """``monitor check --json``'s document for one slot, through summaries on the full grid of a
+    fixed reference (480k rows, two segments): the same text from every engine."""
+    import json
+    from dataclasses import replace
+
+    from monitor.config import load_config
+    from monitor.incremental import SummaryChecks
+    from monitor.jobs import Runner
+    from tests.test_incremental import AT, _world
+
+    clear_cache()
+    root = _world(tmp_path, engine='kind = "local"\nsummary.grid = "full"\n', fixed=True)
+    config = load_config(root / "summaries.toml")
+    assert config.engine is not None
+    docs = {}
+    for kind, engine in (("local", LocalEngine()), ("dask", dask_engine), ("spark", spark_engine)):
+        chosen = replace(config, engine=replace(config.engine, kind=kind))
+        checks = SummaryChecks(None, engines={kind: engine})
+        verdict = Runner(chosen, summaries=checks).check("demo", AT)
+        assert checks.last_engine["demo"] == kind
+        docs[kind] = json.dumps(verdict.to_dict(), sort_keys=True)
+    assert docs["dask"] == docs["local"]
+    assert docs["spark"] == docs["local"]
+    doc = json.loads(docs["local"])
+    assert doc["state"] != "error", doc["reasons"]
+    assert doc["input"]["ks_statistic_high"] is None  # the full grid: exact KS
+
+
+def test_an_unreachable_engine_makes_the_check_an_error_naming_it(tmp_path: Path) -> None:
+    pytest.importorskip("distributed", reason="the optional extra .[dask] is not installed")
+    from monitor.config import load_config
+    from monitor.jobs import Runner
+    from tests.test_incremental import AT, _world
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    address = f"tcp://127.0.0.1:{port}"
+    root = _world(tmp_path, engine=f'kind = "dask"\ndask.address = "{address}"\n')
+    runner = Runner(load_config(root / "summaries.toml"))
+    verdict = runner.check("demo", AT)
+    assert verdict.state == "error"
+    assert any(address in r for r in verdict.reasons), verdict.reasons
+    assert "demo" not in runner.summaries.last_engine  # nothing fell back to another engine

@@ -286,6 +286,29 @@ def test_a_monitor_override_needs_no_engine_table() -> None:
     )
     config = parse_config(data, base=Path("."))
     a, b = config.monitors
-    assert config.engine_for(a) is not None
-    assert config.engine_for(a).kind == "local"
+    settings = config.engine_for(a)
+    assert settings is not None
+    assert settings.kind == "local"
     assert config.engine_for(b) is None  # whole windows, as before
+
+
+def test_a_backtest_reuses_the_bucket_cache_and_leaves_the_daemons_grid(
+    rolling_world: Path,
+) -> None:
+    from monitor.backtest import backtest
+
+    config = load_config(rolling_world / "summaries.toml")
+    daemon = Runner(config)
+    daemon.run("demo", AT)
+    grid_file = config.server.state_dir / "summaries" / "demo" / "grid.npz"
+    grid_bytes = grid_file.read_bytes()
+    start, end = AT - timedelta(hours=6), AT + timedelta(hours=12)
+    first = backtest(config, start, end)
+    cache = config.server.state_dir / "summaries" / "demo"
+    entries = {p: p.stat().st_mtime_ns for p in cache.glob("*/*.npz")}
+    second = backtest(config, start, end)
+    assert [v.to_dict() for v in second[0].verdicts] == [v.to_dict() for v in first[0].verdicts]
+    assert len(first[0].verdicts) == 19
+    # nothing recomputed: every bucket of the second replay came from disk
+    assert {p: p.stat().st_mtime_ns for p in cache.glob("*/*.npz")} == entries
+    assert grid_file.read_bytes() == grid_bytes  # a replay never replaces the daemon's grid

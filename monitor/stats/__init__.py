@@ -56,6 +56,7 @@ from monitor.stats.sequential import (
     z_from_pvalue,
 )
 from monitor.stats.summary import (
+    Cells,
     Grid,
     KSBracket,
     ScoreSummary,
@@ -71,6 +72,7 @@ __all__ = [
     "BaselinePositions",
     "CalibrationBin",
     "CalibrationResult",
+    "Cells",
     "ConfidenceInterval",
     "DriftBaseline",
     "DriftResult",

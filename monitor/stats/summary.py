@@ -38,6 +38,7 @@ from monitor.stats import _validation as v
 from monitor.stats.drift import _KS_EXACT_MAX_N, PSIResult, _ks_asymp_sf, _ks_exact_sf, _result
 
 __all__ = [
+    "Cells",
     "Grid",
     "KSBracket",
     "ScoreSummary",
@@ -109,6 +110,15 @@ class ScoreSummary:
         grid spans it, as ``summary_grid`` makes it)."""
         return int(self.counts[0] + self.counts[-1])
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # pickled by its non-zero cells: an hour's summary on a fine grid is mostly zeros, and
+        # engines ship summaries between processes
+        c = Cells.of(self)
+        return (
+            _unpickle,
+            (self.grid, c.index, c.count, self.rows, self.invalid, self.zeros, self.newest_ns),
+        )
+
     def __add__(self, other: ScoreSummary) -> ScoreSummary:
         if not isinstance(other, ScoreSummary):
             return NotImplemented
@@ -124,6 +134,80 @@ class ScoreSummary:
             invalid=self.invalid + other.invalid,
             zeros=self.zeros + other.zeros,
             newest_ns=max(newest) if newest else None,
+        )
+
+
+def _unpickle(
+    grid: Grid,
+    index: NDArray[np.int64],
+    count: NDArray[np.int64],
+    rows: int,
+    invalid: int,
+    zeros: int,
+    newest_ns: int | None,
+) -> ScoreSummary:
+    counts = np.zeros(grid.n_cells, dtype=np.int64)
+    counts[index] = count
+    counts.flags.writeable = False
+    return ScoreSummary(grid, counts, rows, invalid, zeros, newest_ns)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Cells:
+    """A summary's non-zero cells (``index`` ascending, ``count`` > 0) and its scalars: the
+    compact form a cache holds for each bucket (an hour's scores touch few cells of a fine
+    grid). ``total`` adds many back into one :class:`ScoreSummary`."""
+
+    index: NDArray[np.int64]
+    count: NDArray[np.int64]
+    rows: int
+    invalid: int
+    zeros: int
+    newest_ns: int | None = None
+
+    @staticmethod
+    def of(summary: ScoreSummary) -> Cells:
+        index = np.flatnonzero(summary.counts).astype(np.int64)
+        return Cells(
+            index,
+            summary.counts[index].astype(np.int64),
+            summary.rows,
+            summary.invalid,
+            summary.zeros,
+            summary.newest_ns,
+        )
+
+    @property
+    def n(self) -> int:
+        return int(self.count.sum())
+
+    @property
+    def nbytes(self) -> int:
+        return int(self.index.nbytes + self.count.nbytes)
+
+    def bins(self, ends: NDArray[np.intp]) -> NDArray[np.int64]:
+        """Counts on the bins ending at ``ends`` (see :func:`bin_ends`)."""
+        at = np.searchsorted(ends, self.index, side="right")
+        out: NDArray[np.int64] = np.bincount(at, weights=self.count, minlength=ends.size).astype(
+            np.int64
+        )
+        return out
+
+    @staticmethod
+    def total(grid: Grid, parts: list[Cells]) -> ScoreSummary:
+        """The merged summary of ``parts`` on ``grid`` (exact: integer counts)."""
+        counts = np.zeros(grid.n_cells, dtype=np.int64)
+        for c in parts:
+            counts[c.index] += c.count  # indices are unique within one part
+        counts.flags.writeable = False
+        newest = [c.newest_ns for c in parts if c.newest_ns is not None]
+        return ScoreSummary(
+            grid,
+            counts,
+            sum(c.rows for c in parts),
+            sum(c.invalid for c in parts),
+            sum(c.zeros for c in parts),
+            max(newest) if newest else None,
         )
 
 

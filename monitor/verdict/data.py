@@ -11,11 +11,11 @@ import numpy as np
 
 from monitor.stats import (
     BaselinePositions,
+    Cells,
     DriftBaseline,
     Grid,
     ScoreSummary,
     bin_ends,
-    cells_to_bins,
 )
 
 
@@ -48,7 +48,7 @@ class SegmentSummaries:
     """One segment's windows as summaries on a frozen grid (a check through summaries).
 
     ``reference`` / ``current``: each window's total; ``*_starts``: its buckets' starts (int64
-    ns, ascending) and ``*_buckets`` their summaries (None: no score in that bucket).
+    ns, ascending) and ``*_buckets`` their non-zero cells (None: no score in that bucket).
     ``edges``: the segment's frozen PSI edges (grid points). ``binned`` holds bucket bin counts
     computed by the runner, keyed by the edges' bytes (a cache: ``bins`` computes what it
     lacks from the buckets, with the same integers).
@@ -60,8 +60,8 @@ class SegmentSummaries:
     current: ScoreSummary
     reference_starts: np.ndarray
     current_starts: np.ndarray
-    reference_buckets: tuple[ScoreSummary | None, ...]
-    current_buckets: tuple[ScoreSummary | None, ...]
+    reference_buckets: tuple[Cells | None, ...]
+    current_buckets: tuple[Cells | None, ...]
     binned: Mapping[bytes, tuple[np.ndarray, np.ndarray]] | None = None
 
     def bins(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -70,21 +70,19 @@ class SegmentSummaries:
         e = np.asarray(edges, dtype=np.float64)
         if self.binned is not None and e.tobytes() in self.binned:
             return self.binned[e.tobytes()]
-        return tuple(  # type: ignore[return-value]
-            bucket_bins(self.grid, buckets, e)
-            for buckets in (self.reference_buckets, self.current_buckets)
+        ends = bin_ends(self.grid, e)
+        ref, cur = (
+            bucket_bins(buckets, ends) for buckets in (self.reference_buckets, self.current_buckets)
         )
+        return ref, cur
 
 
-def bucket_bins(
-    grid: Grid, buckets: tuple[ScoreSummary | None, ...], edges: np.ndarray
-) -> np.ndarray:
-    """(n_buckets x B) counts of ``buckets`` on the bins of ``edges`` (zeros for None)."""
-    ends = bin_ends(grid, edges)
-    out = np.zeros((len(buckets), int(np.asarray(edges).size) + 1), dtype=np.int64)
+def bucket_bins(buckets: tuple[Cells | None, ...], ends: np.ndarray) -> np.ndarray:
+    """(n_buckets x B) counts of ``buckets`` on the bins ending at ``ends`` (zeros for None)."""
+    out = np.zeros((len(buckets), int(ends.size)), dtype=np.int64)
     for i, b in enumerate(buckets):
         if b is not None:
-            out[i] = cells_to_bins(b.counts, ends)
+            out[i] = b.bins(ends)
     return out
 
 

@@ -49,6 +49,7 @@ EXPECTED = {
     "sign_flip_test",
     "z_from_pvalue",
     # the summary layer (issue 13)
+    "Cells",
     "Grid",
     "KSBracket",
     "ScoreSummary",

@@ -153,3 +153,31 @@ def test_both_counting_ways_agree(values: list[float], points: list[float]) -> N
         presorted, zeros_sorted = _cell_counts(np.sort(big), grid)  # the no-sort shortcut
         np.testing.assert_array_equal(presorted, counts)
         assert zeros_sorted == zeros
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(values, values, values)
+def test_cells_are_the_summary_compacted(a: list[float], b: list[float], c: list[float]) -> None:
+    """Cells (a cache's form) and pickles (an engine's transport) lose nothing: totals, bins on
+    any grid edges and the pickled summary equal the dense ones."""
+    import pickle
+
+    from monitor.stats import Cells, bin_ends, cells_to_bins
+
+    grid = Grid(np.unique(np.asarray([*a, 0.5])))
+    parts = [summarize(x, grid, newest_ns=i) for i, x in enumerate((a, b, c))]
+    whole = parts[0] + parts[1] + parts[2]
+    total = Cells.total(grid, [Cells.of(p) for p in parts])
+    np.testing.assert_array_equal(total.counts, whole.counts)
+    assert (total.rows, total.zeros, total.newest_ns) == (whole.rows, whole.zeros, 2)
+    ends = bin_ends(grid, grid.points[:: max(1, grid.points.size // 3)])
+    for p in parts:
+        np.testing.assert_array_equal(Cells.of(p).bins(ends), cells_to_bins(p.counts, ends))
+        back = pickle.loads(pickle.dumps(p))
+        np.testing.assert_array_equal(back.counts, p.counts)
+        assert (back.rows, back.invalid, back.zeros, back.newest_ns) == (
+            p.rows,
+            p.invalid,
+            p.zeros,
+            p.newest_ns,
+        )
