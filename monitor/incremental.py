@@ -173,7 +173,8 @@ class Bucket:
             arrays[f"index_{i}"] = c.index
             arrays[f"count_{i}"] = c.count
         buf = io.BytesIO()
-        np.savez_compressed(buf, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
+        # uncompressed: the cells are already compact, and zlib cost more than the hour's read
+        np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
         return buf.getvalue()
 
     @staticmethod
@@ -225,6 +226,9 @@ class BucketCache:
         self._disk: dict[Path, int] | None = None
         self._lock = threading.Lock()
         self.hits = self.misses = self.corrupt = 0
+        if directory is not None and directory.is_dir():
+            for tmp in directory.glob("*/*/.*.tmp"):  # a write a kill interrupted
+                tmp.unlink(missing_ok=True)
 
     def _path(self, monitor: str, key: str, start_ns: int) -> Path:
         assert self.directory is not None
@@ -280,7 +284,7 @@ class BucketCache:
         path = self._path(monitor, key, bucket.start_ns)
         data = bucket.to_bytes(key, fingerprint)
         try:
-            atomic_write(path.parent, path, data, stem=str(bucket.start_ns))
+            atomic_write(path.parent, path, data, stem=str(bucket.start_ns), durable=False)
         except OSError as exc:  # a full disk costs the cache, not the check
             log.warning(
                 "cannot write a cached bucket; the check goes on without it",
@@ -344,22 +348,25 @@ class SummaryRead:
     buckets_read: int
     buckets_cached: int
     bins: int
+    reference_totals: Mapping[str, ScoreSummary]
+    current_totals: Mapping[str, ScoreSummary]
 
     @property
     def n_reference(self) -> int:
-        return sum(s.n for b in self.reference_buckets for s in b.summaries.values())
+        return sum(s.n for s in self.reference_totals.values())
 
     @property
     def n_current(self) -> int:
-        return sum(s.n for b in self.current_buckets for s in b.summaries.values())
+        return sum(s.n for s in self.current_totals.values())
 
     def segment(self, name: str) -> SegmentSummaries:
         """One segment's windows for the verdict (totals, buckets, bins on its edges)."""
         grid = self.grid.grid
         ref = tuple(b.summaries.get(name) for b in self.reference_buckets)
         cur = tuple(b.summaries.get(name) for b in self.current_buckets)
-        ref_total = Cells.total(grid, [c for c in ref if c is not None])
-        cur_total = Cells.total(grid, [c for c in cur if c is not None])
+        empty = Cells.total(grid, [])
+        ref_total = self.reference_totals.get(name, empty)
+        cur_total = self.current_totals.get(name, empty)
         edges = self.grid.edges.get(name)
         if edges is None:  # a segment new since the grid was built
             edges = _derived_edges(ref_total, self.bins)
@@ -380,6 +387,52 @@ class SummaryRead:
                 )
             },
         )
+
+
+class _Rolling:
+    """A window's per-segment totals kept across checks: buckets that left the window (or were
+    recomputed: another object) are subtracted and new ones added, so a check costs the
+    buckets that changed, not the window's length. Exact (integer counts)."""
+
+    def __init__(self, grid: Grid) -> None:
+        self.grid = grid
+        self.members: dict[int, Bucket] = {}
+        self.counts: dict[str, NDArray[np.int64]] = {}
+        self.scalars: dict[str, NDArray[np.int64]] = {}  # rows, invalid, zeros
+
+    def _apply(self, bucket: Bucket, sign: int) -> None:
+        for name, c in bucket.summaries.items():
+            counts = self.counts.get(name)
+            if counts is None:
+                counts = self.counts[name] = np.zeros(self.grid.n_cells, dtype=np.int64)
+                self.scalars[name] = np.zeros(3, dtype=np.int64)
+            counts[c.index] += sign * c.count
+            self.scalars[name] += sign * np.array([c.rows, c.invalid, c.zeros], dtype=np.int64)
+
+    def update(self, buckets: list[Bucket]) -> dict[str, ScoreSummary]:
+        want = {b.start_ns: b for b in buckets}
+        for start, old in list(self.members.items()):
+            if want.get(start) is not old:
+                self._apply(old, -1)
+                del self.members[start]
+        for start, b in want.items():
+            if start not in self.members:
+                self._apply(b, +1)
+                self.members[start] = b
+        newest: dict[str, int] = {}
+        for b in buckets:
+            for name, c in b.summaries.items():
+                if c.newest_ns is not None and c.newest_ns > newest.get(name, c.newest_ns - 1):
+                    newest[name] = c.newest_ns
+        out = {}
+        for name, counts in self.counts.items():
+            rows, invalid, zeros = (int(x) for x in self.scalars[name])
+            if rows == 0 and not counts.any():
+                continue  # a segment no bucket of the window holds any more
+            held = counts.copy()
+            held.flags.writeable = False
+            out[name] = ScoreSummary(self.grid, held, rows, invalid, zeros, newest.get(name))
+        return out
 
 
 def _bins(
@@ -433,6 +486,7 @@ class SummaryChecks:
         self._grids: dict[str, tuple[str, FrozenGrid]] = {}
         self._engines: dict[tuple[str, str | None], Engine] = {}
         self._given = dict(engines or {})
+        self._rolling: dict[tuple[str, str], _Rolling] = {}
         self._lock = threading.Lock()
         self.last_engine: dict[str, str] = {}
 
@@ -605,16 +659,15 @@ class SummaryChecks:
                     f"boundaries of engine.summary.bucket; check at a bucket boundary"
                 )
         spec = monitor.scores
-        files: dict[str, FileStat] = {}
-        planned = [window_file_stats(spec, w) for w in (reference, current)]
-        for listed in planned:
-            for f in listed:
-                files[f.path] = f
-        rows_ref, rows_cur = (sum(f.rows for f in listed) for listed in planned)
+        # one walk over the span of both windows (they are adjacent unless windows.gap is set)
+        span = Window(
+            start=min(reference.start, current.start), end=max(reference.end, current.end)
+        )
+        stats = sorted(window_file_stats(spec, span), key=lambda f: f.path)
+        rows_ref, rows_cur = (sum(f.rows for f in stats if _in(f, w)) for w in (reference, current))
         frozen = self.grid(
             monitor, settings, at, reference, current, keep_edges, rows=(rows_ref, rows_cur)
         )
-        stats = sorted(files.values(), key=lambda f: f.path)
         read = cached = 0
         engine_used: str | None = None
         per_window: list[tuple[Window, NDArray[np.int64], list[str]]] = []
@@ -670,6 +723,7 @@ class SummaryChecks:
             )
         lists: list[list[Bucket]] = []
         seen: list[frozenset[str]] = []
+        totals: list[dict[str, ScoreSummary]] = []
         rows = 0
         newest: int | None = None
         for w, starts, _ in per_window:
@@ -689,6 +743,11 @@ class SummaryChecks:
             rows += total_rows
             lists.append(held)
             seen.append(frozenset(names))
+            role = "reference" if w is reference else "current"
+            rolling = self._rolling.get((monitor.name, role))
+            if rolling is None or rolling.grid is not frozen.grid:
+                rolling = self._rolling[(monitor.name, role)] = _Rolling(frozen.grid)
+            totals.append(rolling.update(held))
         return SummaryRead(
             grid=frozen,
             reference_buckets=lists[0],
@@ -701,6 +760,8 @@ class SummaryChecks:
             buckets_read=read,
             buckets_cached=cached,
             bins=monitor.drift.bins,
+            reference_totals=totals[0],
+            current_totals=totals[1],
         )
 
 
@@ -777,6 +838,13 @@ def _grid_key(grid: Grid, want: str) -> str:
 def _rows(spec: ScoreSpec, window: Window) -> int:
     """The rows the footers give for a window's files (an upper bound; no data read)."""
     return sum(f.rows for f in window_file_stats(spec, window))
+
+
+def _in(f: FileStat, w: Window) -> bool:
+    """Whether a file may hold rows of ``w`` (unknown spans: yes)."""
+    if f.oldest_ns is None or f.newest_ns is None:
+        return True
+    return f.oldest_ns < w.end_ns and f.newest_ns >= w.start_ns
 
 
 def _overlaps(f: FileStat, start_ns: int, step: int) -> bool:

@@ -283,22 +283,27 @@ class StateStore:
         atomic_write(self.directory, self.path(name), data, stem=name)
 
 
-def atomic_write(directory: Path, target: Path, data: str | bytes, *, stem: str) -> None:
+def atomic_write(
+    directory: Path, target: Path, data: str | bytes, *, stem: str, durable: bool = True
+) -> None:
     """Write ``data`` to ``target`` in ``directory`` atomically: a temp file (``.<stem>.*.tmp``,
     which ``StateStore.sweep`` removes if a kill leaves it), fsync, rename, then a best-effort
     fsync of the directory so the rename itself is durable. Raises ``OSError``; leaves no temp
-    file behind."""
+    file behind. Not ``durable`` (a cache that can be recomputed): atomic, without the fsyncs."""
     directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{stem}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
-            os.fsync(fh.fileno())
+            if durable:
+                os.fsync(fh.fileno())
         os.replace(tmp, target)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+    if not durable:
+        return
     try:
         dir_fd = os.open(directory, os.O_RDONLY)
     except OSError:

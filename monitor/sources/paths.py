@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import fnmatch
+import functools
 import logging
 import os
 import re
@@ -128,6 +129,7 @@ def _hive(name: str) -> tuple[str, str] | None:
     return (key, unquote(value)) if sep and key else None
 
 
+@functools.lru_cache(maxsize=1 << 16)  # pure; a daemon walks the same partitions every check
 def _partition_interval(parts: tuple[tuple[str, str], ...]) -> _Interval:
     """The UTC period a chain of hive partitions spells, or None when it spells none.
 

@@ -58,12 +58,15 @@ class _Planned:
     newest: int | None
 
 
-def _prepare(spec: ScoreSpec, window: Window) -> _Planned:
-    """List the files and row groups of ``window`` and check their columns (no data read)."""
+def _prepare(spec: ScoreSpec, window: Window, *, newest: bool = True) -> _Planned:
+    """List the files and row groups of ``window`` and check their columns (no data read);
+    ``newest``: also find the source's newest timestamp (one more partition walk)."""
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
     source = _open_source(spec)
-    newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
+    latest = (
+        _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)[0] if newest else None
+    )
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     seg_sources = []
     for plan in plans:
@@ -71,7 +74,7 @@ def _prepare(spec: ScoreSpec, window: Window) -> _Planned:
         if spec.rank_column is not None:
             _require_numeric(plan.footer, plan.file, spec.rank_column, "rank", "rank_column")
         seg_sources.append(_segment_source(plan.footer, plan.file, spec.segment_column))
-    return _Planned(source, plans, seg_sources, newest)
+    return _Planned(source, plans, seg_sources, latest)
 
 
 def _chunks(
@@ -300,7 +303,7 @@ class FileStat:
 def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
     """The files of ``window`` (as ``window_files``) with their identity and timestamp span,
     from the cached footers only (no data is read)."""
-    planned = _prepare(spec, window)
+    planned = _prepare(spec, window, newest=False)
     out = []
     for plan in planned.plans:
         stats = _ts_stats(planned.source, plan.file, spec.timestamp_column, spec.timestamp_unit)

@@ -164,6 +164,11 @@ class Cells:
     invalid: int
     zeros: int
     newest_ns: int | None = None
+    n: int = -1  # the scores (the counts' sum): given or computed once
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            object.__setattr__(self, "n", int(self.count.sum()))
 
     @staticmethod
     def of(summary: ScoreSummary) -> Cells:
@@ -176,10 +181,6 @@ class Cells:
             summary.zeros,
             summary.newest_ns,
         )
-
-    @property
-    def n(self) -> int:
-        return int(self.count.sum())
 
     @property
     def nbytes(self) -> int:
