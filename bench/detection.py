@@ -21,7 +21,8 @@ alarms per month; for effect worlds the delay from onset to the first check in t
 changes after onset (goal: one).
 
 Usage: ``python bench/detection.py [--months N] [--worlds a,b=M|all] [--processes P]
-[--json PATH]`` (``b=M``: M months of world b). ``make bench`` runs the quick set (``QUICK``),
+[--json PATH] [--engine local]`` (``b=M``: M months of world b; ``--engine``: through cached
+summaries on a frozen grid, docs/engines.md). ``make bench`` runs the quick set (``QUICK``),
 one month each. The figures in
 ``docs/detection.md`` come from the command printed there.
 Cost: about 10-15 s per world-month on one core.
@@ -36,6 +37,7 @@ import itertools
 import json
 import math
 import multiprocessing
+import os
 import sys
 import tempfile
 import time
@@ -276,6 +278,9 @@ class MonthResult:
     share_insufficient: float = 0.0
 
 
+_ENGINE_ENV = "MONITOR_DETECTION_ENGINE"
+
+
 def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
     """Write the world of ``month`` under ``workdir`` and replay its 30 days of hourly checks."""
     origin = BASE + timedelta(days=month)
@@ -301,6 +306,9 @@ def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
         )
     if "reference_start" in extra:
         text = "\n".join(t for t in text.splitlines() if not t.startswith("windows.reference ="))
+    engine = os.environ.get(_ENGINE_ENV)
+    if engine:  # checks through cached summaries on a frozen grid (--engine)
+        text += f'\n[engine]\nkind = "{engine}"\n'
     world.config_path.write_text(text + "\n")
     config = load_config(world.config_path)
     t0 = time.perf_counter()
@@ -428,7 +436,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--json", type=Path)
     p.add_argument("--processes", type=int, default=1)
     p.add_argument("--first-month", type=int, default=0, help="month index to start from")
+    p.add_argument(
+        "--engine",
+        choices=("local", "dask", "spark"),
+        help="check through cached summaries on a frozen grid ([engine] kind) instead of "
+        "reading whole windows",
+    )
     args = p.parse_args(argv)
+    if args.engine:
+        os.environ[_ENGINE_ENV] = args.engine  # the spawned workers inherit it
     if args.worlds == "all":
         args.worlds = ",".join(WORLDS)
     # "name" or "name=months" (a per-world month count)

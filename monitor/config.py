@@ -653,9 +653,14 @@ def _parse_monitor(
             lags[side] = c.get(table, "max_lag", f"{path}.{side}", None, _duration)
     _check_windows(c, path, windows, drift, decay, interval, schedule_is_cron=schedule.is_cron)
     kind = c.get(t, "engine", path, None, _engine_kind)
-    settings = engine if kind is None or engine is not None else EngineConfig()
-    if settings is not None and (kind is not None or engine is not None):
+    settings = engine if engine is not None or kind is None else EngineConfig()
+    if settings is not None:
         _check_buckets(c, path, settings, schedule, windows, drift)
+        if kind == "auto" and settings.cluster_kind() is None:
+            c.add(
+                f"{path}.engine",
+                "'auto' needs engine.dask.address or engine.spark.master/remote to move to",
+            )
     if len(c.problems) > before or scores is None or outcomes is None:
         return None
     return MonitorConfig(

@@ -31,6 +31,7 @@ import io
 import json
 import logging
 import threading
+import time
 import zipfile
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -226,6 +227,8 @@ class BucketCache:
         self._disk: dict[Path, int] | None = None
         self._lock = threading.Lock()
         self.hits = self.misses = self.corrupt = 0
+        self.writable = directory is not None
+        self._retry_at = 0.0
         if directory is not None and directory.is_dir():
             for tmp in directory.glob("*/*/.*.tmp"):  # a write a kill interrupted
                 tmp.unlink(missing_ok=True)
@@ -281,15 +284,21 @@ class BucketCache:
         self._remember(monitor, key, fingerprint, bucket)
         if self.directory is None:
             return
+        if not self.writable:
+            if time.monotonic() < self._retry_at:
+                return
+            self.writable = True  # try the disk again (space may have been freed)
         path = self._path(monitor, key, bucket.start_ns)
         data = bucket.to_bytes(key, fingerprint)
         try:
             atomic_write(path.parent, path, data, stem=str(bucket.start_ns), durable=False)
-        except OSError as exc:  # a full disk costs the cache, not the check
+        except OSError as exc:  # a full or read-only disk costs the cache, not the check
             log.warning(
-                "cannot write a cached bucket; the check goes on without it",
+                "cannot write a cached bucket; buckets are kept in memory only for 10 minutes",
                 extra={"monitor": monitor, "path": str(path), "error": str(exc)},
             )
+            self.writable = False  # warned once, not once a bucket; retried in 10 minutes
+            self._retry_at = time.monotonic() + 600.0
             return
         self._account(path, len(data))
 

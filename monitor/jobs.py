@@ -273,9 +273,12 @@ class Runner:
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
+        # a read-only runner (monitor check) shares the daemon's bucket cache (a cache write is
+        # no state) but never replaces its grid
         self.summaries = summaries or SummaryChecks(
             config.server.state_dir if self._file_store else None,
             max_bytes=(config.engine.cache_max_bytes if config.engine else 1 << 30),
+            persist_grids=not getattr(self.store, "readonly", False),
         )
         # monitor -> (its latest look's runs and reference bounds, that look's pairs): the page
         # of a check that made no new look draws them (see _look_pairs)

@@ -267,6 +267,7 @@ def _config(monitor: str, engine: str = 'kind = "local"') -> dict[str, object]:
             "need engine.summary.bucket to divide 1h",
         ),
         ("", 'kind = "auto"', "'auto' needs"),
+        ('engine = "auto"', 'kind = "local"', "'auto' needs"),
         ('engine = "ray"', 'kind = "local"', "must be one of"),
         ("", 'kind = "spark"\nspark.remote = "http://x"', "sc://host:port"),
     ],
@@ -312,3 +313,20 @@ def test_a_backtest_reuses_the_bucket_cache_and_leaves_the_daemons_grid(
     # nothing recomputed: every bucket of the second replay came from disk
     assert {p: p.stat().st_mtime_ns for p in cache.glob("*/*.npz")} == entries
     assert grid_file.read_bytes() == grid_bytes  # a replay never replaces the daemon's grid
+
+
+def test_an_unwritable_cache_costs_the_cache_not_the_check(
+    rolling_world: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    state = tmp_path / "state"
+    (state / "summaries").mkdir(parents=True)
+    (state / "summaries" / "demo").write_text("a file where the cache's directory should be")
+    checks = SummaryChecks(state)
+    with caplog.at_level("WARNING", logger="monitor.incremental"):
+        read = _read(checks, rolling_world, AT)
+    assert read.buckets_read == 8 * 24
+    assert not checks.cache.writable
+    warned = [r for r in caplog.records if "cannot write a cached bucket" in r.getMessage()]
+    assert len(warned) == 1  # once, not once a bucket
+    again = _read(checks, rolling_world, AT)  # the memory cache still serves
+    assert again.buckets_read == 0
