@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from monitor.errors import BadValuesError
+from monitor.errors import BadValuesError, SourceError
 from monitor.sources import (
     ScoreSpec,
     Window,
@@ -155,3 +155,44 @@ def test_memory_is_a_row_group_not_the_window(tmp_path: Path) -> None:
     tracemalloc.stop()
     assert sum(s.n for s in got.values()) == n
     assert peak < 16_000_000 / 4, peak
+
+
+def test_planned_tasks_read_without_listing_and_add_up_to_the_window(tree: Path) -> None:
+    """An engine's tasks (``window_tasks``) read their own file as the caller planned it, hive
+    partitions and segments included, without walking the source again: their parts add up to
+    the window's, a file added after the planning is not read by them, and a planned file that
+    vanished is an error naming it, never a silently smaller window."""
+    from monitor.sources import SummaryPart, read_summary_part, window_tasks
+
+    spec = ScoreSpec(path=str(tree), segment_column="segment", max_invalid_share=0.1)
+    window = Window(start=T0 + 2 * HOUR, end=T0 + 20 * HOUR)
+    grid = _grid(spec, window)
+    tasks = window_tasks(spec, window)
+    assert len(tasks) > 2
+    whole = read_summary_part(spec, window, grid, bucket=HOUR)
+    write_parquet(  # lands after the planning: not the tasks' business
+        tree / "date=2026-11-23" / "zz-late.parquet",
+        {
+            "timestamp": np.array([np.datetime64((T0 + 5 * HOUR).replace(tzinfo=None), "us")]),
+            "score": np.array([1.0]),
+            "segment": np.array(["en"]),
+        },
+    )
+    parts = [read_summary_part(spec, window, grid, bucket=HOUR, task=t) for t in tasks]
+    total: SummaryPart = parts[0]
+    for p in parts[1:]:
+        total = total + p
+    assert list(total.summaries) == list(whole.summaries)
+    for key, s in whole.summaries.items():
+        np.testing.assert_array_equal(total.summaries[key].counts, s.counts)
+    assert (total.rows, total.null, total.nan, total.inf) == (
+        whole.rows,
+        whole.null,
+        whole.nan,
+        whole.inf,
+    )
+    Path(tasks[0].path).unlink()
+    clear_cache()
+    with pytest.raises(SourceError) as err:
+        read_summary_part(spec, window, grid, bucket=HOUR, task=tasks[0])
+    assert tasks[0].path in str(err.value)

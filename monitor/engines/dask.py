@@ -20,11 +20,12 @@ from monitor.errors import EngineUnavailableError
 from monitor.sources import (
     ScoreSpec,
     SummaryPart,
+    SummaryTask,
     Window,
     merge_summary_parts,
     pin_snapshot,
     read_summary_part,
-    window_files,
+    window_tasks,
 )
 from monitor.stats import Grid
 
@@ -32,9 +33,9 @@ __all__ = ["DaskEngine"]
 
 
 def _part(
-    spec: ScoreSpec, window: Window, grid: Grid, bucket: timedelta | None, path: str
+    spec: ScoreSpec, window: Window, grid: Grid, bucket: timedelta | None, task: SummaryTask
 ) -> SummaryPart:
-    return read_summary_part(spec, window, grid, bucket=bucket, files=frozenset([path]))
+    return read_summary_part(spec, window, grid, bucket=bucket, task=task)
 
 
 class DaskEngine:
@@ -81,17 +82,17 @@ class DaskEngine:
         check: bool = True,
     ) -> SummaryPart:
         spec = pin_snapshot(spec)  # a table: the tasks read the snapshot planned here
-        files = window_files(spec, window)
+        tasks = window_tasks(spec, window)  # planned here: the workers list nothing
         futures = self._client.map(
             _part,
-            [spec] * len(files),
-            [window] * len(files),
-            [grid] * len(files),
-            [bucket] * len(files),
-            files,
+            [spec] * len(tasks),
+            [window] * len(tasks),
+            [grid] * len(tasks),
+            [bucket] * len(tasks),
+            tasks,
             pure=False,
         )
-        parts = list(self._client.gather(futures)) if files else []
+        parts = list(self._client.gather(futures)) if tasks else []
         return merge_summary_parts(spec, window, grid, parts, bucket=bucket, check=check)
 
     def close(self) -> None:

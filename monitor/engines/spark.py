@@ -30,7 +30,7 @@ from monitor.sources import (
     merge_summary_parts,
     pin_snapshot,
     summary_part_batches,
-    window_files,
+    window_tasks,
 )
 from monitor.stats import Grid
 
@@ -87,10 +87,11 @@ class SparkEngine:
         check: bool = True,
     ) -> SummaryPart:
         spec = pin_snapshot(spec)  # a table: the tasks read the snapshot planned here
-        files = window_files(spec, window)
-        if not files:
+        tasks = window_tasks(spec, window)  # planned here: the executors list nothing
+        if not tasks:
             return merge_summary_parts(spec, window, grid, [], bucket=bucket, check=check)
-        payload = pickle.dumps((spec, window, grid, bucket))
+        files = [t.path for t in tasks]
+        payload = pickle.dumps((spec, window, grid, bucket, {t.path: t for t in tasks}))
         frame = self._spark.createDataFrame([(f,) for f in files], "path string")
         frame = frame.repartition(len(files))
         task = functools.partial(summary_part_batches, payload)

@@ -65,6 +65,7 @@ from monitor.sources.probe import SourceReport, inspect_source
 from monitor.sources.scores import (
     FileStat,
     SummaryPart,
+    SummaryTask,
     check_summary_part,
     merge_summary_parts,
     read_scores,
@@ -73,6 +74,7 @@ from monitor.sources.scores import (
     summary_part_batches,
     window_file_stats,
     window_files,
+    window_tasks,
 )
 from monitor.sources.tables import current_snapshot, pin_snapshot
 from monitor.sources.writing import write_parquet
@@ -88,6 +90,7 @@ __all__ = [
     "ScoreWindow",
     "SourceReport",
     "SummaryPart",
+    "SummaryTask",
     "Window",
     "check_summary_part",
     "clear_cache",
@@ -107,5 +110,6 @@ __all__ = [
     "summary_part_batches",
     "window_file_stats",
     "window_files",
+    "window_tasks",
     "write_parquet",
 ]

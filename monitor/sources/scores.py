@@ -58,12 +58,15 @@ class _Planned:
     newest: int | None
 
 
-def _prepare(spec: ScoreSpec, window: Window, *, newest: bool = True) -> _Planned:
+def _prepare(
+    spec: ScoreSpec, window: Window, *, newest: bool = True, source: _Source | None = None
+) -> _Planned:
     """List the files and row groups of ``window`` and check their columns (no data read);
-    ``newest``: also find the source's newest timestamp (one more partition walk)."""
+    ``newest``: also find the source's newest timestamp (one more partition walk); ``source``:
+    the files already listed (an engine's task), not the spec's path walked again."""
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
-    source = _open_source(spec)
+    source = _open_source(spec) if source is None else source
     latest = (
         _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)[0] if newest else None
     )
@@ -375,6 +378,24 @@ def check_summary_part(spec: ScoreSpec, window: Window, part: SummaryPart) -> No
     _check_invalid(spec, window, part.rows, part.null, part.nan, part.inf, part.per_file)
 
 
+@dataclass(frozen=True, slots=True)
+class SummaryTask:
+    """One file of a window as the caller planned it, for an engine's task: the task reads that
+    file (its hive partitions, table statistics and deletes as listed) without listing the
+    source again, so a window of n files costs each task one footer, not a walk of n files."""
+
+    path: str
+    source: _Source
+
+
+def window_tasks(spec: ScoreSpec, window: Window) -> list[SummaryTask]:
+    """The files of ``window`` (as ``window_files``), each as a task for ``read_summary_part``."""
+    planned = _prepare(spec, window, newest=False)
+    return [
+        SummaryTask(p.file.path, replace(planned.source, files=(p.file,))) for p in planned.plans
+    ]
+
+
 def read_summary_part(
     spec: ScoreSpec,
     window: Window,
@@ -382,12 +403,16 @@ def read_summary_part(
     *,
     bucket: timedelta | None = None,
     files: frozenset[str] | None = None,
+    task: SummaryTask | None = None,
 ) -> SummaryPart:
-    """``read_summaries`` of the window's ``files`` only (None: all), without the window's
-    invalid-share check (the caller adds the parts up and checks once)."""
+    """``read_summaries`` of the window's ``files`` only (None: all), or of one planned ``task``,
+    without the window's invalid-share check (the caller adds the parts up and checks once)."""
     if bucket is not None and bucket <= timedelta(0):
         raise ValueError(f"`bucket` must be a positive duration; got {bucket!r}.")
-    planned = _prepare(spec, window)
+    if task is not None:
+        planned = _prepare(spec, window, newest=False, source=task.source)
+    else:
+        planned = _prepare(spec, window)
     if files is not None:
         keep = [i for i, p in enumerate(planned.plans) if p.file.path in files]
         if spec.format != "parquet" and len(keep) < len(files):
@@ -472,16 +497,15 @@ def summary_part_batches(
     payload: bytes, batches: Iterator[pa.RecordBatch]
 ) -> Iterator[pa.RecordBatch]:
     """For an engine that hands a task its files as Arrow batches of paths (Spark's
-    ``mapInArrow``): ``payload`` is the pickled (spec, window, grid, bucket); for each path one
-    row ``part`` holding the pickled ``read_summary_part`` of that file, or the
-    ``MonitorError`` its reading raised (to be raised again, unchanged, by the caller)."""
-    spec, window, grid, bucket = pickle.loads(payload)
+    ``mapInArrow``): ``payload`` is the pickled (spec, window, grid, bucket, tasks by path);
+    for each path one row ``part`` holding the pickled ``read_summary_part`` of that file's
+    task, or the ``MonitorError`` its reading raised (to be raised again, unchanged, by the
+    caller)."""
+    spec, window, grid, bucket, tasks = pickle.loads(payload)
     for batch in batches:
         for path in batch.column(0).to_pylist():
             try:
-                out: object = read_summary_part(
-                    spec, window, grid, bucket=bucket, files=frozenset([path])
-                )
+                out: object = read_summary_part(spec, window, grid, bucket=bucket, task=tasks[path])
             except MonitorError as exc:
                 out = exc
             yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(out)}])
