@@ -1,0 +1,38 @@
+"""Checks through mergeable summaries: a frozen grid, cached bucket summaries, an engine.
+
+A monitor with an engine (``[engine]`` or ``monitors[i].engine``; docs/engines.md) does not read
+its windows into memory. Each check needs, per segment, the summary (``monitor.stats.summary``)
+of every ``summary.bucket`` of its reference and current windows on one frozen grid::
+
+    grid     FrozenGrid: the grid points (union over segments) and each segment's PSI edges,
+             built from a sample of the reference window (every k-th row group, about
+             ``summary.grid_sample_rows`` rows) and kept until it is ``summary.regrid`` old
+             (default: the reference window's length), a fixed reference's bounds change, or
+             the scores' settings change. Stored as ``<state_dir>/summaries/<name>/grid.npz``.
+    buckets  one summary per (segment, bucket), keyed by the grid and by the bucket's files
+             (path, size, mtime of every file whose row-group timestamps overlap it): a late or
+             rewritten file changes the key of its buckets only. Cached in memory and as
+             ``<state_dir>/summaries/<name>/<grid>/<bucket start ns>.npz`` (atomic writes;
+             a corrupt entry is logged and recomputed; the oldest buckets are evicted beyond
+             ``summary.cache_max_bytes``). An hourly check then reads only the new hour.
+    engine   computes the buckets not cached: ``local``, ``dask`` or ``spark`` (``auto``: the
+             configured cluster engine when the rows to read, from the footers, reach
+             ``auto_rows``); an unreachable engine is an error, never a fall back.
+
+A row group's invalid (null, NaN, infinite) scores count in the first bucket of it that a read
+holds (``monitor.sources.read_summaries``), so a window's invalid share can differ from the
+whole-window reader's by one straddling row group at each end.
+"""
+
+from monitor.incremental.checks import SummaryCheckError, SummaryChecks
+from monitor.incremental.store import Bucket, BucketCache, FrozenGrid
+from monitor.incremental.windows import SummaryRead
+
+__all__ = [
+    "Bucket",
+    "BucketCache",
+    "FrozenGrid",
+    "SummaryCheckError",
+    "SummaryChecks",
+    "SummaryRead",
+]

@@ -1,0 +1,421 @@
+"""The summary side of the job runner: grids built and kept, buckets read, engines chosen."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.config import EngineConfig, MonitorConfig
+from monitor.engines import Engine, make_engine
+from monitor.epoch import from_ns
+from monitor.errors import EngineUnavailableError, MonitorError
+from monitor.incremental.store import _CORRUPT, _FORMAT, Bucket, BucketCache, FrozenGrid, _grid_key
+from monitor.incremental.windows import (
+    SummaryRead,
+    _fingerprints,
+    _in,
+    _overlaps,
+    _Rolling,
+    _runs,
+    _split,
+)
+from monitor.sources import (
+    ScoreSpec,
+    Window,
+    check_summary_part,
+    read_scores,
+    window_file_stats,
+)
+from monitor.stats import (
+    Grid,
+    ScoreSummary,
+    build_baseline,
+    summary_grid,
+)
+from monitor.store import atomic_write
+
+log = logging.getLogger("monitor.incremental")
+
+
+class SummaryCheckError(MonitorError):
+    """A check through summaries cannot run as asked (a slot inside a bucket)."""
+
+
+class SummaryChecks:
+    """The summary side of the job runner: grids, the bucket cache and the engines."""
+
+    def __init__(
+        self,
+        state_dir: Path | None,
+        *,
+        max_bytes: int = 1 << 30,
+        persist_grids: bool = True,
+        engines: Mapping[str, Engine] | None = None,
+    ) -> None:
+        """``engines``: engines already started, by kind, used whatever the address (an
+        embedding process's own cluster; they are not closed by ``close``)."""
+        self.directory = None if state_dir is None else state_dir / "summaries"
+        self.persist_grids = persist_grids
+        self.cache = BucketCache(self.directory, max_bytes)
+        self._grids: dict[str, tuple[str, FrozenGrid]] = {}
+        self._engines: dict[tuple[str, str | None], Engine] = {}
+        self._given = dict(engines or {})
+        self._rolling: dict[tuple[str, str], _Rolling] = {}
+        self._lock = threading.Lock()
+        self.last_engine: dict[str, str] = {}
+
+    # -- engines ----------------------------------------------------------------------------
+
+    def engine(self, settings: EngineConfig, kind: str) -> Engine:
+        """The engine of ``kind`` (started once, shared by the monitors)."""
+        if kind in self._given:
+            return self._given[kind]
+        address = {
+            "dask": settings.dask_address or "local",
+            "spark": settings.spark_remote or settings.spark_master or "local[2]",
+        }.get(kind)
+        with self._lock:
+            held = self._engines.get((kind, address))
+            if held is None:
+                try:
+                    held = make_engine(
+                        kind,
+                        dask_address=settings.dask_address or "local",
+                        spark_master=settings.spark_master or "local[2]",
+                        spark_remote=settings.spark_remote,
+                    )
+                except ImportError as exc:
+                    raise EngineUnavailableError(
+                        kind,
+                        address or "in process",
+                        f"{exc}; install it with pip install 'retrieval-monitor[{kind}]'",
+                    ) from exc
+                log.info("engine started", extra={"kind": kind, "address": address})
+                self._engines[(kind, address)] = held
+            return held
+
+    def close(self) -> None:
+        with self._lock:
+            engines, self._engines = list(self._engines.values()), {}
+        for e in engines:
+            e.close()
+
+    # -- the grid ---------------------------------------------------------------------------
+
+    def _grid_path(self, name: str) -> Path | None:
+        if self.directory is None or not self.persist_grids:
+            return None
+        return self.directory / name / "grid.npz"
+
+    def grid(
+        self,
+        monitor: MonitorConfig,
+        settings: EngineConfig,
+        at: datetime,
+        reference: Window,
+        current: Window,
+        keep_edges: Iterable[NDArray[np.float64]] = (),
+        *,
+        rows: tuple[int, int] | None = None,
+    ) -> FrozenGrid:
+        """The monitor's frozen grid, rebuilt when missing, too old or for other settings
+        (``rows``: the windows' rows from their footers, when the caller has them)."""
+        want = _settings_key(monitor.scores, settings, monitor.drift.bins)
+        if rows is None:
+            rows = (_rows(monitor.scores, reference), _rows(monitor.scores, current))
+        memo = self._grids.get(monitor.name)
+        held = memo[1] if memo is not None and memo[0] == want else None
+        path = self._grid_path(monitor.name)
+        if held is None and path is not None and path.exists():
+            try:
+                held = FrozenGrid.from_bytes(path.read_bytes())
+                if held.key != _grid_key(held.grid, want):
+                    held = None  # built under other score or summary settings
+            except _CORRUPT as exc:
+                log.warning(
+                    "corrupt summary grid set aside; building a new one",
+                    extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
+                )
+                path.unlink(missing_ok=True)
+                held = None
+        if held is not None and not _stale(held, monitor, settings, at, reference, rows[0]):
+            self._grids[monitor.name] = (want, held)
+            return held
+        built = self._build(monitor, settings, at, reference, want, keep_edges, rows)
+        self._grids[monitor.name] = (want, built)
+        self.cache.forget(monitor.name)
+        if path is not None:
+            try:
+                atomic_write(path.parent, path, built.to_bytes(), stem="grid")
+            except OSError as exc:
+                log.warning(
+                    "cannot write the summary grid; it is kept in memory",
+                    extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
+                )
+        log.info(
+            "summary grid built",
+            extra={
+                "monitor": monitor.name,
+                "points": int(built.grid.points.size),
+                "sample_rows": built.sample_rows,
+                "reference_start": reference.start.isoformat(),
+            },
+        )
+        return built
+
+    def _build(
+        self,
+        monitor: MonitorConfig,
+        settings: EngineConfig,
+        at: datetime,
+        reference: Window,
+        want: str,
+        keep_edges: Iterable[NDArray[np.float64]],
+        rows: tuple[int, int],
+    ) -> FrozenGrid:
+        spec = monitor.scores
+        sample = read_scores(spec, reference, sample_rows=settings.grid_sample_rows)
+        ref_rows, cur_rows = rows[0], max(rows[1], 1)
+        split = _by_segment(sample.values, sample.segment_codes, sample.segment_names)
+        points: list[NDArray[np.float64]] = [np.asarray(e, np.float64) for e in keep_edges]
+        edges: dict[str, NDArray[np.float64]] = {}
+        for name, values in split.items():
+            if values.size == 0:
+                continue
+            ordered = np.sort(values)
+            baseline = build_baseline(ordered, bins=monitor.drift.bins)
+            edges[name] = np.asarray(baseline.edges, dtype=np.float64)
+            share = values.size / max(sample.values.size, 1)
+            if settings.grid == "full":
+                points.append(np.unique(ordered))
+                points.append(edges[name])
+                continue
+            g = summary_grid(
+                ordered,
+                baseline.edges,
+                n_current=max(int(cur_rows * share), 1),
+                max_effect=settings.max_effect,
+                n_reference=max(int(ref_rows * share), ordered.size),
+            )
+            points.append(g.points)
+        joined = np.unique(np.concatenate(points)) if points else np.zeros(0)
+        if joined.size == 0:
+            joined = np.zeros(1)  # an empty reference: one point (every check is undecidable)
+        grid = Grid(joined)
+        return FrozenGrid(
+            grid=grid,
+            edges=edges,
+            built_at=at,
+            reference_start=reference.start,
+            reference_end=reference.end,
+            sample_rows=int(sample.values.size),
+            key=_grid_key(grid, want),
+            reference_rows=ref_rows,
+        )
+
+    # -- the windows ------------------------------------------------------------------------
+
+    def read(
+        self,
+        monitor: MonitorConfig,
+        settings: EngineConfig,
+        at: datetime,
+        reference: Window,
+        current: Window,
+        keep_edges: Iterable[NDArray[np.float64]] = (),
+    ) -> SummaryRead:
+        """Both windows' bucket summaries: from the cache, the rest from the engine."""
+        step = settings.bucket // timedelta(microseconds=1) * 1000
+        for w in (reference, current):
+            if w.start_ns % step or w.end_ns % step:
+                raise SummaryCheckError(
+                    f"the window [{w.start.isoformat()}, {w.end.isoformat()}) is not on "
+                    f"boundaries of engine.summary.bucket; check at a bucket boundary"
+                )
+        spec = monitor.scores
+        # one walk over the span of both windows (they are adjacent unless windows.gap is set)
+        span = Window(
+            start=min(reference.start, current.start), end=max(reference.end, current.end)
+        )
+        stats = sorted(window_file_stats(spec, span), key=lambda f: f.path)
+        rows_ref, rows_cur = (sum(f.rows for f in stats if _in(f, w)) for w in (reference, current))
+        frozen = self.grid(
+            monitor, settings, at, reference, current, keep_edges, rows=(rows_ref, rows_cur)
+        )
+        read = cached = 0
+        engine_used: str | None = None
+        per_window: list[tuple[Window, NDArray[np.int64], list[str]]] = []
+        for w in (reference, current):
+            starts = np.arange(w.start_ns, w.end_ns, step, dtype=np.int64)
+            per_window.append((w, starts, _fingerprints(stats, starts, step)))
+        missing: list[tuple[Window, list[tuple[int, str]]]] = []
+        buckets: dict[int, Bucket] = {}
+        for w, starts, prints in per_window:
+            lack: list[tuple[int, str]] = []
+            for b, fp in zip(starts.tolist(), prints, strict=True):
+                got = self.cache.get(monitor.name, frozen.key, frozen.grid, b, fp)
+                if got is None:
+                    lack.append((b, fp))
+                else:
+                    buckets[b] = got
+                    cached += 1
+            if lack:
+                missing.append((w, lack))
+        if missing:
+            rows_to_read = sum(
+                f.rows
+                for f in stats
+                if any(_overlaps(f, b, step) for _, lack in missing for b, _ in lack)
+            )
+            engine_used = _choose(settings, rows_to_read)
+            engine = self.engine(settings, engine_used)
+            for _w, lack in missing:
+                for run in _runs(lack, step):
+                    lo, hi = run[0][0], run[-1][0] + step
+                    part = engine.summaries(
+                        spec,
+                        Window(start=from_ns(lo), end=from_ns(hi)),
+                        frozen.grid,
+                        bucket=settings.bucket,
+                        check=False,
+                    )
+                    for b, bucket in _split(part, [b for b, _ in run]).items():
+                        fp = dict(run)[b]
+                        self.cache.put(monitor.name, frozen.key, fp, bucket)
+                        buckets[b] = bucket
+                        read += 1
+            self.last_engine[monitor.name] = engine_used
+            log.info(
+                "buckets summarised",
+                extra={
+                    "monitor": monitor.name,
+                    "engine": engine_used,
+                    "rows_planned": rows_to_read,
+                    "buckets_read": read,
+                    "buckets_cached": cached,
+                },
+            )
+        lists: list[list[Bucket]] = []
+        seen: list[frozenset[str]] = []
+        totals: list[dict[str, ScoreSummary]] = []
+        rows = 0
+        newest: int | None = None
+        for w, starts, _ in per_window:
+            held = [buckets[b] for b in starts.tolist()]
+            total_rows = total_bad = 0
+            names: set[str] = set()
+            for bucket in held:
+                names.update(bucket.summaries)
+                total_rows += bucket.unplaced
+                total_bad += bucket.unplaced
+                for s in bucket.summaries.values():
+                    total_rows += s.rows
+                    total_bad += s.invalid
+                    if s.newest_ns is not None and (newest is None or s.newest_ns > newest):
+                        newest = s.newest_ns
+            _check_invalid(spec, w, total_rows, total_bad, engine_for_error=self, settings=settings)
+            rows += total_rows
+            lists.append(held)
+            seen.append(frozenset(names))
+            role = "reference" if w is reference else "current"
+            rolling = self._rolling.get((monitor.name, role))
+            if rolling is None or rolling.grid is not frozen.grid:
+                rolling = self._rolling[(monitor.name, role)] = _Rolling(frozen.grid)
+            totals.append(rolling.update(held))
+        return SummaryRead(
+            grid=frozen,
+            reference_buckets=lists[0],
+            current_buckets=lists[1],
+            reference=seen[0],
+            current=seen[1],
+            rows=rows,
+            newest_ns=newest,
+            engine=engine_used,
+            buckets_read=read,
+            buckets_cached=cached,
+            bins=monitor.drift.bins,
+            reference_totals=totals[0],
+            current_totals=totals[1],
+        )
+
+
+def _check_invalid(
+    spec: ScoreSpec,
+    window: Window,
+    rows: int,
+    bad: int,
+    *,
+    engine_for_error: SummaryChecks,
+    settings: EngineConfig,
+) -> None:
+    """``BadValuesError`` when the window's invalid share (from its buckets) is too high: the
+    window is then read once more with the check, for the same message as the array reader."""
+    if not rows or bad / rows <= spec.max_invalid_share:
+        return
+    engine = engine_for_error.engine(settings, "local")
+    part = engine.summaries(spec, window, Grid(np.zeros(1)), bucket=None, check=False)
+    check_summary_part(spec, window, part)
+    # the re-read found the share within bounds (attribution at the window's ends): go on
+
+
+def _choose(settings: EngineConfig, rows: int) -> str:
+    if settings.kind != "auto":
+        return settings.kind
+    cluster = settings.cluster_kind()
+    return cluster if cluster is not None and rows >= settings.auto_rows else "local"
+
+
+def _settings_key(spec: ScoreSpec, settings: EngineConfig, bins: int) -> str:
+    """What a grid and its buckets depend on besides the points."""
+    return repr(
+        (
+            spec.path,
+            spec.score_column,
+            spec.timestamp_column,
+            spec.timestamp_unit,
+            spec.segment_column,
+            spec.rank_column,
+            spec.top_rank,
+            settings.bucket,
+            settings.grid,
+            settings.max_effect,
+            bins,
+            _FORMAT,
+        )
+    )
+
+
+def _stale(
+    held: FrozenGrid,
+    monitor: MonitorConfig,
+    settings: EngineConfig,
+    at: datetime,
+    reference: Window,
+    rows: int,
+) -> bool:
+    if monitor.windows.fixed_reference:
+        return (held.reference_start, held.reference_end) != (reference.start, reference.end)
+    limit = settings.regrid or (reference.end - reference.start)
+    if at - held.built_at >= limit or at < held.built_at:
+        return True
+    # the reference has grown or shrunk twofold since (a young world, a volume change)
+    return not held.reference_rows / 2 <= rows <= 2 * max(held.reference_rows, 1)
+
+
+def _rows(spec: ScoreSpec, window: Window) -> int:
+    """The rows the footers give for a window's files (an upper bound; no data read)."""
+    return sum(f.rows for f in window_file_stats(spec, window))
+
+
+def _by_segment(
+    values: NDArray[np.float64], codes: NDArray[np.int32] | None, names: tuple[str, ...]
+) -> dict[str, NDArray[np.float64]]:
+    if codes is None:
+        return {"": values}
+    return {name: values[codes == i] for i, name in enumerate(names)}

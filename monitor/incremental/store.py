@@ -1,0 +1,296 @@
+"""The frozen grid and the bucket cache: their files (npz, atomic) and the memory LRU."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import threading
+import time
+import zipfile
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+
+from monitor.epoch import from_ns, to_ns
+from monitor.stats import (
+    Cells,
+    Grid,
+    bin_ends,
+)
+from monitor.store import atomic_write
+
+log = logging.getLogger("monitor.incremental")
+
+_FORMAT = 1
+# what numpy raises on a damaged or foreign .npz file
+_CORRUPT = (ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class FrozenGrid:
+    """A monitor's frozen grid: points, each segment's PSI edges (grid points), when and from
+    which reference window and how many sampled rows it was built, and ``key``, the identity
+    its bucket summaries are cached under (points, score settings, bucket length)."""
+
+    grid: Grid
+    edges: Mapping[str, NDArray[np.float64]]
+    built_at: datetime
+    reference_start: datetime
+    reference_end: datetime
+    sample_rows: int
+    key: str
+    reference_rows: int = 0
+
+    def to_bytes(self) -> bytes:
+        names = sorted(self.edges)
+        meta = {
+            "format": _FORMAT,
+            "built_at": to_ns(self.built_at),
+            "reference": [to_ns(self.reference_start), to_ns(self.reference_end)],
+            "sample_rows": self.sample_rows,
+            "reference_rows": self.reference_rows,
+            "key": self.key,
+            "segments": names,
+        }
+        arrays = {f"edges_{i}": self.edges[n] for i, n in enumerate(names)}
+        buf = io.BytesIO()
+        np.savez(buf, points=self.grid.points, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
+        return buf.getvalue()
+
+    @staticmethod
+    def from_bytes(data: bytes) -> FrozenGrid:
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            if meta.get("format") != _FORMAT:
+                raise ValueError(f"format {meta.get('format')!r}, expected {_FORMAT}")
+            grid = Grid(np.asarray(z["points"], dtype=np.float64))
+            edges = {
+                n: np.asarray(z[f"edges_{i}"], dtype=np.float64)
+                for i, n in enumerate(meta["segments"])
+            }
+        bin_check = [bin_ends(grid, e) for e in edges.values()]  # every edge a grid point
+        del bin_check
+        return FrozenGrid(
+            grid=grid,
+            edges=edges,
+            built_at=from_ns(int(meta["built_at"])),
+            reference_start=from_ns(int(meta["reference"][0])),
+            reference_end=from_ns(int(meta["reference"][1])),
+            sample_rows=int(meta["sample_rows"]),
+            key=str(meta["key"]),
+            reference_rows=int(meta["reference_rows"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Bucket:
+    """One bucket's non-zero cells per segment (none: no valid score in it) and its invalid
+    rows that no summary holds (row groups without one valid score)."""
+
+    start_ns: int
+    summaries: Mapping[str, Cells]
+    unplaced: int = 0
+    bins: dict[bytes, dict[str, NDArray[np.int64]]] = field(default_factory=dict)
+
+    @property
+    def nbytes(self) -> int:
+        return sum(c.nbytes for c in self.summaries.values()) + 256
+
+    def to_bytes(self, key: str, fingerprint: str) -> bytes:
+        names = sorted(self.summaries)
+        cells = [self.summaries[n] for n in names]
+        meta = {
+            "format": _FORMAT,
+            "grid": key,
+            "fingerprint": fingerprint,
+            "start_ns": self.start_ns,
+            "unplaced": self.unplaced,
+            "segments": names,
+            "rows": [c.rows for c in cells],
+            "invalid": [c.invalid for c in cells],
+            "zeros": [c.zeros for c in cells],
+            "newest": [c.newest_ns for c in cells],
+        }
+        arrays: dict[str, NDArray[np.int64]] = {}
+        for i, c in enumerate(cells):
+            arrays[f"index_{i}"] = c.index
+            arrays[f"count_{i}"] = c.count
+        buf = io.BytesIO()
+        # uncompressed: the cells are already compact, and zlib cost more than the hour's read
+        np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
+        return buf.getvalue()
+
+    @staticmethod
+    def from_bytes(data: bytes, grid: Grid, key: str) -> tuple[Bucket, str]:
+        """The bucket and its files' fingerprint; ``ValueError`` if it is not this grid's."""
+        with np.load(io.BytesIO(data), allow_pickle=False) as z:
+            meta = json.loads(str(z["meta"]))
+            if meta.get("format") != _FORMAT or meta.get("grid") != key:
+                raise ValueError("not an entry of this grid")
+            out: dict[str, Cells] = {}
+            for i, name in enumerate(meta["segments"]):
+                index = np.asarray(z[f"index_{i}"])
+                count = np.asarray(z[f"count_{i}"])
+                if index.dtype != np.int64 or count.dtype != np.int64:
+                    raise ValueError(f"cells of dtype {index.dtype}, {count.dtype}")
+                if index.shape != count.shape or index.ndim != 1:
+                    raise ValueError(f"cells of shapes {index.shape}, {count.shape}")
+                if index.size and (
+                    index[0] < 0
+                    or index[-1] >= grid.n_cells
+                    or not bool(np.all(np.diff(index) > 0))
+                    or count.min() <= 0
+                ):
+                    raise ValueError("cells out of range, unsorted or not positive")
+                newest = meta["newest"][i]
+                out[str(name)] = Cells(
+                    index,
+                    count,
+                    rows=int(meta["rows"][i]),
+                    invalid=int(meta["invalid"][i]),
+                    zeros=int(meta["zeros"][i]),
+                    newest_ns=None if newest is None else int(newest),
+                )
+        return (
+            Bucket(int(meta["start_ns"]), out, int(meta["unplaced"])),
+            str(meta["fingerprint"]),
+        )
+
+
+class BucketCache:
+    """Bucket summaries in memory (LRU) and, with a ``directory``, on disk, each bounded by
+    ``max_bytes`` (the oldest buckets go first on disk). Thread-safe."""
+
+    def __init__(self, directory: Path | None, max_bytes: int) -> None:
+        self.directory = directory
+        self.max_bytes = max_bytes
+        self._memory: OrderedDict[tuple[str, str, int], tuple[str, Bucket]] = OrderedDict()
+        self._memory_bytes = 0
+        self._disk: dict[Path, int] | None = None
+        self._lock = threading.Lock()
+        self.hits = self.misses = self.corrupt = 0
+        self.writable = directory is not None
+        self._retry_at = 0.0
+        if directory is not None and directory.is_dir():
+            for tmp in directory.glob("*/*/.*.tmp"):  # a write a kill interrupted
+                tmp.unlink(missing_ok=True)
+
+    def _path(self, monitor: str, key: str, start_ns: int) -> Path:
+        assert self.directory is not None
+        return self.directory / monitor / key / f"{start_ns}.npz"
+
+    def get(
+        self, monitor: str, key: str, grid: Grid, start_ns: int, fingerprint: str
+    ) -> Bucket | None:
+        with self._lock:
+            held = self._memory.get((monitor, key, start_ns))
+            if held is not None and held[0] == fingerprint:
+                self._memory.move_to_end((monitor, key, start_ns))
+                self.hits += 1
+                return held[1]
+        if self.directory is None:
+            self.misses += 1
+            return None
+        path = self._path(monitor, key, start_ns)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            self.misses += 1
+            return None
+        except OSError as exc:
+            log.warning(
+                "cannot read a cached bucket; recomputing it",
+                extra={"monitor": monitor, "path": str(path), "error": str(exc)},
+            )
+            self.misses += 1
+            return None
+        try:
+            bucket, stored = Bucket.from_bytes(data, grid, key)
+        except _CORRUPT as exc:
+            log.warning(
+                "corrupt cached bucket set aside; recomputing it",
+                extra={"monitor": monitor, "path": str(path), "error": str(exc)},
+            )
+            self.corrupt += 1
+            self.misses += 1
+            path.unlink(missing_ok=True)
+            return None
+        if stored != fingerprint or bucket.start_ns != start_ns:
+            self.misses += 1
+            return None  # the bucket's files changed: recompute (and overwrite)
+        self._remember(monitor, key, fingerprint, bucket)
+        self.hits += 1
+        return bucket
+
+    def put(self, monitor: str, key: str, fingerprint: str, bucket: Bucket) -> None:
+        self._remember(monitor, key, fingerprint, bucket)
+        if self.directory is None:
+            return
+        if not self.writable:
+            if time.monotonic() < self._retry_at:
+                return
+            self.writable = True  # try the disk again (space may have been freed)
+        path = self._path(monitor, key, bucket.start_ns)
+        data = bucket.to_bytes(key, fingerprint)
+        try:
+            atomic_write(path.parent, path, data, stem=str(bucket.start_ns), durable=False)
+        except OSError as exc:  # a full or read-only disk costs the cache, not the check
+            log.warning(
+                "cannot write a cached bucket; buckets are kept in memory only for 10 minutes",
+                extra={"monitor": monitor, "path": str(path), "error": str(exc)},
+            )
+            self.writable = False  # warned once, not once a bucket; retried in 10 minutes
+            self._retry_at = time.monotonic() + 600.0
+            return
+        self._account(path, len(data))
+
+    def _remember(self, monitor: str, key: str, fingerprint: str, bucket: Bucket) -> None:
+        with self._lock:
+            k = (monitor, key, bucket.start_ns)
+            old = self._memory.pop(k, None)
+            if old is not None:
+                self._memory_bytes -= old[1].nbytes
+            self._memory[k] = (fingerprint, bucket)
+            self._memory_bytes += bucket.nbytes
+            while self._memory_bytes > self.max_bytes and len(self._memory) > 1:
+                _, (_, gone) = self._memory.popitem(last=False)
+                self._memory_bytes -= gone.nbytes
+
+    def _account(self, path: Path, size: int) -> None:
+        assert self.directory is not None
+        with self._lock:
+            if self._disk is None:
+                self._disk = {
+                    p: p.stat().st_size for p in self.directory.glob("*/*/*.npz") if p.is_file()
+                }
+            self._disk[path] = size
+            total = sum(self._disk.values())
+            if total <= self.max_bytes:
+                return
+            # evict the oldest buckets (by start) until under the bound
+            for victim in sorted(self._disk, key=lambda p: int(p.stem)):
+                if total <= self.max_bytes or victim == path:
+                    continue
+                total -= self._disk.pop(victim)
+                victim.unlink(missing_ok=True)
+
+    def forget(self, monitor: str) -> None:
+        """Drop a monitor's buckets from memory (its grid changed)."""
+        with self._lock:
+            for k in [k for k in self._memory if k[0] == monitor]:
+                _, gone = self._memory.pop(k)
+                self._memory_bytes -= gone.nbytes
+
+
+def _grid_key(grid: Grid, want: str) -> str:
+    """The identity buckets are cached under: the points and the settings they depend on."""
+    digest = hashlib.blake2b(grid.points.tobytes(), digest_size=8)
+    digest.update(want.encode())
+    return digest.hexdigest()
