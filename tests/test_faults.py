@@ -581,3 +581,60 @@ def test_sigterm_exits_0_when_the_state_was_saved(tmp_path: Path) -> None:
     assert state.last_run is not None
     assert math.isclose(state.last_run.timestamp(), datetime.now(UTC).timestamp(), abs_tol=120)
     assert [r["message"] for r in d.records()][-1] == "stopped"
+
+
+# -------------------------------------------------------------------------------- summary cache
+
+
+def test_kill_9_with_a_summary_cache_recovers_corrupt_and_torn_entries(tmp_path: Path) -> None:
+    """A monitor checked through cached summaries ([engine] kind = "local", one-minute
+    buckets): after SIGKILL, a bucket file garbled, one truncated and a half-written temp file
+    left behind, the restarted daemon recomputes the two buckets (logged, not an error state),
+    sweeps the temp file, and exports engine_info{kind="local"}."""
+    scores, outcomes = make_data(tmp_path / "world", days=2)
+    state_dir = tmp_path / "state"
+    config = tmp_path / "monitor.toml"
+    extra = (
+        SLOW_OK
+        + "drift.seasonality = 'none'\nwindows.current = '1h'\nwindows.reference = '6h'\n"
+        + "engine = 'local'\n"
+    )
+    table = monitor_toml("cached", scores, outcomes, schedule="1m", extra=extra)
+    table = table.replace("windows.current = '1d'\nwindows.reference = '7d'\n", "")
+    config.write_text(
+        config_text(free_address(), state_dir, [table]) + "\n[engine]\nsummary.bucket = '1m'\n"
+    )
+    load_config(config)  # valid as written
+    log_path = tmp_path / "daemon.log"
+    d = Daemon(config, log_path)
+    try:
+        wait_for(partial(_all_ran, d, ["cached"]), timeout=90, what="a first check", log=d.log)
+        assert d.monitors()["cached"]["state"] != "error", d.monitors()["cached"]["verdict"]
+        assert value(d.samples(), "retrieval_monitor_engine_info", monitor="cached", kind="local")
+    finally:
+        d.kill()
+    entries = sorted((state_dir / "summaries" / "cached").glob("*/*.npz"))
+    assert len(entries) == 7 * 60
+    entries[10].write_bytes(b"garbage" * 10)
+    entries[20].write_bytes(entries[20].read_bytes()[:40])
+    torn = entries[30].parent / ".1.torn.tmp"
+    torn.write_bytes(b"half a bucket")
+    d = Daemon(config, log_path)
+    try:
+        wait_for(
+            partial(_all_ran, d, ["cached"]), timeout=90, what="a check after restart", log=d.log
+        )
+        m = d.monitors()["cached"]
+        assert m["state"] != "error", m["verdict"]
+        warned = [r for r in d.records() if r["message"].startswith("corrupt cached bucket")]
+        assert len(warned) == 2, warned
+    finally:
+        code = d.stop()
+    assert code == 0
+    assert not torn.exists()
+    import numpy as np
+
+    for e in (entries[10], entries[20]):
+        if e.exists():  # recomputed (or since evicted from the window): a valid entry
+            assert np.load(e).files
+    assert not tracebacks(log_path.read_text(errors="replace"))

@@ -202,8 +202,11 @@ def shewhart_threshold_shared(
 
     def log_no_alarm(c: float) -> float:
         cdf = special.ndtr((c - root * _GH_NODES) / s)
-        inner = float(np.sum(_GH_WEIGHTS * np.exp(per_phase * np.log(np.maximum(cdf, 1e-300)))))
-        return phases * math.log(inner) if phases * per_phase >= looks else math.log(inner)
+        # log E_U[Phi(.)^(T/P)] in log space: with tens of thousands of looks (a one-minute
+        # schedule over 30 days) every term underflows to 0 near c = 0 and log(0) would raise
+        log_terms = per_phase * np.log(np.maximum(cdf, 1e-300))
+        log_inner = float(special.logsumexp(log_terms, b=_GH_WEIGHTS))
+        return phases * log_inner if phases * per_phase >= looks else log_inner
 
     target = math.log1p(-p)
 

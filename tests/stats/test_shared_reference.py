@@ -117,3 +117,14 @@ def test_psi_test_counts_weighted_reference_size() -> None:
     assert r.n_eff == pytest.approx(500 * 60 / 560)
     with pytest.raises(StatsInputError, match="same length"):
         psi_test_counts(ref, np.array([1, 2]))
+
+
+@pytest.mark.parametrize("phases", [1, 24])
+def test_the_shared_shewhart_threshold_holds_for_a_one_minute_schedule(phases: int) -> None:
+    """43,200 looks a month (a check a minute): every Gauss-Hermite term of P(no alarm)
+    underflows near c = 0, which once raised a math domain error; the threshold is computed in
+    log space and still holds the budget (it grows with the looks)."""
+    c = shewhart_threshold_shared(43_200, 0.05, rho=0.3, phases=phases)
+    fewer = shewhart_threshold_shared(720, 0.05, rho=0.3, phases=phases)
+    assert math.isfinite(c)
+    assert c > fewer > 0
