@@ -269,21 +269,24 @@ def _dask(grid: Any) -> bool:
         engine = make_engine("dask", dask_address="local")
         local = make_engine("local")
         engine.summaries(spec, window, grid)  # workers warm
+        cpu0 = engine.worker_cpu_seconds()  # type: ignore[attr-defined]
         t0 = time.perf_counter()
         remote = engine.summaries(spec, window, grid)
         wall = time.perf_counter() - t0
+        cpu = engine.worker_cpu_seconds() - cpu0  # type: ignore[attr-defined]
         t_local, here = _cpu(lambda: local.summaries(spec, window, grid))
         same = all(
             np.array_equal(remote.summaries[k].counts, here.summaries[k].counts)
             for k in here.summaries
         )
         rows = 8 * CHUNK
-        per_core = rows / wall / 2 / 1e6
+        per_core = rows / cpu / 1e6
         print(
-            f"dask (LocalCluster, 2 worker processes): read + summarize {rows / wall / 1e6:.0f}M "
-            f"rows/s, {per_core:.0f}M rows/s per worker core (target >= 20M: "
-            f"{'met' if per_core >= 20 else 'NOT MET'}); in process {rows / t_local / 1e6:.0f}M "
-            f"rows/s/core; summaries equal: {same}"
+            f"dask (LocalCluster, 2 worker processes): read + summarize {per_core:.0f}M rows/s "
+            f"per worker core (the workers' CPU time; target >= 20M: "
+            f"{'met' if per_core >= 20 else 'NOT MET'}), {rows / wall / 1e6:.0f}M rows/s by the "
+            f"wall clock over both workers; in process {rows / t_local / 1e6:.0f}M rows/s/core; "
+            f"summaries equal: {same}"
         )
         engine.close()
         engine = None

@@ -13,6 +13,7 @@ distributed (the optional extra ``.[dask]``).
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from typing import Any
 
@@ -94,6 +95,12 @@ class DaskEngine:
         )
         parts = list(self._client.gather(futures)) if tasks else []
         return merge_summary_parts(spec, window, grid, parts, bucket=bucket, check=check)
+
+    def worker_cpu_seconds(self) -> float:
+        """The CPU seconds the workers' processes have used so far (summed): what a benchmark
+        divides rows by for a per-core rate, whatever else loads the machine."""
+        times = self._client.run(time.process_time)
+        return float(sum(times.values()))
 
     def close(self) -> None:
         if self._client is not None:
