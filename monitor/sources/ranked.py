@@ -7,7 +7,8 @@ and whether it has one, in placement order and without duplicates.
 Identity of an id is its exact bytes. Each id is held as ``IdKeys``: its bytes as little-endian
 64-bit words (zero padded), its length, and a 64-bit fingerprint of both. Searching and
 de-duplicating use the fingerprint (packed with the query or list code into one int64 key, so a
-join is one ``searchsorted`` and duplicates one sort of integers); every match a key finds is
+join is a lookup in a bucketed hash of the judgments' keys and duplicates one sort of
+integers); every match a key finds is
 then confirmed on the words and the length, so a fingerprint collision can cost time, never a
 wrong grade or a wrong duplicate. A key shared by two different judged documents of one query
 (a collision inside the judgments) marks that key ambiguous, and rows that hit it are resolved
@@ -64,7 +65,12 @@ class IdKeys:
         raw = self.words[:, row].astype("<u8").tobytes()[: int(self.length[row])]
         return raw.decode("utf-8", errors="replace")
 
-    def equal(self, rows: IntArray, other: IdKeys, other_rows: IntArray) -> BoolArray:
+    def equal(
+        self,
+        rows: npt.NDArray[np.integer[Any]],
+        other: IdKeys,
+        other_rows: npt.NDArray[np.integer[Any]],
+    ) -> BoolArray:
         """Whether id ``rows[i]`` here has the same bytes as ``other_rows[i]`` in ``other``."""
         same: BoolArray = np.asarray(self.length[rows] == other.length[other_rows], dtype=bool)
         w = min(self.words.shape[0], other.words.shape[0])
@@ -166,9 +172,11 @@ def _pack(group: npt.NDArray[np.integer[Any]], fp: UIntArray, n_groups: int) -> 
 
 @dataclass(frozen=True, slots=True)
 class JudgmentIndex:
-    """Unique judgments of one judgment set, ready to join: sorted by ``key`` = (query code,
-    fingerprint) packed; ``query``, ``grade`` and ``docs`` row-aligned; ``ambiguous`` the keys
-    two different documents share (almost always empty)."""
+    """Unique judgments of one judgment set, ready to join, hashed on ``key`` = (query code,
+    fingerprint) packed: bucket b = (key * _SEED mod 2^64) >> (64 - bits) holds the rows
+    ``start[b]`` .. ``start[b + 1] - 1`` (rows sorted by bucket, then key; buckets number 2 to 4
+    times the rows, so a lookup reads about one row). ``query``, ``grade`` and ``docs``
+    row-aligned; ``ambiguous`` the keys two different documents share (almost always empty)."""
 
     key: IntArray
     query: IntArray
@@ -178,10 +186,41 @@ class JudgmentIndex:
     ambiguous: frozenset[int]
     values: FloatArray  # the distinct grades, ascending, then 0.0 (what code -1 reads)
     code: npt.NDArray[np.signedinteger[Any]]  # grade = values[code]
+    start: npt.NDArray[np.int32]
+    bits: int
 
     def grades(self, code: npt.NDArray[np.signedinteger[Any]]) -> FloatArray:
         """Grades of joined rows from their codes (-1, unjudged: 0)."""
         return np.asarray(self.values[code], dtype=np.float64)
+
+    def find(self, key: IntArray) -> npt.NDArray[np.int32]:
+        """The first row holding each key, -1 where none does."""
+        b = _bucket(key, self.bits)
+        lo = np.take(self.start, b)
+        b += 1
+        n = np.take(self.start, b)
+        n -= lo
+        del b
+        # an empty bucket's start is a row of another bucket (clipped: the last row), so
+        # another key: the first row needs no test of n
+        hit = np.take(self.key, lo, mode="clip") == key
+        out = np.where(hit, lo, np.int32(-1))
+        more = np.flatnonzero((n > 1) & ~hit)
+        k = 1
+        while more.size:  # the few buckets of two or more rows
+            at = lo[more] + k
+            found = self.key[at] == key[more]
+            out[more[found]] = at[found]
+            k += 1
+            more = more[~found & (n[more] > k)]
+        return out
+
+
+def _bucket(key: IntArray, bits: int) -> npt.NDArray[np.int64]:
+    """The hash bucket of each key: the top ``bits`` bits of key * _SEED (mod 2^64)."""
+    h = key.view(np.uint64) * _SEED
+    h >>= np.uint64(64 - bits)
+    return h.view(np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,6 +270,20 @@ def index_judgments(
         key, q, g, d = key[keep], q[keep], g[keep], d.take(np.flatnonzero(keep))
     values, code = np.unique(g, return_inverse=True)
     dtype = np.int16 if values.size < 2**15 else np.int32
+    code = code.ravel().astype(dtype)
+    bits = _bits(max(key.size - 1, 1)) + 1
+    bucket = _bucket(key, bits)
+    by_bucket = np.argsort(bucket, kind="stable")  # keys stay sorted within a bucket
+    start = np.zeros((1 << bits) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(bucket, minlength=1 << bits), out=start[1:])
+    del bucket
+    key, q, g, d, code = (
+        key[by_bucket],
+        q[by_bucket],
+        g[by_bucket],
+        d.take(by_bucket),
+        code[by_bucket],
+    )
     return JudgmentIndex(
         key,
         q,
@@ -239,7 +292,9 @@ def index_judgments(
         n_queries,
         frozenset(ambiguous),
         np.append(values, 0.0),
-        code.ravel().astype(dtype),
+        code,
+        start,
+        bits,
     )
 
 
@@ -259,16 +314,17 @@ def join(
     else:
         rows = np.flatnonzero(query >= 0)
         key = _pack(query[rows], docs.fp[rows], index.n_queries)
-    pos = np.searchsorted(index.key, key)  # rows come list by list: nearby keys, warm cache
-    np.minimum(pos, index.key.size - 1, out=pos)
-    hit = index.key[pos] == key
+    pos = index.find(key)
+    hit = pos >= 0
     rows = np.flatnonzero(hit) if rows is None else rows[hit]
     pos, key = pos[hit], key[hit]
     ok = docs.equal(rows, index.docs, pos)
     if index.ambiguous:
         for i in np.flatnonzero(np.isin(key, np.fromiter(index.ambiguous, np.int64))):
             ok[i] = False
-            candidates = np.flatnonzero(index.key == key[i])
+            b = int(_bucket(key[i : i + 1], index.bits)[0])
+            lo, hi = int(index.start[b]), int(index.start[b + 1])
+            candidates = lo + np.flatnonzero(index.key[lo:hi] == key[i])
             same = docs.equal(np.full(candidates.size, rows[i]), index.docs, candidates)
             if same.any():
                 ok[i] = True
