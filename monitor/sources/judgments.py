@@ -52,6 +52,8 @@ _MAX_JUDGMENTS = 4
 @dataclass(frozen=True, slots=True)
 class _Judgments:
     names: pa.Array  # the judged query ids (string); a query's code is its position
+    codes: dict[str, int]  # query id -> code
+    name_array: npt.NDArray[np.str_]  # ``names`` as numpy strings
     index: JudgmentIndex
     version: str
     path: str
@@ -134,6 +136,8 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
         )
     result = _Judgments(
         names=query_names,
+        codes=names,
+        name_array=np.asarray(list(names), dtype=np.str_),
         index=index,
         version=version,
         path=chosen.display,

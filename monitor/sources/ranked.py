@@ -57,8 +57,12 @@ class IdKeys:
     def size(self) -> int:
         return int(self.length.size)
 
-    def take(self, rows: IntArray) -> IdKeys:
+    def take(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
         return IdKeys(self.words[:, rows], self.length[rows], self.fp[rows])
+
+    def keys(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
+        """The ``IdKeys`` of ``rows`` (as ``RowIds.keys``)."""
+        return self.take(rows)
 
     def name(self, row: int) -> str:
         """The id of one row, as text (for error messages)."""
@@ -152,6 +156,32 @@ def id_keys(strings: pa.Array) -> IdKeys:
     return IdKeys(words, length, fingerprint(words, length))
 
 
+@dataclass(frozen=True, slots=True)
+class RowIds:
+    """The document ids of run rows: each row's ``fp`` (as ``IdKeys.fp``) and the ids in Arrow
+    ``chunks``, whose bytes are read only for the rows that need them (ties, duplicate
+    candidates); row i is chunk row ``rows[i]`` (None: row i)."""
+
+    fp: UIntArray
+    chunks: pa.ChunkedArray
+    rows: IntArray | None = None
+
+    @property
+    def size(self) -> int:
+        return int(self.fp.size)
+
+    def take(self, rows: IntArray) -> RowIds:
+        return RowIds(self.fp[rows], self.chunks, rows if self.rows is None else self.rows[rows])
+
+    def keys(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
+        """The ``IdKeys`` of ``rows``, from their bytes."""
+        at = rows if self.rows is None else self.rows[rows]
+        return id_keys(self.chunks.take(pa.array(at, pa.int64())).combine_chunks())
+
+
+Ids = IdKeys | RowIds
+
+
 def _bits(n: int) -> int:
     return max(int(n).bit_length(), 1)
 
@@ -239,19 +269,22 @@ def index_judgments(
     (the caller names it) rather than raised."""
     key = _pack(query, docs.fp, n_queries)
     order = np.lexsort((grade, key))
-    key, q, g = key[order], query[order], grade[order]
-    d = docs.take(order)
+    key = key[order]  # sorted; the rows are gathered once, at the end
     keep = np.ones(key.size, dtype=bool)
     ambiguous: set[int] = set()
+
+    def conflict(i: int, j: int) -> Conflict:  # input rows i, j: one document, two grades
+        lo, hi = sorted((float(grade[i]), float(grade[j])))
+        return Conflict(int(query[i]), i, (lo, hi))
+
     if key.size > 1:
         same_key = np.flatnonzero(key[1:] == key[:-1])
         if same_key.size:
-            same_doc = d.equal(same_key, d, same_key + 1)
+            same_doc = docs.equal(order[same_key], docs, order[same_key + 1])
             dup = same_key[same_doc]
-            clash = dup[g[dup] != g[dup + 1]]
+            clash = dup[grade[order[dup]] != grade[order[dup + 1]]]
             if clash.size:
-                i = int(clash[0])
-                return Conflict(int(q[i]), int(order[i]), (float(g[i]), float(g[i + 1])))
+                return conflict(int(order[clash[0]]), int(order[clash[0] + 1]))
             keep[dup + 1] = False
             others = same_key[~same_doc]
             if others.size:  # different documents under one key: resolve them exactly
@@ -261,38 +294,35 @@ def index_judgments(
                     rows = np.flatnonzero(key == k)
                     for a_i, a in enumerate(rows):
                         for b in rows[a_i + 1 :]:
-                            if keep[b] and bool(d.equal(np.array([a]), d, np.array([b]))[0]):
-                                if g[a] != g[b]:
-                                    lo, hi = sorted((float(g[a]), float(g[b])))
-                                    return Conflict(int(q[a]), int(order[a]), (lo, hi))
+                            if keep[b] and bool(docs.equal(order[[a]], docs, order[[b]])[0]):
+                                if grade[order[a]] != grade[order[b]]:
+                                    return conflict(int(order[a]), int(order[b]))
                                 keep[b] = False
     if not keep.all():
-        key, q, g, d = key[keep], q[keep], g[keep], d.take(np.flatnonzero(keep))
-    values, code = np.unique(g, return_inverse=True)
-    dtype = np.int16 if values.size < 2**15 else np.int32
-    code = code.ravel().astype(dtype)
+        kept = np.flatnonzero(keep)
+        key, order = key[kept], order[kept]
+        del kept
+    del keep
     bits = _bits(max(key.size - 1, 1)) + 1
     bucket = _bucket(key, bits)
     by_bucket = np.argsort(bucket, kind="stable")  # keys stay sorted within a bucket
     start = np.zeros((1 << bits) + 1, dtype=np.int32)
     np.cumsum(np.bincount(bucket, minlength=1 << bits), out=start[1:])
     del bucket
-    key, q, g, d, code = (
-        key[by_bucket],
-        q[by_bucket],
-        g[by_bucket],
-        d.take(by_bucket),
-        code[by_bucket],
-    )
+    key, rows = key[by_bucket], order[by_bucket]
+    del by_bucket, order
+    g = grade[rows]
+    values, code = np.unique(g, return_inverse=True)
+    dtype = np.int16 if values.size < 2**15 else np.int32
     return JudgmentIndex(
         key,
-        q,
+        query[rows],
         g,
-        d,
+        docs.take(rows),
         n_queries,
         frozenset(ambiguous),
         np.append(values, 0.0),
-        code,
+        code.ravel().astype(dtype),
         start,
         bits,
     )
@@ -379,7 +409,7 @@ def placement(
     n_lists: int,
     rank: FloatArray | None,
     score: FloatArray | None,
-    docs: IdKeys,
+    docs: Ids,
 ) -> IntArray | None:
     """The row order that places each list best first (see the module docstring), or None when
     the rows already are in that order with no ties."""
@@ -422,15 +452,16 @@ def placement(
         at = np.flatnonzero(tied)
         rows = order[at]
         group = sorted_key[at]
-        be = docs.words[:, rows].byteswap()
-        keys: list[npt.NDArray[np.generic]] = [-docs.length[rows]]
+        tied_ids = docs.keys(rows)
+        be = tied_ids.words.byteswap()
+        keys: list[npt.NDArray[np.generic]] = [-tied_ids.length]
         keys += [~be[j] for j in range(be.shape[0] - 1, -1, -1)]
         keys.append(group)
         order[at] = rows[np.lexsort(tuple(keys))]
     return order
 
 
-def duplicates(row_list: IntArray, n_lists: int, docs: IdKeys) -> BoolArray | None:
+def duplicates(row_list: IntArray, n_lists: int, docs: Ids) -> BoolArray | None:
     """Rows (in placement order) that repeat an earlier row's document in the same list, or
     None when there are none."""
     n = row_list.size
@@ -450,12 +481,15 @@ def duplicates(row_list: IntArray, n_lists: int, docs: IdKeys) -> BoolArray | No
         np.where(np.concatenate(([True], ks[1:] != ks[:-1])), np.arange(n), 0)
     )
     a, b = order[run_first[later]], order[later]
-    same = docs.equal(b, docs, a)
+    ids_a, ids_b = docs.keys(a), docs.keys(b)
+    every = np.arange(a.size)
+    same = ids_b.equal(every, ids_a, every)
     drop[b[same]] = True
     for i in np.flatnonzero(~same):  # a fingerprint collision inside a list: compare exactly
         row = b[i]
         run = order[run_first[later[i]] : later[i]]
         kept = run[~drop[run]]
-        if docs.equal(np.full(kept.size, row), docs, kept).any():
+        one, others = docs.keys(np.array([row])), docs.keys(kept)
+        if one.equal(np.zeros(kept.size, np.int64), others, np.arange(kept.size)).any():
             drop[row] = True
     return drop if drop.any() else None
