@@ -58,7 +58,9 @@ class IdKeys:
         return int(self.length.size)
 
     def take(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
-        return IdKeys(self.words[:, rows], self.length[rows], self.fp[rows])
+        # take, not words[:, rows]: that is laid out id by id, and reading one word of many
+        # ids then strides (5x slower in the join)
+        return IdKeys(self.words.take(rows, axis=1), self.length[rows], self.fp[rows])
 
     def keys(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
         """The ``IdKeys`` of ``rows`` (as ``RowIds.keys``)."""
@@ -76,10 +78,12 @@ class IdKeys:
         other_rows: npt.NDArray[np.integer[Any]],
     ) -> BoolArray:
         """Whether id ``rows[i]`` here has the same bytes as ``other_rows[i]`` in ``other``."""
-        same: BoolArray = np.asarray(self.length[rows] == other.length[other_rows], dtype=bool)
+        same: BoolArray = np.asarray(
+            self.length.take(rows) == other.length.take(other_rows), dtype=bool
+        )
         w = min(self.words.shape[0], other.words.shape[0])
         for j in range(w):  # ids of equal length fit in min(w) words on both sides
-            same &= self.words[j, rows] == other.words[j, other_rows]
+            same &= self.words[j].take(rows) == other.words[j].take(other_rows)
         return same
 
 
@@ -205,8 +209,9 @@ class JudgmentIndex:
     """Unique judgments of one judgment set, ready to join, hashed on ``key`` = (query code,
     fingerprint) packed: bucket b = (key * _SEED mod 2^64) >> (64 - bits) holds the rows
     ``start[b]`` .. ``start[b + 1] - 1`` (rows sorted by bucket, then key; buckets number 2 to 4
-    times the rows, so a lookup reads about one row). ``query``, ``grade`` and ``docs``
-    row-aligned; ``ambiguous`` the keys two different documents share (almost always empty)."""
+    times the rows, so a lookup reads about one row; ``multi`` marks the buckets of several).
+    ``query``, ``grade`` and ``docs`` row-aligned; ``ambiguous`` the keys two different
+    documents share (almost always empty)."""
 
     key: IntArray
     query: IntArray
@@ -218,32 +223,37 @@ class JudgmentIndex:
     code: npt.NDArray[np.signedinteger[Any]]  # grade = values[code]
     start: npt.NDArray[np.int32]
     bits: int
+    multi: npt.NDArray[np.bool_]  # buckets of two or more rows
 
     def grades(self, code: npt.NDArray[np.signedinteger[Any]]) -> FloatArray:
         """Grades of joined rows from their codes (-1, unjudged: 0)."""
         return np.asarray(self.values[code], dtype=np.float64)
 
-    def find(self, key: IntArray) -> npt.NDArray[np.int32]:
-        """The first row holding each key, -1 where none does."""
+    def find(self, key: IntArray) -> tuple[IntArray, IntArray]:
+        """The keys found: their places in ``key`` and the first row holding each."""
         b = _bucket(key, self.bits)
-        lo = np.take(self.start, b)
-        b += 1
-        n = np.take(self.start, b)
-        n -= lo
-        del b
+        lo = np.take(self.start, b).astype(np.int64)  # int64: faster to index with
         # an empty bucket's start is a row of another bucket (clipped: the last row), so
-        # another key: the first row needs no test of n
+        # another key: the first row needs no test of the bucket's size
         hit = np.take(self.key, lo, mode="clip") == key
-        out = np.where(hit, lo, np.int32(-1))
-        more = np.flatnonzero((n > 1) & ~hit)
+        found = [np.flatnonzero(hit)]
+        rows = [lo.take(found[0])]
+        more = np.flatnonzero(np.take(self.multi, b))  # the few buckets of two or more rows
+        more = more.take(np.flatnonzero(~hit.take(more)))
+        n = np.take(self.start, b.take(more) + 1) - lo.take(more)
+        del b
         k = 1
-        while more.size:  # the few buckets of two or more rows
-            at = lo[more] + k
-            found = self.key[at] == key[more]
-            out[more[found]] = at[found]
+        while more.size:
+            at = lo.take(more) + k
+            same = self.key.take(at) == key.take(more)
+            found.append(more.take(np.flatnonzero(same)))
+            rows.append(at.take(np.flatnonzero(same)))
             k += 1
-            more = more[~found & (n[more] > k)]
-        return out
+            left = np.flatnonzero(~same & (n > k))
+            more, n = more.take(left), n.take(left)
+        if len(found) == 1:
+            return found[0], rows[0]
+        return np.concatenate(found), np.concatenate(rows)
 
 
 def _bucket(key: IntArray, bits: int) -> npt.NDArray[np.int64]:
@@ -325,6 +335,7 @@ def index_judgments(
         code.ravel().astype(dtype),
         start,
         bits,
+        np.diff(start) > 1,
     )
 
 
@@ -344,12 +355,11 @@ def join(
     else:
         rows = np.flatnonzero(query >= 0)
         key = _pack(query[rows], docs.fp[rows], index.n_queries)
-    pos = index.find(key)
-    hit = pos >= 0
-    rows = np.flatnonzero(hit) if rows is None else rows[hit]
-    pos, key = pos[hit], key[hit]
+    found, pos = index.find(key)
+    rows = found if rows is None else rows.take(found)
     ok = docs.equal(rows, index.docs, pos)
     if index.ambiguous:
+        key = key.take(found)
         for i in np.flatnonzero(np.isin(key, np.fromiter(index.ambiguous, np.int64))):
             ok[i] = False
             b = int(_bucket(key[i : i + 1], index.bits)[0])
@@ -359,8 +369,10 @@ def join(
             if same.any():
                 ok[i] = True
                 pos[i] = candidates[int(np.argmax(same))]
-    rows, pos = rows[ok], pos[ok]
-    out[rows] = index.code[pos]
+    if not ok.all():
+        keep = np.flatnonzero(ok)
+        rows, pos = rows.take(keep), pos.take(keep)
+    out[rows] = index.code.take(pos)
     return out
 
 

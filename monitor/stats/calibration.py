@@ -112,9 +112,9 @@ def calibration(
     n = p.size
     label = y > 0.5
     # sorted values only (no argsort, no gathers): all scores for the equal-mass bins, and each
-    # class's for the AUC and the positives per bin
+    # class's for the AUC and the positives per bin (selected by index: a mask is slower)
     ps = np.sort(p)
-    pos, neg = np.sort(p[label]), np.sort(p[~label])
+    pos, neg = np.sort(p.take(np.flatnonzero(label))), np.sort(p.take(np.flatnonzero(~label)))
     positives = int(pos.size)
     auc = _auc(pos, neg)
     probabilities = bool(ps[0] >= 0.0 and ps[-1] <= 1.0)
@@ -200,6 +200,9 @@ def calibration(
 
 def _labels(labels: ArrayLike) -> NDArray[np.float64]:
     """``labels`` as 0.0/1.0 floats (booleans or numbers equal to 0 or 1)."""
+    if isinstance(labels, np.ndarray) and labels.dtype == np.bool_ and labels.ndim == 1:
+        if labels.size:  # nothing to check
+            return labels.astype(np.float64)
     y = v.sample(labels, "labels")
     bad = (y != 0.0) & (y != 1.0)
     if bad.any():
