@@ -37,6 +37,7 @@ from monitor.sources.judgments import (
     _Judgments,
     _load_judgments,
     _name_codes,
+    _one_array,
     _strings,
     _valid,
 )
@@ -473,7 +474,7 @@ def _read_parquet_runs(
         rows += n_in
         if n_in == 0:
             continue
-        q = table.column(spec.query_column).combine_chunks()  # a dictionary array, as read
+        q = _one_array(table.column(spec.query_column))  # a dictionary array, as read
         d = _strings(table.column(judged.doc_column))
         invalid = [_valid(q)] if q.null_count else []
         if d.null_count:

@@ -403,17 +403,19 @@ def _already_placed(row_list: IntArray, rank: FloatArray | None, score: FloatArr
     """Whether consecutive rows are in placement order with no ties: each row starts a new
     list or comes strictly after the previous one (rank up, or equal rank and score down).
     NaN compares false, so rows with a missing rank or score take the sorting path."""
-    same = row_list[1:] == row_list[:-1]
-    if bool(np.any(row_list[1:] < row_list[:-1])):
+    step = np.diff(row_list)
+    if bool(np.any(step < 0)):
         return False
-    if rank is not None:
-        after = rank[1:] > rank[:-1]
-        if score is not None:
-            after |= (rank[1:] == rank[:-1]) & (score[1:] < score[:-1])
-    else:
-        assert score is not None
-        after = score[1:] < score[:-1]
-    return bool(np.all(after | ~same))
+    first = rank if rank is not None else score
+    assert first is not None
+    after = first[1:] > first[:-1] if rank is not None else first[1:] < first[:-1]
+    after |= step > 0
+    if after.all():
+        return True
+    if rank is None or score is None:
+        return False
+    at = np.flatnonzero(~after)  # equal ranks in one list: the score must go down
+    return bool(np.all((rank[at + 1] == rank[at]) & (score[at + 1] < score[at])))
 
 
 def placement(

@@ -200,9 +200,8 @@ def calibration(
 
 def _labels(labels: ArrayLike) -> NDArray[np.float64]:
     """``labels`` as 0.0/1.0 floats (booleans or numbers equal to 0 or 1)."""
-    if isinstance(labels, np.ndarray) and labels.dtype == np.bool_ and labels.ndim == 1:
-        if labels.size:  # nothing to check
-            return labels.astype(np.float64)
+    if _nonempty_booleans(labels):  # nothing to check
+        return np.asarray(labels, dtype=np.float64)
     y = v.sample(labels, "labels")
     bad = (y != 0.0) & (y != 1.0)
     if bad.any():
@@ -212,6 +211,15 @@ def _labels(labels: ArrayLike) -> NDArray[np.float64]:
             f"value(s), the first {y[first]:g} at position {first}."
         )
     return y
+
+
+def _nonempty_booleans(labels: ArrayLike) -> bool:
+    return (
+        isinstance(labels, np.ndarray)
+        and labels.dtype == np.bool_
+        and labels.ndim == 1
+        and labels.size > 0
+    )
 
 
 def _equal_mass(ps: NDArray[np.float64], n_bins: int) -> NDArray[np.int64]:
