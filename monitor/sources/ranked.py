@@ -50,7 +50,7 @@ class IdKeys:
     fingerprint of (length, words)."""
 
     words: UIntArray
-    length: npt.NDArray[np.signedinteger[Any]]  # int32 in sinks, int64 fresh from id_keys
+    length: npt.NDArray[np.signedinteger[Any]]  # int32 or int64, as the Arrow offsets
     fp: UIntArray
 
     @property
@@ -97,33 +97,30 @@ def _fmix(h: UIntArray) -> UIntArray:
     return h
 
 
+def _word_constant(j: int) -> np.uint64:
+    """An odd multiplier for word j (Weyl sequence of the golden ratio)."""
+    return np.uint64(((2 * j + 1) * 0x9E3779B97F4A7C15) & ((1 << 64) - 1) | 1)
+
+
 def fingerprint(words: UIntArray, length: npt.NDArray[np.signedinteger[Any]]) -> UIntArray:
-    """Fingerprint of ids from their words: the length, then each word the id occupies
-    (ceil(length / 8) of them: the value does not depend on the padding width), each folded
-    in as h = (h xor w) * M1, h ^= h >> 29; at the end h ^= h >> 33, h *= M2, h ^= h >> 33
-    (M1, M2: MurmurHash3's finalizer constants). In place, two arrays of scratch."""
+    """Fingerprint of ids from their words: h = length * M2 + sum over words j of x ^ (x >> 29),
+    x = word_j * C_j (C_j odd, one per position; mod 2^64), then h ^= h >> 33, h *= M1,
+    h ^= h >> 33 (M1, M2: MurmurHash3's finalizer constants). A zero word adds nothing, so the
+    value does not depend on the padding width. In place, two arrays of scratch."""
     h = length.astype(np.uint64)
-    h ^= _SEED
-    tmp = np.empty_like(h)
-    used = (length + 7) // 8
-    full = int(used.min(initial=0))  # words every id uses: no mask needed
-    for j in range(words.shape[0]):
-        if j < full:
-            np.bitwise_xor(h, words[j], out=h)
-            h *= _M1
-            np.right_shift(h, _S29, out=tmp)
-            h ^= tmp
-        else:
-            np.bitwise_xor(h, words[j], out=tmp)
-            tmp *= _M1
-            step = tmp >> _S29
-            step ^= tmp
-            np.copyto(h, step, where=used > j)
-    np.right_shift(h, _S33, out=tmp)
-    h ^= tmp
     h *= _M2
-    np.right_shift(h, _S33, out=tmp)
-    h ^= tmp
+    x = np.empty_like(h)
+    shifted = np.empty_like(h)
+    for j in range(words.shape[0]):
+        np.multiply(words[j], _word_constant(j), out=x)
+        np.right_shift(x, _S29, out=shifted)
+        x ^= shifted
+        h += x
+    np.right_shift(h, _S33, out=x)
+    h ^= x
+    h *= _M1
+    np.right_shift(h, _S33, out=x)
+    h ^= x
     return h
 
 
@@ -138,7 +135,8 @@ def id_keys(strings: pa.Array) -> IdKeys:
         buffers[1], dtype=np.int64 if large else np.int32, count=strings.offset + n + 1
     )[strings.offset :]
     first, last = int(offsets[0]), int(offsets[-1])
-    data = np.zeros(last - first + 8, dtype=np.uint8)
+    data = np.empty(last - first + 8, dtype=np.uint8)
+    data[last - first :] = 0
     if last > first and buffers[2] is not None:
         data[: last - first] = np.frombuffer(buffers[2], dtype=np.uint8)[first:last]
     start = cast(npt.NDArray[np.signedinteger[Any]], offsets[:-1] - first)  # int32: faster
@@ -148,15 +146,15 @@ def id_keys(strings: pa.Array) -> IdKeys:
     windows = np.ndarray((data.size - 7,), dtype="<u8", buffer=data, strides=(1,))
     words = np.empty((width, n), dtype=np.uint64)
     last_window = data.size - 8
+    left = np.minimum(length, 8)
     for j in range(width):
         if j:
             start += 8
             np.minimum(start, last_window, out=start)  # past an id's end: masked to zero
+            np.subtract(length, 8 * j, out=left)
+            np.clip(left, 0, 8, out=left)
         words[j] = windows[start]
-        left = length - 8 * j
-        np.clip(left, 0, 8, out=left)
         words[j] &= _MASKS[left]
-    length = length.astype(np.int64)
     return IdKeys(words, length, fingerprint(words, length))
 
 
