@@ -45,8 +45,8 @@ from monitor.sources.model import FloatArray, IntArray, JudgedRuns, JudgedSpec, 
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
 from monitor.sources.paths import _File, _resolve, _Source
 from monitor.sources.ranked import (
+    IdKeys,
     RowIds,
-    UIntArray,
     duplicates,
     id_keys,
     join,
@@ -314,11 +314,12 @@ class _RunSink:
         ts: IntArray | int,
         query: IntArray,
         docs: pa.Array,
+        keys: IdKeys,
         rank: FloatArray | None,
         score: FloatArray | None,
         segment: IntArray | int | None,
     ) -> None:
-        """Append one batch: its document ids are joined to the judgments here."""
+        """Append one batch (``keys``: its ``docs``' ``id_keys``), joined to the judgments."""
         a, b = self.n, self.n + query.size
         if isinstance(ts, int):
             self.run[a:b] = self.stamps.setdefault(ts, len(self.stamps))
@@ -329,7 +330,8 @@ class _RunSink:
             )
             self.run[a:b] = codes[inverse.ravel()]
         self.query[a:b] = query
-        self.fp[a:b], self.grade[a:b] = _code_docs(self.judgments, docs, query)
+        self.fp[a:b] = keys.fp
+        self.grade[a:b] = _code_docs(self.judgments, keys, query)
         self.docs.append(docs)
         for dest, part in ((self.rank, rank), (self.score, score)):
             if dest is not None:
@@ -357,14 +359,13 @@ class _RunSink:
 
 
 def _code_docs(
-    judgments: _Judgments, docs: pa.Array, query: IntArray
-) -> tuple[UIntArray, npt.NDArray[np.signedinteger[Any]]]:
-    """A batch's document fingerprints and each row's grade code (the batch's join)."""
-    keys = id_keys(docs)
+    judgments: _Judgments, keys: IdKeys, query: IntArray
+) -> npt.NDArray[np.signedinteger[Any]]:
+    """Each row's grade code (the batch's join)."""
     n_judged = len(judgments.names)
     if query.size and int(query.max()) >= n_judged:  # queries without judgments: no match
         query = np.where(query < n_judged, query, -1)
-    return keys.fp, join(judgments.index, query, keys)
+    return join(judgments.index, query, keys)
 
 
 def _batches(
@@ -461,8 +462,65 @@ def _read_parquet_runs(
     )
     rows = dropped = 0
     per_file: dict[str, int] = {}
-    # Arrow decodes the next batch in a thread of its own while this one codes the last
-    for gr, batch in _prefetch(_decode(source, groups)):
+    # a thread of its own decodes the next batches and reads their ids' bytes (Arrow and
+    # numpy's long steps leave the GIL) while this one codes and joins the last
+    for part in _prefetch(_prepared(_decode(source, groups), spec, judged, window)):
+        rows += part.rows
+        if part.dropped:
+            dropped += part.dropped
+            path = part.group.plan.file.path
+            per_file[path] = per_file.get(path, 0) + part.dropped
+        if part.keys.size == 0:
+            continue
+        sink.add(
+            part.ts,
+            coder.queries(part.query),
+            part.docs,
+            part.keys,
+            part.rank,
+            part.score,
+            part.group.seg_const if part.segment is None else coder.segment(part.segment),
+        )
+    if rows and dropped / rows > spec.max_invalid_share:
+        _raise_bad_values(
+            "run row",
+            spec.query_column,
+            window,
+            rows,
+            {"null query id, document id, segment, or both rank and score": dropped},
+            spec.max_invalid_share,
+            per_file,
+        )
+    return sink.rows(rows=rows, dropped=dropped, files=len(plans), fmt="parquet")
+
+
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One batch of run rows, filtered to the window and to valid rows: ``rows`` read in the
+    window, ``dropped`` of them invalid; the rest's ids (``keys`` of ``docs``), ordering and
+    timestamp (one for the batch, or per row)."""
+
+    group: _Group
+    rows: int
+    dropped: int
+    query: pa.Array
+    docs: pa.Array
+    keys: IdKeys
+    rank: FloatArray | None
+    score: FloatArray | None
+    segment: pa.Array | None
+    ts: IntArray | int
+
+
+def _prepared(
+    batches: Iterator[tuple[_Group, pa.RecordBatch]],
+    spec: OutcomeSpec,
+    judged: JudgedSpec,
+    window: Window,
+) -> Iterator[_Part]:
+    """Each batch as a ``_Part``: the window filter, the validity rules, the ids' words."""
+    seg_col = spec.segment_column
+    for gr, batch in batches:
         table = pa.Table.from_batches([batch])
         if gr.inside:
             n_in = table.num_rows
@@ -471,9 +529,6 @@ def _read_parquet_runs(
             n_in = int(mask.sum())
             if n_in < table.num_rows:
                 table = table.filter(pa.array(mask))
-        rows += n_in
-        if n_in == 0:
-            continue
         q = _one_array(table.column(spec.query_column))  # a dictionary array, as read
         d = _strings(table.column(judged.doc_column))
         invalid = [_valid(q)] if q.null_count else []
@@ -495,12 +550,11 @@ def _read_parquet_runs(
             else _ts_to_ns(table.column(spec.timestamp_column), gr.plan.unit)
         )
         del table
-        if invalid:  # rows with a null id or segment, or neither rank nor score: dropped
+        n_ok = n_in
+        if invalid and n_in:  # rows with a null id or segment, or neither rank nor score
             valid = np.logical_and.reduce(invalid) if len(invalid) > 1 else invalid[0]
             n_ok = int(np.count_nonzero(valid))
             if n_ok < n_in:
-                dropped += n_in - n_ok
-                per_file[gr.plan.file.path] = per_file.get(gr.plan.file.path, 0) + n_in - n_ok
                 keep = pa.array(valid)
                 q, d = q.filter(keep), d.filter(keep)
                 seg = None if seg is None else seg.filter(keep)
@@ -508,25 +562,7 @@ def _read_parquet_runs(
                 score = None if score is None else score[valid]
                 if not isinstance(ts, int):
                     ts = ts[valid]
-        sink.add(
-            ts,
-            coder.queries(q),
-            d,
-            rank,
-            score,
-            gr.seg_const if seg is None else coder.segment(seg),
-        )
-    if rows and dropped / rows > spec.max_invalid_share:
-        _raise_bad_values(
-            "run row",
-            spec.query_column,
-            window,
-            rows,
-            {"null query id, document id, segment, or both rank and score": dropped},
-            spec.max_invalid_share,
-            per_file,
-        )
-    return sink.rows(rows=rows, dropped=dropped, files=len(plans), fmt="parquet")
+        yield _Part(gr, n_in, n_in - n_ok, q, d, id_keys(d), rank, score, seg, ts)
 
 
 def _decode(source: _Source, groups: list[_Group]) -> Iterator[tuple[_Group, pa.RecordBatch]]:
@@ -649,7 +685,8 @@ def _read_trec_runs(
     )
     for t, fields, rank, score in parsed:
         query = coder.queries(pa.array(fields[:, 0], pa.string()))
-        sink.add(t, query, pa.array(fields[:, 2], pa.string()), rank, score, None)
+        docs = pa.array(fields[:, 2], pa.string())
+        sink.add(t, query, docs, id_keys(docs), rank, score, None)
     return sink.rows(rows=sink.n, dropped=0, files=len(files), fmt="trec")
 
 
