@@ -243,6 +243,8 @@ def _auc(pos: NDArray[np.float64], neg: NDArray[np.float64]) -> float | None:
     if pos.size == 0 or neg.size == 0:
         return None
     below = np.searchsorted(neg, pos, side="left")
-    up_to = np.searchsorted(neg, pos, side="right")
-    u = float(np.sum(below, dtype=np.int64)) + 0.5 * float(np.sum(up_to - below, dtype=np.int64))
+    # ties with a negative: only where the negative at ``below`` equals the positive
+    tied = np.flatnonzero(neg.take(np.minimum(below, neg.size - 1)) == pos)
+    ties = np.searchsorted(neg, pos.take(tied), side="right") - below.take(tied)
+    u = float(np.sum(below, dtype=np.int64)) + 0.5 * float(np.sum(ties, dtype=np.int64))
     return u / (pos.size * neg.size)
