@@ -194,8 +194,7 @@ def _pack(group: npt.NDArray[np.integer[Any]], fp: UIntArray, n_groups: int) -> 
     if shift < 16:
         raise ValueError(f"too many groups to pack with a fingerprint: {n_groups}")
     key = (fp >> np.uint64(64 - shift)).view(np.int64)
-    high = group.astype(np.int64) << shift
-    key |= high
+    key |= np.left_shift(group, shift, dtype=np.int64)
     return key
 
 
