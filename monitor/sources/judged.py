@@ -87,9 +87,9 @@ class _Coder:
         self.judgments = judgments
         self.extra: dict[str, int] = {}
         self.segments: dict[str, int] = {}
-        self._last: tuple[pa.Array, IntArray] | None = None
+        self._last: tuple[pa.Array, npt.NDArray[np.int32]] | None = None
 
-    def queries(self, ids: pa.Array) -> IntArray:
+    def queries(self, ids: pa.Array) -> npt.NDArray[np.int32]:
         """The codes of a batch of non-null query ids."""
         if (
             pa.types.is_dictionary(ids.type)
@@ -102,7 +102,7 @@ class _Coder:
             dictionary, indices = encoded.dictionary, encoded.indices
         if self._last is None or not self._last[0].equals(dictionary):
             codes = self.judgments.codes
-            lookup = np.array([codes.get(v, -1) for v in dictionary.to_pylist()], dtype=np.int64)
+            lookup = np.array([codes.get(v, -1) for v in dictionary.to_pylist()], dtype=np.int32)
             self._last = (dictionary, lookup)
         lookup = self._last[1]
         at = np.asarray(indices.to_numpy(zero_copy_only=False))
@@ -312,7 +312,7 @@ class _RunSink:
     def add(
         self,
         ts: IntArray | int,
-        query: IntArray,
+        query: npt.NDArray[np.int32],
         docs: pa.Array,
         keys: IdKeys,
         rank: FloatArray | None,
@@ -359,7 +359,7 @@ class _RunSink:
 
 
 def _code_docs(
-    judgments: _Judgments, keys: IdKeys, query: IntArray
+    judgments: _Judgments, keys: IdKeys, query: npt.NDArray[np.int32]
 ) -> npt.NDArray[np.signedinteger[Any]]:
     """Each row's grade code (the batch's join)."""
     n_judged = len(judgments.names)

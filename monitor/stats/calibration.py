@@ -102,15 +102,14 @@ def calibration(
     binning_name = v.choice(binning, "binning", _BINNINGS)
     closed_name = v.choice(closed, "closed", _CLOSED)
     p = v.sample(scores, "scores")
-    y = _labels(labels)
-    if y.size != p.size:
+    label = _labels(labels)
+    if label.size != p.size:
         raise StatsInputError(
             f"`labels` must have the same length as `scores` (one label per score); "
-            f"got {y.size} and {p.size}."
+            f"got {label.size} and {p.size}."
         )
 
     n = p.size
-    label = y > 0.5
     # sorted values only (no argsort, no gathers): all scores for the equal-mass bins, and each
     # class's for the AUC and the positives per bin (selected by index: a mask is slower)
     ps = np.sort(p)
@@ -164,7 +163,8 @@ def calibration(
     gap = np.abs(acc - conf)
     weight = n_b / n
     ybar = positives / n
-    brier = float(np.mean((p - y) ** 2))
+    miss = 1.0 - pos  # (p - y)^2 is p^2 for a negative, (1 - p)^2 for a positive
+    brier = (float(np.dot(neg, neg)) + float(np.dot(miss, miss))) / n
     reliability = float(np.sum(weight * (conf - acc) ** 2))
     resolution = float(np.sum(weight * (acc - ybar) ** 2))
     uncertainty = ybar * (1.0 - ybar)
@@ -198,10 +198,10 @@ def calibration(
     )
 
 
-def _labels(labels: ArrayLike) -> NDArray[np.float64]:
-    """``labels`` as 0.0/1.0 floats (booleans or numbers equal to 0 or 1)."""
+def _labels(labels: ArrayLike) -> NDArray[np.bool_]:
+    """``labels`` as booleans (booleans, or numbers equal to 0 or 1)."""
     if _nonempty_booleans(labels):  # nothing to check
-        return np.asarray(labels, dtype=np.float64)
+        return np.asarray(labels)
     y = v.sample(labels, "labels")
     bad = (y != 0.0) & (y != 1.0)
     if bad.any():
@@ -210,7 +210,7 @@ def _labels(labels: ArrayLike) -> NDArray[np.float64]:
             f"`labels` must be 0 or 1 (or booleans); got {int(np.count_nonzero(bad))} other "
             f"value(s), the first {y[first]:g} at position {first}."
         )
-    return y
+    return np.asarray(y == 1.0, dtype=np.bool_)
 
 
 def _nonempty_booleans(labels: ArrayLike) -> bool:
