@@ -163,8 +163,9 @@ def calibration(
     gap = np.abs(acc - conf)
     weight = n_b / n
     ybar = positives / n
-    miss = 1.0 - pos  # (p - y)^2 is p^2 for a negative, (1 - p)^2 for a positive
-    brier = (float(np.dot(neg, neg)) + float(np.dot(miss, miss))) / n
+    # (p - y)^2 is p^2 for a negative, (1 - p)^2 for a positive (no np.dot: BLAS threads that
+    # spin after the call cost the reader's thread its core)
+    brier = (float(np.sum(np.square(neg))) + float(np.sum(np.square(1.0 - pos)))) / n
     reliability = float(np.sum(weight * (conf - acc) ** 2))
     resolution = float(np.sum(weight * (acc - ybar) ** 2))
     uncertainty = ybar * (1.0 - ybar)
