@@ -4,15 +4,15 @@ The judged-runs reader hands this module, per batch of run rows, the Arrow strin
 query and document ids; it returns numpy arrays a metric needs: each row's list, its judged grade
 and whether it has one, in placement order and without duplicates.
 
-Identity of an id is its exact bytes. Each id is held as ``IdKeys``: its bytes as little-endian
-64-bit words (zero padded), its length, and a 64-bit fingerprint of both. Searching and
-de-duplicating use the fingerprint (packed with the query or list code into one int64 key, so a
-join is a lookup in a bucketed hash of the judgments' keys and duplicates one sort of
-integers); every match a key finds is
-then confirmed on the words and the length, so a fingerprint collision can cost time, never a
-wrong grade or a wrong duplicate. A key shared by two different judged documents of one query
-(a collision inside the judgments) marks that key ambiguous, and rows that hit it are resolved
-one by one against each candidate.
+Identity of an id is its exact bytes. Each id is read as ``IdKeys``: its bytes as little-endian
+64-bit words (zero padded), its length, and a 64-bit fingerprint of both; a window's rows keep
+only the fingerprint and the id in Arrow (``RowIds``: bytes read again for the rows that need
+them). Searching and de-duplicating use the fingerprint (packed with the query or list code into
+one int64 key, so a join is a lookup in a bucketed hash of the judgments' keys and duplicates
+one sort of integers); every match a key finds is then confirmed on the words and the length,
+so a fingerprint collision can cost time, never a wrong grade or a wrong duplicate. A key
+shared by two different judged documents of one query (a collision inside the judgments) marks
+that key ambiguous, and rows that hit it are resolved one by one against each candidate.
 
 Placement (``docs/outcomes.md``): within a list, rank ascending when the runs have ranks, ties
 (and rows without a rank, which come last) by score descending (rows without a score last),
