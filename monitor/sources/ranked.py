@@ -415,6 +415,10 @@ def _already_placed(row_list: IntArray, rank: FloatArray | None, score: FloatArr
     return bool(np.all((rank[at + 1] == rank[at]) & (score[at + 1] < score[at])))
 
 
+def _all_nan(x: FloatArray) -> bool:
+    return x.size == 0 or (bool(np.isnan(x[0])) and bool(np.isnan(x).all()))
+
+
 def placement(
     row_list: IntArray,
     n_lists: int,
@@ -425,9 +429,10 @@ def placement(
     """The row order that places each list best first (see the module docstring), or None when
     the rows already are in that order with no ties."""
     n = row_list.size
-    if rank is not None and bool(np.isnan(rank).all()):
+    # all NaN (a column no file had): a finite first value settles it without a pass
+    if rank is not None and _all_nan(rank):
         rank = None
-    if score is not None and bool(np.isnan(score).all()):
+    if score is not None and _all_nan(score):
         score = None
     if rank is None and score is None:
         raise ValueError("rows need a rank or a score to be placed")
