@@ -197,9 +197,14 @@ def _calibration(jr: JudgedRuns, judged: JudgedSpec) -> tuple[CalibrationResult 
     window; a dropped duplicate does not count)."""
     if jr.row_score is None:
         return None, 0
-    hit = jr.row_judged & np.isfinite(jr.row_score)
-    n = int(np.count_nonzero(hit))
+    rows = np.flatnonzero(jr.row_judged)  # (indices and take: a boolean mask selects slowly)
+    scores = jr.row_score.take(rows)
+    scored = np.isfinite(scores)
+    if not scored.all():
+        keep = np.flatnonzero(scored)
+        rows, scores = rows.take(keep), scores.take(keep)
+    n = int(rows.size)
     if n == 0:
         return None, 0
-    labels = jr.row_grade[hit] >= judged.relevant_grade
-    return calibration(jr.row_score[hit], labels, n_bins=judged.calibration_bins), n
+    labels = jr.row_grade.take(rows) >= judged.relevant_grade
+    return calibration(scores, labels, n_bins=judged.calibration_bins), n

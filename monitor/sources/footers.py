@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
@@ -120,15 +120,20 @@ def _read_footer(source: _Source, f: _File) -> _Footer:
 
 
 @contextmanager
-def _opened(source: _Source, f: _File, footer: _Footer) -> Iterator[pq.ParquetFile]:
-    """The file opened for reading with its cached footer; the handle is closed on exit."""
+def _opened(
+    source: _Source, f: _File, footer: _Footer, read_dictionary: Sequence[str] = ()
+) -> Iterator[pq.ParquetFile]:
+    """The file opened for reading with its cached footer (``read_dictionary``: string
+    columns to read as dictionary arrays); the handle is closed on exit."""
     try:
         handle = source.fs.open_input_file(f.path)
     except (OSError, pa.ArrowException, ValueError) as exc:
         raise _translate(exc, f.path, "opening the file") from exc
     try:
         try:
-            pf = pq.ParquetFile(handle, metadata=footer.metadata)
+            pf = pq.ParquetFile(
+                handle, metadata=footer.metadata, read_dictionary=list(read_dictionary) or None
+            )
         except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
             raise _translate(exc, f.path, "opening the file") from exc
         yield pf

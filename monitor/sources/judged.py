@@ -35,9 +35,9 @@ from monitor.sources.footers import _Footer, _opened, _ts_stats, _ts_to_ns
 from monitor.sources.judgments import (
     _BATCH,
     _Judgments,
-    _KeySink,
     _load_judgments,
     _name_codes,
+    _one_array,
     _strings,
     _valid,
 )
@@ -46,6 +46,7 @@ from monitor.sources.partitions import _newest_checked, _Plan, _plan
 from monitor.sources.paths import _File, _resolve, _Source
 from monitor.sources.ranked import (
     IdKeys,
+    RowIds,
     duplicates,
     id_keys,
     join,
@@ -58,13 +59,13 @@ from monitor.sources.translate import _translate
 @dataclass(frozen=True, slots=True)
 class _RunRows:
     """Run rows in read order, coded: ``query`` by ``_Coder`` (judged queries first),
-    ``segment`` into ``segment_names``; ``docs`` the document ids' bytes; ``grade`` and
-    ``judged`` each row's judgment (joined batch by batch)."""
+    ``segment`` into ``segment_names``; ``docs`` the document ids (fingerprints, and the
+    bytes in Arrow); ``grade`` each row's judgment (joined batch by batch)."""
 
     run: npt.NDArray[np.int32]  # code of the row's timestamp in ``stamps``
     stamps: IntArray
     query: npt.NDArray[np.int32]
-    docs: IdKeys
+    docs: RowIds
     grade: npt.NDArray[np.signedinteger[Any]]  # code into the judgments' grade values
     rank: FloatArray | None
     score: FloatArray | None
@@ -77,34 +78,51 @@ class _RunRows:
 
 class _Coder:
     """Codes query ids against the judgments' (0 .. J - 1, in their order) and gives queries
-    only the runs have, and segments, the next codes in order of appearance. Each batch's
-    distinct values are looked up once (``dictionary_encode``), not each row."""
+    only the runs have, and segments, the next codes in order of appearance. A batch's query
+    ids come as a dictionary array (read so from parquet, or ``dictionary_encode``-d): its
+    distinct values are looked up once, and again only when the dictionary changes (a row
+    group's batches share one)."""
 
-    def __init__(self, judged: pa.Array) -> None:
-        self.judged = judged
-        self.codes = {name: i for i, name in enumerate(judged.to_pylist())}
+    def __init__(self, judgments: _Judgments) -> None:
+        self.judgments = judgments
         self.extra: dict[str, int] = {}
         self.segments: dict[str, int] = {}
+        self._last: tuple[pa.Array, npt.NDArray[np.int32]] | None = None
 
-    def queries(self, strings: pa.Array) -> IntArray:
-        encoded = pc.dictionary_encode(strings)
-        base = len(self.judged)
-        lookup = np.array(
-            [
-                self.codes[name]
-                if name in self.codes
-                else base + self.extra.setdefault(name, len(self.extra))
-                for name in encoded.dictionary.to_pylist()
-            ],
-            dtype=np.int64,
-        )
-        return lookup[np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+    def queries(self, ids: pa.Array) -> npt.NDArray[np.int32]:
+        """The codes of a batch of non-null query ids."""
+        if (
+            pa.types.is_dictionary(ids.type)
+            and pa.types.is_string(ids.type.value_type)
+            and ids.dictionary.null_count == 0
+        ):
+            dictionary, indices = ids.dictionary, ids.indices
+        else:
+            encoded = pc.dictionary_encode(_strings(ids))
+            dictionary, indices = encoded.dictionary, encoded.indices
+        if self._last is None or not self._last[0].equals(dictionary):
+            codes = self.judgments.codes
+            lookup = np.array([codes.get(v, -1) for v in dictionary.to_pylist()], dtype=np.int32)
+            self._last = (dictionary, lookup)
+        lookup = self._last[1]
+        at = np.asarray(indices.to_numpy(zero_copy_only=False))
+        out = lookup.take(at)
+        if out.size and int(out.min()) < 0:  # queries without judgments, in order of appearance
+            entries, first = np.unique(at[out < 0], return_index=True)
+            base = len(self.judgments.names)
+            for e in entries[np.argsort(first)]:
+                name = dictionary[int(e)].as_py()
+                lookup[e] = base + self.extra.setdefault(name, len(self.extra))
+            out = lookup.take(at)
+        return out
 
     def segment(self, strings: pa.Array) -> IntArray:
         return _name_codes(strings, self.segments)
 
     def names(self) -> npt.NDArray[np.str_]:
-        judged = np.asarray(self.judged.to_numpy(zero_copy_only=False).astype(str), np.str_)
+        judged = self.judgments.name_array
+        if not self.extra:
+            return judged
         return np.concatenate([judged, np.asarray(list(self.extra), dtype=np.str_)]).astype(np.str_)
 
 
@@ -119,7 +137,7 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
     source = _resolve(spec.path, spec.prune_partitions)
     newest = _newest_run(spec, source)
     judgments = _load_judgments(judged)
-    coder = _Coder(judgments.names)
+    coder = _Coder(judgments)
     runs = _read_runs(spec, judged, source, window, coder, judgments)
     q_names = coder.names()
     n_q = max(int(q_names.size), 1)
@@ -273,7 +291,8 @@ def _read_runs(
 class _RunSink:
     """A window's coded run rows, filled batch by batch into arrays sized once from the
     footers (``capacity``: the planned row groups' rows), then trimmed without a copy. Each
-    batch is joined to the judgments as it arrives, so the join's scratch is one batch's."""
+    batch is joined to the judgments as it arrives, so the join's scratch is one batch's; its
+    document ids stay in Arrow (only the fingerprints are copied)."""
 
     def __init__(
         self, capacity: int, judgments: _Judgments, rank: bool, score: bool, segment: bool
@@ -287,19 +306,20 @@ class _RunSink:
         self.rank = np.empty(capacity) if rank else None
         self.score = np.empty(capacity) if score else None
         self.segment = np.empty(capacity, dtype=np.int32) if segment else None
-        self.docs = _KeySink(capacity)
+        self.fp = np.empty(capacity, dtype=np.uint64)
+        self.docs: list[pa.Array] = []
 
     def add(
         self,
         ts: IntArray | int,
-        query: IntArray,
-        coded: tuple[IdKeys, npt.NDArray[np.signedinteger[Any]]],
+        query: npt.NDArray[np.int32],
+        docs: pa.Array,
+        keys: IdKeys,
         rank: FloatArray | None,
         score: FloatArray | None,
         segment: IntArray | int | None,
     ) -> None:
-        """Append one batch; ``coded`` is its ``_code_docs`` (documents and grade codes)."""
-        docs, grade = coded
+        """Append one batch (``keys``: its ``docs``' ``id_keys``), joined to the judgments."""
         a, b = self.n, self.n + query.size
         if isinstance(ts, int):
             self.run[a:b] = self.stamps.setdefault(ts, len(self.stamps))
@@ -310,13 +330,14 @@ class _RunSink:
             )
             self.run[a:b] = codes[inverse.ravel()]
         self.query[a:b] = query
-        self.grade[a:b] = grade
+        self.fp[a:b] = keys.fp
+        self.grade[a:b] = _code_docs(self.judgments, keys, query)
+        self.docs.append(docs)
         for dest, part in ((self.rank, rank), (self.score, score)):
             if dest is not None:
                 dest[a:b] = np.nan if part is None else part
         if self.segment is not None and segment is not None:
             self.segment[a:b] = segment
-        self.docs.add(a, docs)
         self.n = b
 
     def rows(self, *, rows: int, dropped: int, files: int, fmt: str) -> _RunRows:
@@ -325,7 +346,7 @@ class _RunSink:
             run=self.run[:n],
             stamps=np.fromiter(self.stamps, dtype=np.int64, count=len(self.stamps)),
             query=self.query[:n],
-            docs=self.docs.keys(n),
+            docs=RowIds(self.fp[:n], pa.chunked_array(self.docs, pa.string())),
             grade=self.grade[:n],
             rank=None if self.rank is None else self.rank[:n],
             score=None if self.score is None else self.score[:n],
@@ -338,12 +359,13 @@ class _RunSink:
 
 
 def _code_docs(
-    judgments: _Judgments, docs: pa.Array, query: IntArray
-) -> tuple[IdKeys, npt.NDArray[np.signedinteger[Any]]]:
-    """A batch's document ids as ``IdKeys`` and each row's grade code (the batch's join)."""
-    keys = id_keys(docs)
+    judgments: _Judgments, keys: IdKeys, query: npt.NDArray[np.int32]
+) -> npt.NDArray[np.signedinteger[Any]]:
+    """Each row's grade code (the batch's join)."""
     n_judged = len(judgments.names)
-    return keys, join(judgments.index, np.where(query < n_judged, query, -1), keys)
+    if query.size and int(query.max()) >= n_judged:  # queries without judgments: no match
+        query = np.where(query < n_judged, query, -1)
+    return join(judgments.index, query, keys)
 
 
 def _batches(
@@ -369,6 +391,7 @@ class _Group:
     score: bool
     seg_const: int | None  # the segment code when the segment is a hive partition
     columns: tuple[str, ...]
+    dictionary: tuple[str, ...]  # columns read as dictionary arrays (the file's string ids)
 
 
 def _read_parquet_runs(
@@ -398,6 +421,10 @@ def _read_parquet_runs(
             value = str(dict(f.partitions)[str(seg_col)])
             seg_const = coder.segments.setdefault(value, len(coder.segments))
         stats = _ts_stats(source, f, spec.timestamp_column, spec.timestamp_unit)
+        q_type = footer.schema.field(spec.query_column).type
+        # query ids repeat (about a list's length each): read as dictionary arrays, decoded
+        # per distinct value, not per row
+        dictionary = (spec.query_column,) if pa.types.is_string(q_type) else ()
         for g, inside in zip(plan.groups, plan.inside, strict=True):
             # a row group wholly inside the window with one timestamp (one evaluation run)
             # needs no timestamp column: the footer's statistics give it
@@ -414,7 +441,17 @@ def _read_parquet_runs(
             if seg_col is not None and not from_partition:
                 columns.append(seg_col)
             groups.append(
-                _Group(plan, g, inside, const_ts, rank_here, score_here, seg_const, tuple(columns))
+                _Group(
+                    plan,
+                    g,
+                    inside,
+                    const_ts,
+                    rank_here,
+                    score_here,
+                    seg_const,
+                    tuple(columns),
+                    dictionary,
+                )
             )
     sink = _RunSink(
         sum(p.capacity for p in plans),
@@ -425,53 +462,24 @@ def _read_parquet_runs(
     )
     rows = dropped = 0
     per_file: dict[str, int] = {}
-    # Arrow decodes the next batch in a thread of its own while this one codes the last
-    for gr, batch in _prefetch(_decode(source, groups)):
-        table = pa.Table.from_batches([batch])
-        if gr.inside:
-            n_in = table.num_rows
-        else:
-            mask = _in_window(table, spec.timestamp_column, gr.plan.unit, window)
-            n_in = int(mask.sum())
-            if n_in < table.num_rows:
-                table = table.filter(pa.array(mask))
-        rows += n_in
-        if n_in == 0:
+    # Arrow decodes the next batches in a thread of its own while this one codes the last
+    # (reading the ids' words there too costs 25% more CPU in GIL hand-offs on a busy machine)
+    for part in _prepared(_prefetch(_decode(source, groups)), spec, judged, window):
+        rows += part.rows
+        if part.dropped:
+            dropped += part.dropped
+            path = part.group.plan.file.path
+            per_file[path] = per_file.get(path, 0) + part.dropped
+        if part.keys.size == 0:
             continue
-        q = _strings(table.column(spec.query_column))
-        d = _strings(table.column(judged.doc_column))
-        valid = _valid(q) & _valid(d)
-        seg = None
-        if seg_col is not None and gr.seg_const is None:
-            seg = _strings(table.column(seg_col))
-            valid &= _valid(seg)
-        rank = _maybe_floats(table, judged.rank_column, gr.rank)
-        score = _maybe_floats(table, judged.score_column, gr.score)
-        valid &= np.isfinite(rank) | np.isfinite(score)
-        ts: IntArray | int = (
-            int(gr.const_ts)
-            if gr.const_ts is not None
-            else _ts_to_ns(table.column(spec.timestamp_column), gr.plan.unit)
-        )
-        del table
-        n_ok = int(valid.sum())
-        if n_ok < n_in:
-            dropped += n_in - n_ok
-            per_file[gr.plan.file.path] = per_file.get(gr.plan.file.path, 0) + n_in - n_ok
-            keep = pa.array(valid)
-            q, d = q.filter(keep), d.filter(keep)
-            seg = None if seg is None else seg.filter(keep)
-            rank, score = rank[valid], score[valid]
-            if not isinstance(ts, int):
-                ts = ts[valid]
-        query = coder.queries(q)
         sink.add(
-            ts,
-            query,
-            _code_docs(judgments, d, query),
-            rank if gr.rank else None,
-            score if gr.score else None,
-            gr.seg_const if seg is None else coder.segment(seg),
+            part.ts,
+            coder.queries(part.query),
+            part.docs,
+            part.keys,
+            part.rank,
+            part.score,
+            part.group.seg_const if part.segment is None else coder.segment(part.segment),
         )
     if rows and dropped / rows > spec.max_invalid_share:
         _raise_bad_values(
@@ -486,12 +494,83 @@ def _read_parquet_runs(
     return sink.rows(rows=rows, dropped=dropped, files=len(plans), fmt="parquet")
 
 
+@dataclass(frozen=True, slots=True)
+class _Part:
+    """One batch of run rows, filtered to the window and to valid rows: ``rows`` read in the
+    window, ``dropped`` of them invalid; the rest's ids (``keys`` of ``docs``), ordering and
+    timestamp (one for the batch, or per row)."""
+
+    group: _Group
+    rows: int
+    dropped: int
+    query: pa.Array
+    docs: pa.Array
+    keys: IdKeys
+    rank: FloatArray | None
+    score: FloatArray | None
+    segment: pa.Array | None
+    ts: IntArray | int
+
+
+def _prepared(
+    batches: Iterator[tuple[_Group, pa.RecordBatch]],
+    spec: OutcomeSpec,
+    judged: JudgedSpec,
+    window: Window,
+) -> Iterator[_Part]:
+    """Each batch as a ``_Part``: the window filter, the validity rules, the ids' words."""
+    seg_col = spec.segment_column
+    for gr, batch in batches:
+        table = pa.Table.from_batches([batch])
+        if gr.inside:
+            n_in = table.num_rows
+        else:
+            mask = _in_window(table, spec.timestamp_column, gr.plan.unit, window)
+            n_in = int(mask.sum())
+            if n_in < table.num_rows:
+                table = table.filter(pa.array(mask))
+        q = _one_array(table.column(spec.query_column))  # a dictionary array, as read
+        d = _strings(table.column(judged.doc_column))
+        invalid = [_valid(q)] if q.null_count else []
+        if d.null_count:
+            invalid.append(_valid(d))
+        seg = None
+        if seg_col is not None and gr.seg_const is None:
+            seg = _strings(table.column(seg_col))
+            if seg.null_count:
+                invalid.append(_valid(seg))
+        rank = _maybe_floats(table, judged.rank_column) if gr.rank else None
+        score = _maybe_floats(table, judged.score_column) if gr.score else None
+        ordered = _ordered(rank, score)
+        if ordered is not None:
+            invalid.append(ordered)
+        ts: IntArray | int = (
+            int(gr.const_ts)
+            if gr.const_ts is not None
+            else _ts_to_ns(table.column(spec.timestamp_column), gr.plan.unit)
+        )
+        del table
+        n_ok = n_in
+        if invalid and n_in:  # rows with a null id or segment, or neither rank nor score
+            valid = np.logical_and.reduce(invalid) if len(invalid) > 1 else invalid[0]
+            n_ok = int(np.count_nonzero(valid))
+            if n_ok < n_in:
+                keep = pa.array(valid)
+                q, d = q.filter(keep), d.filter(keep)
+                seg = None if seg is None else seg.filter(keep)
+                rank = None if rank is None else rank[valid]
+                score = None if score is None else score[valid]
+                if not isinstance(ts, int):
+                    ts = ts[valid]
+        yield _Part(gr, n_in, n_in - n_ok, q, d, id_keys(d), rank, score, seg, ts)
+
+
 def _decode(source: _Source, groups: list[_Group]) -> Iterator[tuple[_Group, pa.RecordBatch]]:
     """The batches of every planned row group, file by file (each file opened once)."""
     at = 0
     while at < len(groups):
         plan = groups[at].plan
-        with _opened(source, plan.file, plan.footer) as pf:
+        with _opened(source, plan.file, plan.footer, groups[at].dictionary) as pf:
             while at < len(groups) and groups[at].plan is plan:
                 gr = groups[at]
                 for batch in _batches(pf, plan, gr.g, list(gr.columns)):
@@ -571,13 +650,24 @@ def _check_ordering(footer: _Footer, f: _File, judged: JudgedSpec) -> tuple[bool
     return here[0], here[1]
 
 
-def _maybe_floats(table: pa.Table, column: str, here: bool) -> FloatArray:
-    if not here:
-        return np.full(table.num_rows, np.nan)
+def _maybe_floats(table: pa.Table, column: str) -> FloatArray:
+    """The column as floats, NaN where null."""
     values, valid = _floats(table.column(column))
     if valid is not None:
         values = np.where(valid, values, np.nan)
     return values
+
+
+def _ordered(rank: FloatArray | None, score: FloatArray | None) -> npt.NDArray[np.bool_] | None:
+    """Which rows have a finite rank or score; None when every row has one."""
+    ordered = None
+    for values in (rank, score):
+        if values is not None:
+            finite = np.isfinite(values)
+            if finite.all():
+                return None
+            ordered = finite if ordered is None else ordered | finite
+    return ordered
 
 
 def _read_trec_runs(
@@ -595,8 +685,8 @@ def _read_trec_runs(
     )
     for t, fields, rank, score in parsed:
         query = coder.queries(pa.array(fields[:, 0], pa.string()))
-        coded = _code_docs(judgments, pa.array(fields[:, 2], pa.string()), query)
-        sink.add(t, query, coded, rank, score, None)
+        docs = pa.array(fields[:, 2], pa.string())
+        sink.add(t, query, docs, id_keys(docs), rank, score, None)
     return sink.rows(rows=sink.n, dropped=0, files=len(files), fmt="trec")
 
 

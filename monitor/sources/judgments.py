@@ -52,6 +52,8 @@ _MAX_JUDGMENTS = 4
 @dataclass(frozen=True, slots=True)
 class _Judgments:
     names: pa.Array  # the judged query ids (string); a query's code is its position
+    codes: dict[str, int]  # query id -> code
+    name_array: npt.NDArray[np.str_]  # ``names`` as numpy strings
     index: JudgmentIndex
     version: str
     path: str
@@ -134,6 +136,8 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
         )
     result = _Judgments(
         names=query_names,
+        codes=names,
+        name_array=np.asarray(list(names), dtype=np.str_),
         index=index,
         version=version,
         path=chosen.display,
@@ -248,12 +252,19 @@ class _KeySink:
 
 
 def _strings(chunked: pa.ChunkedArray | pa.Array) -> pa.Array:
-    arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
+    arr = _one_array(chunked)
     if pa.types.is_dictionary(arr.type):
         arr = arr.dictionary_decode()
     if not pa.types.is_string(arr.type):
         arr = arr.cast(pa.string())
     return arr
+
+
+def _one_array(chunked: pa.ChunkedArray | pa.Array) -> pa.Array:
+    """The values as one array (a lone chunk as it is, not copied)."""
+    if not isinstance(chunked, pa.ChunkedArray):
+        return chunked
+    return chunked.chunk(0) if chunked.num_chunks == 1 else chunked.combine_chunks()
 
 
 def _concat(parts: list[pa.Array]) -> pa.Array:

@@ -4,14 +4,15 @@ The judged-runs reader hands this module, per batch of run rows, the Arrow strin
 query and document ids; it returns numpy arrays a metric needs: each row's list, its judged grade
 and whether it has one, in placement order and without duplicates.
 
-Identity of an id is its exact bytes. Each id is held as ``IdKeys``: its bytes as little-endian
-64-bit words (zero padded), its length, and a 64-bit fingerprint of both. Searching and
-de-duplicating use the fingerprint (packed with the query or list code into one int64 key, so a
-join is one ``searchsorted`` and duplicates one sort of integers); every match a key finds is
-then confirmed on the words and the length, so a fingerprint collision can cost time, never a
-wrong grade or a wrong duplicate. A key shared by two different judged documents of one query
-(a collision inside the judgments) marks that key ambiguous, and rows that hit it are resolved
-one by one against each candidate.
+Identity of an id is its exact bytes. Each id is read as ``IdKeys``: its bytes as little-endian
+64-bit words (zero padded), its length, and a 64-bit fingerprint of both; a window's rows keep
+only the fingerprint and the id in Arrow (``RowIds``: bytes read again for the rows that need
+them). Searching and de-duplicating use the fingerprint (packed with the query or list code into
+one int64 key, so a join is a lookup in a bucketed hash of the judgments' keys and duplicates
+one sort of integers); every match a key finds is then confirmed on the words and the length,
+so a fingerprint collision can cost time, never a wrong grade or a wrong duplicate. A key
+shared by two different judged documents of one query (a collision inside the judgments) marks
+that key ambiguous, and rows that hit it are resolved one by one against each candidate.
 
 Placement (``docs/outcomes.md``): within a list, rank ascending when the runs have ranks, ties
 (and rows without a rank, which come last) by score descending (rows without a score last),
@@ -49,27 +50,40 @@ class IdKeys:
     fingerprint of (length, words)."""
 
     words: UIntArray
-    length: npt.NDArray[np.signedinteger[Any]]  # int32 in sinks, int64 fresh from id_keys
+    length: npt.NDArray[np.signedinteger[Any]]  # int32 or int64, as the Arrow offsets
     fp: UIntArray
 
     @property
     def size(self) -> int:
         return int(self.length.size)
 
-    def take(self, rows: IntArray) -> IdKeys:
-        return IdKeys(self.words[:, rows], self.length[rows], self.fp[rows])
+    def take(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
+        # take, not words[:, rows]: that is laid out id by id, and reading one word of many
+        # ids then strides (5x slower in the join)
+        return IdKeys(self.words.take(rows, axis=1), self.length[rows], self.fp[rows])
+
+    def keys(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
+        """The ``IdKeys`` of ``rows`` (as ``RowIds.keys``)."""
+        return self.take(rows)
 
     def name(self, row: int) -> str:
         """The id of one row, as text (for error messages)."""
         raw = self.words[:, row].astype("<u8").tobytes()[: int(self.length[row])]
         return raw.decode("utf-8", errors="replace")
 
-    def equal(self, rows: IntArray, other: IdKeys, other_rows: IntArray) -> BoolArray:
+    def equal(
+        self,
+        rows: npt.NDArray[np.integer[Any]],
+        other: IdKeys,
+        other_rows: npt.NDArray[np.integer[Any]],
+    ) -> BoolArray:
         """Whether id ``rows[i]`` here has the same bytes as ``other_rows[i]`` in ``other``."""
-        same: BoolArray = np.asarray(self.length[rows] == other.length[other_rows], dtype=bool)
+        same: BoolArray = np.asarray(
+            self.length.take(rows) == other.length.take(other_rows), dtype=bool
+        )
         w = min(self.words.shape[0], other.words.shape[0])
         for j in range(w):  # ids of equal length fit in min(w) words on both sides
-            same &= self.words[j, rows] == other.words[j, other_rows]
+            same &= self.words[j].take(rows) == other.words[j].take(other_rows)
         return same
 
 
@@ -83,33 +97,30 @@ def _fmix(h: UIntArray) -> UIntArray:
     return h
 
 
+def _word_constant(j: int) -> np.uint64:
+    """An odd multiplier for word j (Weyl sequence of the golden ratio)."""
+    return np.uint64(((2 * j + 1) * 0x9E3779B97F4A7C15) & ((1 << 64) - 1) | 1)
+
+
 def fingerprint(words: UIntArray, length: npt.NDArray[np.signedinteger[Any]]) -> UIntArray:
-    """Fingerprint of ids from their words: the length, then each word the id occupies
-    (ceil(length / 8) of them: the value does not depend on the padding width), each folded
-    in as h = (h xor w) * M1, h ^= h >> 29; at the end h ^= h >> 33, h *= M2, h ^= h >> 33
-    (M1, M2: MurmurHash3's finalizer constants). In place, two arrays of scratch."""
+    """Fingerprint of ids from their words: h = length * M2 + sum over words j of x ^ (x >> 29),
+    x = word_j * C_j (C_j odd, one per position; mod 2^64), then h ^= h >> 33, h *= M1,
+    h ^= h >> 33 (M1, M2: MurmurHash3's finalizer constants). A zero word adds nothing, so the
+    value does not depend on the padding width. In place, two arrays of scratch."""
     h = length.astype(np.uint64)
-    h ^= _SEED
-    tmp = np.empty_like(h)
-    used = (length + 7) // 8
-    full = int(used.min(initial=0))  # words every id uses: no mask needed
-    for j in range(words.shape[0]):
-        if j < full:
-            np.bitwise_xor(h, words[j], out=h)
-            h *= _M1
-            np.right_shift(h, _S29, out=tmp)
-            h ^= tmp
-        else:
-            np.bitwise_xor(h, words[j], out=tmp)
-            tmp *= _M1
-            step = tmp >> _S29
-            step ^= tmp
-            np.copyto(h, step, where=used > j)
-    np.right_shift(h, _S33, out=tmp)
-    h ^= tmp
     h *= _M2
-    np.right_shift(h, _S33, out=tmp)
-    h ^= tmp
+    x = np.empty_like(h)
+    shifted = np.empty_like(h)
+    for j in range(words.shape[0]):
+        np.multiply(words[j], _word_constant(j), out=x)
+        np.right_shift(x, _S29, out=shifted)
+        x ^= shifted
+        h += x
+    np.right_shift(h, _S33, out=x)
+    h ^= x
+    h *= _M1
+    np.right_shift(h, _S33, out=x)
+    h ^= x
     return h
 
 
@@ -124,7 +135,8 @@ def id_keys(strings: pa.Array) -> IdKeys:
         buffers[1], dtype=np.int64 if large else np.int32, count=strings.offset + n + 1
     )[strings.offset :]
     first, last = int(offsets[0]), int(offsets[-1])
-    data = np.zeros(last - first + 8, dtype=np.uint8)
+    data = np.empty(last - first + 8, dtype=np.uint8)
+    data[last - first :] = 0
     if last > first and buffers[2] is not None:
         data[: last - first] = np.frombuffer(buffers[2], dtype=np.uint8)[first:last]
     start = cast(npt.NDArray[np.signedinteger[Any]], offsets[:-1] - first)  # int32: faster
@@ -134,16 +146,42 @@ def id_keys(strings: pa.Array) -> IdKeys:
     windows = np.ndarray((data.size - 7,), dtype="<u8", buffer=data, strides=(1,))
     words = np.empty((width, n), dtype=np.uint64)
     last_window = data.size - 8
+    left = np.minimum(length, 8)
     for j in range(width):
         if j:
             start += 8
             np.minimum(start, last_window, out=start)  # past an id's end: masked to zero
+            np.subtract(length, 8 * j, out=left)
+            np.clip(left, 0, 8, out=left)
         words[j] = windows[start]
-        left = length - 8 * j
-        np.clip(left, 0, 8, out=left)
         words[j] &= _MASKS[left]
-    length = length.astype(np.int64)
     return IdKeys(words, length, fingerprint(words, length))
+
+
+@dataclass(frozen=True, slots=True)
+class RowIds:
+    """The document ids of run rows: each row's ``fp`` (as ``IdKeys.fp``) and the ids in Arrow
+    ``chunks``, whose bytes are read only for the rows that need them (ties, duplicate
+    candidates); row i is chunk row ``rows[i]`` (None: row i)."""
+
+    fp: UIntArray
+    chunks: pa.ChunkedArray
+    rows: IntArray | None = None
+
+    @property
+    def size(self) -> int:
+        return int(self.fp.size)
+
+    def take(self, rows: IntArray) -> RowIds:
+        return RowIds(self.fp[rows], self.chunks, rows if self.rows is None else self.rows[rows])
+
+    def keys(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
+        """The ``IdKeys`` of ``rows``, from their bytes."""
+        at = rows if self.rows is None else self.rows[rows]
+        return id_keys(self.chunks.take(pa.array(at, pa.int64())).combine_chunks())
+
+
+Ids = IdKeys | RowIds
 
 
 def _bits(n: int) -> int:
@@ -156,8 +194,7 @@ def _pack(group: npt.NDArray[np.integer[Any]], fp: UIntArray, n_groups: int) -> 
     if shift < 16:
         raise ValueError(f"too many groups to pack with a fingerprint: {n_groups}")
     key = (fp >> np.uint64(64 - shift)).view(np.int64)
-    high = group.astype(np.int64) << shift
-    key |= high
+    key |= np.left_shift(group, shift, dtype=np.int64)
     return key
 
 
@@ -166,9 +203,12 @@ def _pack(group: npt.NDArray[np.integer[Any]], fp: UIntArray, n_groups: int) -> 
 
 @dataclass(frozen=True, slots=True)
 class JudgmentIndex:
-    """Unique judgments of one judgment set, ready to join: sorted by ``key`` = (query code,
-    fingerprint) packed; ``query``, ``grade`` and ``docs`` row-aligned; ``ambiguous`` the keys
-    two different documents share (almost always empty)."""
+    """Unique judgments of one judgment set, ready to join, hashed on ``key`` = (query code,
+    fingerprint) packed: bucket b = (key * _SEED mod 2^64) >> (64 - bits) holds the rows
+    ``start[b]`` .. ``start[b + 1] - 1`` (rows sorted by bucket, then key; buckets number 2 to 4
+    times the rows, so a lookup reads about one row; ``multi`` marks the buckets of several).
+    ``query``, ``grade`` and ``docs`` row-aligned; ``ambiguous`` the keys two different
+    documents share (almost always empty)."""
 
     key: IntArray
     query: IntArray
@@ -178,10 +218,46 @@ class JudgmentIndex:
     ambiguous: frozenset[int]
     values: FloatArray  # the distinct grades, ascending, then 0.0 (what code -1 reads)
     code: npt.NDArray[np.signedinteger[Any]]  # grade = values[code]
+    start: npt.NDArray[np.int32]
+    bits: int
+    multi: npt.NDArray[np.bool_]  # buckets of two or more rows
 
     def grades(self, code: npt.NDArray[np.signedinteger[Any]]) -> FloatArray:
         """Grades of joined rows from their codes (-1, unjudged: 0)."""
         return np.asarray(self.values[code], dtype=np.float64)
+
+    def find(self, key: IntArray) -> tuple[IntArray, IntArray]:
+        """The keys found: their places in ``key`` and the first row holding each."""
+        b = _bucket(key, self.bits)
+        lo = np.take(self.start, b).astype(np.int64)  # int64: faster to index with
+        # an empty bucket's start is a row of another bucket (clipped: the last row), so
+        # another key: the first row needs no test of the bucket's size
+        hit = np.take(self.key, lo, mode="clip") == key
+        found = [np.flatnonzero(hit)]
+        rows = [lo.take(found[0])]
+        more = np.flatnonzero(np.take(self.multi, b))  # the few buckets of two or more rows
+        more = more.take(np.flatnonzero(~hit.take(more)))
+        n = np.take(self.start, b.take(more) + 1) - lo.take(more)
+        del b
+        k = 1
+        while more.size:
+            at = lo.take(more) + k
+            same = self.key.take(at) == key.take(more)
+            found.append(more.take(np.flatnonzero(same)))
+            rows.append(at.take(np.flatnonzero(same)))
+            k += 1
+            left = np.flatnonzero(~same & (n > k))
+            more, n = more.take(left), n.take(left)
+        if len(found) == 1:
+            return found[0], rows[0]
+        return np.concatenate(found), np.concatenate(rows)
+
+
+def _bucket(key: IntArray, bits: int) -> npt.NDArray[np.int64]:
+    """The hash bucket of each key: the top ``bits`` bits of key * _SEED (mod 2^64)."""
+    h = key.view(np.uint64) * _SEED
+    h >>= np.uint64(64 - bits)
+    return h.view(np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,19 +276,22 @@ def index_judgments(
     (the caller names it) rather than raised."""
     key = _pack(query, docs.fp, n_queries)
     order = np.lexsort((grade, key))
-    key, q, g = key[order], query[order], grade[order]
-    d = docs.take(order)
+    key = key[order]  # sorted; the rows are gathered once, at the end
     keep = np.ones(key.size, dtype=bool)
     ambiguous: set[int] = set()
+
+    def conflict(i: int, j: int) -> Conflict:  # input rows i, j: one document, two grades
+        lo, hi = sorted((float(grade[i]), float(grade[j])))
+        return Conflict(int(query[i]), i, (lo, hi))
+
     if key.size > 1:
         same_key = np.flatnonzero(key[1:] == key[:-1])
         if same_key.size:
-            same_doc = d.equal(same_key, d, same_key + 1)
+            same_doc = docs.equal(order[same_key], docs, order[same_key + 1])
             dup = same_key[same_doc]
-            clash = dup[g[dup] != g[dup + 1]]
+            clash = dup[grade[order[dup]] != grade[order[dup + 1]]]
             if clash.size:
-                i = int(clash[0])
-                return Conflict(int(q[i]), int(order[i]), (float(g[i]), float(g[i + 1])))
+                return conflict(int(order[clash[0]]), int(order[clash[0] + 1]))
             keep[dup + 1] = False
             others = same_key[~same_doc]
             if others.size:  # different documents under one key: resolve them exactly
@@ -222,24 +301,38 @@ def index_judgments(
                     rows = np.flatnonzero(key == k)
                     for a_i, a in enumerate(rows):
                         for b in rows[a_i + 1 :]:
-                            if keep[b] and bool(d.equal(np.array([a]), d, np.array([b]))[0]):
-                                if g[a] != g[b]:
-                                    lo, hi = sorted((float(g[a]), float(g[b])))
-                                    return Conflict(int(q[a]), int(order[a]), (lo, hi))
+                            if keep[b] and bool(docs.equal(order[[a]], docs, order[[b]])[0]):
+                                if grade[order[a]] != grade[order[b]]:
+                                    return conflict(int(order[a]), int(order[b]))
                                 keep[b] = False
     if not keep.all():
-        key, q, g, d = key[keep], q[keep], g[keep], d.take(np.flatnonzero(keep))
+        kept = np.flatnonzero(keep)
+        key, order = key[kept], order[kept]
+        del kept
+    del keep
+    bits = _bits(max(key.size - 1, 1)) + 1
+    bucket = _bucket(key, bits)
+    by_bucket = np.argsort(bucket, kind="stable")  # keys stay sorted within a bucket
+    start = np.zeros((1 << bits) + 1, dtype=np.int32)
+    np.cumsum(np.bincount(bucket, minlength=1 << bits), out=start[1:])
+    del bucket
+    key, rows = key[by_bucket], order[by_bucket]
+    del by_bucket, order
+    g = grade[rows]
     values, code = np.unique(g, return_inverse=True)
     dtype = np.int16 if values.size < 2**15 else np.int32
     return JudgmentIndex(
         key,
-        q,
+        query[rows],
         g,
-        d,
+        docs.take(rows),
         n_queries,
         frozenset(ambiguous),
         np.append(values, 0.0),
         code.ravel().astype(dtype),
+        start,
+        bits,
+        np.diff(start) > 1,
     )
 
 
@@ -259,22 +352,24 @@ def join(
     else:
         rows = np.flatnonzero(query >= 0)
         key = _pack(query[rows], docs.fp[rows], index.n_queries)
-    pos = np.searchsorted(index.key, key)  # rows come list by list: nearby keys, warm cache
-    np.minimum(pos, index.key.size - 1, out=pos)
-    hit = index.key[pos] == key
-    rows = np.flatnonzero(hit) if rows is None else rows[hit]
-    pos, key = pos[hit], key[hit]
+    found, pos = index.find(key)
+    rows = found if rows is None else rows.take(found)
     ok = docs.equal(rows, index.docs, pos)
     if index.ambiguous:
+        key = key.take(found)
         for i in np.flatnonzero(np.isin(key, np.fromiter(index.ambiguous, np.int64))):
             ok[i] = False
-            candidates = np.flatnonzero(index.key == key[i])
+            b = int(_bucket(key[i : i + 1], index.bits)[0])
+            lo, hi = int(index.start[b]), int(index.start[b + 1])
+            candidates = lo + np.flatnonzero(index.key[lo:hi] == key[i])
             same = docs.equal(np.full(candidates.size, rows[i]), index.docs, candidates)
             if same.any():
                 ok[i] = True
                 pos[i] = candidates[int(np.argmax(same))]
-    rows, pos = rows[ok], pos[ok]
-    out[rows] = index.code[pos]
+    if not ok.all():
+        keep = np.flatnonzero(ok)
+        rows, pos = rows.take(keep), pos.take(keep)
+    out[rows] = index.code.take(pos)
     return out
 
 
@@ -305,17 +400,23 @@ def _already_placed(row_list: IntArray, rank: FloatArray | None, score: FloatArr
     """Whether consecutive rows are in placement order with no ties: each row starts a new
     list or comes strictly after the previous one (rank up, or equal rank and score down).
     NaN compares false, so rows with a missing rank or score take the sorting path."""
-    same = row_list[1:] == row_list[:-1]
-    if bool(np.any(row_list[1:] < row_list[:-1])):
+    step = np.diff(row_list)
+    if bool(np.any(step < 0)):
         return False
-    if rank is not None:
-        after = rank[1:] > rank[:-1]
-        if score is not None:
-            after |= (rank[1:] == rank[:-1]) & (score[1:] < score[:-1])
-    else:
-        assert score is not None
-        after = score[1:] < score[:-1]
-    return bool(np.all(after | ~same))
+    first = rank if rank is not None else score
+    assert first is not None
+    after = first[1:] > first[:-1] if rank is not None else first[1:] < first[:-1]
+    after |= step > 0
+    if after.all():
+        return True
+    if rank is None or score is None:
+        return False
+    at = np.flatnonzero(~after)  # equal ranks in one list: the score must go down
+    return bool(np.all((rank[at + 1] == rank[at]) & (score[at + 1] < score[at])))
+
+
+def _all_nan(x: FloatArray) -> bool:
+    return x.size == 0 or (bool(np.isnan(x[0])) and bool(np.isnan(x).all()))
 
 
 def placement(
@@ -323,14 +424,15 @@ def placement(
     n_lists: int,
     rank: FloatArray | None,
     score: FloatArray | None,
-    docs: IdKeys,
+    docs: Ids,
 ) -> IntArray | None:
     """The row order that places each list best first (see the module docstring), or None when
     the rows already are in that order with no ties."""
     n = row_list.size
-    if rank is not None and bool(np.isnan(rank).all()):
+    # all NaN (a column no file had): a finite first value settles it without a pass
+    if rank is not None and _all_nan(rank):
         rank = None
-    if score is not None and bool(np.isnan(score).all()):
+    if score is not None and _all_nan(score):
         score = None
     if rank is None and score is None:
         raise ValueError("rows need a rank or a score to be placed")
@@ -366,15 +468,16 @@ def placement(
         at = np.flatnonzero(tied)
         rows = order[at]
         group = sorted_key[at]
-        be = docs.words[:, rows].byteswap()
-        keys: list[npt.NDArray[np.generic]] = [-docs.length[rows]]
+        tied_ids = docs.keys(rows)
+        be = tied_ids.words.byteswap()
+        keys: list[npt.NDArray[np.generic]] = [-tied_ids.length]
         keys += [~be[j] for j in range(be.shape[0] - 1, -1, -1)]
         keys.append(group)
         order[at] = rows[np.lexsort(tuple(keys))]
     return order
 
 
-def duplicates(row_list: IntArray, n_lists: int, docs: IdKeys) -> BoolArray | None:
+def duplicates(row_list: IntArray, n_lists: int, docs: Ids) -> BoolArray | None:
     """Rows (in placement order) that repeat an earlier row's document in the same list, or
     None when there are none."""
     n = row_list.size
@@ -394,12 +497,15 @@ def duplicates(row_list: IntArray, n_lists: int, docs: IdKeys) -> BoolArray | No
         np.where(np.concatenate(([True], ks[1:] != ks[:-1])), np.arange(n), 0)
     )
     a, b = order[run_first[later]], order[later]
-    same = docs.equal(b, docs, a)
+    ids_a, ids_b = docs.keys(a), docs.keys(b)
+    every = np.arange(a.size)
+    same = ids_b.equal(every, ids_a, every)
     drop[b[same]] = True
     for i in np.flatnonzero(~same):  # a fingerprint collision inside a list: compare exactly
         row = b[i]
         run = order[run_first[later[i]] : later[i]]
         kept = run[~drop[run]]
-        if docs.equal(np.full(kept.size, row), docs, kept).any():
+        one, others = docs.keys(np.array([row])), docs.keys(kept)
+        if one.equal(np.zeros(kept.size, np.int64), others, np.arange(kept.size)).any():
             drop[row] = True
     return drop if drop.any() else None

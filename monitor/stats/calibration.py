@@ -16,8 +16,9 @@ Conventions (``docs/statistics.md`` and the review notes, section F):
   (n_b/N)(acc_b - ybar)^2, UNC = ybar (1 - ybar). Brier = REL - RES + UNC + W exactly, with the
   within-bin term W = (1/N) sum_i (p_i - conf_b)^2 - (2/N) sum_i (p_i - conf_b)(y_i - acc_b)
   (Stephenson, Coelho & Jolliffe 2008); W = 0 when scores are constant within bins.
-* AUC: pooled ROC AUC with ties counting 1/2, U / (n_pos n_neg) from average ranks (the
-  Mann-Whitney U of the positives).
+* AUC: pooled ROC AUC with ties counting 1/2, U / (n_pos n_neg), U the Mann-Whitney U of the
+  positives (per positive, the negatives below it plus half those equal to it), counted on each
+  class's sorted scores. No argsort: the bins and the AUC need sorted values only.
 """
 
 from __future__ import annotations
@@ -101,22 +102,20 @@ def calibration(
     binning_name = v.choice(binning, "binning", _BINNINGS)
     closed_name = v.choice(closed, "closed", _CLOSED)
     p = v.sample(scores, "scores")
-    y = _labels(labels)
-    if y.size != p.size:
+    label = _labels(labels)
+    if label.size != p.size:
         raise StatsInputError(
             f"`labels` must have the same length as `scores` (one label per score); "
-            f"got {y.size} and {p.size}."
+            f"got {label.size} and {p.size}."
         )
 
     n = p.size
-    positives = int(np.count_nonzero(y))
-    # One sort serves the AUC's average ranks and the equal-mass bins (rows with equal scores
-    # are interchangeable, so the sort need not be stable).
-    order = np.argsort(p)
-    ps, ys = p[order], y[order]
-    new = np.ones(n, dtype=bool)
-    np.not_equal(ps[1:], ps[:-1], out=new[1:])
-    auc = _auc(ys, new, positives)
+    # sorted values only (no argsort, no gathers): all scores for the equal-mass bins, and each
+    # class's for the AUC and the positives per bin (selected by index: a mask is slower)
+    ps = np.sort(p)
+    pos, neg = np.sort(p.take(np.flatnonzero(label))), np.sort(p.take(np.flatnonzero(~label)))
+    positives = int(pos.size)
+    auc = _auc(pos, neg)
     probabilities = bool(ps[0] >= 0.0 and ps[-1] <= 1.0)
     if not probabilities:
         return CalibrationResult(
@@ -140,27 +139,36 @@ def calibration(
         edges = np.arange(n_bins + 1) / n_bins
         side: Literal["left", "right"] = "left" if closed_name == "right" else "right"
         which = np.clip(np.searchsorted(edges, ps, side=side) - 1, 0, n_bins - 1)
+        count = np.bincount(which, minlength=n_bins)
+        filled = np.flatnonzero(count)
+        sums = np.bincount(which, weights=ps, minlength=n_bins)[filled]
+        at = np.cumsum(count) - count  # each bin's first sorted score
+        lower, upper = filled / n_bins, (filled + 1) / n_bins
+        index = filled
     else:
-        which = _equal_mass(new, n_bins)
-    count = np.bincount(which, minlength=n_bins)
-    filled = np.flatnonzero(count)
+        count = np.diff(_equal_mass(ps, n_bins))
+        filled = np.flatnonzero(count)
+        at = np.cumsum(count) - count
+        sums = np.add.reduceat(ps, at[filled])
+        ends = at + count
+        lower, upper = ps[at[filled]], ps[ends[filled] - 1]
+        index = np.arange(filled.size)
     n_b = count[filled].astype(np.float64)
-    conf = np.bincount(which, weights=ps, minlength=n_bins)[filled] / n_b
-    acc = np.bincount(which, weights=ys, minlength=n_bins)[filled] / n_b
+    conf = sums / n_b
+    # a bin holds every score in [its first, its last] (ties never straddle bins; with equal
+    # widths a bin is a range of values): its positives are those of the class's sorted scores
+    first, last = ps[at[filled]], ps[at[filled] + count[filled] - 1]
+    in_bin = np.searchsorted(pos, last, side="right") - np.searchsorted(pos, first, side="left")
+    acc = in_bin / n_b
     gap = np.abs(acc - conf)
     weight = n_b / n
     ybar = positives / n
-    brier = float(np.mean((p - y) ** 2))
+    # (p - y)^2 is p^2 for a negative, (1 - p)^2 for a positive (no np.dot: BLAS threads that
+    # spin after the call cost the reader's thread its core)
+    brier = (float(np.sum(np.square(neg))) + float(np.sum(np.square(1.0 - pos)))) / n
     reliability = float(np.sum(weight * (conf - acc) ** 2))
     resolution = float(np.sum(weight * (acc - ybar) ** 2))
     uncertainty = ybar * (1.0 - ybar)
-    if binning_name == "equal_width":
-        lower, upper = filled / n_bins, (filled + 1) / n_bins
-        index = filled
-    else:  # bins are runs of the sorted scores: their first and last members
-        ends = np.cumsum(count)
-        lower, upper = ps[(ends - count)[filled]], ps[ends[filled] - 1]
-        index = np.arange(filled.size)
     bins = tuple(
         CalibrationBin(
             index=int(index[j]),
@@ -191,8 +199,10 @@ def calibration(
     )
 
 
-def _labels(labels: ArrayLike) -> NDArray[np.float64]:
-    """``labels`` as 0.0/1.0 floats (booleans or numbers equal to 0 or 1)."""
+def _labels(labels: ArrayLike) -> NDArray[np.bool_]:
+    """``labels`` as booleans (booleans, or numbers equal to 0 or 1)."""
+    if _nonempty_booleans(labels):  # nothing to check
+        return np.asarray(labels)
     y = v.sample(labels, "labels")
     bad = (y != 0.0) & (y != 1.0)
     if bad.any():
@@ -201,31 +211,41 @@ def _labels(labels: ArrayLike) -> NDArray[np.float64]:
             f"`labels` must be 0 or 1 (or booleans); got {int(np.count_nonzero(bad))} other "
             f"value(s), the first {y[first]:g} at position {first}."
         )
-    return y
+    return np.asarray(y == 1.0, dtype=np.bool_)
 
 
-def _equal_mass(new: NDArray[np.bool_], n_bins: int) -> NDArray[np.int64]:
-    """Bin of each sorted score (``new``: where a run of equal scores starts): sorted position
-    i -> floor(i B / N); a run of ties takes its first member's bin."""
-    n = new.size
-    run_start = np.maximum.accumulate(np.where(new, np.arange(n), 0))
-    run_start *= n_bins
-    run_start //= n
-    return run_start
+def _nonempty_booleans(labels: ArrayLike) -> bool:
+    return (
+        isinstance(labels, np.ndarray)
+        and labels.dtype == np.bool_
+        and labels.ndim == 1
+        and labels.size > 0
+    )
 
 
-def _auc(ys: NDArray[np.float64], new: NDArray[np.bool_], positives: int) -> float | None:
-    """U / (n_pos n_neg) from average ranks of the sorted scores (labels ``ys``, runs of ties
-    starting where ``new``); None if a class is empty.
+def _equal_mass(ps: NDArray[np.float64], n_bins: int) -> NDArray[np.int64]:
+    """Edges of the equal-mass bins in sorted position: bin b holds the sorted scores
+    ``edges[b]`` .. ``edges[b + 1] - 1``. Sorted position i goes to bin floor(i B / N) and a run of
+    ties to the bin of its first member, so bin b starts at the first run start at or after
+    ceil(b N / B)."""
+    n = ps.size
+    nominal = -((-np.arange(n_bins + 1) * n) // n_bins)  # ceil(b N / B)
+    edges = np.minimum(nominal, n)
+    inner = edges[1:-1]  # a view: moved in place
+    tied = np.flatnonzero((inner < n) & (ps[np.minimum(inner, n - 1)] == ps[inner - 1]))
+    inner[tied] = np.searchsorted(ps, ps[inner[tied]], side="right")  # inside a run: its end
+    return edges
 
-    A run of ties occupying sorted positions s .. e - 1 (0-based) has average rank
-    (s + e + 1) / 2; U = sum over runs of positives_in_run x average rank - P (P + 1) / 2."""
-    negatives = ys.size - positives
-    if positives == 0 or negatives == 0:
+
+def _auc(pos: NDArray[np.float64], neg: NDArray[np.float64]) -> float | None:
+    """U / (n_pos n_neg) from the sorted scores of each class, None if a class is empty: U =
+    sum over positives of the negatives below it plus half those equal to it (the Mann-Whitney
+    U of the positives, ties counting 1/2), counted exactly in integers."""
+    if pos.size == 0 or neg.size == 0:
         return None
-    starts = np.flatnonzero(new)
-    ends = np.append(starts[1:], ys.size)
-    pos = np.add.reduceat(ys, starts)
-    rank_sum = float(np.dot(pos, (starts + ends + 1) / 2.0))
-    u = rank_sum - positives * (positives + 1) / 2.0
-    return u / (positives * negatives)
+    below = np.searchsorted(neg, pos, side="left")
+    # ties with a negative: only where the negative at ``below`` equals the positive
+    tied = np.flatnonzero(neg.take(np.minimum(below, neg.size - 1)) == pos)
+    ties = np.searchsorted(neg, pos.take(tied), side="right") - below.take(tied)
+    u = float(np.sum(below, dtype=np.int64)) + 0.5 * float(np.sum(ties, dtype=np.int64))
+    return u / (pos.size * neg.size)

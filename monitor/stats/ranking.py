@@ -329,16 +329,7 @@ def placed_metrics(
             raise StatsInputError(
                 f"`summary` has no ideal DCG for {spec.name!r}: build it with this metric."
             )
-    returned, position = _group_starts(rl, n_lists)
-    run = _Run(
-        query=rl,
-        position=position,
-        grade=g,
-        judged=j,
-        relevant=g >= summary.relevant_grade,
-        returned=returned,
-        duplicates=int(duplicates),
-    )
+    run = _Run.of(rl, j, g, n_lists, summary.relevant_grade, int(duplicates))
     big_r = summary.relevant[lq]
     ideal = {k: values[lq] for k, values in summary.ideal.items()}
     out = {name: _metric(spec, run, big_r, ideal, summary.gain) for name, spec in specs.items()}
@@ -346,7 +337,7 @@ def placed_metrics(
         metrics=out,
         n_queries=n_lists,
         relevant=big_r,
-        returned=returned,
+        returned=run.returned,
         duplicates=int(duplicates),
         defined=big_r > 0,
     )
@@ -638,15 +629,40 @@ def _summary(
 
 @dataclass(frozen=True, slots=True)
 class _Run:
-    """Run rows without duplicates in placement order (query ascending, best first)."""
+    """What the metrics read of placed rows (groups: queries, or lists; each group's rows
+    together, best first, without duplicates): ``returned`` rows per group, and only the
+    judged rows (every other row has grade 0: no gain, not relevant), by their ``group``,
+    0-based ``position`` in the group's whole list and ``grade``; ``rel_group`` /
+    ``rel_position`` the relevant ones (grade >= relevant_grade > 0, so judged)."""
 
-    query: IntArray
-    position: IntArray  # 0-based position in the query
-    grade: FloatArray  # 0 for unjudged
-    judged: BoolArray
-    relevant: BoolArray  # grade >= relevant_grade
     returned: IntArray
+    group: IntArray
+    position: IntArray
+    grade: FloatArray
+    rel_group: IntArray
+    rel_position: IntArray
     duplicates: int
+
+    @classmethod
+    def of(
+        cls,
+        group: IntArray,
+        judged: BoolArray,
+        grade: FloatArray,
+        n_groups: int,
+        relevant_grade: float,
+        duplicates: int,
+    ) -> _Run:
+        """From every placed row's group (sorted), judged flag and grade."""
+        returned = np.bincount(group, minlength=n_groups).astype(np.int64)
+        rows = np.flatnonzero(judged)  # (indices and take: a boolean mask selects slowly)
+        g = group.take(rows)
+        grade = grade.take(rows)
+        start = np.cumsum(returned)
+        start -= returned
+        rows -= start.take(g)
+        rel = np.flatnonzero(grade >= relevant_grade)
+        return cls(returned, g, rows, grade, g.take(rel), rows.take(rel), duplicates)
 
     @classmethod
     def build(
@@ -716,16 +732,7 @@ class _Run:
             keep[place[first]] = True
             del place
             query, grade, judged = query[keep], grade[keep], judged[keep]
-        returned, position = _group_starts(query, n_queries)
-        return cls(
-            query=query,
-            position=position,
-            grade=grade,
-            judged=judged,
-            relevant=grade >= relevant_grade,
-            returned=returned,
-            duplicates=duplicates,
-        )
+        return cls.of(query, judged, grade, n_queries, relevant_grade, duplicates)
 
 
 # --------------------------------------------------------------------------------------------
@@ -739,43 +746,42 @@ def _metric(
     ideal: dict[int | None, FloatArray],
     gain: str,
 ) -> FloatArray:
-    """One metric per group of ``run`` (a query, or a list): ``big_r`` and ``ideal`` per group."""
+    """One metric per group of ``run`` (a query, or a list): ``big_r`` and ``ideal`` per group.
+    Reads the judged rows only: an unjudged row adds nothing to a sum (a gain of 0, adding 0.0
+    changes no float sum) and only counts toward ``returned``."""
     n_groups = run.returned.size
     k = spec.k
     if spec.kind in ("ndcg", "ndcg_cond"):
-        query, position, grade = run.query, run.position, run.grade
-        if spec.kind == "ndcg_cond":
-            query, grade = query[run.judged], grade[run.judged]
-            _, position = _group_starts(query, n_groups)
+        group, position, grade = run.group, run.position, run.grade
+        if spec.kind == "ndcg_cond":  # positions in the condensed list: among judged rows
+            _, position = _group_starts(group, n_groups)
         if k is not None:
-            cut = position < k
-            query, position, grade = query[cut], position[cut], grade[cut]
+            cut = np.flatnonzero(position < k)
+            group, position, grade = group.take(cut), position.take(cut), grade.take(cut)
         weight = _gain(grade, gain) * _discount(position)
-        dcg = _sum_by(query, weight, n_groups)
+        dcg = _sum_by(group, weight, n_groups)
         return _divide(dcg, ideal[k])
     if spec.kind == "judged":
         assert k is not None
-        hits = _count(run.query, run.judged & (run.position < k), n_groups)
+        hits = _count(run.group, run.position < k, n_groups)
         return _divide(hits, np.minimum(run.returned, k).astype(np.float64))
 
-    relevant = run.relevant
+    q_rel, p_rel = run.rel_group, run.rel_position
     if spec.kind == "p":
         assert k is not None
-        value = _count(run.query, relevant & (run.position < k), n_groups) / k
+        value = _count(q_rel, p_rel < k, n_groups) / k
     elif spec.kind == "r":
-        value = _count(run.query, relevant & (run.position < (k or 0)), n_groups)
+        value = _count(q_rel, p_rel < (k or 0), n_groups)
         value = _divide(value, big_r.astype(np.float64))
     elif spec.kind == "rprec":
-        value = _count(run.query, relevant & (run.position < big_r[run.query]), n_groups)
+        value = _count(q_rel, p_rel < big_r[q_rel], n_groups)
         value = _divide(value, big_r.astype(np.float64))
     elif spec.kind == "rr":
-        q_rel, p_rel = run.query[relevant], run.position[relevant]
         first = np.ones(q_rel.size, dtype=bool)
         first[1:] = q_rel[1:] != q_rel[:-1]
         value = np.zeros(n_groups)
         value[q_rel[first]] = 1.0 / (p_rel[first] + 1.0)
     else:  # ap: the i-th relevant document of a group, at position p, adds i / p
-        q_rel, p_rel = run.query[relevant], run.position[relevant]
         _, nth = _group_starts(q_rel, n_groups)
         precision = (nth + 1.0) / (p_rel + 1.0)
         value = _divide(_sum_by(q_rel, precision, n_groups), big_r.astype(np.float64))
@@ -784,7 +790,7 @@ def _metric(
 
 def _count(query: IntArray, mask: BoolArray, n_queries: int) -> FloatArray:
     """Rows per query where ``mask`` holds, as floats."""
-    return np.bincount(query[mask], minlength=n_queries).astype(np.float64)
+    return np.bincount(query.take(np.flatnonzero(mask)), minlength=n_queries).astype(np.float64)
 
 
 def _sum_by(query: IntArray, weight: FloatArray, n_queries: int) -> FloatArray:
