@@ -1,0 +1,221 @@
+"""Benchmark ``monitor check`` as a one-shot process against a lean numpy floor, side by side.
+
+World (``bench_report.build_world``, in ``--workdir`` or a temporary directory): a reference day
+and a current day of top-1 scores, ``--scores`` each (default 10,000,000; hourly parquet files),
+and a golden set of ``--pairs`` queries (default 10,000) evaluated once on each day. The daemon's
+state is seeded by one run at day 1, 01:00 (before the current day's evaluation run lands), so
+the timed check at the end of day 1 is what a cron or Nagios caller gets for the daemon's next
+slot: it reads 10M + 10M scores, decides drift from the window and the block, pairs the 10k
+queries and runs the decay test (sign flips, BCa interval, t, sign and Wilcoxon diagnostics).
+
+Contestants, each a fresh process, interleaved ``--repeats`` times after one warm-up of each:
+
+* ``check``: ``python -m monitor check --config F --json --at T`` (this checkout's code);
+* ``floor``: python start, ``import numpy, pyarrow.parquet``, read both windows' score column and
+  both days' outcomes, ``np.sort`` both windows, the exact two-sample KS statistic (two
+  ``searchsorted`` of the sorted windows, integer arithmetic) with its asymptotic p-value, PSI on
+  the reference's 10 quantile bins and the paired mean difference. The floor runs with pandas
+  hidden from pyarrow (``sys.modules["pandas"] = None``): pyarrow's ``to_numpy`` imports pandas
+  when it is installed, which a lean script need not pay.
+
+Both children get the same environment: bytecode cached under the work directory
+(``PYTHONPYCACHEPREFIX``; the warm-up writes it), single-threaded BLAS. Reported: median wall
+and CPU (user + sys of the child) seconds, and the ratio check / floor of each; the floor's KS D,
+PSI and mean difference are checked against the check's JSON. Target (issue 13, one-shot check):
+wall ratio <= 1.2. A miss prints ``NOT MET`` and does not fail ``make bench`` (timings on shared
+cores are noisy); a wrong answer (check exit code, numbers that disagree) exits 1.
+
+    python bench/bench_check.py [--scores 10000000] [--pairs 10000] [--repeats 5] [--workdir D]
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+TARGET_RATIO = 1.2
+
+
+def floor(root: Path) -> dict[str, float]:
+    """The lean floor (runs in its own process; imports only numpy and pyarrow)."""
+    import numpy as np
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    def floats(chunked: Any) -> np.ndarray:  # the float64 buffers, no copy (and no pandas)
+        return np.concatenate(
+            [
+                np.frombuffer(c.buffers()[1], np.float64, len(c), c.offset * 8)
+                for c in chunked.chunks
+            ]
+        )
+
+    def column(files: list[Path], name: str) -> np.ndarray:
+        return np.concatenate([floats(pq.ParquetFile(f).read(columns=[name])[name]) for f in files])
+
+    days = sorted((root / "scores").iterdir())
+    ref = np.sort(column(sorted(days[0].rglob("*.parquet")), "score"))
+    cur = np.sort(column(sorted(days[1].rglob("*.parquet")), "score"))
+    n, m = ref.size, cur.size
+    # KS: with y sorted, F_x - F_y peaks just below some y_k, F_y - F_x at some y_k (last of ties)
+    k = np.arange(m, dtype=np.int64)
+    below = np.searchsorted(ref, cur, side="left").astype(np.int64)
+    upto = np.searchsorted(ref, cur, side="right").astype(np.int64)
+    top = max(int((below * m - k * n).max()), int(((k + 1) * n - upto * m).max()), 0)
+    d = top / (n * m)
+    en = n * m / (n + m)
+    lam = (np.sqrt(en) + 0.12 + 0.11 / np.sqrt(en)) * d
+    j = np.arange(1, 101)
+    ks_p = float(np.clip(2 * np.sum((-1.0) ** (j - 1) * np.exp(-2 * j**2 * lam**2)), 0, 1))
+    # PSI on the reference deciles (right-closed bins, smoothing 0.5)
+    edges = np.unique(np.quantile(ref, np.arange(1, 10) / 10))
+
+    def counts(x: np.ndarray) -> np.ndarray:
+        upper = np.searchsorted(x, edges, side="right")
+        return np.diff(np.concatenate(([0], upper, [x.size]))).astype(np.float64)
+
+    r, c = counts(ref), counts(cur)
+    q = (r + 0.5) / (r.sum() + 0.5 * r.size)
+    p = (c + 0.5) / (c.sum() + 0.5 * c.size)
+    psi = float(np.sum((p - q) * np.log(p / q)))
+    # paired mean difference over the query ids both days share
+    runs = sorted((root / "outcomes").rglob("*.parquet"))
+    ref_t, cur_t = (pq.ParquetFile(f).read(columns=["query_id", "outcome"]) for f in runs)
+    where = pc.index_in(cur_t["query_id"], value_set=ref_t["query_id"])
+    paired = pc.is_valid(where)
+    before = floats(pc.take(ref_t["outcome"], pc.filter(where, paired)))
+    after = floats(pc.filter(cur_t["outcome"], paired))
+    mean = float(np.mean(after - before))
+    return {"ks_statistic": d, "ks_pvalue": ks_p, "psi": psi, "mean_difference": mean}
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    import json
+    import os
+    import resource
+    import statistics
+    import subprocess
+    import tempfile
+    import time
+    from datetime import timedelta
+
+    here = Path(__file__).resolve().parent
+    repo = here.parent
+    sys.path[:0] = [str(repo), str(here)]
+    from bench_report import AT, DAY0, build_world
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scores", type=int, default=10_000_000, help="scores per window")
+    parser.add_argument("--pairs", type=int, default=10_000)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--workdir", type=Path, help="build (or reuse) the world here; kept")
+    args = parser.parse_args(argv)
+
+    tmp = None if args.workdir else tempfile.TemporaryDirectory(prefix="bench-check-")
+    root = args.workdir or Path(tmp.name)  # type: ignore[union-attr]
+    root.mkdir(parents=True, exist_ok=True)
+    config = root / "monitor.toml"
+    if not config.exists():
+        t0 = time.perf_counter()
+        build_world(root, scores=args.scores, pairs=args.pairs)
+        print(
+            f"world: 2 x {args.scores:,} scores, {args.pairs:,} pairs, written in "
+            f"{time.perf_counter() - t0:.1f} s",
+            flush=True,
+        )
+    state = root / "state" / "bench.json"
+    if not state.exists():
+        from monitor.config import load_config
+        from monitor.jobs import Runner
+
+        Runner(load_config(config)).run("bench", DAY0 + timedelta(days=1, hours=1))
+    at = AT.isoformat().replace("+00:00", "Z")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env.update(
+        PYTHONPATH=str(repo),
+        PYTHONPYCACHEPREFIX=str(root / "pycache"),
+        OMP_NUM_THREADS="1",
+        OPENBLAS_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+    )
+    commands = {
+        "check": [
+            sys.executable,
+            "-m",
+            "monitor",
+            "check",
+            "--config",
+            str(config),
+            "--json",
+            "--at",
+            at,
+        ],
+        "floor": [sys.executable, str(Path(__file__).resolve()), "--floor", str(root)],
+    }
+
+    def timed(name: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        t0 = time.perf_counter()
+        done = subprocess.run(commands[name], capture_output=True, text=True, env=env, cwd=root)
+        wall = time.perf_counter() - t0
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+        return wall, cpu, done
+
+    for name in commands:  # warm-up: page cache, bytecode cache
+        timed(name)
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    outputs: dict[str, subprocess.CompletedProcess[str]] = {}
+    for _ in range(args.repeats):
+        for name in commands:
+            wall, cpu, done = timed(name)
+            times[name].append((wall, cpu))
+            outputs[name] = done
+    if tmp is not None:
+        tmp.cleanup()
+
+    check, base = outputs["check"], outputs["floor"]
+    if check.returncode != 2 or base.returncode != 0:  # 2: model_decay, as the world is built
+        print(
+            f"check exit {check.returncode}, floor exit {base.returncode}\n"
+            f"{check.stderr[-2000:]}{base.stderr[-2000:]}"
+        )
+        return 1
+    verdict: dict[str, Any] = json.loads(check.stdout)["monitors"][0]
+    lean = json.loads(base.stdout)
+    agree = {
+        "ks_statistic": verdict["input"]["ks_statistic"] == lean["ks_statistic"],
+        "psi": abs(verdict["input"]["psi"] - lean["psi"]) <= 1e-12,
+        "mean_difference": abs(verdict["outcome"]["mean_difference"] - lean["mean_difference"])
+        <= 1e-9,
+    }
+    med = {
+        k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+        for k, v in times.items()
+    }
+    print(f"check ({verdict['state']}): {med['check'][0]:.2f} s wall, {med['check'][1]:.2f} s CPU")
+    print(f"floor: {med['floor'][0]:.2f} s wall, {med['floor'][1]:.2f} s CPU")
+    for name, runs in times.items():
+        print(f"  {name} runs (wall/CPU s): " + ", ".join(f"{w:.2f}/{c:.2f}" for w, c in runs))
+    ratio = med["check"][0] / med["floor"][0]
+    cpu_ratio = med["check"][1] / med["floor"][1]
+    print(
+        f"check / floor: {ratio:.2f} wall, {cpu_ratio:.2f} CPU (target <= {TARGET_RATIO} wall): "
+        f"{'met' if ratio <= TARGET_RATIO else 'NOT MET'}"
+    )
+    print(
+        "floor agrees with the check's JSON: "
+        + ", ".join(f"{k} {'yes' if ok else 'NO'}" for k, ok in agree.items())
+    )
+    return 0 if all(agree.values()) else 1
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--floor"]:
+        import json
+
+        print(json.dumps(floor(Path(sys.argv[2]))))
+        sys.exit(0)
+    sys.exit(main())
