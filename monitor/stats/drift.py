@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special, stats
+from scipy import special
 
 from monitor.errors import InsufficientDataError, StatsInputError
+from monitor.stats import _dist
 from monitor.stats import _validation as v
 
 __all__ = [
@@ -343,9 +344,9 @@ def _result(
     if math.isinf(value):
         pvalue = 0.0
     elif tolerance > 0:
-        pvalue = float(stats.ncx2.sf(n_eff * value, df, tolerance * n_eff))
+        pvalue = _dist.ncx2_sf(n_eff * value, df, tolerance * n_eff)
     else:
-        pvalue = float(stats.chi2.sf(n_eff * value, df))
+        pvalue = _dist.chi2_sf(n_eff * value, df)
     cur_counts.flags.writeable = False
     return PSIResult(
         statistic=value,
@@ -612,7 +613,7 @@ def _ks_asymp_sf(d: float, n: int, m: int, alternative: str) -> float:
                 return 0.0
             z = math.sqrt(z2)
             return 2.0 * math.exp(-2.0 * z2 - 2.0 * z / (3.0 * math.sqrt(n_eff)))
-        return float(stats.kstwo.sf(d, n_eff))
+        return float(_dist.scipy_stats().kstwo.sf(d, n_eff))
     z = math.sqrt(en) * d
     expt = -2 * z**2 - 2 * z * (big + 2 * small) / math.sqrt(big * small * (big + small)) / 3.0
     return math.exp(expt)
@@ -854,11 +855,11 @@ def proportion_test_counts(
     se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
     z = (r2 - r1) / se if se > 0 else 0.0
     if alternative == "greater":
-        p = float(stats.norm.sf(z))
+        p = _dist.norm_sf(z)
     elif alternative == "less":
-        p = float(stats.norm.cdf(z))
+        p = _dist.norm_cdf(z)
     else:
-        p = float(min(2 * stats.norm.sf(abs(z)), 1.0))
+        p = float(min(2 * _dist.norm_sf(abs(z)), 1.0))
     if se == 0:
         p = 1.0
     return ProportionResult(
