@@ -4,6 +4,10 @@
 ``data_drift``; 2 any ``model_decay`` (2 wins over 1); 3 when the worst is
 ``insufficient_data`` or ``error``, or the configuration is invalid.
 
+``check`` and ``report`` read the alarm thresholds the daemon cached
+(``<state_dir>/cache/thresholds.json``, ``monitor.thresholds``), so that a one-shot process does
+not search them again; they write nothing.
+
 ``run`` exits 0 after SIGTERM/SIGINT when every monitor's state was saved, 1 when one could not be
 (one log line names them) or the daemon could not start (e.g. its listen address is taken), 3 when
 the configuration is invalid. Neither ``run`` nor ``check`` crashes on a damaged state file: it is
@@ -235,6 +239,7 @@ def _config_and_names(args: argparse.Namespace) -> tuple[Config, list[str]] | No
 def _cmd_check(args: argparse.Namespace) -> int:
     from monitor.jobs import Runner, StateStore, state_fingerprint
     from monitor.logs import configure_logging
+    from monitor.thresholds import load_thresholds
 
     configure_logging("WARNING")  # problems (e.g. an ignored state file) as JSON lines on stderr
     chosen = _config_and_names(args)
@@ -246,6 +251,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
     runner = Runner(config, store=store)
+    load_thresholds(config.server.state_dir)
     verdicts = [
         _check_one(config, runner, store, name, args.at, args.replay_from) for name in names
     ]
@@ -312,6 +318,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from monitor.jobs import Runner, StateStore, state_fingerprint
     from monitor.logs import configure_logging
     from monitor.report import HistoryStore, PageContext, render_monitor_page
+    from monitor.thresholds import load_thresholds
 
     configure_logging("WARNING")
     chosen = _config_and_names(args)
@@ -330,6 +337,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
     runner = Runner(config, store=store)
+    load_thresholds(config.server.state_dir)
     history = HistoryStore(
         config.server.state_dir,
         readonly=True,

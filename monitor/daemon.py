@@ -58,6 +58,7 @@ from monitor.report import HistoryStore
 from monitor.schedule import Schedule
 from monitor.server import HttpServer
 from monitor.store import state_fingerprint, utc_now
+from monitor.thresholds import load_thresholds, save_thresholds
 
 __all__ = ["Daemon", "SlotTrigger"]
 
@@ -156,6 +157,10 @@ class Daemon:
         self._reload_lock = threading.Lock()
         self._stopping = threading.Event()
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
+        # the alarm thresholds' cache: read at start, written when a run learned a new one, so
+        # that one-shot `monitor check` processes need not search them (monitor.thresholds)
+        self._thresholds_known = load_thresholds(config.server.state_dir)
+        self._thresholds_lock = threading.Lock()
 
     # -- health -----------------------------------------------------------------------------
 
@@ -246,6 +251,10 @@ class Daemon:
         _block_stop_signals()
         try:
             run.record = self.runner.run(name, run.at, token=run.token)
+            with self._thresholds_lock:
+                self._thresholds_known = save_thresholds(
+                    self.config.server.state_dir, known=self._thresholds_known
+                )
         except BaseException as exc:  # reported by run_monitor; never kills the thread silently
             run.error = exc
         finally:

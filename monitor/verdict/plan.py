@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -93,17 +94,53 @@ class AlarmPlan:
         return monitor.budget.decay * (dt / (period + self.cadence))
 
 
+# Thresholds by their exact inputs (``threshold_key``): what this process computed, and what a
+# persistent cache handed in (``remember_thresholds``; the file is ``monitor.thresholds``'s).
+_THRESHOLDS: dict[str, float] = {}
+
+
+def threshold_key(kind: str, *inputs: float) -> str:
+    """The cache key of a threshold: its kind and exact inputs (floats as ``float.hex``)."""
+    return "|".join([kind, *(x.hex() if isinstance(x, float) else str(x) for x in inputs)])
+
+
+def known_thresholds() -> dict[str, float]:
+    """Every threshold this process knows (computed or remembered), by ``threshold_key``."""
+    return dict(_THRESHOLDS)
+
+
+def remember_thresholds(entries: Mapping[str, float]) -> None:
+    """Hand in thresholds computed earlier by this code (a persistent cache); ``alarm_plan``
+    then uses them instead of searching again. Keys not made by ``threshold_key`` are unused."""
+    _THRESHOLDS.update({str(k): float(v) for k, v in entries.items()})
+
+
+def _known(key: str, solve: Callable[[], float]) -> float:
+    value = _THRESHOLDS.get(key)
+    if value is None:
+        value = _THRESHOLDS[key] = solve()
+    return value
+
+
 @functools.lru_cache(maxsize=256)
 def _cusum_h(checks: int, p: float, k: float, rho: float, phases: int) -> float:
     """Markov-chain root search (up to a second with a shared reference): cached."""
     if rho == 0.0:
-        return cusum_threshold_shared(checks, p, k=k)
-    return cusum_threshold_shared(checks, p, k=k, rho=rho, phases=phases, states=100)
+        return _known(
+            threshold_key("cusum", checks, p, k), lambda: cusum_threshold_shared(checks, p, k=k)
+        )
+    return _known(
+        threshold_key("cusum", checks, p, k, rho, phases, 100),
+        lambda: cusum_threshold_shared(checks, p, k=k, rho=rho, phases=phases, states=100),
+    )
 
 
 @functools.lru_cache(maxsize=256)
 def _shewhart_z(checks: int, p: float, rho: float, phases: int) -> float:
-    return shewhart_threshold_shared(checks, p, rho=rho, phases=phases)
+    return _known(
+        threshold_key("shewhart", checks, p, rho, phases),
+        lambda: shewhart_threshold_shared(checks, p, rho=rho, phases=phases),
+    )
 
 
 def _tracks(monitor: MonitorConfig) -> int:

@@ -1,0 +1,82 @@
+"""A persistent cache of the alarm plan's thresholds, for one-shot ``monitor check`` processes.
+
+A monitor's CUSUM threshold is a Markov-chain root search over its budget (0.07-0.8 s, by the
+schedule and the shared-reference terms; ``verdict.plan``), and a cron or Nagios caller starts a
+fresh process for every check. The daemon (``monitor run``), which owns ``state_dir``, keeps the
+thresholds it knows in ``<state_dir>/cache/thresholds.json`` (a directory, so the name can never
+be a monitor's state file): ``{"format": 1, "versions": {...}, "thresholds": {key: hex}}``, keys
+by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``float.hex``),
+values exact. ``check`` and ``report`` only read it (they write nothing).
+
+The file is used only when it was written by the same monitor, numpy and scipy versions (the
+solver's arithmetic), so a threshold from the cache is the threshold the search gives. It is
+written atomically into an existing ``state_dir``, and only when the process learned a
+threshold it did not read; a missing, unreadable or foreign file is ignored (logged at debug),
+and a failed write is logged at debug and never fails a run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy
+
+from monitor import __version__
+from monitor.store import atomic_write
+from monitor.verdict.plan import known_thresholds, remember_thresholds
+
+__all__ = ["load_thresholds", "save_thresholds"]
+
+FORMAT = 1
+log = logging.getLogger("monitor")
+
+
+def _path(state_dir: Path) -> Path:
+    return state_dir / "cache" / "thresholds.json"
+
+
+def _versions() -> dict[str, str]:
+    return {"monitor": __version__, "numpy": np.__version__, "scipy": scipy.__version__}
+
+
+def load_thresholds(state_dir: Path) -> int:
+    """Hand the cached thresholds to the alarm plan; returns how many were read."""
+    path = _path(state_dir)
+    try:
+        doc: Any = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("format") != FORMAT or doc.get("versions") != _versions():
+            log.debug("threshold cache of other versions ignored", extra={"path": str(path)})
+            return 0
+        entries = {str(k): float.fromhex(v) for k, v in doc["thresholds"].items()}
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        log.debug("threshold cache ignored", extra={"path": str(path), "error": repr(exc)})
+        return 0
+    remember_thresholds(entries)
+    return len(entries)
+
+
+def save_thresholds(state_dir: Path, *, known: int) -> int:
+    """Write every threshold this process knows when there are more than the ``known`` the file
+    holds (``load_thresholds``' count, or this function's last answer); returns how many the
+    file holds now (``known`` when it was not written)."""
+    entries = known_thresholds()
+    if len(entries) <= known or not state_dir.is_dir():
+        return known
+    doc = {
+        "format": FORMAT,
+        "versions": _versions(),
+        "thresholds": {k: v.hex() for k, v in sorted(entries.items())},
+    }
+    path = _path(state_dir)
+    try:
+        atomic_write(path.parent, path, json.dumps(doc, indent=1), stem="thresholds")
+    except OSError as exc:
+        log.debug("threshold cache not written", extra={"path": str(path), "error": repr(exc)})
+        return known
+    return len(entries)
