@@ -3,10 +3,11 @@
 World (``bench_report.build_world``, in ``--workdir`` or a temporary directory): a reference day
 and a current day of top-1 scores, ``--scores`` each (default 10,000,000; hourly parquet files),
 and a golden set of ``--pairs`` queries (default 10,000) evaluated once on each day. The daemon's
-state is seeded by one run at day 1, 01:00 (before the current day's evaluation run lands), so
-the timed check at the end of day 1 is what a cron or Nagios caller gets for the daemon's next
-slot: it reads 10M + 10M scores, decides drift from the window and the block, pairs the 10k
-queries and runs the decay test (sign flips, BCa interval, t, sign and Wilcoxon diagnostics).
+state is seeded by one run at day 1, 01:00 (before the current day's evaluation run lands), and
+its threshold cache written as the daemon writes it (``monitor.thresholds``), so the timed check
+at the end of day 1 is what a cron or Nagios caller gets for the daemon's next slot: it reads
+10M + 10M scores, decides drift from the window and the block, pairs the 10k queries and runs
+the decay test (sign flips, BCa interval, t, sign and Wilcoxon diagnostics).
 
 Contestants, each a fresh process, interleaved ``--repeats`` times after one warm-up of each:
 
@@ -18,6 +19,9 @@ Contestants, each a fresh process, interleaved ``--repeats`` times after one war
   hidden from pyarrow (``sys.modules["pandas"] = None``): pyarrow's ``to_numpy`` imports pandas
   when it is installed, which a lean script need not pay.
 
+With ``--baseline DIR`` the check of another checkout (say ``git archive`` of an earlier
+commit) is timed beside them, and its JSON must be identical to this checkout's.
+
 Both children get the same environment: bytecode cached under the work directory
 (``PYTHONPYCACHEPREFIX``; the warm-up writes it), single-threaded BLAS. Reported: median wall
 and CPU (user + sys of the child) seconds, and the ratio check / floor of each; the floor's KS D,
@@ -26,6 +30,7 @@ wall ratio <= 1.2. A miss prints ``NOT MET`` and does not fail ``make bench`` (t
 cores are noisy); a wrong answer (check exit code, numbers that disagree) exits 1.
 
     python bench/bench_check.py [--scores 10000000] [--pairs 10000] [--repeats 5] [--workdir D]
+                                [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -111,6 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workdir", type=Path, help="build (or reuse) the world here; kept")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="also time the check of another checkout (e.g. `git archive` of an earlier commit)",
+    )
     args = parser.parse_args(argv)
 
     tmp = None if args.workdir else tempfile.TemporaryDirectory(prefix="bench-check-")
@@ -129,8 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     if not state.exists():
         from monitor.config import load_config
         from monitor.jobs import Runner
+        from monitor.thresholds import save_thresholds
 
-        Runner(load_config(config)).run("bench", DAY0 + timedelta(days=1, hours=1))
+        loaded = load_config(config)
+        Runner(loaded).run("bench", DAY0 + timedelta(days=1, hours=1))
+        save_thresholds(loaded.server.state_dir, known=0)  # as the daemon does after a run
     at = AT.isoformat().replace("+00:00", "Z")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(
@@ -140,25 +153,22 @@ def main(argv: list[str] | None = None) -> int:
         OPENBLAS_NUM_THREADS="1",
         MKL_NUM_THREADS="1",
     )
+    check_cmd = [sys.executable, "-m", "monitor", "check", "--config", str(config), "--json"]
     commands = {
-        "check": [
-            sys.executable,
-            "-m",
-            "monitor",
-            "check",
-            "--config",
-            str(config),
-            "--json",
-            "--at",
-            at,
-        ],
+        "check": [*check_cmd, "--at", at],
         "floor": [sys.executable, str(Path(__file__).resolve()), "--floor", str(root)],
     }
+    envs = {"check": env, "floor": env}
+    if args.baseline:
+        commands["baseline"] = commands["check"]
+        envs["baseline"] = {**env, "PYTHONPATH": str(args.baseline.resolve())}
 
     def timed(name: str) -> tuple[float, float, subprocess.CompletedProcess[str]]:
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        done = subprocess.run(commands[name], capture_output=True, text=True, env=env, cwd=root)
+        done = subprocess.run(
+            commands[name], capture_output=True, text=True, env=envs[name], cwd=root
+        )
         wall = time.perf_counter() - t0
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         cpu = after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
@@ -197,6 +207,14 @@ def main(argv: list[str] | None = None) -> int:
     }
     print(f"check ({verdict['state']}): {med['check'][0]:.2f} s wall, {med['check'][1]:.2f} s CPU")
     print(f"floor: {med['floor'][0]:.2f} s wall, {med['floor'][1]:.2f} s CPU")
+    if "baseline" in med:
+        same = outputs["baseline"].stdout == check.stdout
+        print(
+            f"baseline ({args.baseline}): {med['baseline'][0]:.2f} s wall, "
+            f"{med['baseline'][1]:.2f} s CPU ({med['baseline'][0] / med['floor'][0]:.2f}x the "
+            f"floor); its JSON is {'identical' if same else 'DIFFERENT'}"
+        )
+        agree["baseline JSON identical"] = same
     for name, runs in times.items():
         print(f"  {name} runs (wall/CPU s): " + ", ".join(f"{w:.2f}/{c:.2f}" for w, c in runs))
     ratio = med["check"][0] / med["floor"][0]
