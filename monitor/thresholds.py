@@ -8,8 +8,10 @@ be a monitor's state file): ``{"format": 1, "versions": {...}, "thresholds": {ke
 by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``float.hex``),
 values exact. ``check`` and ``report`` only read it (they write nothing).
 
-The file is used only when it was written by the same monitor, numpy and scipy versions (the
-solver's arithmetic), so a threshold from the cache is the threshold the search gives. It is
+The file is used only when it was written by the same monitor, numpy and scipy versions and the
+same BLAS thread settings and CPU count (the linear solves' summation order, and so a search's
+last bits, depend on the BLAS threads: ``OMP_NUM_THREADS=1`` moves h = 17.6909225875815 to
+17.690922587601438), so a threshold from the cache is the threshold the search gives here. It is
 written atomically into an existing ``state_dir``, and only when the process learned a
 threshold it did not read; a missing, unreadable or foreign file is ignored (logged at debug),
 and a failed write is logged at debug and never fails a run.
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +42,26 @@ def _path(state_dir: Path) -> Path:
     return state_dir / "cache" / "thresholds.json"
 
 
-def _versions() -> dict[str, str]:
-    return {"monitor": __version__, "numpy": np.__version__, "scipy": scipy.__version__}
+# OpenBLAS (and MKL) read these; the thread count changes the solver's last bits
+_THREAD_VARIABLES = (
+    "OPENBLAS_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
+
+
+def _versions() -> dict[str, Any]:
+    """What a threshold's last bits depend on: the code, and the BLAS threads its linear
+    solves run on (the thread variables and the CPUs this process may use)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "monitor": __version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "blas_threads": {name: os.environ.get(name) for name in _THREAD_VARIABLES},
+        "cpus": cpus,
+    }
 
 
 def load_thresholds(state_dir: Path) -> int:

@@ -32,7 +32,7 @@ def test_saved_thresholds_are_the_searched_ones(fresh: None, tmp_path: Path) -> 
     assert save_thresholds(tmp_path, known=0) == 2
     doc = json.loads((tmp_path / "cache" / "thresholds.json").read_text())
     assert doc["format"] == 1
-    assert set(doc["versions"]) == {"monitor", "numpy", "scipy"}
+    assert set(doc["versions"]) == {"monitor", "numpy", "scipy", "blas_threads", "cpus"}
     plan._THRESHOLDS.clear()
     plan._cusum_h.cache_clear()
     plan._shewhart_z.cache_clear()
@@ -74,3 +74,14 @@ def test_an_unwritable_cache_never_fails(fresh: None, tmp_path: Path) -> None:
     _search()
     (tmp_path / "cache").write_text("a file where the directory should be")
     assert save_thresholds(tmp_path, known=0) == 0
+
+
+def test_other_blas_threads_do_not_use_the_file(
+    fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The solves' last bits depend on the BLAS threads: another setting searches again."""
+    _search()
+    save_thresholds(tmp_path, known=0)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert load_thresholds(tmp_path) == 0
