@@ -295,8 +295,6 @@ def _check_one(
     is rebuilt by replaying the slots from ``replay_from`` (default: the daemon's first slot,
     else one budget period before ``at``).
     """
-    from monitor.backtest import replay_check
-
     if at is None and replay_from is None:
         return runner.check(name, None)
     state = store.load(name)
@@ -305,6 +303,8 @@ def _check_one(
         at = monitor.schedule.latest_slot(datetime.now(UTC))
     if replay_from is None and state.last_at is not None and at >= state.last_at:
         return runner.check(name, at)
+    from monitor.backtest import replay_check  # only here: it imports the report pages
+
     start = replay_from
     if start is None:
         first = state.first_at
