@@ -613,7 +613,7 @@ def _ks_asymp_sf(d: float, n: int, m: int, alternative: str) -> float:
                 return 0.0
             z = math.sqrt(z2)
             return 2.0 * math.exp(-2.0 * z2 - 2.0 * z / (3.0 * math.sqrt(n_eff)))
-        return float(_dist.scipy_stats().kstwo.sf(d, n_eff))
+        return _dist.kstwo_sf(d, n_eff)
     z = math.sqrt(en) * d
     expt = -2 * z**2 - 2 * z * (big + 2 * small) / math.sqrt(big * small * (big + small)) / 3.0
     return math.exp(expt)

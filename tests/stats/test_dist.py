@@ -96,3 +96,22 @@ def test_monitor_stats_does_not_import_scipy_stats() -> None:
     code = "import sys, monitor.stats, monitor.verdict; print('scipy.stats' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("n", [141, 9_999, 100_000, 100_001, 875_000, 5_000_000])
+def test_kstwo_sf_against_scipy(n: int) -> None:
+    z2 = [1e-3, 0.01, 0.3, 0.7, 1.0, 2.19, 2.2, 3.0, 20.0, 400.0]
+    for d in [*(np.sqrt(z / n) for z in z2), 0.5 / n, 1.5 / n, 0.3, 0.6]:
+        assert _same(_dist.kstwo_sf(d, float(n)), stats.kstwo.sf(d, float(n))), d
+
+
+def test_a_large_window_pair_without_drift_needs_no_scipy_stats() -> None:
+    code = (
+        "import sys, numpy as np\n"
+        "from monitor.stats import build_baseline, drift_tests\n"
+        "rng = np.random.default_rng(1)\n"
+        "r = drift_tests(build_baseline(rng.normal(size=200_000)), rng.normal(size=200_000))\n"
+        "print(r.ks.pvalue > 0.05, 'scipy.stats' in sys.modules)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False"]
