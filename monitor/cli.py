@@ -250,8 +250,8 @@ def _cmd_check(args: argparse.Namespace) -> int:
     # in the future, written for other settings) is logged and ignored, never set aside here.
     fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
+    load_thresholds(config.server.state_dir)  # before anything computes an alarm plan
     runner = Runner(config, store=store)
-    load_thresholds(config.server.state_dir)
     verdicts = [
         _check_one(config, runner, store, name, args.at, args.replay_from) for name in names
     ]
@@ -336,8 +336,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return 3
     fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
+    load_thresholds(config.server.state_dir)  # before anything computes an alarm plan
     runner = Runner(config, store=store)
-    load_thresholds(config.server.state_dir)
     history = HistoryStore(
         config.server.state_dir,
         readonly=True,

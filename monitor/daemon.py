@@ -129,6 +129,10 @@ class Daemon:
         on_run: Callable[[RunRecord], None] | None = None,
     ) -> None:
         self.config = config
+        # the alarm thresholds' cache: read before anything computes a plan, written when a run
+        # learned a new one, so that one-shot `monitor check` processes need not search them
+        self._thresholds_known = load_thresholds(config.server.state_dir)
+        self._thresholds_lock = threading.Lock()
         self.runner = runner or Runner(
             config,
             clock=clock,
@@ -157,10 +161,6 @@ class Daemon:
         self._reload_lock = threading.Lock()
         self._stopping = threading.Event()
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
-        # the alarm thresholds' cache: read at start, written when a run learned a new one, so
-        # that one-shot `monitor check` processes need not search them (monitor.thresholds)
-        self._thresholds_known = load_thresholds(config.server.state_dir)
-        self._thresholds_lock = threading.Lock()
 
     # -- health -----------------------------------------------------------------------------
 
