@@ -8,10 +8,11 @@ be a monitor's state file): ``{"format": 1, "versions": {...}, "thresholds": {ke
 by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``float.hex``),
 values exact. ``check`` and ``report`` only read it (they write nothing).
 
-The file is used only when it was written by the same monitor, numpy and scipy versions and the
-same BLAS thread settings and CPU count (the linear solves' summation order, and so a search's
-last bits, depend on the BLAS threads: ``OMP_NUM_THREADS=1`` moves h = 17.6909225875815 to
-17.690922587601438), so a threshold from the cache is the threshold the search gives here. It is
+The file is used only when it was written by the same monitor, numpy and scipy versions on the
+same processor (model and feature flags) with the same BLAS thread settings and CPU count: the
+linear solves' summation order, and so a search's last bits, depend on them (on the bench
+world ``OMP_NUM_THREADS=1`` moves h = 17.6909225875815 to 17.690922587601438, and valgrind's
+CPU to 17.690922587600923), so a threshold from the cache is the one the search gives here. It is
 written atomically into an existing ``state_dir``, and only when the process learned a
 threshold it did not read; a missing, unreadable or foreign file is ignored (logged at debug),
 and a failed write is logged at debug and never fails a run.
@@ -19,9 +20,11 @@ and a failed write is logged at debug and never fails a run.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
+import platform
 from pathlib import Path
 from typing import Any
 
@@ -51,14 +54,34 @@ _THREAD_VARIABLES = (
 )
 
 
+def _cpu() -> str:
+    """The processor: its model and a digest of its feature flags (which SIMD kernels the BLAS
+    picks), from /proc/cpuinfo where there is one."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            first = fh.read().split("\n\n", 1)[0]  # the first processor's block
+    except OSError:
+        return platform.machine()
+    info = {}
+    for line in first.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info[key.strip()] = value.strip()
+    flags = " ".join(sorted(info.get("flags", "").split()))
+    digest = hashlib.sha256(flags.encode()).hexdigest()[:16]
+    return f"{platform.machine()} {info.get('model name', '')} {digest}"
+
+
 def _versions() -> dict[str, Any]:
-    """What a threshold's last bits depend on: the code, and the BLAS threads its linear
-    solves run on (the thread variables and the CPUs this process may use)."""
+    """What a threshold's last bits depend on: the code, the processor (the BLAS kernels) and
+    the BLAS threads its linear solves run on (the thread variables and the CPUs this process
+    may use)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "monitor": __version__,
         "numpy": np.__version__,
         "scipy": scipy.__version__,
+        "cpu": _cpu(),
         "blas_threads": {name: os.environ.get(name) for name in _THREAD_VARIABLES},
         "cpus": cpus,
     }

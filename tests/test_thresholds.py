@@ -32,7 +32,7 @@ def test_saved_thresholds_are_the_searched_ones(fresh: None, tmp_path: Path) -> 
     assert save_thresholds(tmp_path, known=0) == 2
     doc = json.loads((tmp_path / "cache" / "thresholds.json").read_text())
     assert doc["format"] == 1
-    assert set(doc["versions"]) == {"monitor", "numpy", "scipy", "blas_threads", "cpus"}
+    assert set(doc["versions"]) == {"monitor", "numpy", "scipy", "cpu", "blas_threads", "cpus"}
     plan._THRESHOLDS.clear()
     plan._cusum_h.cache_clear()
     plan._shewhart_z.cache_clear()
