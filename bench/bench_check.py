@@ -32,7 +32,10 @@ wall ratio <= 1.2. A miss prints ``NOT MET`` and does not fail ``make bench`` (t
 cores are noisy); a wrong answer (check exit code, numbers that disagree) exits 1.
 
     python bench/bench_check.py [--scores 10000000] [--pairs 10000] [--repeats 5] [--workdir D]
-                                [--baseline DIR]
+                                [--baseline DIR] [--steps]
+
+``--steps`` times the check's steps in one process instead (min of 5, warm memory), beside the
+floor's sorts and searches.
 """
 
 from __future__ import annotations
@@ -97,6 +100,80 @@ def floor(root: Path) -> dict[str, float]:
     return {"ks_statistic": d, "ks_pvalue": ks_p, "psi": psi, "mean_difference": mean}
 
 
+def steps(root: Path) -> None:
+    """``--steps``: the check's steps in this process on the bench world (min of 5 runs, warm
+    memory), beside the floor's sorts and searches; what the ratio above is made of."""
+    import time
+    from datetime import UTC, datetime, timedelta
+
+    import numpy as np
+
+    from monitor.config import load_config
+    from monitor.sources import Window, pair_outcomes, read_outcomes, read_scores
+    from monitor.stats import build_baseline, drift_tests, paired_test
+    from monitor.stats.paired import _bca, _sign_flip
+    from monitor.verdict.plan import phase_counts
+
+    monitor = load_config(root / "monitor.toml").monitor("bench")
+    day0 = datetime(2026, 11, 1, tzinfo=UTC)
+
+    def hours(a: int, b: int) -> Window:
+        return Window(day0 + timedelta(hours=a), day0 + timedelta(hours=b))
+
+    def best(label: str, fn: Any, k: int = 5) -> Any:
+        fastest, out = float("inf"), None
+        for _ in range(k):
+            t0 = time.perf_counter()
+            out = fn()
+            fastest = min(fastest, time.perf_counter() - t0)
+        print(f"{fastest:6.3f} s  {label}", flush=True)
+        return out
+
+    ref = best("read the reference window", lambda: read_scores(monitor.scores, hours(0, 24)))
+    cur = best(
+        "read the current window with timestamps",
+        lambda: read_scores(monitor.scores, hours(24, 48), with_timestamps=True),
+    )
+    base = best("build_baseline", lambda: build_baseline(ref.values, bins=10))
+    best("drift_tests", lambda: drift_tests(base, cur.values, tolerance=0.02))
+    best("phase_counts (no seasonality)", lambda: phase_counts(ref.values, None, base.edges, None))
+    since = np.int64((day0 + timedelta(hours=25)).timestamp() * 1e9)
+    block = cur.values[cur.timestamps >= since]
+    best(
+        f"verdict/drift.py's bins of the {block.size:,}-score block, one track",
+        lambda: np.bincount(np.searchsorted(base.edges, block, side="left"), minlength=11),
+    )
+    pairs = pair_outcomes(
+        read_outcomes(monitor.outcomes, hours(0, 24)),
+        read_outcomes(monitor.outcomes, hours(24, 48)),
+    )
+    d = np.round(pairs.current - pairs.reference, 12)
+    best("BCa interval, 9,999 resamples", lambda: _bca(d, 0.95, 9999, np.random.default_rng(1)), 3)
+    best(
+        "sign flips, 12,940 resamples",
+        lambda: _sign_flip(d + 0.005, "less", 12940, np.random.default_rng(1), None),
+        3,
+    )
+    best(
+        "paired_test",
+        lambda: paired_test(
+            pairs.reference,
+            pairs.current,
+            alternative="less",
+            margin=0.005,
+            n_resamples=12940,
+            rng=1,
+        ),
+        3,
+    )
+    xs, ys = np.sort(ref.values), np.sort(cur.values)
+    best("floor: two np.sort", lambda: (np.sort(ref.values), np.sort(cur.values)))
+    best(
+        "floor: KS, two searchsorted",
+        lambda: (np.searchsorted(xs, ys, "left"), np.searchsorted(xs, ys, "right")),
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     import argparse
     import json
@@ -118,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pairs", type=int, default=10_000)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--workdir", type=Path, help="build (or reuse) the world here; kept")
+    parser.add_argument(
+        "--steps", action="store_true", help="time the check's steps in process instead"
+    )
     parser.add_argument(
         "--baseline",
         type=Path,
@@ -146,6 +226,9 @@ def main(argv: list[str] | None = None) -> int:
         loaded = load_config(config)
         Runner(loaded).run("bench", DAY0 + timedelta(days=1, hours=1))
         save_thresholds(loaded.server.state_dir, known=0)  # as the daemon does after a run
+    if args.steps:
+        steps(root)
+        return 0
     at = AT.isoformat().replace("+00:00", "Z")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env.update(
