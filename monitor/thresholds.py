@@ -12,14 +12,16 @@ The file is used only when it was written by the same monitor, numpy and scipy v
 same processor (model and feature flags) with the same BLAS thread settings and CPU count: the
 linear solves' summation order, and so a search's last bits, depend on them (on the bench
 world ``OMP_NUM_THREADS=1`` moves h = 17.6909225875815 to 17.690922587601438, and valgrind's
-CPU to 17.690922587600923), so a threshold from the cache is the one the search gives here. It is
-written atomically into an existing ``state_dir``, and only when the process learned a
+CPU to 17.690922587600923), so a threshold from the cache is the one the search gives here.
+It is written atomically into an existing ``state_dir``, and only when the process learned a
 threshold it did not read; a missing, unreadable or foreign file is ignored (logged at debug),
-and a failed write is logged at debug and never fails a run.
+and a failed write is logged at debug, leaves neither a temp file nor a new empty directory
+(a full ``state_dir`` holds what it held) and never fails a run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -118,9 +120,13 @@ def save_thresholds(state_dir: Path, *, known: int) -> int:
         "thresholds": {k: v.hex() for k, v in sorted(entries.items())},
     }
     path = _path(state_dir)
+    created = not path.parent.exists()
     try:
         atomic_write(path.parent, path, json.dumps(doc, indent=1), stem="thresholds")
     except OSError as exc:
+        if created:  # a full state_dir keeps no empty cache directory either
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
         log.debug("threshold cache not written", extra={"path": str(path), "error": repr(exc)})
         return known
     return len(entries)

@@ -85,3 +85,19 @@ def test_other_blas_threads_do_not_use_the_file(
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     assert load_thresholds(tmp_path) == 0
+
+
+def test_a_failed_write_leaves_no_new_directory(
+    fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full state_dir (the write fails) holds what it held: no temp file, no empty cache/."""
+    import monitor.thresholds as thresholds
+
+    def full(directory: Path, target: Path, data: str, *, stem: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        raise OSError(28, "No space left on device")
+
+    _search()
+    monkeypatch.setattr(thresholds, "atomic_write", full)
+    assert save_thresholds(tmp_path, known=0) == 0
+    assert list(tmp_path.iterdir()) == []
