@@ -19,6 +19,7 @@ SCRIPTS = [
     "bench_schedule.py",
     "bench_scrape.py",
     "bench_report.py",
+    "bench_check.py",
     "bench_summary.py",
     "detection.py",
     "realworld.py",

@@ -4,6 +4,10 @@
 ``data_drift``; 2 any ``model_decay`` (2 wins over 1); 3 when the worst is
 ``insufficient_data`` or ``error``, or the configuration is invalid.
 
+``check`` and ``report`` read the alarm thresholds the daemon cached
+(``<state_dir>/cache/thresholds.json``, ``monitor.thresholds``), so that a one-shot process does
+not search them again; they write nothing.
+
 ``run`` exits 0 after SIGTERM/SIGINT when every monitor's state was saved, 1 when one could not be
 (one log line names them) or the daemon could not start (e.g. its listen address is taken), 3 when
 the configuration is invalid. Neither ``run`` nor ``check`` crashes on a damaged state file: it is
@@ -235,6 +239,7 @@ def _config_and_names(args: argparse.Namespace) -> tuple[Config, list[str]] | No
 def _cmd_check(args: argparse.Namespace) -> int:
     from monitor.jobs import Runner, StateStore, state_fingerprint
     from monitor.logs import configure_logging
+    from monitor.thresholds import load_thresholds
 
     configure_logging("WARNING")  # problems (e.g. an ignored state file) as JSON lines on stderr
     chosen = _config_and_names(args)
@@ -245,6 +250,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     # in the future, written for other settings) is logged and ignored, never set aside here.
     fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
+    load_thresholds(config.server.state_dir)  # before anything computes an alarm plan
     runner = Runner(config, store=store)
     verdicts = [
         _check_one(config, runner, store, name, args.at, args.replay_from) for name in names
@@ -289,8 +295,6 @@ def _check_one(
     is rebuilt by replaying the slots from ``replay_from`` (default: the daemon's first slot,
     else one budget period before ``at``).
     """
-    from monitor.backtest import replay_check
-
     if at is None and replay_from is None:
         return runner.check(name, None)
     state = store.load(name)
@@ -299,6 +303,8 @@ def _check_one(
         at = monitor.schedule.latest_slot(datetime.now(UTC))
     if replay_from is None and state.last_at is not None and at >= state.last_at:
         return runner.check(name, at)
+    from monitor.backtest import replay_check  # only here: it imports the report pages
+
     start = replay_from
     if start is None:
         first = state.first_at
@@ -312,6 +318,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
     from monitor.jobs import Runner, StateStore, state_fingerprint
     from monitor.logs import configure_logging
     from monitor.report import HistoryStore, PageContext, render_monitor_page
+    from monitor.thresholds import load_thresholds
 
     configure_logging("WARNING")
     chosen = _config_and_names(args)
@@ -329,6 +336,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         return 3
     fingerprints = {m.name: state_fingerprint(m) for m in config.monitors}
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
+    load_thresholds(config.server.state_dir)  # before anything computes an alarm plan
     runner = Runner(config, store=store)
     history = HistoryStore(
         config.server.state_dir,

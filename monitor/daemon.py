@@ -58,6 +58,7 @@ from monitor.report import HistoryStore
 from monitor.schedule import Schedule
 from monitor.server import HttpServer
 from monitor.store import state_fingerprint, utc_now
+from monitor.thresholds import load_thresholds, save_thresholds
 
 __all__ = ["Daemon", "SlotTrigger"]
 
@@ -128,6 +129,10 @@ class Daemon:
         on_run: Callable[[RunRecord], None] | None = None,
     ) -> None:
         self.config = config
+        # the alarm thresholds' cache: read before anything computes a plan, written when a run
+        # learned a new one, so that one-shot `monitor check` processes need not search them
+        self._thresholds_known = load_thresholds(config.server.state_dir)
+        self._thresholds_lock = threading.Lock()
         self.runner = runner or Runner(
             config,
             clock=clock,
@@ -246,6 +251,10 @@ class Daemon:
         _block_stop_signals()
         try:
             run.record = self.runner.run(name, run.at, token=run.token)
+            with self._thresholds_lock:
+                self._thresholds_known = save_thresholds(
+                    self.config.server.state_dir, known=self._thresholds_known
+                )
         except BaseException as exc:  # reported by run_monitor; never kills the thread silently
             run.error = exc
         finally:

@@ -15,7 +15,14 @@ from monitor.errors import (
     BadValuesError,
     SchemaError,
 )
-from monitor.sources.footers import _column_type, _Footer, _native_bounds, _ts_native
+from monitor.sources.footers import (
+    _column_type,
+    _Footer,
+    _native_bounds,
+    _numbers,
+    _ts_native,
+    _valid,
+)
 from monitor.sources.model import FloatArray, Window
 from monitor.sources.partitions import _Plan
 from monitor.sources.paths import _File
@@ -74,8 +81,8 @@ def _floats(chunked: pa.ChunkedArray) -> tuple[FloatArray, npt.NDArray[np.bool_]
         return np.full(len(arr), np.nan), np.zeros(len(arr), dtype=bool)
     valid = None
     if arr.null_count:
-        valid = arr.is_valid().to_numpy(zero_copy_only=False)
-    values = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.float64)
+        valid = _valid(arr)
+    values = np.asarray(_numbers(arr), dtype=np.float64)
     return values, valid
 
 
@@ -102,7 +109,7 @@ class _Labels:
         idx = arr.indices
         if idx.null_count:
             idx = pc.fill_null(idx, len(names))
-        codes = lut[np.asarray(idx.to_numpy(zero_copy_only=False), dtype=np.int64)]
+        codes = lut[np.asarray(_numbers(idx), dtype=np.int64)]
         return codes, codes >= 0
 
     def names(self) -> list[str]:

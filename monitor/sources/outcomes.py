@@ -19,7 +19,7 @@ from monitor.sources.columns import (
     _segment,
     _segment_source,
 )
-from monitor.sources.footers import _opened
+from monitor.sources.footers import _opened, _strings, _valid
 from monitor.sources.model import (
     FloatArray,
     IntArray,
@@ -75,8 +75,8 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
                     qarr = qarr.dictionary_decode()
                 if not (pa.types.is_string(qarr.type) or pa.types.is_large_string(qarr.type)):
                     qarr = qarr.cast(pa.string())
-                q = qarr.to_numpy(zero_copy_only=False)
-                q_valid = qarr.is_valid().to_numpy(zero_copy_only=False)
+                q = _strings(qarr)
+                q_valid = _valid(qarr)
                 mask_q = mask & q_valid
                 n_nullq += in_rows - int(mask_q.sum())
                 value, valid = _floats(table.column(spec.outcome_column))

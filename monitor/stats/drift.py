@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special, stats
+from scipy import special
 
 from monitor.errors import InsufficientDataError, StatsInputError
+from monitor.stats import _dist
 from monitor.stats import _validation as v
 
 __all__ = [
@@ -52,6 +53,9 @@ _CHUNK = 1 << 20
 # Elements per chunk of the KS rank arithmetic: small enough that its int64 temporaries stay in
 # the CPU cache (about 3x faster than 1M-element chunks on 1M keys).
 _KS_CHUNK = 1 << 16
+# Values per chunk of `_rank_keys` on sorted values: the slice of the reference they are searched
+# in stays in the CPU cache.
+_SEARCH_CHUNK = 1 << 14
 # scipy's `ks_2samp(method='auto')` switches to the asymptotic p-value above this sample size.
 _KS_EXACT_MAX_N = 10_000
 # Above this effective n, `_ks_asymp_sf` replaces scipy's exact 2 smirnov(n, D) tail (O(n) terms)
@@ -343,9 +347,9 @@ def _result(
     if math.isinf(value):
         pvalue = 0.0
     elif tolerance > 0:
-        pvalue = float(stats.ncx2.sf(n_eff * value, df, tolerance * n_eff))
+        pvalue = _dist.ncx2_sf(n_eff * value, df, tolerance * n_eff)
     else:
-        pvalue = float(stats.chi2.sf(n_eff * value, df))
+        pvalue = _dist.chi2_sf(n_eff * value, df)
     cur_counts.flags.writeable = False
     return PSIResult(
         statistic=value,
@@ -418,7 +422,7 @@ def ks_2samp(
 def _ks_sorted(
     xs: NDArray[np.float64], ys: NDArray[np.float64], alternative: str, method: str
 ) -> KSResult:
-    keys = _rank_keys(xs, ys)
+    keys = _rank_keys(xs, ys, ordered=True)
     extremes = _ks_extremes(xs, keys)
     return _ks_result(
         extremes, xs.size, ys.size, alternative, method, lambda k: _first_equal(ys, k)
@@ -466,18 +470,28 @@ def _key_dtype(n_reference: int) -> type[np.signedinteger[Any]]:
 
 
 def _rank_keys(
-    xs: NDArray[np.float64], values: NDArray[np.float64]
+    xs: NDArray[np.float64], values: NDArray[np.float64], *, ordered: bool = False
 ) -> NDArray[np.signedinteger[Any]]:
     """key(y) = 2 #{x < y} + [y equals some x], for each value (same order as ``values``).
 
-    The key is non-decreasing in y, so sorted values give sorted keys; searching is fastest when
-    ``values`` is sorted. Computed in chunks (temporaries O(chunk)).
+    The key is non-decreasing in y, so sorted values give sorted keys. Computed in chunks
+    (temporaries O(chunk)). With ``ordered`` (``values`` sorted ascending) each chunk of 16k
+    values is searched only in the slice of ``xs`` between its first and last value,
+    #{x < y} = lo + #{x in xs[lo:hi] : x < y} with lo = #{x < first}, hi = #{x <= last}: the
+    same counts, the binary searches in cache (about 1.5x faster on 10M vs 10M).
     """
     n = xs.size
     keys = np.empty(values.size, dtype=_key_dtype(n))
-    for start in range(0, values.size, _CHUNK):
-        part = values[start : start + _CHUNK]
-        left = np.searchsorted(xs, part, side="left")
+    step = _SEARCH_CHUNK if ordered else _CHUNK
+    for start in range(0, values.size, step):
+        part = values[start : start + step]
+        if ordered:
+            lo = int(np.searchsorted(xs, part[0], side="left"))
+            hi = int(np.searchsorted(xs, part[-1], side="right"))
+            left = np.searchsorted(xs[lo:hi], part, side="left")
+            left += lo
+        else:
+            left = np.searchsorted(xs, part, side="left")
         tie = xs[np.minimum(left, n - 1)] == part
         tie &= left < n
         out = keys[start : start + part.size]
@@ -612,7 +626,7 @@ def _ks_asymp_sf(d: float, n: int, m: int, alternative: str) -> float:
                 return 0.0
             z = math.sqrt(z2)
             return 2.0 * math.exp(-2.0 * z2 - 2.0 * z / (3.0 * math.sqrt(n_eff)))
-        return float(stats.kstwo.sf(d, n_eff))
+        return _dist.kstwo_sf(d, n_eff)
     z = math.sqrt(en) * d
     expt = -2 * z**2 - 2 * z * (big + 2 * small) / math.sqrt(big * small * (big + small)) / 3.0
     return math.exp(expt)
@@ -687,7 +701,7 @@ def baseline_positions(
         _check_sorted(arr, "values")
     else:
         arr = np.sort(arr)
-    keys = _rank_keys(baseline.sorted_reference, arr)
+    keys = _rank_keys(baseline.sorted_reference, arr, ordered=True)
     upper = np.searchsorted(arr, baseline.edges, side="right")
     counts = np.diff(np.concatenate(([0], upper, [arr.size]))).astype(np.int64)
     keys.flags.writeable = False
@@ -854,11 +868,11 @@ def proportion_test_counts(
     se = math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
     z = (r2 - r1) / se if se > 0 else 0.0
     if alternative == "greater":
-        p = float(stats.norm.sf(z))
+        p = _dist.norm_sf(z)
     elif alternative == "less":
-        p = float(stats.norm.cdf(z))
+        p = _dist.norm_cdf(z)
     else:
-        p = float(min(2 * stats.norm.sf(abs(z)), 1.0))
+        p = float(min(2 * _dist.norm_sf(abs(z)), 1.0))
     if se == 0:
         p = 1.0
     return ProportionResult(

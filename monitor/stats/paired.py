@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy import special, stats
+from scipy import special
 
 from monitor.errors import InsufficientDataError, StatsInputError
+from monitor.stats import _dist
 from monitor.stats import _validation as v
 
 __all__ = [
@@ -214,11 +215,11 @@ def _ttest(d: NDArray[np.float64], alternative: str) -> TTestResult:
     t = _ratio(mean, sd / math.sqrt(n))
     df = n - 1
     if alternative == "greater":
-        p = float(stats.t.sf(t, df))
+        p = _dist.t_sf(t, df)
     elif alternative == "less":
-        p = float(stats.t.cdf(t, df))
+        p = _dist.t_cdf(t, df)
     else:
-        p = float(min(2 * stats.t.sf(abs(t), df), 1.0))
+        p = float(min(2 * _dist.t_sf(abs(t), df), 1.0))
     if mean == 0.0 and sd == 0.0:  # all differences zero: no evidence either way
         p = 1.0
     return TTestResult(statistic=t, pvalue=p, df=df)
@@ -230,7 +231,7 @@ def _sign_test(d: NDArray[np.float64], alternative: str, tol: float) -> float:
     losses = int(np.count_nonzero(d < -tol))
     if wins + losses == 0:
         return 1.0
-    return float(stats.binomtest(wins, wins + losses, 0.5, alternative=alternative).pvalue)
+    return _dist.binomtest_pvalue(wins, wins + losses, 0.5, alternative)
 
 
 def _wilcoxon(d: NDArray[np.float64], alternative: str, tol: float) -> float:
@@ -247,10 +248,9 @@ def _wilcoxon(d: NDArray[np.float64], alternative: str, tol: float) -> float:
     magnitude = np.abs(nonzero)
     tied = np.unique(magnitude).size < n
     if tied and n <= 13:
-        signed = np.copysign(stats.rankdata(magnitude), nonzero)
+        signed = np.copysign(_dist.scipy_stats().rankdata(magnitude), nonzero)
         return _sign_flip(signed, alternative, 2**n, np.random.default_rng(0), None).pvalue
-    res = stats.wilcoxon(nonzero, alternative=alternative, method="auto", zero_method="wilcox")
-    return float(res.pvalue)
+    return _dist.wilcoxon_pvalue(nonzero, alternative)
 
 
 # --------------------------------------------------------------------------------------------
@@ -303,7 +303,8 @@ def _sign_flip(
     rows = batch or max(1, _CHUNK_ELEMENTS // groups)
 
     def plus_sums(codes: NDArray[np.intp]) -> NDArray[np.float64]:
-        return np.asarray(table[codes + offsets].sum(axis=1), dtype=np.float64)
+        codes += offsets  # in place: the codes are the caller's fresh temporary (1.5x faster)
+        return np.asarray(table[codes].sum(axis=1), dtype=np.float64)
 
     total = float(plus_sums(np.full((1, groups), 255, dtype=np.intp))[0])
     gamma = 100 * np.finfo(np.float64).eps * abs(total)
@@ -406,8 +407,8 @@ def _bca(
 
 
 def _z_sum(alpha: float, power: float, alternative: str) -> float:
-    z_a = stats.norm.isf(alpha if alternative != "two-sided" else alpha / 2)
-    return float(z_a + stats.norm.ppf(power))
+    z_a = _dist.norm_isf(alpha if alternative != "two-sided" else alpha / 2)
+    return float(z_a + _dist.norm_ppf(power))
 
 
 def _power_options(alpha: float, power: float, alternative: str) -> tuple[float, float, str]:

@@ -20,11 +20,13 @@ excursion spans many phases, so it sees their average, with variance rho / P.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
-from scipy import optimize, special, stats
+from scipy import special
 
 from monitor.errors import StatsInputError
+from monitor.stats import _dist
 from monitor.stats import _validation as v
 
 __all__ = [
@@ -41,6 +43,14 @@ __all__ = [
 _STATES = 400
 
 
+def _brentq(f: Any, low: float, high: float, **tolerances: float) -> float:
+    """``scipy.optimize.brentq``, imported on first use (a one-shot check whose thresholds are
+    cached never needs scipy.optimize)."""
+    from scipy import optimize
+
+    return float(optimize.brentq(f, low, high, **tolerances))
+
+
 def z_from_pvalue(pvalue: float, *, lower: float = -4.0, upper: float = 8.0) -> float:
     """z = clip(Phi^-1(1 - p), lower, upper) (``norm.isf``); p = 0 gives ``upper``."""
     pvalue = v.real(pvalue, "pvalue", low=0.0, high=1.0)
@@ -48,7 +58,7 @@ def z_from_pvalue(pvalue: float, *, lower: float = -4.0, upper: float = 8.0) -> 
     upper = v.real(upper, "upper")
     if not lower < upper:
         raise StatsInputError(f"`lower` must be < `upper`; got {lower!r} and {upper!r}.")
-    return float(min(max(float(stats.norm.isf(pvalue)), lower), upper))
+    return float(min(max(_dist.norm_isf(pvalue), lower), upper))
 
 
 def cusum_step(previous: float, z: float, *, k: float = 0.5) -> float:
@@ -108,7 +118,7 @@ def cusum_threshold(arl0: float, *, k: float = 0.5, states: int = _STATES) -> fl
             f"`arl0` must exceed the run length at h -> 0 ({math.exp(gap(low) + target):.3g}); "
             f"got {arl0!r}."
         )
-    return float(optimize.brentq(gap, low, high, xtol=1e-12, rtol=1e-14))
+    return float(_brentq(gap, low, high, xtol=1e-12, rtol=1e-14))
 
 
 def arl_for_budget(looks: int, false_alarm_probability: float) -> float:
@@ -179,7 +189,7 @@ def cusum_threshold_shared(
         high *= 1.5
         if high > 1e3:  # pragma: no cover - the shift's tail is Gaussian
             raise StatsInputError(f"no CUSUM threshold holds the budget with rho={rho!r}.")
-    return float(optimize.brentq(gap, low, high, xtol=1e-6))
+    return float(_brentq(gap, low, high, xtol=1e-6))
 
 
 def shewhart_threshold_shared(
@@ -216,4 +226,4 @@ def shewhart_threshold_shared(
     low, high = 0.0, 10.0
     while gap(high) < 0:  # pragma: no cover - z is clipped at 8 anyway
         high *= 2.0
-    return float(optimize.brentq(gap, low, high, xtol=1e-9))
+    return float(_brentq(gap, low, high, xtol=1e-9))

@@ -1,0 +1,132 @@
+"""A persistent cache of the alarm plan's thresholds, for one-shot ``monitor check`` processes.
+
+A monitor's CUSUM threshold is a Markov-chain root search over its budget (0.07-0.8 s, by the
+schedule and the shared-reference terms; ``verdict.plan``), and a cron or Nagios caller starts a
+fresh process for every check. The daemon (``monitor run``), which owns ``state_dir``, keeps the
+thresholds it knows in ``<state_dir>/cache/thresholds.json`` (a directory, so the name can never
+be a monitor's state file): ``{"format": 1, "versions": {...}, "thresholds": {key: hex}}``, keys
+by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``float.hex``),
+values exact. ``check`` and ``report`` only read it (they write nothing).
+
+The file is used only when it was written by the same monitor, numpy and scipy versions on the
+same processor (model and feature flags) with the same BLAS thread settings and CPU count: the
+linear solves' summation order, and so a search's last bits, depend on them (on the bench
+world ``OMP_NUM_THREADS=1`` moves h = 17.6909225875815 to 17.690922587601438, and valgrind's
+CPU to 17.690922587600923), so a threshold from the cache is the one the search gives here.
+It is written atomically into an existing ``state_dir``, and only when the process learned a
+threshold it did not read; a missing, unreadable or foreign file is ignored (logged at debug),
+and a failed write is logged at debug, leaves neither a temp file nor a new empty directory
+(a full ``state_dir`` holds what it held) and never fails a run.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy
+
+from monitor import __version__
+from monitor.store import atomic_write
+from monitor.verdict.plan import known_thresholds, remember_thresholds
+
+__all__ = ["load_thresholds", "save_thresholds"]
+
+FORMAT = 1
+log = logging.getLogger("monitor")
+
+
+def _path(state_dir: Path) -> Path:
+    return state_dir / "cache" / "thresholds.json"
+
+
+# OpenBLAS (and MKL) read these; the thread count changes the solver's last bits
+_THREAD_VARIABLES = (
+    "OPENBLAS_NUM_THREADS",
+    "GOTO_NUM_THREADS",
+    "OMP_NUM_THREADS",
+    "MKL_NUM_THREADS",
+)
+
+
+def _cpu() -> str:
+    """The processor: its model and a digest of its feature flags (which SIMD kernels the BLAS
+    picks), from /proc/cpuinfo where there is one."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            first = fh.read().split("\n\n", 1)[0]  # the first processor's block
+    except OSError:
+        return platform.machine()
+    info = {}
+    for line in first.splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info[key.strip()] = value.strip()
+    flags = " ".join(sorted(info.get("flags", "").split()))
+    digest = hashlib.sha256(flags.encode()).hexdigest()[:16]
+    return f"{platform.machine()} {info.get('model name', '')} {digest}"
+
+
+def _versions() -> dict[str, Any]:
+    """What a threshold's last bits depend on: the code, the processor (the BLAS kernels) and
+    the BLAS threads its linear solves run on (the thread variables and the CPUs this process
+    may use)."""
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return {
+        "monitor": __version__,
+        "numpy": np.__version__,
+        "scipy": scipy.__version__,
+        "cpu": _cpu(),
+        "blas_threads": {name: os.environ.get(name) for name in _THREAD_VARIABLES},
+        "cpus": cpus,
+    }
+
+
+def load_thresholds(state_dir: Path) -> int:
+    """Hand the cached thresholds to the alarm plan; returns how many were read."""
+    path = _path(state_dir)
+    try:
+        doc: Any = json.loads(path.read_text(encoding="utf-8"))
+        if doc.get("format") != FORMAT or doc.get("versions") != _versions():
+            log.debug("threshold cache of other versions ignored", extra={"path": str(path)})
+            return 0
+        entries = {str(k): float.fromhex(v) for k, v in doc["thresholds"].items()}
+    except FileNotFoundError:
+        return 0
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+        log.debug("threshold cache ignored", extra={"path": str(path), "error": repr(exc)})
+        return 0
+    remember_thresholds(entries)
+    return len(entries)
+
+
+def save_thresholds(state_dir: Path, *, known: int) -> int:
+    """Write every threshold this process knows when there are more than the ``known`` the file
+    holds (``load_thresholds``' count, or this function's last answer); returns how many the
+    file holds now (``known`` when it was not written)."""
+    entries = known_thresholds()
+    if len(entries) <= known or not state_dir.is_dir():
+        return known
+    doc = {
+        "format": FORMAT,
+        "versions": _versions(),
+        "thresholds": {k: v.hex() for k, v in sorted(entries.items())},
+    }
+    path = _path(state_dir)
+    created = not path.parent.exists()
+    try:
+        atomic_write(path.parent, path, json.dumps(doc, indent=1), stem="thresholds")
+    except OSError as exc:
+        if created:  # a full state_dir keeps no empty cache directory either
+            with contextlib.suppress(OSError):
+                path.parent.rmdir()
+        log.debug("threshold cache not written", extra={"path": str(path), "error": repr(exc)})
+        return known
+    return len(entries)

@@ -1,0 +1,103 @@
+"""The alarm thresholds' persistent cache (``monitor.thresholds``): exact, versioned, optional."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from monitor.thresholds import load_thresholds, save_thresholds
+from monitor.verdict import plan
+
+
+@pytest.fixture
+def fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """An empty threshold table and cold lru caches (restored afterwards)."""
+    monkeypatch.setattr(plan, "_THRESHOLDS", {})
+    plan._cusum_h.cache_clear()
+    plan._shewhart_z.cache_clear()
+    yield
+    plan._cusum_h.cache_clear()
+    plan._shewhart_z.cache_clear()
+
+
+def _search(rho: float = 0.04) -> tuple[float, float]:
+    return plan._cusum_h(720, 0.02, 0.5, rho, 1), plan._shewhart_z(720, 0.005, rho, 1)
+
+
+def test_saved_thresholds_are_the_searched_ones(fresh: None, tmp_path: Path) -> None:
+    searched = _search()
+    assert save_thresholds(tmp_path, known=0) == 2
+    doc = json.loads((tmp_path / "cache" / "thresholds.json").read_text())
+    assert doc["format"] == 1
+    assert set(doc["versions"]) == {"monitor", "numpy", "scipy", "cpu", "blas_threads", "cpus"}
+    plan._THRESHOLDS.clear()
+    plan._cusum_h.cache_clear()
+    plan._shewhart_z.cache_clear()
+    assert load_thresholds(tmp_path) == 2
+    assert _search() == searched  # bit for bit, without a search
+    assert save_thresholds(tmp_path, known=2) == 2  # nothing new: not rewritten
+
+
+def test_a_remembered_threshold_is_used_instead_of_a_search(fresh: None) -> None:
+    key = plan.threshold_key("shewhart", 720, 0.004, 0.5, 1)
+    plan.remember_thresholds({key: 3.25})
+    assert plan._shewhart_z(720, 0.004, 0.5, 1) == 3.25
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{not json",
+        '{"format": 2, "versions": {}, "thresholds": {}}',
+        '{"format": 1, "versions": {"monitor": "0"}, "thresholds": {"a": "0x1p+1"}}',
+        "[1, 2]",
+    ],
+)
+def test_a_foreign_or_broken_file_is_ignored(fresh: None, tmp_path: Path, text: str) -> None:
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "thresholds.json").write_text(text)
+    assert load_thresholds(tmp_path) == 0
+    assert plan.known_thresholds() == {}
+
+
+def test_nothing_is_written_without_a_state_dir(fresh: None, tmp_path: Path) -> None:
+    _search()
+    missing = tmp_path / "no-such-dir"
+    assert save_thresholds(missing, known=0) == 0
+    assert not missing.exists()
+
+
+def test_an_unwritable_cache_never_fails(fresh: None, tmp_path: Path) -> None:
+    _search()
+    (tmp_path / "cache").write_text("a file where the directory should be")
+    assert save_thresholds(tmp_path, known=0) == 0
+
+
+def test_other_blas_threads_do_not_use_the_file(
+    fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The solves' last bits depend on the BLAS threads: another setting searches again."""
+    _search()
+    save_thresholds(tmp_path, known=0)
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert load_thresholds(tmp_path) == 0
+
+
+def test_a_failed_write_leaves_no_new_directory(
+    fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A full state_dir (the write fails) holds what it held: no temp file, no empty cache/."""
+    import monitor.thresholds as thresholds
+
+    def full(directory: Path, target: Path, data: str, *, stem: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        raise OSError(28, "No space left on device")
+
+    _search()
+    monkeypatch.setattr(thresholds, "atomic_write", full)
+    assert save_thresholds(tmp_path, known=0) == 0
+    assert list(tmp_path.iterdir()) == []
