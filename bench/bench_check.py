@@ -112,7 +112,7 @@ def steps(root: Path) -> None:
     from monitor.sources import Window, pair_outcomes, read_outcomes, read_scores
     from monitor.stats import build_baseline, drift_tests, paired_test
     from monitor.stats.paired import _bca, _sign_flip
-    from monitor.verdict.plan import phase_counts
+    from monitor.verdict.plan import _bin_counts, phase_counts
 
     monitor = load_config(root / "monitor.toml").monitor("bench")
     day0 = datetime(2026, 11, 1, tzinfo=UTC)
@@ -141,7 +141,7 @@ def steps(root: Path) -> None:
     block = cur.values[cur.timestamps >= since]
     best(
         f"verdict/drift.py's bins of the {block.size:,}-score block, one track",
-        lambda: np.bincount(np.searchsorted(base.edges, block, side="left"), minlength=11),
+        lambda: _bin_counts(block, base.edges),  # as the verdict counts a non-seasonal block
     )
     pairs = pair_outcomes(
         read_outcomes(monitor.outcomes, hours(0, 24)),
