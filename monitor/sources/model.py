@@ -38,6 +38,9 @@ class Window:
 
     start: datetime
     end: datetime
+    # both ends in ns since the epoch, computed once (planning asks for them per file and row
+    # group)
+    _ns: tuple[int, int] = field(default=(0, 0), init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         problems = []
@@ -56,16 +59,17 @@ class Window:
         object.__setattr__(self, "end", self.end.astimezone(UTC))
         if not self.start < self.end:
             raise ValueError(f"`start` must be before `end`; got {self}.")
+        object.__setattr__(self, "_ns", (_to_ns(self.start), _to_ns(self.end)))
 
     @property
     def start_ns(self) -> int:
         """``start`` in nanoseconds since the Unix epoch."""
-        return _to_ns(self.start)
+        return self._ns[0]
 
     @property
     def end_ns(self) -> int:
         """``end`` in nanoseconds since the Unix epoch (excluded from the window)."""
-        return _to_ns(self.end)
+        return self._ns[1]
 
     def __str__(self) -> str:
         return f"[{self.start.isoformat()}, {self.end.isoformat()})"
