@@ -392,8 +392,6 @@ def _report_one(
 ) -> tuple[Any, Any, tuple[Any, ...]]:
     """The verdict, detail and history of one page: as ``_check_one`` decides the verdict, the
     daemon's history up to the slot (or the replay's own)."""
-    from monitor.backtest import replay_record
-
     state = store.load(name)
     monitor = config.monitor(name)
     if at is None and replay_from is None:
@@ -408,6 +406,8 @@ def _report_one(
             if start is None:
                 first = state.first_at
                 start = first if first is not None and first <= at else at - monitor.budget.period
+            from monitor.backtest import replay_record  # only a replay needs it
+
             record = replay_record(config, name, at, start, detail=True)
             return record.verdict, record.detail, record.history
     entries = tuple(e for e in history.entries(name) if _parse_at(str(e["at"])) <= verdict.at)

@@ -530,9 +530,9 @@ def test_bench_report_runs_and_both_sides_agree(capsys: pytest.CaptureFixture[st
     bench = load_bench("bench_report")
     code = bench.main(["--scores", "20000", "--pairs", "300", "--repeats", "1"])
     out = capsys.readouterr().out
-    assert "same verdict from both: True" in out
-    assert re.search(r"report / check: \d+\.\d\d wall", out)
-    assert ("target: MET" in out) == (code == 0)
+    assert "same verdict from both (state, PSI, KS D, mean difference exactly): True" in out
+    assert re.search(r"report / check: fastest runs \d+\.\d\d wall", out)
+    assert code == 0  # the page agrees with the check; a timing miss alone does not fail
 
 
 def test_backtest_report_writes_a_page_per_state_change_and_the_last(
