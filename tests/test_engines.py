@@ -12,25 +12,11 @@ import pytest
 
 from monitor.engines import LocalEngine, make_engine
 from monitor.errors import EngineUnavailableError, SourceError
-from monitor.sources import ScoreSpec, SummaryPart, Window, clear_cache, write_parquet
+from monitor.sources import ScoreSpec, Window, clear_cache, write_parquet
 from monitor.stats import Grid, build_baseline, summary_grid
-from tests.test_summaries_reader import HOUR, T0, _tree
+from tests.test_summaries_reader import HOUR, T0, _tree, same_parts
 
 pytestmark = [pytest.mark.engines, pytest.mark.integration]
-
-
-def _same(a: SummaryPart, b: SummaryPart) -> None:
-    assert list(a.summaries) == list(b.summaries)
-    for key, x in a.summaries.items():
-        y = b.summaries[key]
-        assert np.array_equal(x.counts, y.counts), key
-        assert (x.rows, x.invalid, x.zeros, x.newest_ns) == (
-            y.rows,
-            y.invalid,
-            y.zeros,
-            y.newest_ns,
-        )
-    assert (a.rows, a.null, a.nan, a.inf, a.per_file) == (b.rows, b.null, b.nan, b.inf, b.per_file)
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +44,7 @@ def test_dask_summaries_equal_local_ones(tmp_path: Path, dask_engine) -> None:  
         (Window(start=T0 + 20 * HOUR, end=T0 + 30 * HOUR), HOUR),  # across the day partitions
         (Window(start=T0 + 40 * HOUR, end=T0 + 41 * HOUR), None),  # pruned: no file at all
     ):
-        _same(
+        same_parts(
             local.summaries(spec, window, grid, bucket=bucket),
             dask_engine.summaries(spec, window, grid, bucket=bucket),
         )
@@ -76,7 +62,7 @@ def test_dask_summaries_equal_local_ones(tmp_path: Path, dask_engine) -> None:  
         local.summaries(spec, window, grid, bucket=HOUR),
         dask_engine.summaries(spec, window, grid, bucket=HOUR),
     )
-    _same(ours, theirs)
+    same_parts(ours, theirs)
     assert ours.per_file[str(root / "date=2026-11-23" / "late.parquet")] == 50
 
 
@@ -116,7 +102,7 @@ def test_spark_summaries_equal_local_ones(tmp_path: Path, spark_engine) -> None:
         (Window(start=T0 + 3 * HOUR + timedelta(minutes=17), end=T0 + 27 * HOUR), None),
         (Window(start=T0 + 20 * HOUR, end=T0 + 30 * HOUR), HOUR),
     ):
-        _same(
+        same_parts(
             local.summaries(spec, window, grid, bucket=bucket),
             spark_engine.summaries(spec, window, grid, bucket=bucket),
         )

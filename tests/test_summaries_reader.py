@@ -13,6 +13,7 @@ import pytest
 from monitor.errors import BadValuesError, SourceError
 from monitor.sources import (
     ScoreSpec,
+    SummaryPart,
     Window,
     clear_cache,
     read_scores,
@@ -47,6 +48,27 @@ def _tree(root: Path, *, hours: int = 30, per_hour: int = 400, seed: int = 5) ->
             {"timestamp": ts[sel], "score": score[sel], "segment": segment[sel]},
             row_group_size=max(1, int(sel.sum()) // 3),
         )
+
+
+def same_parts(a: SummaryPart, b: SummaryPart, *, per_file: bool = True) -> None:
+    """Two summary parts are equal: every summary's cells and scalars, the rows and invalid
+    counts, and the per-file invalid counts (``per_file``: file by file; else their total, for
+    parts whose files are named differently, as a table's and its copies')."""
+    assert list(a.summaries) == list(b.summaries)
+    for key, x in a.summaries.items():
+        y = b.summaries[key]
+        assert np.array_equal(x.counts, y.counts), key
+        assert (x.rows, x.invalid, x.zeros, x.newest_ns) == (
+            y.rows,
+            y.invalid,
+            y.zeros,
+            y.newest_ns,
+        )
+    assert (a.rows, a.null, a.nan, a.inf, a.unplaced) == (b.rows, b.null, b.nan, b.inf, b.unplaced)
+    if per_file:
+        assert a.per_file == b.per_file
+    else:
+        assert sum(a.per_file.values()) == sum(b.per_file.values())
 
 
 def _grid(spec: ScoreSpec, window: Window) -> Grid:
@@ -162,7 +184,7 @@ def test_planned_tasks_read_without_listing_and_add_up_to_the_window(tree: Path)
     partitions and segments included, without walking the source again: their parts add up to
     the window's, a file added after the planning is not read by them, and a planned file that
     vanished is an error naming it, never a silently smaller window."""
-    from monitor.sources import SummaryPart, read_summary_part, window_tasks
+    from monitor.sources import read_summary_part, window_tasks
 
     spec = ScoreSpec(path=str(tree), segment_column="segment", max_invalid_share=0.1)
     window = Window(start=T0 + 2 * HOUR, end=T0 + 20 * HOUR)

@@ -21,7 +21,6 @@ from monitor.errors import ConfigError, SchemaError, SourceError, SourceNotFound
 from monitor.sources import (
     OutcomeSpec,
     ScoreSpec,
-    SummaryPart,
     Window,
     clear_cache,
     current_snapshot,
@@ -35,7 +34,7 @@ from monitor.sources import (
 )
 from monitor.sources.footers import _FOOTERS
 from monitor.stats import Grid, build_baseline, summary_grid
-from tests.test_summaries_reader import HOUR, T0
+from tests.test_summaries_reader import HOUR, T0, same_parts
 
 deltalake = pytest.importorskip("deltalake", reason="the optional extra .[tables] is not installed")
 pytest.importorskip("pyiceberg", reason="the optional extra .[tables] is not installed")
@@ -63,21 +62,6 @@ def _batch(hours: range, seed: int, *, bad: bool = False) -> pa.Table:
             "query_id": pa.array([f"q{i % 50}" for i in range(n)]),
         }
     )
-
-
-def _same_part(a: SummaryPart, b: SummaryPart) -> None:
-    assert list(a.summaries) == list(b.summaries)
-    for key, x in a.summaries.items():
-        y = b.summaries[key]
-        assert np.array_equal(x.counts, y.counts), key
-        assert (x.rows, x.invalid, x.zeros, x.newest_ns) == (
-            y.rows,
-            y.invalid,
-            y.zeros,
-            y.newest_ns,
-        )
-    assert (a.rows, a.null, a.nan, a.inf, a.unplaced) == (b.rows, b.null, b.nan, b.inf, b.unplaced)
-    assert sum(a.per_file.values()) == sum(b.per_file.values())
 
 
 def _same_scores(table: ScoreSpec, files: ScoreSpec, window: Window) -> None:
@@ -161,9 +145,10 @@ def test_delta_reads_exactly_its_live_files(delta: Path, tmp_path: Path) -> None
         (Window(start=T0 + 7 * HOUR, end=T0 + 10 * HOUR), None),
     ):
         _same_scores(spec, files, window)
-        _same_part(
+        same_parts(
             read_summary_part(spec, window, grid, bucket=bucket),
             read_summary_part(files, window, grid, bucket=bucket),
+            per_file=False,
         )
     got = read_scores(spec, ALL, with_timestamps=True)
     assert got.timestamps is not None
@@ -208,7 +193,7 @@ def test_a_pinned_snapshot_survives_later_commits(delta: Path) -> None:
     planned = window_files(pinned, ALL)
     DeltaTable(delta).delete("segment = 'de'")  # version 4 removes the 'de' files
     assert "de" not in read_scores(spec, ALL).segment_names
-    _same_part(read_summary_part(pinned, ALL, grid), before)
+    same_parts(read_summary_part(pinned, ALL, grid), before, per_file=False)
     # an unpinned task handed files of the old snapshot says so rather than reading less
     with pytest.raises(SourceError, match="another snapshot of the table"):
         read_summary_part(spec, ALL, grid, files=frozenset(planned))
@@ -408,9 +393,10 @@ def test_iceberg_reads_exactly_its_live_files(
         (Window(start=T0 + 2 * HOUR + timedelta(minutes=5), end=T0 + 9 * HOUR), HOUR),
     ):
         _same_scores(spec, files, window)
-        _same_part(
+        same_parts(
             read_summary_part(spec, window, grid, bucket=bucket),
             read_summary_part(files, window, grid, bucket=bucket),
+            per_file=False,
         )
     got = read_scores(spec, ALL, with_timestamps=True)
     assert got.timestamps is not None
@@ -676,6 +662,6 @@ def test_engines_summarise_a_delta_table_as_local(
                 local.summaries(spec, window, grid, bucket=bucket),
                 engine.summaries(spec, window, grid, bucket=bucket),
             )
-            _same_part(ours, theirs)
+            same_parts(ours, theirs, per_file=False)
             assert ours.per_file == theirs.per_file
     assert read_scores(_delta_spec(delta_dv), ALL).rows == 12 * 400 - 4
