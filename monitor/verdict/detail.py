@@ -110,6 +110,18 @@ def _quantiles(ordered: NDArray[np.float64], levels: NDArray[np.float64]) -> NDA
     return out
 
 
+def _contributions(
+    r: NDArray[np.int64], c: NDArray[np.int64], smoothing: float
+) -> NDArray[np.float64]:
+    """Each bin's PSI term (p_b - q_b) ln(p_b / q_b), additive ``smoothing`` on both windows."""
+    bins, n, m = r.size, int(r.sum()), int(c.sum())
+    q = (r + smoothing) / (n + smoothing * bins)
+    p = (c + smoothing) / (m + smoothing * bins)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out: NDArray[np.float64] = np.where((p == 0) & (q == 0), 0.0, (p - q) * np.log(p / q))
+    return out
+
+
 def input_detail(
     reference_sorted: NDArray[np.float64],
     current: NDArray[np.float64],
@@ -129,11 +141,7 @@ def input_detail(
         return np.diff(np.concatenate(([0], upper, [ordered.size]))).astype(np.int64)
 
     r, c = binned(ref), binned(cur)
-    bins = r.size
-    q = (r + smoothing) / (n + smoothing * bins)
-    p = (c + smoothing) / (m + smoothing * bins)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        contrib = np.where((p == 0) & (q == 0), 0.0, (p - q) * np.log(p / q))
+    contrib = _contributions(r, c, smoothing)
     levels = np.linspace(0.0, 1.0, GRID_QUANTILES + 1)
     parts = [edges]
     if n:
@@ -182,11 +190,7 @@ def summary_input_detail(
     ends = bin_ends(summaries.grid, edges)
     r, c = cells_to_bins(ref.counts, ends), cells_to_bins(cur.counts, ends)
     n, m = ref.n, cur.n
-    bins = r.size
-    q = (r + smoothing) / (n + smoothing * bins)
-    p = (c + smoothing) / (m + smoothing * bins)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        contrib = np.where((p == 0) & (q == 0), 0.0, (p - q) * np.log(p / q))
+    contrib = _contributions(r, c, smoothing)
     pts = summaries.grid.points
     point_cells = 2 * np.arange(pts.size) + 1
     f_ref = np.cumsum(ref.counts)[point_cells] / n if n else np.zeros(pts.size)
