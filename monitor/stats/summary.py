@@ -224,10 +224,10 @@ def summarize(
     if not isinstance(grid, Grid):
         raise StatsInputError(f"`grid` must be a Grid; got {type(grid).__name__}.")
     x = np.asarray(values, dtype=np.float64)
-    if x.ndim != 1 or not np.all(np.isfinite(x)):
-        raise StatsInputError("`values` must be a 1-D array of finite numbers.")
     invalid = v.integer(invalid, "invalid", minimum=0)
-    counts, zeros = _cell_counts(x, grid)
+    counts, zeros = _cell_counts(x, grid) if x.ndim == 1 else (None, 0)
+    if counts is None:  # not 1-D, or a value not finite
+        raise StatsInputError("`values` must be a 1-D array of finite numbers.")
     counts.flags.writeable = False
     return ScoreSummary(
         grid=grid,
@@ -239,21 +239,32 @@ def summarize(
     )
 
 
-def _cell_counts(x: NDArray[np.float64], grid: Grid) -> tuple[NDArray[np.int64], int]:
-    """Cell counts and the count of zeros of finite ``x``.
+def _cell_counts(
+    x: NDArray[np.float64], grid: Grid
+) -> tuple[NDArray[np.int64], int] | tuple[None, int]:
+    """Cell counts and the count of zeros of 1-D ``x``; ``(None, 0)`` when a value is not
+    finite.
 
     Two equal ways: for a chunk much larger than the grid, sort the chunk (SIMD sort; not when
-    it is sorted already, as a sorted reference is) and
-    binary-search every grid point into it (both sides: the point's own cell is the run equal
-    to it), which reads each value once in cache order; otherwise binary-search each value
-    into the grid (``Grid.cells``) and ``bincount``. Both count a value equal to a point in the
-    point's cell (so -0.0 counts as 0.0)."""
+    it is sorted already, as a sorted reference is) and binary-search every grid point into it
+    (the point's own cell is the run equal to it: searched a second time only for the points
+    the chunk holds), which reads each value once in cache order; otherwise binary-search each
+    value into the grid (``Grid.cells``) and ``bincount``. Both count a value equal to a point
+    in the point's cell (so -0.0 counts as 0.0). A sorted chunk is finite when its ends are
+    (NaN sorts last, -inf first), so the large path checks two values, not every one."""
     if x.size < 8 * grid.points.size:
+        if not bool(np.all(np.isfinite(x))):
+            return None, 0
         counts = np.bincount(grid.cells(x), minlength=grid.n_cells).astype(np.int64)
         return counts, int(np.count_nonzero(x == 0.0))
-    xs = x if bool(np.all(x[1:] >= x[:-1])) else np.sort(x)  # a sorted reference: no sort
-    left = np.searchsorted(xs, grid.points, side="left")
-    right = np.searchsorted(xs, grid.points, side="right")
+    xs = x if _sorted(x) else np.sort(x)  # a sorted reference: no sort
+    if not (math.isfinite(xs[0]) and math.isfinite(xs[-1])):
+        return None, 0
+    points = grid.points
+    left = np.searchsorted(xs, points, side="left")
+    held = np.flatnonzero(xs[np.minimum(left, xs.size - 1)] == points)  # the points present
+    right = left.copy()
+    right[held] = np.searchsorted(xs, points[held], side="right")
     counts = np.empty(grid.n_cells, dtype=np.int64)
     counts[1::2] = right - left  # on each point
     counts[0] = left[0]  # below the first point
@@ -261,6 +272,15 @@ def _cell_counts(x: NDArray[np.float64], grid: Grid) -> tuple[NDArray[np.int64],
     counts[-1] = xs.size - right[-1]  # above the last point
     zeros = int(np.searchsorted(xs, 0.0, side="right") - np.searchsorted(xs, 0.0, side="left"))
     return counts, zeros
+
+
+def _sorted(x: NDArray[np.float64]) -> bool:
+    """Whether ``x`` is ascending (NaN breaks it): a short prefix first, so an unsorted chunk
+    costs a few comparisons, not a pass."""
+    head = x[:64]
+    if not bool(np.all(head[1:] >= head[:-1])):
+        return False
+    return bool(np.all(x[1:] >= x[:-1]))
 
 
 def summary_grid(

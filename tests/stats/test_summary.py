@@ -118,6 +118,13 @@ def test_summary_iv() -> None:
         Grid(np.array([0.0, np.inf]))
     with pytest.raises(StatsInputError, match="finite numbers"):
         summarize([0.0, np.nan], grid)
+    ramp = np.linspace(-1.0, 2.0, 200)  # large enough for the sorted-chunk way
+    for bad in (np.nan, np.inf, -np.inf):  # found at the sorted chunk's ends, wherever it was
+        for at in (0, 100, 199):
+            for x in (ramp.copy(), ramp[::-1].copy()):
+                x[at] = bad
+                with pytest.raises(StatsInputError, match="finite numbers"):
+                    summarize(x, grid)
     with pytest.raises(StatsInputError, match="different grids"):
         _ = summarize([0.0], grid) + summarize([0.0], Grid(np.array([0.0])))
     with pytest.raises(StatsInputError, match="every PSI edge must be a grid point"):
@@ -153,6 +160,8 @@ def test_both_counting_ways_agree(values: list[float], points: list[float]) -> N
         presorted, zeros_sorted = _cell_counts(np.sort(big), grid)  # the no-sort shortcut
         np.testing.assert_array_equal(presorted, counts)
         assert zeros_sorted == zeros
+        runs, _ = _cell_counts(np.concatenate([np.sort(x)] * 9), grid)  # sorted head, not sorted
+        np.testing.assert_array_equal(runs, counts)
 
 
 @settings(max_examples=100, deadline=None, derandomize=True)
