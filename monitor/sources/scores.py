@@ -445,36 +445,36 @@ def read_summary_part(
         if bad:
             per_file[chunk.path] = per_file.get(chunk.path, 0) + bad
         assert chunk.stamps is not None
-        if chunk.codes is None and step is None:  # one part: no keys to split by
-            if chunk.values.size == 0:
-                orphan += bad
-                continue
-            newest = int(chunk.stamps.max())
-            parts.setdefault((0, 0), []).append(
-                summarize(chunk.values, grid, invalid=bad, newest_ns=newest)
-            )
-            continue
-        seg = chunk.codes if chunk.codes is not None else np.zeros(chunk.values.size, np.int32)
-        which = (
-            np.zeros(chunk.values.size, dtype=np.int64)
-            if step is None
-            else ((chunk.stamps - start) // step)
-        )
-        key = seg.astype(np.int64) * (1 << 32) + which
-        uniq = np.unique(key)
-        if uniq.size == 0:  # every row invalid: in no summary (``SummaryPart.unplaced``)
+        if chunk.values.size == 0:  # every row invalid: in no summary (``SummaryPart.unplaced``)
             orphan += bad
             continue
+        if chunk.codes is None:
+            oldest, newest = int(chunk.stamps.min()), int(chunk.stamps.max())
+            first_b = 0 if step is None else (oldest - start) // step
+            if step is None or (newest - start) // step == first_b:  # one part: nothing to split
+                parts.setdefault((0, first_b), []).append(
+                    summarize(chunk.values, grid, invalid=bad, newest_ns=newest)
+                )
+                continue
+        # key = segment code * slots + bucket: (segment, bucket) in order, in a small range
+        slots = 1 if step is None else -(-(window.end_ns - start) // step)
+        key = (chunk.stamps - start) // step if step is not None else None
+        if chunk.codes is not None:
+            seg_key = chunk.codes.astype(np.int64) * slots
+            key = seg_key if key is None else seg_key + key
+        assert key is not None
+        low = int(key.min())
+        uniq = np.flatnonzero(np.bincount(key - low)) + low
         # the row group's invalid scores count in its first (segment name, bucket): an order
         # of names, not of codes, so every engine's tasks attribute them alike
         names_now = labels.names()
         first = min(
             uniq.tolist(),
-            key=lambda k: (names_now[k >> 32] if spec.segment_column is not None else "", k),
+            key=lambda k: (names_now[k // slots] if spec.segment_column is not None else "", k),
         )
         for k in uniq.tolist():
             sel = key == k if uniq.size > 1 else slice(None)
-            s_code, b = divmod(int(k), 1 << 32)
+            s_code, b = divmod(int(k), slots)
             part = summarize(
                 chunk.values[sel],
                 grid,
