@@ -579,3 +579,50 @@ def test_outcome_columns_are_type_checked(tmp_path: Path) -> None:
     )
     with pytest.raises(SchemaError, match=r"'query_id': has type double; the query id column"):
         read_outcomes(OutcomeSpec(str(tmp_path)), Window(T0, T0 + DAY))
+
+
+# --- directory listings reused across checks -------------------------------------------------
+
+
+def test_an_unchanged_directory_is_not_listed_again_and_changes_show(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon walks the same partitions at every check: a directory whose mtime is unchanged
+    (and not recent: see ``paths._RACY_NS``) is not listed again, while a file added to it, a
+    file rewritten in place and a new partition all show at the next read."""
+
+    old = to_ns(T0 - DAY)
+    hours = [tmp_path / "date=2026-11-30" / f"hour={h:02d}" for h in range(3)]
+    for h, d in enumerate(hours):
+        _scores(d / "part-0.parquet", [T0 + h * HOUR], [float(h)])
+    for d in [tmp_path, tmp_path / "date=2026-11-30", *hours]:
+        os.utime(d, ns=(old, old))  # modified long ago: its listing may be reused
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def counted(path: str) -> object:
+        listed.append(str(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counted)
+    spec, window = ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY)
+    assert sorted(read_scores(spec, window).values) == [0.0, 1.0, 2.0]
+    assert len(listed) == 5  # the root, the date and three hours
+    listed.clear()
+    assert sorted(read_scores(spec, window).values) == [0.0, 1.0, 2.0]
+    assert listed == []  # nothing changed: nothing listed
+
+    _scores(hours[1] / "part-1.parquet", [T0 + HOUR], [10.0])  # a late file: hour=01 changes
+    rewritten = pa.table({"timestamp": _ts(T0 + 2 * HOUR, T0 + 2 * HOUR), "score": [20.0, 21.0]})
+    pq.write_table(rewritten, hours[2] / "part-0.parquet")  # in place: hour=02 looks unchanged
+    assert sorted(read_scores(spec, window).values) == [0.0, 1.0, 10.0, 20.0, 21.0]
+    assert listed == [str(hours[1])]
+
+    listed.clear()
+    late = tmp_path / "date=2026-11-30" / "hour=05"  # a new partition, written just now
+    _scores(late / "part-0.parquet", [T0 + 5 * HOUR], [50.0])
+    assert 50.0 in read_scores(spec, window).values
+    listed.clear()
+    _scores(late / "part-1.parquet", [T0 + 5 * HOUR], [51.0])  # within the same clock tick
+    assert 51.0 in read_scores(spec, window).values  # a recent directory is always listed
+    assert str(late) in listed

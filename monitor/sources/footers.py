@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import threading
 from collections import OrderedDict
@@ -20,7 +21,7 @@ from monitor.errors import (
     SchemaError,
 )
 from monitor.sources.model import _NS_PER, Window
-from monitor.sources.paths import _FS_CACHE, _FS_LOCK, _File, _Source
+from monitor.sources.paths import _FS_CACHE, _FS_LOCK, _File, _Source, clear_listings
 from monitor.sources.translate import _translate
 
 _PARQUET_UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
@@ -43,16 +44,27 @@ class _TsStats:
     lo: tuple[int | None, ...]
     hi: tuple[int | None, ...]
     nulls: tuple[int | None, ...]
+    unit: str = ""  # the column's unit in this file (``_ts_unit``)
+    # computed once (a check plans every file of its windows again: these make that cheap)
+    newest: int | None = field(init=False)
+    oldest: int | None = field(init=False)
+    clean: bool = field(init=False)  # every row group has rows, known bounds and no nulls
+    starts: tuple[int, ...] = field(init=False)  # each row group's first row in the file
 
-    @property
-    def newest(self) -> int | None:
-        known = [h for h in self.hi if h is not None]
-        return max(known) if known else None
-
-    @property
-    def oldest(self) -> int | None:
-        known = [lo for lo in self.lo if lo is not None]
-        return min(known) if known else None
+    def __post_init__(self) -> None:
+        known_hi = [h for h in self.hi if h is not None]
+        known_lo = [lo for lo in self.lo if lo is not None]
+        set_ = object.__setattr__
+        set_(self, "newest", max(known_hi) if known_hi else None)
+        set_(self, "oldest", min(known_lo) if known_lo else None)
+        set_(
+            self,
+            "clean",
+            all(r > 0 for r in self.rows)
+            and len(known_lo) == len(known_hi) == len(self.rows)
+            and all(n == 0 for n in self.nulls),
+        )
+        set_(self, "starts", tuple(itertools.accumulate(self.rows, initial=0))[:-1])
 
 
 @dataclass(slots=True)
@@ -97,11 +109,12 @@ _FOOTERS = _FooterCache(_CACHE_MAX_FILES)
 
 
 def clear_cache() -> None:
-    """Forget every cached footer, filesystem and table snapshot (tests; or after rewriting
-    files in place)."""
+    """Forget every cached footer, directory listing, filesystem and table snapshot (tests; or
+    after rewriting files in place)."""
     from monitor.sources.tables import clear_table_cache  # (tables imports this module)
 
     _FOOTERS.clear()
+    clear_listings()
     with _FS_LOCK:
         _FS_CACHE.clear()
     clear_table_cache()
@@ -230,7 +243,7 @@ def _ts_stats(source: _Source, f: _File, column: str, unit: str | None) -> _TsSt
                 los[g] = int(valid.min()) if valid.size else None
                 his[g] = int(valid.max()) if valid.size else None
                 nulls[g] = int(ns.size - valid.size)
-    stats = _TsStats(tuple(rows), tuple(los), tuple(his), tuple(nulls))
+    stats = _TsStats(tuple(rows), tuple(los), tuple(his), tuple(nulls), native)
     footer.ts_stats[key] = stats
     return stats
 

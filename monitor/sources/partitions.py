@@ -97,6 +97,23 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
         stats = _ts_stats(source, f, column, unit)
         if f.interval is not None:
             _check_partition(f, stats, column)
+        if stats.clean and stats.oldest is not None and stats.newest is not None:
+            if stats.newest < start or stats.oldest >= end:
+                continue  # no row group in the window
+            if stats.oldest >= start and stats.newest < end:  # every row group, whole
+                n = len(stats.rows)
+                plans.append(
+                    _Plan(
+                        f,
+                        _FOOTERS.get(source, f),
+                        stats.unit,
+                        tuple(range(n)),
+                        stats.starts,
+                        (True,) * n,
+                        sum(stats.rows),
+                    )
+                )
+                continue
         groups, starts, inside, capacity, first = [], [], [], 0, 0
         for g, rows in enumerate(stats.rows):
             lo, hi, nulls = stats.lo[g], stats.hi[g], stats.nulls[g]
@@ -115,7 +132,7 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
                 _Plan(
                     f,
                     footer,
-                    _ts_unit(footer, f, column, unit),
+                    stats.unit,
                     tuple(groups),
                     tuple(starts),
                     tuple(inside),

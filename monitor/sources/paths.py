@@ -11,6 +11,7 @@ import os
 import re
 import stat
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -219,32 +220,87 @@ def _list_dir(source: _Source, directory: str) -> list[_Entry]:
     return entries
 
 
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """A local directory's names as listed, valid while the directory's
+    ``signature`` (device, inode, mtime, ctime) is unchanged: adding, removing or renaming a
+    name changes its mtime. ``kept`` are the entries reused as they are (real directories);
+    the others (files, links, names that did not resolve) are looked up again."""
+
+    signature: tuple[int, int, int, int]
+    names: tuple[tuple[str, str], ...]
+    kept: dict[str, _Entry]
+
+
+# A directory modified this close to its listing may change again within the same tick of the
+# filesystem's clock (Linux stamps with a coarse clock; others have 1-2 s), leaving its mtime
+# as it was: such a listing is not reused ("racy git"). One modified earlier gets a new mtime
+# from any later change.
+_RACY_NS = 3_000_000_000
+_LISTINGS: dict[str, _Listing] = {}
+_LISTINGS_MAX = 1 << 16
+_LISTINGS_LOCK = threading.Lock()
+
+
 def _list_local(directory: str) -> list[_Entry]:
-    """``os.scandir`` rather than pyarrow's listing, which leaves dangling symlinks out silently."""
+    """``os.scandir`` rather than pyarrow's listing, which leaves dangling symlinks out silently.
+
+    A directory unchanged since an earlier listing is not read again (``_Listing``): a daemon
+    walks the same partitions at every check. Its files are still looked up every time, so a
+    file rewritten in place shows its new size and mtime."""
     try:
-        with os.scandir(directory) as it:
-            found = sorted((e.path, e.name) for e in it if not e.name.startswith(("_", ".")))
+        st = os.stat(directory)
     except OSError as exc:
         raise _translate(exc, directory, "listing the directory") from exc
-    entries = []
-    for path, name in found:
-        try:
-            st = os.stat(path)  # follows symlinks
-        except OSError as exc:
-            entries.append(_Entry(path, name, False, False, 0, 0, problem=_unresolvable(path, exc)))
-            continue
-        entries.append(
-            _Entry(
-                path,
-                name,
-                stat.S_ISDIR(st.st_mode),
-                stat.S_ISREG(st.st_mode),
-                st.st_size,
-                st.st_mtime_ns,
-                identity=(st.st_dev, st.st_ino),
+    signature = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+    with _LISTINGS_LOCK:
+        cached = _LISTINGS.get(directory)
+    if cached is not None and cached.signature == signature:
+        return [cached.kept.get(path) or _local_entry(path, name) for path, name in cached.names]
+    listed_ns = time.time_ns()
+    try:
+        with os.scandir(directory) as it:
+            found = sorted(
+                (e.path, e.name, e.is_symlink()) for e in it if not e.name.startswith(("_", "."))
             )
-        )
+    except OSError as exc:
+        raise _translate(exc, directory, "listing the directory") from exc
+    entries = [_local_entry(path, name) for path, name, _link in found]
+    if listed_ns - st.st_mtime_ns > _RACY_NS:
+        kept = {
+            e.path: e
+            for e, (_p, _n, link) in zip(entries, found, strict=True)
+            if e.is_dir and not link and e.problem is None
+        }
+        listing = _Listing(signature, tuple((p, n) for p, n, _ in found), kept)
+        with _LISTINGS_LOCK:
+            if len(_LISTINGS) >= _LISTINGS_MAX:
+                _LISTINGS.clear()
+            _LISTINGS[directory] = listing
     return entries
+
+
+def clear_listings() -> None:
+    """Forget every cached directory listing."""
+    with _LISTINGS_LOCK:
+        _LISTINGS.clear()
+
+
+def _local_entry(path: str, name: str) -> _Entry:
+    """A listed local name, looked up (symlinks followed)."""
+    try:
+        st = os.stat(path)  # follows symlinks
+    except OSError as exc:
+        return _Entry(path, name, False, False, 0, 0, problem=_unresolvable(path, exc))
+    return _Entry(
+        path,
+        name,
+        stat.S_ISDIR(st.st_mode),
+        stat.S_ISREG(st.st_mode),
+        st.st_size,
+        st.st_mtime_ns,
+        identity=(st.st_dev, st.st_ino),
+    )
 
 
 def _unresolvable(path: str, exc: OSError) -> SourceError:

@@ -310,16 +310,21 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
     out = []
     for plan in planned.plans:
         stats = _ts_stats(planned.source, plan.file, spec.timestamp_column, spec.timestamp_unit)
-        lo = [stats.lo[g] for g in plan.groups]
-        hi = [stats.hi[g] for g in plan.groups]
-        known = all(x is not None for x in lo + hi)
+        if stats.clean and len(plan.groups) == len(stats.rows):  # the whole file
+            oldest, newest = stats.oldest, stats.newest
+        else:
+            lo = [stats.lo[g] for g in plan.groups]
+            hi = [stats.hi[g] for g in plan.groups]
+            known = all(x is not None for x in lo + hi)
+            oldest = min(x for x in lo if x is not None) if known else None
+            newest = max(x for x in hi if x is not None) if known else None
         out.append(
             FileStat(
                 path=plan.file.path,
                 size=plan.file.size,
                 mtime_ns=plan.file.mtime_ns,
-                oldest_ns=min(x for x in lo if x is not None) if known else None,
-                newest_ns=max(x for x in hi if x is not None) if known else None,
+                oldest_ns=oldest,
+                newest_ns=newest,
                 rows=plan.capacity,
             )
         )
