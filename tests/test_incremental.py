@@ -330,3 +330,42 @@ def test_an_unwritable_cache_costs_the_cache_not_the_check(
     assert len(warned) == 1  # once, not once a bucket
     again = _read(checks, rolling_world, AT)  # the memory cache still serves
     assert again.buckets_read == 0
+
+
+def test_a_bucket_file_round_trips_narrow_where_it_fits() -> None:
+    """Cells go to disk as int32 when they fit (half the bytes an hourly check writes) and as
+    int64 when a count does not; both, and files of int64 cells written before, read back
+    equal."""
+    import io
+
+    from monitor.incremental.store import Bucket
+    from monitor.stats import Cells, Grid
+
+    grid = Grid(np.linspace(0.0, 1.0, 50))
+    small = Cells(np.array([0, 7, 98]), np.array([3, 1, 2**31 - 1]), 2**31 + 3, 0, 0, 5)
+    large = Cells(np.array([1, 2]), np.array([2**31, 4]), 2**31 + 4, 0, 0, None)
+    bucket = Bucket(3_600_000_000_000, {"a": small, "b": large}, unplaced=2)
+    data = bucket.to_bytes("k", "fp")
+    with np.load(io.BytesIO(data)) as z:
+        assert z["index_0"].dtype == z["count_0"].dtype == np.int32
+        assert z["count_1"].dtype == np.int64
+    back, fingerprint = Bucket.from_bytes(data, grid, "k")
+    assert fingerprint == "fp"
+    assert (back.unplaced, back.start_ns) == (2, bucket.start_ns)
+    for name, cells in bucket.summaries.items():
+        got = back.summaries[name]
+        assert got.index.dtype == got.count.dtype == np.int64
+        assert np.array_equal(got.index, cells.index)
+        assert np.array_equal(got.count, cells.count)
+        assert (got.rows, got.newest_ns) == (cells.rows, cells.newest_ns)
+    # an entry of int64 cells (this format's first writers) still reads
+    with np.load(io.BytesIO(data)) as z:
+        arrays = {k: (z[k].astype(np.int64) if k != "meta" else z[k]) for k in z.files}
+    old = io.BytesIO()
+    np.savez(old, **arrays)
+    again, _ = Bucket.from_bytes(old.getvalue(), grid, "k")
+    assert np.array_equal(again.summaries["a"].count, small.count)
+    floats = io.BytesIO()
+    np.savez(floats, **{**arrays, "count_0": arrays["count_0"].astype(np.float64)})
+    with pytest.raises(ValueError, match="dtype"):
+        Bucket.from_bytes(floats.getvalue(), grid, "k")

@@ -118,10 +118,10 @@ class Bucket:
             "zeros": [c.zeros for c in cells],
             "newest": [c.newest_ns for c in cells],
         }
-        arrays: dict[str, NDArray[np.int64]] = {}
-        for i, c in enumerate(cells):
-            arrays[f"index_{i}"] = c.index
-            arrays[f"count_{i}"] = c.count
+        arrays: dict[str, NDArray[np.integer]] = {}
+        for i, c in enumerate(cells):  # as int32 where they fit: half the bytes to write
+            arrays[f"index_{i}"] = _narrow(c.index)
+            arrays[f"count_{i}"] = _narrow(c.count)
         buf = io.BytesIO()
         # uncompressed: the cells are already compact, and zlib cost more than the hour's read
         np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
@@ -138,8 +138,9 @@ class Bucket:
             for i, name in enumerate(meta["segments"]):
                 index = np.asarray(z[f"index_{i}"])
                 count = np.asarray(z[f"count_{i}"])
-                if index.dtype != np.int64 or count.dtype != np.int64:
+                if index.dtype not in _CELL_DTYPES or count.dtype not in _CELL_DTYPES:
                     raise ValueError(f"cells of dtype {index.dtype}, {count.dtype}")
+                index, count = index.astype(np.int64), count.astype(np.int64)
                 if index.shape != count.shape or index.ndim != 1:
                     raise ValueError(f"cells of shapes {index.shape}, {count.shape}")
                 if index.size and (
@@ -287,6 +288,14 @@ class BucketCache:
             for k in [k for k in self._memory if k[0] == monitor]:
                 _, gone = self._memory.pop(k)
                 self._memory_bytes -= gone.nbytes
+
+
+_CELL_DTYPES = (np.dtype(np.int32), np.dtype(np.int64))
+
+
+def _narrow(a: NDArray[np.int64]) -> NDArray[np.integer]:
+    """``a`` as int32 when its values fit (cells are non-negative), else as it is."""
+    return a.astype(np.int32) if a.size == 0 or int(a.max()) < 2**31 else a
 
 
 def _grid_key(grid: Grid, want: str) -> str:
