@@ -66,7 +66,10 @@ def _check_label(dtype: pa.DataType, f: _File, column: str, role: str, key: str)
 
 def _require_numeric(footer: _Footer, f: _File, column: str, role: str, key: str) -> None:
     """The ``column`` of ``f`` exists and is numeric (``SchemaError`` naming file and column)."""
+    if column in footer.numeric:
+        return
     _check_numeric(_column_type(footer, f, column, role, key), f, column, role, key)
+    footer.numeric.add(column)
 
 
 def _require_label(footer: _Footer, f: _File, column: str, role: str, key: str) -> None:

@@ -73,6 +73,7 @@ class _Footer:
     schema: pa.Schema
     leaf_index: dict[str, int]
     ts_stats: dict[tuple[str, str | None], _TsStats] = field(default_factory=dict)
+    numeric: set[str] = field(default_factory=set)  # columns found numeric (checked once)
 
 
 class _FooterCache:
@@ -194,11 +195,18 @@ def _ts_unit(footer: _Footer, f: _File, column: str, unit: str | None) -> str:
 
 
 def _ts_stats(source: _Source, f: _File, column: str, unit: str | None) -> _TsStats:
+    return _footer_stats(source, f, column, unit)[1]
+
+
+def _footer_stats(
+    source: _Source, f: _File, column: str, unit: str | None
+) -> tuple[_Footer, _TsStats]:
+    """The file's footer and its timestamp statistics (computed once per footer)."""
     footer = _FOOTERS.get(source, f)
     key = (column, unit)
     cached = footer.ts_stats.get(key)
     if cached is not None:
-        return cached
+        return footer, cached
     native = _ts_unit(footer, f, column, unit)
     md = footer.metadata
     leaf = footer.leaf_index.get(column)
@@ -245,7 +253,7 @@ def _ts_stats(source: _Source, f: _File, column: str, unit: str | None) -> _TsSt
                 nulls[g] = int(ns.size - valid.size)
     stats = _TsStats(tuple(rows), tuple(los), tuple(his), tuple(nulls), native)
     footer.ts_stats[key] = stats
-    return stats
+    return footer, stats
 
 
 def _json_field(text: str, name: str) -> str:

@@ -16,6 +16,7 @@ from monitor.sources.footers import (
     _FOOTERS,
     _I64_MIN,
     _Footer,
+    _footer_stats,
     _opened,
     _ts_stats,
     _ts_to_ns,
@@ -88,13 +89,14 @@ class _Plan:
     starts: tuple[int, ...]  # the file's row position of each one's first row
     inside: tuple[bool, ...]  # the whole row group is in the window, no null timestamps
     capacity: int
+    stats: _TsStats  # the file's timestamp statistics
 
 
 def _plan(source: _Source, window: Window, column: str, unit: str | None) -> list[_Plan]:
     plans = []
     start, end = window.start_ns, window.end_ns
     for f in _walk(source, lambda interval: _overlaps(interval, window)):
-        stats = _ts_stats(source, f, column, unit)
+        footer, stats = _footer_stats(source, f, column, unit)
         if f.interval is not None:
             _check_partition(f, stats, column)
         if stats.clean and stats.oldest is not None and stats.newest is not None:
@@ -105,12 +107,13 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
                 plans.append(
                     _Plan(
                         f,
-                        _FOOTERS.get(source, f),
+                        footer,
                         stats.unit,
                         tuple(range(n)),
                         stats.starts,
                         (True,) * n,
                         sum(stats.rows),
+                        stats,
                     )
                 )
                 continue
@@ -127,7 +130,6 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
             )
             capacity += rows
         if groups:
-            footer = _FOOTERS.get(source, f)
             plans.append(
                 _Plan(
                     f,
@@ -137,6 +139,7 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
                     tuple(starts),
                     tuple(inside),
                     capacity,
+                    stats,
                 )
             )
     return plans

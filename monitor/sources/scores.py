@@ -309,7 +309,7 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
     planned = _prepare(spec, window, newest=False)
     out = []
     for plan in planned.plans:
-        stats = _ts_stats(planned.source, plan.file, spec.timestamp_column, spec.timestamp_unit)
+        stats = plan.stats
         if stats.clean and len(plan.groups) == len(stats.rows):  # the whole file
             oldest, newest = stats.oldest, stats.newest
         else:
