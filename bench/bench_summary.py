@@ -167,7 +167,7 @@ def main() -> int:
 HOURLY_ROWS = (250_000, 1_000_000)  # the fixed per-check cost shows at the smaller volume
 
 
-def _warm(per_hour: int) -> bool:
+def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> bool:
     """An hourly check (1-day window, 7-day rolling reference, weekly phases) through cached
     summaries, warm, against reading the one new hour (``read_summary_part`` of it on the
     check's grid): CPU time per check. Hourly files in a date=/hour= tree, ``per_hour`` rows
@@ -181,8 +181,9 @@ def _warm(per_hour: int) -> bool:
     root = Path(tempfile.mkdtemp(prefix="bench_summary_warm_"))
     try:
         g = np.random.default_rng(5)
-        hours = 8 * 24 + 8
-        start = T0 - timedelta(days=8)
+        span = _duration(current) + _duration(reference)
+        hours = span // timedelta(hours=1) + 8
+        start = T0 - span
         for h in range(hours):
             t = start + timedelta(hours=h)
             ns = np.sort(g.integers(0, 3_600_000_000, per_hour)).astype("timedelta64[us]")
@@ -204,7 +205,8 @@ def _warm(per_hour: int) -> bool:
         (root / "monitor.toml").write_text(
             '[server]\nstate_dir = "state"\n[engine]\nkind = "local"\n'
             '[[monitors]]\nname = "warm"\nschedule = "1h"\nscores.path = "scores"\n'
-            'outcomes.path = "outcomes"\nwindows.current = "1d"\nwindows.reference = "7d"\n'
+            f'outcomes.path = "outcomes"\nwindows.current = "{current}"\n'
+            f'windows.reference = "{reference}"\n'
         )
         config = load_config(root / "monitor.toml")
         runner = Runner(config)
@@ -228,16 +230,22 @@ def _warm(per_hour: int) -> bool:
         check, read = statistics.median(checks), statistics.median(reads)
         ratio = check / read
         print(
-            f"hourly check, warm cache ({per_hour:,} rows an hour, 1d vs 7d, "
+            f"hourly check, warm cache ({per_hour:,} rows an hour, {current} vs {reference}, "
             f"{grid.grid.points.size:,} grid points): {check * 1000:.0f} ms CPU a check, "
             f"reading the new hour {read * 1000:.0f} ms (ratio {ratio:.2f}; target <= 1.5: "
             f"{'met' if ratio <= 1.5 else 'NOT MET'}); the rest of the check (planning "
-            f"{8 * 24} hourly partitions, the verdict, the state save) "
+            f"{span // timedelta(hours=1)} hourly partitions, the verdict, the state save) "
             f"{(check - read) * 1000:.0f} ms; the cold first check {cold:.1f} s"
         )
         return True
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _duration(text: str) -> timedelta:
+    from monitor.schedule import parse_duration
+
+    return parse_duration(text)
 
 
 def _set_mtime(path: Path, when: datetime) -> None:
