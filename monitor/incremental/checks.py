@@ -257,14 +257,11 @@ class SummaryChecks:
         missing: list[tuple[Window, list[tuple[int, str]]]] = []
         buckets: dict[int, Bucket] = {}
         for w, starts, prints in per_window:
-            lack: list[tuple[int, str]] = []
-            for b, fp in zip(starts.tolist(), prints, strict=True):
-                got = self.cache.get(monitor.name, frozen.key, frozen.grid, b, fp)
-                if got is None:
-                    lack.append((b, fp))
-                else:
-                    buckets[b] = got
-                    cached += 1
+            wanted = list(zip(starts.tolist(), prints, strict=True))
+            got = self.cache.get_many(monitor.name, frozen.key, frozen.grid, wanted)
+            buckets.update(got)
+            cached += len(got)
+            lack = [(b, fp) for b, fp in wanted if b not in got]
             if lack:
                 missing.append((w, lack))
         if missing:

@@ -187,6 +187,30 @@ class BucketCache:
         assert self.directory is not None
         return self.directory / monitor / key / f"{start_ns}.npz"
 
+    def get_many(
+        self, monitor: str, key: str, grid: Grid, wanted: list[tuple[int, str]]
+    ) -> dict[int, Bucket]:
+        """``get`` of each (start, fingerprint): those held in memory under one lock, the
+        others from disk. Missing buckets are absent from the result."""
+        out: dict[int, Bucket] = {}
+        rest = []
+        with self._lock:
+            memory = self._memory
+            for start_ns, fingerprint in wanted:
+                k = (monitor, key, start_ns)
+                held = memory.get(k)
+                if held is not None and held[0] == fingerprint:
+                    memory.move_to_end(k)
+                    out[start_ns] = held[1]
+                else:
+                    rest.append((start_ns, fingerprint))
+            self.hits += len(out)
+        for start_ns, fingerprint in rest:
+            got = self.get(monitor, key, grid, start_ns, fingerprint)
+            if got is not None:
+                out[start_ns] = got
+        return out
+
     def get(
         self, monitor: str, key: str, grid: Grid, start_ns: int, fingerprint: str
     ) -> Bucket | None:

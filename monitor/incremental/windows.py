@@ -188,11 +188,24 @@ def _fingerprints(files: list[FileStat], starts: NDArray[np.int64], step: int) -
                 members[i].append(f)
     out = []
     for group in members:
-        h = hashlib.blake2b(digest_size=16)
-        for f in group:
-            h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}\n".encode())
-        out.append(h.hexdigest())
+        ids = tuple((f.path, f.size, f.mtime_ns) for f in group)
+        digest = _DIGESTS.get(ids)
+        if digest is None:
+            h = hashlib.blake2b(digest_size=16)
+            for path, size, mtime_ns in ids:
+                h.update(f"{path}\0{size}\0{mtime_ns}\n".encode())
+            digest = h.hexdigest()
+            if len(_DIGESTS) >= _DIGESTS_MAX:
+                _DIGESTS.clear()
+            _DIGESTS[ids] = digest
+        out.append(digest)
     return out
+
+
+# the digests of files sets met before: a check digests its window's buckets again every time,
+# and all but the newest are unchanged (a bounded memo; the digest itself is what disk keeps)
+_DIGESTS: dict[tuple[tuple[str, int, int], ...], str] = {}
+_DIGESTS_MAX = 1 << 16
 
 
 def _runs(lack: list[tuple[int, str]], step: int) -> list[list[tuple[int, str]]]:
