@@ -30,6 +30,7 @@ from monitor.sources import (
     read_outcomes,
     read_scores,
     read_summary_part,
+    window_file_stats,
     window_files,
 )
 from monitor.sources.footers import _FOOTERS
@@ -288,6 +289,37 @@ def test_delta_deletion_vectors_leave_their_rows_out(tmp_path: Path) -> None:
     part = read_summary_part(spec, inside, grid)
     assert part.rows == read_scores(spec, inside).rows
     assert sum(s.rows for s in part.summaries.values()) == part.rows
+
+
+def test_a_new_deletion_vector_changes_the_files_bucket_fingerprint(tmp_path: Path) -> None:
+    """A deletion vector changes a file's live rows but not its path, size or mtime: the
+    file's identity for the bucket cache carries its deleted rows, so the buckets it feeds are
+    read again (with the rows left out), and only those."""
+    from monitor.incremental.windows import _fingerprints
+
+    root = tmp_path / "dv"
+    write_deltalake(
+        root, _batch(range(2), 5), configuration={"delta.enableDeletionVectors": "true"}
+    )
+    write_deltalake(root, _batch(range(4, 6), 6), mode="append")
+    spec = ScoreSpec(path=str(root), format="delta", segment_column="segment")
+    step = HOUR // timedelta(microseconds=1) * 1000
+    starts = np.arange(ALL.start_ns, ALL.end_ns, step, dtype=np.int64)
+    before = window_file_stats(spec, ALL)
+    assert all(f.deletes == "" for f in before)
+    prints = _fingerprints(before, starts, step)
+    path = _add_deletion_vector(root, [0, 3])
+    clear_cache()  # a new snapshot; the files on disk are untouched
+    after = window_file_stats(spec, ALL)
+    changed = {f.path for f in after if f.deletes}
+    assert changed == {path}
+    assert sorted((f.path, f.size, f.mtime_ns) for f in after) == sorted(
+        (f.path, f.size, f.mtime_ns) for f in before
+    )
+    now = _fingerprints(after, starts, step)
+    moved = [i for i, (a, b) in enumerate(zip(prints, now, strict=True)) if a != b]
+    assert moved == [0, 1]  # the first file's hours, not the appended ones
+    assert window_file_stats(spec, ALL) == after  # memoised: the same digest again
 
 
 def test_delta_errors_name_the_table(tmp_path: Path) -> None:

@@ -174,7 +174,8 @@ def _overlaps(f: FileStat, start_ns: int, step: int) -> bool:
 
 
 def _fingerprints(files: list[FileStat], starts: NDArray[np.int64], step: int) -> list[str]:
-    """Per bucket: a digest of the (path, size, mtime) of every file that may hold its rows."""
+    """Per bucket: a digest of the (path, size, mtime, deleted rows) of every file that may
+    hold its rows."""
     members: list[list[FileStat]] = [[] for _ in range(starts.size)]
     if starts.size:
         first = int(starts[0])
@@ -188,12 +189,14 @@ def _fingerprints(files: list[FileStat], starts: NDArray[np.int64], step: int) -
                 members[i].append(f)
     out = []
     for group in members:
-        ids = tuple((f.path, f.size, f.mtime_ns) for f in group)
+        ids = tuple((f.path, f.size, f.mtime_ns, f.deletes) for f in group)
         digest = _DIGESTS.get(ids)
         if digest is None:
             h = hashlib.blake2b(digest_size=16)
-            for path, size, mtime_ns in ids:
-                h.update(f"{path}\0{size}\0{mtime_ns}\n".encode())
+            for path, size, mtime_ns, deletes in ids:
+                # a file without deleted rows digests as it did before ``deletes`` existed
+                tail = f"\0{deletes}" if deletes else ""
+                h.update(f"{path}\0{size}\0{mtime_ns}{tail}\n".encode())
             digest = h.hexdigest()
             if len(_DIGESTS) >= _DIGESTS_MAX:
                 _DIGESTS.clear()
@@ -204,7 +207,7 @@ def _fingerprints(files: list[FileStat], starts: NDArray[np.int64], step: int) -
 
 # the digests of files sets met before: a check digests its window's buckets again every time,
 # and all but the newest are unchanged (a bounded memo; the digest itself is what disk keeps)
-_DIGESTS: dict[tuple[tuple[str, int, int], ...], str] = {}
+_DIGESTS: dict[tuple[tuple[str, int, int, str], ...], str] = {}
 _DIGESTS_MAX = 1 << 16
 
 

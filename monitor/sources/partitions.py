@@ -94,55 +94,51 @@ class _Plan:
 
 def _plan(source: _Source, window: Window, column: str, unit: str | None) -> list[_Plan]:
     plans = []
-    start, end = window.start_ns, window.end_ns
     for f in _walk(source, lambda interval: _overlaps(interval, window)):
-        footer, stats = _footer_stats(source, f, column, unit)
-        if f.interval is not None:
-            _check_partition(f, stats, column)
-        if stats.clean and stats.oldest is not None and stats.newest is not None:
-            if stats.newest < start or stats.oldest >= end:
-                continue  # no row group in the window
-            if stats.oldest >= start and stats.newest < end:  # every row group, whole
-                n = len(stats.rows)
-                plans.append(
-                    _Plan(
-                        f,
-                        footer,
-                        stats.unit,
-                        tuple(range(n)),
-                        stats.starts,
-                        (True,) * n,
-                        sum(stats.rows),
-                        stats,
-                    )
-                )
-                continue
-        groups, starts, inside, capacity, first = [], [], [], 0, 0
-        for g, rows in enumerate(stats.rows):
-            lo, hi, nulls = stats.lo[g], stats.hi[g], stats.nulls[g]
-            first += rows
-            if rows == 0 or (lo is not None and hi is not None and (hi < start or lo >= end)):
-                continue
-            groups.append(g)
-            starts.append(first - rows)
-            inside.append(
-                lo is not None and hi is not None and lo >= start and hi < end and nulls == 0
-            )
-            capacity += rows
-        if groups:
-            plans.append(
-                _Plan(
-                    f,
-                    footer,
-                    stats.unit,
-                    tuple(groups),
-                    tuple(starts),
-                    tuple(inside),
-                    capacity,
-                    stats,
-                )
-            )
+        plan = _plan_file(source, f, window, column, unit)
+        if plan is not None:
+            plans.append(plan)
     return plans
+
+
+def _plan_file(
+    source: _Source, f: _File, window: Window, column: str, unit: str | None
+) -> _Plan | None:
+    """The row groups of ``f`` that may hold rows of ``window`` (None: none may)."""
+    start, end = window.start_ns, window.end_ns
+    footer, stats = _footer_stats(source, f, column, unit)
+    if f.interval is not None:
+        _check_partition(f, stats, column)
+    if stats.clean and stats.oldest is not None and stats.newest is not None:
+        if stats.newest < start or stats.oldest >= end:
+            return None  # no row group in the window
+        if stats.oldest >= start and stats.newest < end:  # every row group, whole
+            n = len(stats.rows)
+            return _Plan(
+                f,
+                footer,
+                stats.unit,
+                tuple(range(n)),
+                stats.starts,
+                (True,) * n,
+                sum(stats.rows),
+                stats,
+            )
+    groups, starts, inside, capacity, first = [], [], [], 0, 0
+    for g, rows in enumerate(stats.rows):
+        lo, hi, nulls = stats.lo[g], stats.hi[g], stats.nulls[g]
+        first += rows
+        if rows == 0 or (lo is not None and hi is not None and (hi < start or lo >= end)):
+            continue
+        groups.append(g)
+        starts.append(first - rows)
+        inside.append(lo is not None and hi is not None and lo >= start and hi < end and nulls == 0)
+        capacity += rows
+    if not groups:
+        return None
+    return _Plan(
+        f, footer, stats.unit, tuple(groups), tuple(starts), tuple(inside), capacity, stats
+    )
 
 
 def _check_partition(f: _File, stats: _TsStats, column: str) -> None:

@@ -3,6 +3,7 @@ frozen grid, one row group at a time (``read_summaries``)."""
 
 from __future__ import annotations
 
+import hashlib
 import pickle
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -30,8 +31,8 @@ from monitor.sources.columns import (
 )
 from monitor.sources.footers import _opened, _ts_stats, _ts_to_ns
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window
-from monitor.sources.partitions import _newest_checked, _Plan, _plan
-from monitor.sources.paths import _open_source, _Source
+from monitor.sources.partitions import _newest_checked, _overlaps, _Plan, _plan, _plan_file
+from monitor.sources.paths import _open_source, _Source, _walk
 from monitor.stats import Grid, ScoreSummary, summarize
 
 
@@ -71,13 +72,16 @@ def _prepare(
         _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)[0] if newest else None
     )
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
-    seg_sources = []
-    for plan in plans:
-        _require_numeric(plan.footer, plan.file, spec.score_column, "score", "score_column")
-        if spec.rank_column is not None:
-            _require_numeric(plan.footer, plan.file, spec.rank_column, "rank", "rank_column")
-        seg_sources.append(_segment_source(plan.footer, plan.file, spec.segment_column))
+    seg_sources = [_check_columns(spec, plan) for plan in plans]
     return _Planned(source, plans, seg_sources, latest)
+
+
+def _check_columns(spec: ScoreSpec, plan: _Plan) -> str | None:
+    """The score (and rank) columns of a planned file are numeric; its segment source."""
+    _require_numeric(plan.footer, plan.file, spec.score_column, "score", "score_column")
+    if spec.rank_column is not None:
+        _require_numeric(plan.footer, plan.file, spec.rank_column, "rank", "rank_column")
+    return _segment_source(plan.footer, plan.file, spec.segment_column)
 
 
 def _chunks(
@@ -291,9 +295,10 @@ class SummaryPart:
 @dataclass(frozen=True, slots=True)
 class FileStat:
     """A file that may hold rows of a window: its identity (path, size, mtime: a late or
-    rewritten file changes it), the span of its planned row groups' timestamps from their
-    statistics (``oldest_ns`` / ``newest_ns``; None: unknown, it may hold any time) and their
-    row count (an upper bound of the window's rows in it)."""
+    rewritten file changes it, as does a table's new deletion vector of it: ``deletes``), the
+    span of its planned row groups' timestamps from their statistics (``oldest_ns`` /
+    ``newest_ns``; None: unknown, it may hold any time) and their row count (an upper bound of
+    the window's rows in it)."""
 
     path: str
     size: int
@@ -301,34 +306,78 @@ class FileStat:
     oldest_ns: int | None
     newest_ns: int | None
     rows: int
+    deletes: str = ""  # a table's deleted rows of the file (a digest; "" when none)
 
 
 def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
     """The files of ``window`` (as ``window_files``) with their identity and timestamp span,
-    from the cached footers only (no data is read)."""
-    planned = _prepare(spec, window, newest=False)
+    from the cached footers only (no data is read).
+
+    A check asks this of every file of its windows each time, and all but the newest are
+    unchanged: a file planned whole before (same path, size, mtime and columns) that lies
+    inside the window again is not planned again (``_WHOLE``)."""
+    if not isinstance(window, Window):
+        raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
+    source = _open_source(spec)
+    start, end = window.start_ns, window.end_ns
+    columns = (
+        spec.timestamp_column,
+        spec.timestamp_unit,
+        spec.score_column,
+        spec.rank_column,
+        spec.segment_column,
+    )
+    kind = source.fs.type_name
     out = []
-    for plan in planned.plans:
+    for f in _walk(source, lambda interval: _overlaps(interval, window)):
+        deletes = "" if f.deleted is None else _digest(f.deleted)
+        key = (kind, f.path, f.size, f.mtime_ns, deletes, columns)
+        whole = _WHOLE.get(key)
+        if whole is not None:
+            assert whole.oldest_ns is not None
+            assert whole.newest_ns is not None
+            if whole.newest_ns < start or whole.oldest_ns >= end:
+                continue
+            if whole.oldest_ns >= start and whole.newest_ns < end:
+                out.append(whole)
+                continue
+        plan = _plan_file(source, f, window, spec.timestamp_column, spec.timestamp_unit)
+        if plan is None:
+            continue
+        _check_columns(spec, plan)
         stats = plan.stats
         if stats.clean and len(plan.groups) == len(stats.rows):  # the whole file
-            oldest, newest = stats.oldest, stats.newest
+            stat = FileStat(
+                f.path, f.size, f.mtime_ns, stats.oldest, stats.newest, plan.capacity, deletes
+            )
+            if len(_WHOLE) >= _WHOLE_MAX:
+                _WHOLE.clear()
+            _WHOLE[key] = stat
         else:
             lo = [stats.lo[g] for g in plan.groups]
             hi = [stats.hi[g] for g in plan.groups]
             known = all(x is not None for x in lo + hi)
-            oldest = min(x for x in lo if x is not None) if known else None
-            newest = max(x for x in hi if x is not None) if known else None
-        out.append(
-            FileStat(
-                path=plan.file.path,
-                size=plan.file.size,
-                mtime_ns=plan.file.mtime_ns,
-                oldest_ns=oldest,
-                newest_ns=newest,
-                rows=plan.capacity,
+            stat = FileStat(
+                f.path,
+                f.size,
+                f.mtime_ns,
+                min(x for x in lo if x is not None) if known else None,
+                max(x for x in hi if x is not None) if known else None,
+                plan.capacity,
+                deletes,
             )
-        )
+        out.append(stat)
     return out
+
+
+def _digest(deleted: npt.NDArray[np.int64]) -> str:
+    """A file's deleted row positions, digested (they change with each new deletion vector)."""
+    return f"{deleted.size}:{hashlib.blake2b(deleted.tobytes(), digest_size=8).hexdigest()}"
+
+
+# files planned whole, by identity and columns (bounded; a footer cache's companion)
+_WHOLE: dict[tuple[object, ...], FileStat] = {}
+_WHOLE_MAX = 1 << 16
 
 
 def window_files(spec: ScoreSpec, window: Window) -> list[str]:
