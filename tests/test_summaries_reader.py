@@ -218,3 +218,62 @@ def test_planned_tasks_read_without_listing_and_add_up_to_the_window(tree: Path)
     with pytest.raises(SourceError) as err:
         read_summary_part(spec, window, grid, bucket=HOUR, task=tasks[0])
     assert tasks[0].path in str(err.value)
+
+
+def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without segments, a row group inside the window whose timestamps' statistics fall in
+    one bucket is summarised without decoding its timestamps (its rows are all kept, so the
+    statistics' newest is theirs); one with an invalid score, or spanning two buckets, decodes
+    them. Either way the buckets equal ``summarize`` of ``read_scores`` hour by hour, the newest
+    timestamp being the newest valid row's."""
+    from monitor.sources import scores as scores_module
+
+    g = np.random.default_rng(2)
+    per = 500
+    ts = np.datetime64(T0.replace(tzinfo=None), "us") + np.sort(
+        g.integers(0, 4 * 3_600_000_000, 8 * per)
+    ).astype("timedelta64[us]")
+    score = g.lognormal(-1, 0.8, ts.size)
+    hour_of = (ts - ts[0]).astype("timedelta64[h]").astype(np.int64)
+    newest_in_hour_1 = np.flatnonzero(hour_of == 1)[-1]
+    score[newest_in_hour_1] = np.nan  # the newest row of its hour is not valid
+    write_parquet(
+        tmp_path / "scores.parquet", {"timestamp": ts, "score": score}, row_group_size=per
+    )
+    decoded: list[int] = []
+    real = scores_module._ts_to_ns
+
+    def counted(column: object, unit: str) -> np.ndarray:
+        decoded.append(1)
+        return real(column, unit)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(scores_module, "_ts_to_ns", counted)
+    spec, window = ScoreSpec(path=str(tmp_path)), Window(start=T0, end=T0 + 4 * HOUR)
+    got = read_summaries(spec, window, _GRID, bucket=HOUR)
+    groups = 8
+    spans_one_hour = sum(
+        len(set(hour_of[k * per : (k + 1) * per].tolist())) == 1 for k in range(groups)
+    )
+    with_nan = {newest_in_hour_1 // per}
+    clean_one_hour = spans_one_hour - sum(
+        len(set(hour_of[k * per : (k + 1) * per].tolist())) == 1 for k in with_nan
+    )
+    assert clean_one_hour > 0
+    assert len(decoded) == groups - clean_one_hour
+    monkeypatch.setattr(scores_module, "_ts_to_ns", real)
+    whole = read_scores(spec, window, with_timestamps=True)
+    assert whole.timestamps is not None
+    for h in range(4):
+        start = window.start_ns + h * 3_600_000_000_000
+        sel = (whole.timestamps >= start) & (whole.timestamps < start + 3_600_000_000_000)
+        s = got[("", start)]
+        assert np.array_equal(s.counts, summarize(whole.values[sel], _GRID).counts)
+        assert s.newest_ns == int(whole.timestamps[sel].max())
+    assert got[("", window.start_ns + 3_600_000_000_000)].newest_ns < int(
+        (ts[newest_in_hour_1] - np.datetime64("1970-01-01", "us")).astype(np.int64) * 1000
+    )
+
+
+_GRID = Grid(np.linspace(0.0, 3.0, 64))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
@@ -49,6 +49,9 @@ class _Chunk:
     values: npt.NDArray[np.float64]
     stamps: npt.NDArray[np.int64] | None
     codes: npt.NDArray[np.int32] | None
+    # the row group's [oldest, newest] timestamp (ns) from its statistics, given instead of
+    # ``stamps`` when every row of it is kept (see ``_chunks``'s ``span_ok``)
+    span: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,13 +94,32 @@ def _chunks(
     labels: _Labels,
     *,
     with_timestamps: bool,
+    span_ok: Callable[[int, int], bool] | None = None,
 ) -> Iterator[_Chunk]:
-    """The window's row groups one at a time: memory is one row group's, not the window's."""
+    """The window's row groups one at a time: memory is one row group's, not the window's.
+
+    With ``span_ok``, a row group inside the window, without segments, rank or deleted rows,
+    whose statistics' span [oldest, newest] ``span_ok`` accepts, and all of whose scores are
+    valid, comes with that ``span`` instead of its timestamps: every row is kept, so the span
+    is exactly its rows' (decoding a timestamp column costs many times a score column's). Its
+    timestamps are read when a score is not valid after all."""
     seg_col = spec.segment_column
     for plan, seg_in_file in zip(planned.plans, planned.seg_sources, strict=True):
         with _opened(planned.source, plan.file, plan.footer) as pf:
             for g, first, inside in zip(plan.groups, plan.starts, plan.inside, strict=True):
-                need_ts = with_timestamps or not inside
+                span: tuple[int, int] | None = None
+                if (
+                    span_ok is not None
+                    and inside
+                    and seg_in_file is None
+                    and seg_col is None
+                    and spec.rank_column is None
+                    and plan.file.deleted is None
+                ):
+                    lo, hi = plan.stats.lo[g], plan.stats.hi[g]
+                    if lo is not None and hi is not None and span_ok(lo, hi):
+                        span = (lo, hi)
+                need_ts = (with_timestamps and span is None) or not inside
                 columns = [spec.score_column]
                 if need_ts:
                     columns.append(spec.timestamp_column)
@@ -141,11 +163,14 @@ def _chunks(
                     take = finite
                     kept = score[finite]
                 stamps = None
-                if with_timestamps:
+                if span is not None and (keep is not None or take is not None):
+                    span = None  # a score is not valid: the kept rows' own timestamps
+                    table = _read_group(pf, plan, g, [spec.timestamp_column])
+                if with_timestamps and span is None:
                     ns = _ts_to_ns(table.column(spec.timestamp_column), plan.unit)
                     stamps = _select(ns, keep, take)
                 codes = None if seg is None else _select(seg, keep, take)
-                yield _Chunk(plan.file.path, in_rows, null, nan, inf, kept, stamps, codes)
+                yield _Chunk(plan.file.path, in_rows, null, nan, inf, kept, stamps, codes, span)
 
 
 def _check_invalid(
@@ -490,7 +515,11 @@ def read_summary_part(
     per_file: dict[str, int] = {}
     start = window.start_ns
     step = None if bucket is None else bucket // timedelta(microseconds=1) * 1_000
-    for chunk in _chunks(spec, window, planned, labels, with_timestamps=True):
+
+    def one_bucket(lo: int, hi: int) -> bool:  # a row group all of whose rows go to one part
+        return step is None or (lo - start) // step == (hi - start) // step
+
+    for chunk in _chunks(spec, window, planned, labels, with_timestamps=True, span_ok=one_bucket):
         rows += chunk.rows
         bad = chunk.null + chunk.nan + chunk.inf
         n_null += chunk.null
@@ -498,10 +527,17 @@ def read_summary_part(
         n_inf += chunk.inf
         if bad:
             per_file[chunk.path] = per_file.get(chunk.path, 0) + bad
-        assert chunk.stamps is not None
         if chunk.values.size == 0:  # every row invalid: in no summary (``SummaryPart.unplaced``)
             orphan += bad
             continue
+        if chunk.span is not None:  # every row kept, in one part: the statistics' span is theirs
+            oldest, newest = chunk.span
+            first_b = 0 if step is None else (oldest - start) // step
+            parts.setdefault((0, first_b), []).append(
+                summarize(chunk.values, grid, invalid=bad, newest_ns=newest)
+            )
+            continue
+        assert chunk.stamps is not None
         if chunk.codes is None:
             oldest, newest = int(chunk.stamps.min()), int(chunk.stamps.max())
             first_b = 0 if step is None else (oldest - start) // step
@@ -518,7 +554,15 @@ def read_summary_part(
             key = seg_key if key is None else seg_key + key
         assert key is not None
         low = int(key.min())
-        uniq = np.flatnonzero(np.bincount(key - low)) + low
+        sizes = np.bincount(key - low)
+        uniq = np.flatnonzero(sizes) + low
+        values, stamps = chunk.values, chunk.stamps
+        if uniq.size > 1 and not bool(np.all(key[1:] >= key[:-1])):
+            # grouped by one stable sort, not one pass per key (a row group may span a day
+            # of hourly buckets in several segments); time-ordered rows need none
+            order = np.argsort(key, kind="stable")
+            values, stamps = values[order], stamps[order]
+        ends = np.cumsum(sizes[sizes > 0])
         # the row group's invalid scores count in its first (segment name, bucket): an order
         # of names, not of codes, so every engine's tasks attribute them alike
         names_now = labels.names()
@@ -526,14 +570,14 @@ def read_summary_part(
             uniq.tolist(),
             key=lambda k: (names_now[k // slots] if spec.segment_column is not None else "", k),
         )
-        for k in uniq.tolist():
-            sel = key == k if uniq.size > 1 else slice(None)
+        for k, end in zip(uniq.tolist(), ends.tolist(), strict=True):
+            sel = slice(end - int(sizes[k - low]), end)  # the rows of key k, grouped
             s_code, b = divmod(int(k), slots)
             part = summarize(
-                chunk.values[sel],
+                values[sel],
                 grid,
                 invalid=bad if k == first else 0,
-                newest_ns=int(chunk.stamps[sel].max()),
+                newest_ns=int(stamps[sel].max()),
             )
             parts.setdefault((s_code, b), []).append(part)
     names = labels.names() if spec.segment_column is not None else [""]
