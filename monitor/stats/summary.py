@@ -411,19 +411,17 @@ def ks_bracket(x: ScoreSummary, y: ScoreSummary, *, method: str = "auto") -> KSB
     pts = x.grid.points
     # a point cell's end is F(g); a gap cell's end is F(g-) of the point above it
     location = float(pts[min(at // 2, pts.size - 1)]) if k_lo > 0 else None
-    gaps = np.arange(0, x.grid.n_cells, 2)
-    both = (x.counts[gaps] > 0) & (y.counts[gaps] > 0)
+    # the open cells are the even ones (views, not copies); the count before open cell i is
+    # the cumulative count at the end of point i - 1 (none before the first)
+    x_open, y_open = x.counts[0::2], y.counts[0::2]
+    both = (x_open > 0) & (y_open > 0)
     k_hi = k_lo
     if both.any():
-        g = gaps[both]
-        before_x = np.where(g > 0, cx[np.maximum(g - 1, 0)], 0)
-        before_y = np.where(g > 0, cy[np.maximum(g - 1, 0)], 0)
-        up = np.maximum(cx[g] * m - before_y * n, cy[g] * n - before_x * m)
-        k_hi = max(k_lo, int(up.max()))
-    open_mass = max(
-        float((x.counts[gaps] / n).max()),
-        float((y.counts[gaps] / m).max()),
-    )
+        before_x = np.concatenate(([0], cx[1::2]))
+        before_y = np.concatenate(([0], cy[1::2]))
+        up = np.maximum(cx[0::2] * m - before_y * n, cy[0::2] * n - before_x * m)
+        k_hi = max(k_lo, int(up[both].max()))
+    open_mass = max(int(x_open.max()) / n, int(y_open.max()) / m)
     if method == "auto":
         method = "exact" if max(n, m) <= _KS_EXACT_MAX_N else "asymp"
 
