@@ -333,9 +333,9 @@ def test_an_unwritable_cache_costs_the_cache_not_the_check(
 
 
 def test_a_bucket_file_round_trips_narrow_where_it_fits() -> None:
-    """Cells go to disk as int32 when they fit (half the bytes an hourly check writes) and as
-    int64 when a count does not; both, and files of int64 cells written before, read back
-    equal."""
+    """Cells go to disk as index steps and counts in the narrowest unsigned type that holds
+    them, and as int64 when a count does not fit 32 bits; both, and entries of absolute int64
+    indices written before, read back equal."""
     import io
 
     from monitor.incremental.store import Bucket
@@ -343,11 +343,12 @@ def test_a_bucket_file_round_trips_narrow_where_it_fits() -> None:
 
     grid = Grid(np.linspace(0.0, 1.0, 50))
     small = Cells(np.array([0, 7, 98]), np.array([3, 1, 2**31 - 1]), 2**31 + 3, 0, 0, 5)
-    large = Cells(np.array([1, 2]), np.array([2**31, 4]), 2**31 + 4, 0, 0, None)
+    large = Cells(np.array([1, 2]), np.array([2**32, 4]), 2**32 + 4, 0, 0, None)
     bucket = Bucket(3_600_000_000_000, {"a": small, "b": large}, unplaced=2)
     data = bucket.to_bytes("k", "fp")
     with np.load(io.BytesIO(data)) as z:
-        assert z["index_0"].dtype == z["count_0"].dtype == np.int32
+        assert z["index_0"].dtype == np.uint8  # steps 1, 7, 91
+        assert z["count_0"].dtype == np.uint32
         assert z["count_1"].dtype == np.int64
     back, fingerprint = Bucket.from_bytes(data, grid, "k")
     assert fingerprint == "fp"
@@ -358,9 +359,13 @@ def test_a_bucket_file_round_trips_narrow_where_it_fits() -> None:
         assert np.array_equal(got.index, cells.index)
         assert np.array_equal(got.count, cells.count)
         assert (got.rows, got.newest_ns) == (cells.rows, cells.newest_ns)
-    # an entry of int64 cells (this format's first writers) still reads
+    # an entry of absolute int64 indices (this format's first writers) still reads
     with np.load(io.BytesIO(data)) as z:
         arrays = {k: (z[k].astype(np.int64) if k != "meta" else z[k]) for k in z.files}
+        meta = json.loads(str(z["meta"]))
+    del meta["cells"]
+    arrays["meta"] = np.array(json.dumps(meta))
+    arrays["index_0"], arrays["index_1"] = small.index, large.index
     old = io.BytesIO()
     np.savez(old, **arrays)
     again, _ = Bucket.from_bytes(old.getvalue(), grid, "k")
