@@ -109,12 +109,19 @@ class _FooterCache:
 _FOOTERS = _FooterCache(_CACHE_MAX_FILES)
 
 
+# files planned whole by ``window_file_stats``, by identity and columns (bounded; values derived
+# from the footers, so forgotten with them)
+_WHOLE: dict[tuple[object, ...], Any] = {}
+_WHOLE_MAX = 1 << 16
+
+
 def clear_cache() -> None:
     """Forget every cached footer, directory listing, filesystem and table snapshot (tests; or
     after rewriting files in place)."""
     from monitor.sources.tables import clear_table_cache  # (tables imports this module)
 
     _FOOTERS.clear()
+    _WHOLE.clear()
     clear_listings()
     with _FS_LOCK:
         _FS_CACHE.clear()

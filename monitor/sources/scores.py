@@ -29,7 +29,7 @@ from monitor.sources.columns import (
     _select,
     _shrink,
 )
-from monitor.sources.footers import _opened, _ts_stats, _ts_to_ns
+from monitor.sources.footers import _WHOLE, _WHOLE_MAX, _opened, _ts_stats, _ts_to_ns
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window
 from monitor.sources.partitions import _newest_checked, _overlaps, _Plan, _plan, _plan_file
 from monitor.sources.paths import _open_source, _Source, _walk
@@ -398,11 +398,6 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
 def _digest(deleted: npt.NDArray[np.int64]) -> str:
     """A file's deleted row positions, digested (they change with each new deletion vector)."""
     return f"{deleted.size}:{hashlib.blake2b(deleted.tobytes(), digest_size=8).hexdigest()}"
-
-
-# files planned whole, by identity and columns (bounded; a footer cache's companion)
-_WHOLE: dict[tuple[object, ...], FileStat] = {}
-_WHOLE_MAX = 1 << 16
 
 
 def window_files(spec: ScoreSpec, window: Window) -> list[str]:
