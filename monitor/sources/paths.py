@@ -185,6 +185,7 @@ class _Entry:
     mtime_ns: int
     identity: tuple[int, int] | None = None
     problem: SourceError | None = None
+    link: bool = False  # the name is a symlink (local filesystems)
 
 
 def _list_dir(source: _Source, directory: str) -> list[_Entry]:
@@ -220,44 +221,8 @@ def _list_dir(source: _Source, directory: str) -> list[_Entry]:
     return entries
 
 
-@dataclass(frozen=True, slots=True)
-class _Listing:
-    """A local directory's names as listed, valid while the directory's
-    ``signature`` (device, inode, mtime, ctime) is unchanged: adding, removing or renaming a
-    name changes its mtime. ``kept`` are the entries reused as they are (real directories);
-    the others (files, links, names that did not resolve) are looked up again."""
-
-    signature: tuple[int, int, int, int]
-    names: tuple[tuple[str, str], ...]
-    kept: dict[str, _Entry]
-
-
-# A directory modified this close to its listing may change again within the same tick of the
-# filesystem's clock (Linux stamps with a coarse clock; others have 1-2 s), leaving its mtime
-# as it was: such a listing is not reused ("racy git"). One modified earlier gets a new mtime
-# from any later change.
-_RACY_NS = 3_000_000_000
-_LISTINGS: dict[str, _Listing] = {}
-_LISTINGS_MAX = 1 << 16
-_LISTINGS_LOCK = threading.Lock()
-
-
 def _list_local(directory: str) -> list[_Entry]:
-    """``os.scandir`` rather than pyarrow's listing, which leaves dangling symlinks out silently.
-
-    A directory unchanged since an earlier listing is not read again (``_Listing``): a daemon
-    walks the same partitions at every check. Its files are still looked up every time, so a
-    file rewritten in place shows its new size and mtime."""
-    try:
-        st = os.stat(directory)
-    except OSError as exc:
-        raise _translate(exc, directory, "listing the directory") from exc
-    signature = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-    with _LISTINGS_LOCK:
-        cached = _LISTINGS.get(directory)
-    if cached is not None and cached.signature == signature:
-        return [cached.kept.get(path) or _local_entry(path, name) for path, name in cached.names]
-    listed_ns = time.time_ns()
+    """``os.scandir`` rather than pyarrow's listing, which leaves dangling symlinks out silently."""
     try:
         with os.scandir(directory) as it:
             found = sorted(
@@ -265,33 +230,15 @@ def _list_local(directory: str) -> list[_Entry]:
             )
     except OSError as exc:
         raise _translate(exc, directory, "listing the directory") from exc
-    entries = [_local_entry(path, name) for path, name, _link in found]
-    if listed_ns - st.st_mtime_ns > _RACY_NS:
-        kept = {
-            e.path: e
-            for e, (_p, _n, link) in zip(entries, found, strict=True)
-            if e.is_dir and not link and e.problem is None
-        }
-        listing = _Listing(signature, tuple((p, n) for p, n, _ in found), kept)
-        with _LISTINGS_LOCK:
-            if len(_LISTINGS) >= _LISTINGS_MAX:
-                _LISTINGS.clear()
-            _LISTINGS[directory] = listing
-    return entries
+    return [_local_entry(path, name, link) for path, name, link in found]
 
 
-def clear_listings() -> None:
-    """Forget every cached directory listing."""
-    with _LISTINGS_LOCK:
-        _LISTINGS.clear()
-
-
-def _local_entry(path: str, name: str) -> _Entry:
+def _local_entry(path: str, name: str, link: bool) -> _Entry:
     """A listed local name, looked up (symlinks followed)."""
     try:
         st = os.stat(path)  # follows symlinks
     except OSError as exc:
-        return _Entry(path, name, False, False, 0, 0, problem=_unresolvable(path, exc))
+        return _Entry(path, name, False, False, 0, 0, problem=_unresolvable(path, exc), link=link)
     return _Entry(
         path,
         name,
@@ -300,6 +247,7 @@ def _local_entry(path: str, name: str) -> _Entry:
         st.st_size,
         st.st_mtime_ns,
         identity=(st.st_dev, st.st_ino),
+        link=link,
     )
 
 
@@ -358,14 +306,14 @@ class _Seen:
         )
         return False
 
-    def first_file(self, entry: _Entry) -> bool:
-        """True the first time the real file behind ``entry`` is met."""
-        if entry.identity is None:
+    def first_file(self, path: str, identity: tuple[int, int] | None) -> bool:
+        """True the first time the real file ``identity`` (None: unknown) is met."""
+        if identity is None:
             return True
-        first = self._files.setdefault(entry.identity, entry.path)
-        if first == entry.path:
+        first = self._files.setdefault(identity, path)
+        if first == path:
             return True
-        _LOG.debug("%s: skipped, it is the file %s again (a link); read once", entry.path, first)
+        _LOG.debug("%s: skipped, it is the file %s again (a link); read once", path, first)
         return False
 
 
@@ -422,31 +370,123 @@ def _walk(
                 raise problem
             if not seen.first_dir(directory, identity):
                 continue
-            entries = _list_dir(source, directory)
+            children, files = _children(source, directory, parts, interval)
         except SourceError as exc:
             if on_problem is None:
                 raise
             on_problem(exc)
             continue
-        subdirs: list[_Pending] = []
-        for entry in entries:
-            if entry.is_dir or entry.problem is not None:
-                kv = _hive(entry.base_name)
-                sub_parts = (*parts, kv) if kv else parts
-                sub_interval = _partition_interval(sub_parts) if source.prune else None
-                subdirs.append((entry.path, sub_parts, sub_interval, entry.identity, entry.problem))
-            elif (
-                entry.is_file
-                and (source.pattern is None or fnmatch.fnmatchcase(entry.path, source.pattern))
-                and seen.first_file(entry)
-            ):
-                yield _File(entry.path, entry.size, entry.mtime_ns, parts, interval)
+        for f, file_identity in files:
+            if seen.first_file(f.path, file_identity):
+                yield f
+        subdirs = list(children)
         if newest_first:
             # pop() takes the last: known periods sorted by end, unknown ones after them.
             subdirs.sort(key=lambda s: (s[2] is None, s[2][1] if s[2] is not None else 0))
             stack.extend(subdirs)
         else:
             stack.extend(reversed(subdirs))
+
+
+_Found: TypeAlias = tuple[_File, tuple[int, int] | None]  # a file and its identity (local)
+
+
+@dataclass(slots=True)
+class _Walked:
+    """A local directory's children as a walk found them, valid while the directory's
+    ``signature`` (device, inode, mtime, ctime) is unchanged: adding, removing or renaming a
+    name changes its mtime. Its files are looked up again at every walk (a file rewritten in
+    place keeps its directory's mtime); its subdirectories' own listings are checked when the
+    walk enters them."""
+
+    signature: tuple[int, int, int, int]
+    subdirs: tuple[_Pending, ...]
+    files: list[_Found]
+
+
+# A directory modified this close to its listing may change again within the same tick of the
+# filesystem's clock (Linux stamps with a coarse clock; others have 1-2 s), leaving its mtime as
+# it was: such a listing is not reused ("racy git"). One modified earlier gets a new mtime from
+# any later change.
+_RACY_NS = 3_000_000_000
+_WALKED: dict[tuple[object, ...], _Walked] = {}
+_WALKED_MAX = 1 << 16
+_WALKED_LOCK = threading.Lock()
+
+
+def clear_listings() -> None:
+    """Forget every directory listing kept for the next walk."""
+    with _WALKED_LOCK:
+        _WALKED.clear()
+
+
+def _children(
+    source: _Source, directory: str, parts: tuple[tuple[str, str], ...], interval: _Interval
+) -> tuple[tuple[_Pending, ...], list[_Found]]:
+    """The subdirectories (to walk) and files (pattern applied) of ``directory``.
+
+    A daemon walks the same partitions at every check: on a local filesystem a directory whose
+    listing is kept (``_Walked``) and unchanged is not listed again; only its files are looked
+    up (one ``stat`` each). Directories holding symlinks or names that do not resolve are
+    listed every time."""
+    local = isinstance(source.fs, pafs.LocalFileSystem)
+    key = (directory, parts, source.prune, source.pattern)
+    signature = None
+    if local:
+        try:
+            st = os.stat(directory)
+        except OSError as exc:
+            raise _translate(exc, directory, "listing the directory") from exc
+        signature = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
+        with _WALKED_LOCK:
+            walked = _WALKED.get(key)
+        if walked is not None and walked.signature == signature:
+            files = _restat(walked.files, parts, interval)
+            if files is not None:
+                walked.files = files
+                return walked.subdirs, files
+    listed_ns = time.time_ns()
+    subdirs: list[_Pending] = []
+    found: list[_Found] = []
+    reusable = local
+    for entry in _list_dir(source, directory):
+        reusable = reusable and not entry.link and entry.problem is None
+        if entry.is_dir or entry.problem is not None:
+            kv = _hive(entry.base_name)
+            sub_parts = (*parts, kv) if kv else parts
+            sub_interval = _partition_interval(sub_parts) if source.prune else None
+            subdirs.append((entry.path, sub_parts, sub_interval, entry.identity, entry.problem))
+        elif entry.is_file and (
+            source.pattern is None or fnmatch.fnmatchcase(entry.path, source.pattern)
+        ):
+            f = _File(entry.path, entry.size, entry.mtime_ns, parts, interval)
+            found.append((f, entry.identity))
+    children = tuple(subdirs)
+    if reusable and signature is not None and listed_ns - signature[2] > _RACY_NS:
+        with _WALKED_LOCK:
+            if len(_WALKED) >= _WALKED_MAX:
+                _WALKED.clear()
+            _WALKED[key] = _Walked(signature, children, found)
+    return children, found
+
+
+def _restat(
+    files: list[_Found], parts: tuple[tuple[str, str], ...], interval: _Interval
+) -> list[_Found] | None:
+    """``files`` looked up again (a new size or mtime: a new ``_File``); None when one is no
+    longer a regular file (the directory is then listed again)."""
+    out: list[_Found] = []
+    for f, _ in files:
+        try:
+            st = os.stat(f.path)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None
+        if st.st_size != f.size or st.st_mtime_ns != f.mtime_ns:
+            f = _File(f.path, st.st_size, st.st_mtime_ns, parts, interval)
+        out.append((f, (st.st_dev, st.st_ino)))
+    return out
 
 
 def _table_files(
