@@ -305,26 +305,19 @@ class SummaryChecks:
         newest: int | None = None
         for w, starts, _ in per_window:
             held = [buckets[b] for b in starts.tolist()]
-            total_rows = total_bad = 0
-            names: set[str] = set()
-            for bucket in held:
-                names.update(bucket.summaries)
-                total_rows += bucket.unplaced
-                total_bad += bucket.unplaced
-                for s in bucket.summaries.values():
-                    total_rows += s.rows
-                    total_bad += s.invalid
-                    if s.newest_ns is not None and (newest is None or s.newest_ns > newest):
-                        newest = s.newest_ns
-            _check_invalid(spec, w, total_rows, total_bad, engine_for_error=self, settings=settings)
-            rows += total_rows
-            lists.append(held)
-            seen.append(frozenset(names))
             role = "reference" if w is reference else "current"
             rolling = self._rolling.get((monitor.name, role))
             if rolling is None or rolling.grid is not frozen.grid:
                 rolling = self._rolling[(monitor.name, role)] = _Rolling(frozen.grid)
-            totals.append(rolling.update(held))
+            totals.append(rolling.update(held))  # a cost of the buckets that changed
+            total_rows, total_bad = rolling.rows
+            _check_invalid(spec, w, total_rows, total_bad, engine_for_error=self, settings=settings)
+            rows += total_rows
+            lists.append(held)
+            seen.append(rolling.segments)
+            for s in totals[-1].values():
+                if s.newest_ns is not None and (newest is None or s.newest_ns > newest):
+                    newest = s.newest_ns
         return SummaryRead(
             grid=frozen,
             reference_buckets=lists[0],

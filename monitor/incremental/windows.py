@@ -92,8 +92,11 @@ class _Rolling:
         self.members: dict[int, Bucket] = {}
         self.counts: dict[str, NDArray[np.int64]] = {}
         self.scalars: dict[str, NDArray[np.int64]] = {}  # rows, invalid, zeros
+        self.holding: dict[str, int] = {}  # segment -> member buckets that hold it
+        self.unplaced = 0  # invalid rows in no summary (``Bucket.unplaced``), summed
 
     def _apply(self, bucket: Bucket, sign: int) -> None:
+        self.unplaced += sign * bucket.unplaced
         for name, c in bucket.summaries.items():
             counts = self.counts.get(name)
             if counts is None:
@@ -101,8 +104,26 @@ class _Rolling:
                 self.scalars[name] = np.zeros(3, dtype=np.int64)
             counts[c.index] += sign * c.count
             self.scalars[name] += sign * np.array([c.rows, c.invalid, c.zeros], dtype=np.int64)
+            left = self.holding.get(name, 0) + sign
+            if left:
+                self.holding[name] = left
+            else:
+                del self.holding[name]
+
+    @property
+    def segments(self) -> frozenset[str]:
+        """The segments some bucket of the window holds."""
+        return frozenset(self.holding)
+
+    @property
+    def rows(self) -> tuple[int, int]:
+        """The window's rows and invalid rows (those in no summary included)."""
+        rows = sum(int(s[0]) for s in self.scalars.values()) + self.unplaced
+        return rows, sum(int(s[1]) for s in self.scalars.values()) + self.unplaced
 
     def update(self, buckets: list[Bucket]) -> dict[str, ScoreSummary]:
+        """The window's totals per segment for ``buckets`` (in time order): the buckets that
+        left the window subtracted, the new ones added."""
         want = {b.start_ns: b for b in buckets}
         for start, old in list(self.members.items()):
             if want.get(start) is not old:
@@ -112,11 +133,15 @@ class _Rolling:
             if start not in self.members:
                 self._apply(b, +1)
                 self.members[start] = b
+        # a bucket's rows lie in [start, start + bucket): a segment's newest row is in the
+        # latest bucket that holds it, so the search stops there
         newest: dict[str, int] = {}
-        for b in buckets:
+        for b in reversed(buckets):
             for name, c in b.summaries.items():
-                if c.newest_ns is not None and c.newest_ns > newest.get(name, c.newest_ns - 1):
+                if name not in newest and c.newest_ns is not None:
                     newest[name] = c.newest_ns
+            if len(newest) >= len(self.holding):
+                break
         out = {}
         for name, counts in self.counts.items():
             rows, invalid, zeros = (int(x) for x in self.scalars[name])
