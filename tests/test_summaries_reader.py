@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from monitor.errors import BadValuesError, SourceError
@@ -229,6 +230,7 @@ def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(
     them. Either way the buckets equal ``summarize`` of ``read_scores`` hour by hour, the newest
     timestamp being the newest valid row's."""
     from monitor.sources import scores as scores_module
+    from monitor.sources.footers import _ts_to_ns as real
 
     g = np.random.default_rng(2)
     per = 500
@@ -243,11 +245,10 @@ def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(
         tmp_path / "scores.parquet", {"timestamp": ts, "score": score}, row_group_size=per
     )
     decoded: list[int] = []
-    real = scores_module._ts_to_ns
 
-    def counted(column: object, unit: str) -> np.ndarray:
+    def counted(column: pa.ChunkedArray, unit: str) -> np.ndarray:
         decoded.append(1)
-        return real(column, unit)  # type: ignore[arg-type]
+        return real(column, unit)
 
     monkeypatch.setattr(scores_module, "_ts_to_ns", counted)
     spec, window = ScoreSpec(path=str(tmp_path)), Window(start=T0, end=T0 + 4 * HOUR)
@@ -271,7 +272,9 @@ def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(
         s = got[("", start)]
         assert np.array_equal(s.counts, summarize(whole.values[sel], _GRID).counts)
         assert s.newest_ns == int(whole.timestamps[sel].max())
-    assert got[("", window.start_ns + 3_600_000_000_000)].newest_ns < int(
+    newest_of_hour_1 = got[("", window.start_ns + 3_600_000_000_000)].newest_ns
+    assert newest_of_hour_1 is not None
+    assert newest_of_hour_1 < int(
         (ts[newest_in_hour_1] - np.datetime64("1970-01-01", "us")).astype(np.int64) * 1000
     )
 
