@@ -172,10 +172,10 @@ class Cells:
 
     @staticmethod
     def of(summary: ScoreSummary) -> Cells:
-        index = np.flatnonzero(summary.counts).astype(np.int64)
+        index = np.flatnonzero(summary.counts).astype(np.int64, copy=False)
         return Cells(
             index,
-            summary.counts[index].astype(np.int64),
+            summary.counts[index].astype(np.int64, copy=False),
             summary.rows,
             summary.invalid,
             summary.zeros,
@@ -259,7 +259,7 @@ def _cell_counts(
     if not (math.isfinite(xs[0]) and math.isfinite(xs[-1])):
         return None, 0
     if xs.size < 2 * grid.points.size:
-        counts = np.bincount(grid.cells(xs), minlength=grid.n_cells).astype(np.int64)
+        counts = np.bincount(grid.cells(xs), minlength=grid.n_cells).astype(np.int64, copy=False)
         return counts, int(np.count_nonzero(xs == 0.0))
     points = grid.points
     left = np.searchsorted(xs, points, side="left")
