@@ -525,22 +525,19 @@ def read_summary_part(
         if chunk.values.size == 0:  # every row invalid: in no summary (``SummaryPart.unplaced``)
             orphan += bad
             continue
-        if chunk.span is not None:  # every row kept, in one part: the statistics' span is theirs
-            oldest, newest = chunk.span
-            first_b = 0 if step is None else (oldest - start) // step
-            parts.setdefault((0, first_b), []).append(
-                summarize(chunk.values, grid, invalid=bad, newest_ns=newest)
-            )
-            continue
-        assert chunk.stamps is not None
         if chunk.codes is None:
-            oldest, newest = int(chunk.stamps.min()), int(chunk.stamps.max())
-            first_b = 0 if step is None else (oldest - start) // step
-            if step is None or (newest - start) // step == first_b:  # one part: nothing to split
+            if chunk.span is not None:  # every row kept: the statistics' span is theirs
+                oldest, newest = chunk.span
+            else:
+                assert chunk.stamps is not None
+                oldest, newest = int(chunk.stamps.min()), int(chunk.stamps.max())
+            if one_bucket(oldest, newest):  # one part: nothing to split
+                first_b = 0 if step is None else (oldest - start) // step
                 parts.setdefault((0, first_b), []).append(
                     summarize(chunk.values, grid, invalid=bad, newest_ns=newest)
                 )
                 continue
+        assert chunk.stamps is not None  # a span is given only for a row group of one part
         # key = segment code * slots + bucket: (segment, bucket) in order, in a small range
         slots = 1 if step is None else -(-(window.end_ns - start) // step)
         key = (chunk.stamps - start) // step if step is not None else None
