@@ -187,12 +187,11 @@ def _derived_edges(total: ScoreSummary, bins: int) -> NDArray[np.float64]:
 
 def _in(f: FileStat, w: Window) -> bool:
     """Whether a file may hold rows of ``w`` (unknown spans: yes)."""
-    if f.oldest_ns is None or f.newest_ns is None:
-        return True
-    return f.oldest_ns < w.end_ns and f.newest_ns >= w.start_ns
+    return _overlaps(f, w.start_ns, w.end_ns - w.start_ns)
 
 
 def _overlaps(f: FileStat, start_ns: int, step: int) -> bool:
+    """Whether a file may hold rows of [start, start + step) (unknown spans: yes)."""
     if f.oldest_ns is None or f.newest_ns is None:
         return True
     return f.oldest_ns < start_ns + step and f.newest_ns >= start_ns
@@ -214,26 +213,13 @@ def _fingerprints(files: list[FileStat], starts: NDArray[np.int64], step: int) -
                 members[i].append(f)
     out = []
     for group in members:
-        ids = tuple((f.path, f.size, f.mtime_ns, f.deletes) for f in group)
-        digest = _DIGESTS.get(ids)
-        if digest is None:
-            h = hashlib.blake2b(digest_size=16)
-            for path, size, mtime_ns, deletes in ids:
-                # a file without deleted rows digests as it did before ``deletes`` existed
-                tail = f"\0{deletes}" if deletes else ""
-                h.update(f"{path}\0{size}\0{mtime_ns}{tail}\n".encode())
-            digest = h.hexdigest()
-            if len(_DIGESTS) >= _DIGESTS_MAX:
-                _DIGESTS.clear()
-            _DIGESTS[ids] = digest
-        out.append(digest)
+        h = hashlib.blake2b(digest_size=16)
+        for f in group:
+            # a file without deleted rows digests as it did before ``deletes`` existed
+            tail = f"\0{f.deletes}" if f.deletes else ""
+            h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}{tail}\n".encode())
+        out.append(h.hexdigest())
     return out
-
-
-# the digests of files sets met before: a check digests its window's buckets again every time,
-# and all but the newest are unchanged (a bounded memo; the digest itself is what disk keeps)
-_DIGESTS: dict[tuple[tuple[str, int, int, str], ...], str] = {}
-_DIGESTS_MAX = 1 << 16
 
 
 def _runs(lack: list[tuple[int, str]], step: int) -> list[list[tuple[int, str]]]:
