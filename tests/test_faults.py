@@ -113,13 +113,12 @@ def test_hung_sources_never_touch_healthy_monitors(tmp_path: Path) -> None:
                 failures = value(snap, "retrieval_monitor_run_failures_total", monitor=n)
                 assert failures is not None
                 assert failures >= 10
-            # Flat: ~40 abandoned or skipped slots later, no more threads than after the first
-            # few. Bounded: main, HTTP, shutdown/reload, <= 2 per monitor (its executor's worker
-            # and its one run), pyarrow's I/O and CPU pools, the AWS SDK's event loop and
-            # jemalloc's background thread.
-            early = max(n for t, n in counts if t < 10)
-            late = max(n for t, n in counts if t >= 10)
-            assert late <= early, counts
+            # Bounded: main, HTTP, shutdown/reload, <= 2 per monitor (its executor's worker and its
+            # one run), pyarrow's I/O and CPU pools, the AWS SDK's event loop and jemalloc's
+            # background thread. The pools start their threads lazily, at the first moment that
+            # many tasks overlap, so a late count may exceed an early one without a leak (CI saw
+            # 16 -> 19); a thread leaked per abandoned or skipped slot (~40 of them here) would
+            # cross the bound within the window.
             bound = 3 + 2 * 5 + pa.io_thread_count() + pa.cpu_count() + 4
             assert max(n for _, n in counts) <= bound, (counts, bound)
             assert not tracebacks(d.log())
