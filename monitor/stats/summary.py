@@ -363,10 +363,19 @@ def bin_ends(grid: Grid, edges: ArrayLike) -> NDArray[np.intp]:
 
 def cells_to_bins(counts: NDArray[np.int64], ends: NDArray[np.intp]) -> NDArray[np.int64]:
     """Bin counts from cell counts (the last axis; any leading axes, e.g. one row per bucket):
-    the sum of the cells before each of ``bin_ends``, differenced."""
-    c = np.cumsum(counts, axis=-1)
-    pad = [(0, 0)] * (c.ndim - 1) + [(1, 0)]
-    upto = np.pad(c, pad)[..., ends]
+    bin b sums the cells from ``ends[b - 1]`` (0 for the first) up to ``ends[b]``. One
+    ``add.reduceat`` pass when the ends rise strictly to the last cell (as ``bin_ends`` makes
+    them); else the cumulative counts at the ends, differenced."""
+    c = np.asarray(counts)
+    e = np.asarray(ends, dtype=np.intp)
+    n = c.shape[-1]
+    if e.size and e[-1] == n and e[0] > 0 and (e.size == 1 or bool(np.all(e[1:] > e[:-1]))):
+        starts = np.concatenate(([0], e[:-1]))
+        summed: NDArray[np.int64] = np.add.reduceat(c, starts, axis=-1).astype(np.int64, copy=False)
+        return summed
+    cum = np.cumsum(c, axis=-1)
+    pad = [(0, 0)] * (cum.ndim - 1) + [(1, 0)]
+    upto = np.pad(cum, pad)[..., e]
     out: NDArray[np.int64] = np.diff(upto, axis=-1, prepend=0).astype(np.int64)
     return out
 
@@ -403,24 +412,25 @@ def ks_bracket(x: ScoreSummary, y: ScoreSummary, *, method: str = "auto") -> KSB
     n, m = x.n, y.n
     if n == 0 or m == 0:
         raise StatsInputError("both summaries must hold at least one score.")
-    cx, cy = np.cumsum(x.counts), np.cumsum(y.counts)  # counts <= end of each cell
-    # integer |i m - j n| at every cell end: point ends are F(g), gap ends are F(g-)
-    k_all = np.abs(cx * m - cy * n)
+    # d = i m - j n at every cell end (i, j: counts up to it; point ends are F(g), gap ends
+    # F(g-)), as one cumulative sum of the cells' own differences (|d| <= n m fits int64)
+    xm, yn = x.counts * m, y.counts * n
+    d = np.cumsum(xm - yn)
+    k_all = np.abs(d)
     at = int(np.argmax(k_all))
     k_lo = int(k_all[at])
     pts = x.grid.points
     # a point cell's end is F(g); a gap cell's end is F(g-) of the point above it
     location = float(pts[min(at // 2, pts.size - 1)]) if k_lo > 0 else None
-    # the open cells are the even ones (views, not copies); the count before open cell i is
-    # the cumulative count at the end of point i - 1 (none before the first)
+    # Inside open cell i (the even ones) both CDFs rise from their values at the end of point
+    # i - 1 (d_before; 0 before the first): the gap is largest with all of one side's mass in
+    # and none of the other's, d_before + x_i m or y_i n - d_before, where both hold mass.
+    xm_open, yn_open = xm[0::2], yn[0::2]
+    both = (xm_open > 0) & (yn_open > 0)
+    d_before = np.concatenate(([0], d[1::2]))
+    up = np.maximum(d_before + xm_open, yn_open - d_before)
+    k_hi = max(k_lo, int(up.max(where=both, initial=k_lo)))
     x_open, y_open = x.counts[0::2], y.counts[0::2]
-    both = (x_open > 0) & (y_open > 0)
-    k_hi = k_lo
-    if both.any():
-        before_x = np.concatenate(([0], cx[1::2]))
-        before_y = np.concatenate(([0], cy[1::2]))
-        up = np.maximum(cx[0::2] * m - before_y * n, cy[0::2] * n - before_x * m)
-        k_hi = max(k_lo, int(up[both].max()))
     open_mass = max(int(x_open.max()) / n, int(y_open.max()) / m)
     if method == "auto":
         method = "exact" if max(n, m) <= _KS_EXACT_MAX_N else "asymp"

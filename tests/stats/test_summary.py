@@ -77,6 +77,56 @@ def test_ks_bracket_holds_the_exact_d(ref: list[float], cur: list[float], effect
     assert br.pvalue_low <= br.pvalue_high
 
 
+def _widest_gap(x: np.ndarray, y: np.ndarray, n: int, m: int) -> tuple[int, int]:
+    """Cell by cell, in plain Python: the largest |i m - j n| at a cell end (D_lo n m) and at
+    any placement of the open cells' mass (D_hi n m: one side's cell counted in, the other's
+    not, where both hold some)."""
+    i = j = 0
+    lo = hi = 0
+    for k, (a, b) in enumerate(zip(x.tolist(), y.tolist(), strict=True)):
+        if k % 2 == 0 and a > 0 and b > 0:
+            hi = max(hi, (i + a) * m - j * n, (j + b) * n - i * m)
+        i, j = i + a, j + b
+        lo = max(lo, abs(i * m - j * n))
+    return lo, max(hi, lo)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(values, values, st.sampled_from([0.05, 0.5, 5.0]))
+def test_ks_bracket_is_the_tightest_the_cells_allow(
+    ref: list[float], cur: list[float], effect: float
+) -> None:
+    """The bracket's ends are exactly the cell-by-cell extremes (not merely around D)."""
+    r, c = np.asarray(ref), np.asarray(cur)
+    _, grid = _grid(r, c.size, effect)
+    x, y = summarize(r, grid), summarize(c, grid)
+    br = ks_bracket(x, y)
+    lo, hi = _widest_gap(x.counts, y.counts, x.n, y.n)
+    assert br.statistic_low == lo / (x.n * y.n)
+    assert br.statistic_high == hi / (x.n * y.n)
+
+
+@settings(max_examples=200, deadline=None, derandomize=True)
+@given(
+    st.lists(st.integers(0, 10**12), min_size=1, max_size=40),
+    st.lists(st.integers(0, 45), max_size=8),
+    st.integers(1, 3),
+)
+def test_cells_to_bins_sums_each_bins_cells(counts: list[int], cuts: list[int], rows: int) -> None:
+    """Bin b holds the cells from ends[b - 1] (0 first) to ends[b], in one reduceat pass or (ends
+    not strictly rising to the last cell) by the cumulative path, for one row or several."""
+    from monitor.stats import cells_to_bins
+
+    c = np.asarray(counts, dtype=np.int64)
+    ends = np.asarray([*sorted(min(k, c.size) for k in cuts), c.size], dtype=np.intp)
+    want = [sum(counts[(ends[b - 1] if b else 0) : e]) for b, e in enumerate(ends)]
+    np.testing.assert_array_equal(cells_to_bins(c, ends), want)
+    stacked = np.stack([c * (k + 1) for k in range(rows)])
+    np.testing.assert_array_equal(
+        cells_to_bins(stacked, ends), [[w * (k + 1) for w in want] for k in range(rows)]
+    )
+
+
 @settings(max_examples=150, deadline=None, derandomize=True)
 @given(values, values)
 def test_a_grid_of_every_reference_value_collapses_to_todays_ks(
