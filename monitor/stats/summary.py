@@ -371,7 +371,7 @@ def cells_to_bins(counts: NDArray[np.int64], ends: NDArray[np.intp]) -> NDArray[
     n = c.shape[-1]
     if e.size and e[-1] == n and e[0] > 0 and (e.size == 1 or bool(np.all(e[1:] > e[:-1]))):
         starts = np.concatenate(([0], e[:-1]))
-        summed: NDArray[np.int64] = np.add.reduceat(c, starts, axis=-1).astype(np.int64, copy=False)
+        summed: NDArray[np.int64] = np.add.reduceat(c, starts, axis=-1, dtype=np.int64)
         return summed
     cum = np.cumsum(c, axis=-1)
     pad = [(0, 0)] * (cum.ndim - 1) + [(1, 0)]
