@@ -9,7 +9,7 @@ from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +23,9 @@ from monitor.errors import (
 from monitor.sources.model import _NS_PER, Window
 from monitor.sources.paths import _FS_CACHE, _FS_LOCK, _File, _Source, clear_listings
 from monitor.sources.translate import _translate
+
+if TYPE_CHECKING:  # (scores imports this module)
+    from monitor.sources.scores import FileStat
 
 _PARQUET_UNITS = {"milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
 
@@ -111,7 +114,7 @@ _FOOTERS = _FooterCache(_CACHE_MAX_FILES)
 
 # files planned whole by ``window_file_stats``, by identity and columns (bounded; values derived
 # from the footers, so forgotten with them)
-_WHOLE: dict[tuple[object, ...], Any] = {}
+_WHOLE: dict[tuple[object, ...], FileStat] = {}
 _WHOLE_MAX = 1 << 16
 
 
