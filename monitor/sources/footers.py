@@ -116,6 +116,9 @@ _FOOTERS = _FooterCache(_CACHE_MAX_FILES)
 # from the footers, so forgotten with them)
 _WHOLE: dict[tuple[object, ...], FileStat] = {}
 _WHOLE_MAX = 1 << 16
+# the same by the listed file object itself (id, checked with ``is``): a walk hands out the same
+# ``_File`` while its directory is unchanged, so an unchanged file costs one dict look-up
+_WHOLE_BY_FILE: dict[int, tuple[_File, tuple[object, ...], FileStat]] = {}
 
 
 def clear_cache() -> None:
@@ -125,6 +128,7 @@ def clear_cache() -> None:
 
     _FOOTERS.clear()
     _WHOLE.clear()
+    _WHOLE_BY_FILE.clear()
     clear_listings()
     with _FS_LOCK:
         _FS_CACHE.clear()

@@ -94,7 +94,11 @@ class _Plan:
 
 def _plan(source: _Source, window: Window, column: str, unit: str | None) -> list[_Plan]:
     plans = []
-    for f in _walk(source, lambda interval: _overlaps(interval, window)):
+    for f in _walk(
+        source,
+        lambda interval: _overlaps(interval, window),
+        within=(window.start_ns, window.end_ns),
+    ):
         plan = _plan_file(source, f, window, column, unit)
         if plan is not None:
             plans.append(plan)

@@ -27,6 +27,7 @@ import pyarrow.fs as pafs
 from monitor.epoch import to_ns as _to_ns
 from monitor.errors import SourceError, SourceNotFoundError
 from monitor.sources.translate import _translate
+from monitor.sources.watch import Token, Watcher, drain_events, watcher
 
 if TYPE_CHECKING:
     from monitor.sources.model import OutcomeSpec, ScoreSpec
@@ -282,13 +283,13 @@ class _Seen:
     """
 
     def __init__(self, source: _Source) -> None:
-        self._local = isinstance(source.fs, pafs.LocalFileSystem)
+        self.local = isinstance(source.fs, pafs.LocalFileSystem)
         self._dirs: dict[tuple[int, int], str] = {}
         self._files: dict[tuple[int, int], str] = {}
 
     def first_dir(self, path: str, identity: tuple[int, int] | None) -> bool:
         """True the first time the real directory ``identity`` is entered (always when unknown)."""
-        if not self._local:
+        if not self.local:
             return True
         if identity is None:
             try:
@@ -305,6 +306,19 @@ class _Seen:
             "link to it); each real directory is read once",
         )
         return False
+
+    def adopt(self, whole: _Subtree) -> bool:
+        """Count a whole subtree's directories and files as met, unless one was met already
+        (then False: the walk enters it directory by directory)."""
+        if not self.local:
+            return False
+        if not self._dirs.keys().isdisjoint(whole.dirs.keys()):
+            return False
+        if not self._files.keys().isdisjoint(whole.file_ids.keys()):
+            return False
+        self._dirs.update(whole.dirs)
+        self._files.update(whole.file_ids)
+        return True
 
     def first_file(self, path: str, identity: tuple[int, int] | None) -> bool:
         """True the first time the real file ``identity`` (None: unknown) is met."""
@@ -341,6 +355,7 @@ def _walk(
     *,
     newest_first: bool = False,
     on_problem: Callable[[SourceError], None] | None = None,
+    within: tuple[int, int] | None = None,
 ) -> Iterator[_File]:
     """Files of ``source``, descending only into partitions that ``keep`` accepts.
 
@@ -351,6 +366,10 @@ def _walk(
     raises its ``SourceError`` when the walk would enter it; a dangling link whose hive partition
     lies outside what ``keep`` accepts is pruned like any other partition. With ``on_problem``
     such errors are handed to it instead and the walk goes on (``validate --sources``).
+
+    ``within`` = [lo, hi): the caller's ``keep`` accepts every partition inside it. A watched
+    local partition inside it whose whole subtree is unchanged since the last walk is then
+    handed out whole (``_subtree``), without a look at each directory below it.
     """
     if source.files is not None:
         yield from _table_files(source.files, keep, newest_first, on_problem)
@@ -360,17 +379,35 @@ def _walk(
         yield _File(info.path, info.size or 0, info.mtime_ns or 0, (), None)
         return
     seen = _Seen(source)
+    notify = None
+    if seen.local:
+        drain_events()  # every change made before this walk shows in its directory's token
+        if within is not None and not newest_first and on_problem is None:
+            notify = watcher()
     stack: list[_Pending] = [(source.root, (), None, None, None)]
     while stack:
         directory, parts, interval, identity, problem = stack.pop()
         if interval is not None and not keep(interval):
             continue
+        if (
+            notify is not None
+            and within is not None
+            and interval is not None
+            and identity is not None
+            and problem is None
+            and within[0] <= interval[0]
+            and interval[1] <= within[1]
+        ):
+            whole = _subtree(source, directory, parts, interval, identity, notify)
+            if whole is not None and _inside(whole.hull, within) and seen.adopt(whole):
+                yield from whole.files
+                continue
         try:
             if problem is not None:
                 raise problem
             if not seen.first_dir(directory, identity):
                 continue
-            children, files = _children(source, directory, parts, interval)
+            children, files, _ = _children(source, directory, parts, interval)
         except SourceError as exc:
             if on_problem is None:
                 raise
@@ -402,6 +439,9 @@ class _Walked:
     signature: tuple[int, int, int, int]
     subdirs: tuple[_Pending, ...]
     files: list[_Found]
+    # the directory's inotify token when its listing and files were last checked (see
+    # ``monitor.sources.watch``): while the token is unchanged nothing in it changed
+    token: Token | None = None
 
 
 # A directory modified this close to its listing may change again within the same tick of the
@@ -418,33 +458,45 @@ def clear_listings() -> None:
     """Forget every directory listing kept for the next walk."""
     with _WALKED_LOCK:
         _WALKED.clear()
+        _SUBTREES.clear()
 
 
 def _children(
     source: _Source, directory: str, parts: tuple[tuple[str, str], ...], interval: _Interval
-) -> tuple[tuple[_Pending, ...], list[_Found]]:
-    """The subdirectories (to walk) and files (pattern applied) of ``directory``.
+) -> tuple[tuple[_Pending, ...], list[_Found], bool]:
+    """The subdirectories (to walk) and files (pattern applied) of ``directory``, and whether
+    a watch vouches for them (``monitor.sources.watch``: watched before they were checked).
 
     A daemon walks the same partitions at every check: on a local filesystem a directory whose
     listing is kept (``_Walked``) and unchanged is not listed again; only its files are looked
-    up (one ``stat`` each). Directories holding symlinks or names that do not resolve are
-    listed every time."""
+    up (one ``stat`` each), and once it is watched, while no event came for it, not even that.
+    Directories holding symlinks or names that do not resolve are listed every time."""
     local = isinstance(source.fs, pafs.LocalFileSystem)
     key = (directory, parts, source.prune, source.pattern)
     signature = None
     if local:
+        with _WALKED_LOCK:
+            walked = _WALKED.get(key)
+        notify = watcher() if walked is not None else None
+        token = None
+        if notify is not None and walked is not None:
+            if walked.token is not None and notify.current(directory) == walked.token:
+                return walked.subdirs, walked.files, True  # watched, no event since: unchanged
+            # watched from before the look-ups below: a change after them raises an event
+            token = notify.watch(directory, walked.signature[0])
         try:
             st = os.stat(directory)
         except OSError as exc:
             raise _translate(exc, directory, "listing the directory") from exc
         signature = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns)
-        with _WALKED_LOCK:
-            walked = _WALKED.get(key)
         if walked is not None and walked.signature == signature:
-            files = _restat(walked.files, parts, interval)
-            if files is not None:
+            looked = _restat(walked.files, parts, interval)
+            if looked is not None:
+                files, linked = looked
                 walked.files = files
-                return walked.subdirs, files
+                # a file with another link may change through another directory, unseen here
+                walked.token = token if notify is not None and not linked else None
+                return walked.subdirs, files, walked.token is not None
     listed_ns = time.time_ns()
     subdirs: list[_Pending] = []
     found: list[_Found] = []
@@ -467,15 +519,17 @@ def _children(
             if len(_WALKED) >= _WALKED_MAX:
                 _WALKED.clear()
             _WALKED[key] = _Walked(signature, children, found)
-    return children, found
+    return children, found, False
 
 
 def _restat(
     files: list[_Found], parts: tuple[tuple[str, str], ...], interval: _Interval
-) -> list[_Found] | None:
-    """``files`` looked up again (a new size or mtime: a new ``_File``); None when one is no
-    longer a regular file (the directory is then listed again)."""
+) -> tuple[list[_Found], bool] | None:
+    """``files`` looked up again (a new size or mtime: a new ``_File``), and whether one has
+    more than one link; None when one is no longer a regular file (the directory is then listed
+    again)."""
     out: list[_Found] = []
+    linked = False
     for f, _ in files:
         try:
             st = os.stat(f.path)
@@ -486,7 +540,92 @@ def _restat(
         if st.st_size != f.size or st.st_mtime_ns != f.mtime_ns:
             f = _File(f.path, st.st_size, st.st_mtime_ns, parts, interval)
         out.append((f, (st.st_dev, st.st_ino)))
-    return out
+        linked = linked or st.st_nlink > 1
+    return out, linked
+
+
+@dataclass(frozen=True, slots=True)
+class _Subtree:
+    """Every file at or below a local directory, in walk order, with the identities of its
+    directories and files and the hull of their partitions' periods; ``token`` (the watcher's
+    ``subtree`` token taken before any of it was looked at) vouches for it while unchanged
+    (None: it was not all watched, and is not kept)."""
+
+    token: Token | None
+    files: tuple[_File, ...]
+    dirs: dict[tuple[int, int], str]
+    file_ids: dict[tuple[int, int], str]
+    hull: _Interval
+
+
+_SUBTREES: dict[tuple[object, ...], _Subtree] = {}
+
+
+def _subtree(
+    source: _Source,
+    directory: str,
+    parts: tuple[tuple[str, str], ...],
+    interval: _Interval,
+    identity: tuple[int, int],
+    notify: Watcher,
+) -> _Subtree | None:
+    """The subtree at ``directory`` (whose identity is ``identity``): kept whole while its
+    watcher token is unchanged, else gathered again. None when it is not watched yet, or holds
+    a name that does not resolve or a directory or file twice (a link): the walk then enters
+    it directory by directory, pruning and raising as it always does."""
+    key = (directory, parts, source.prune, source.pattern)
+    token = notify.subtree(directory)
+    if token is None:
+        return None
+    with _WALKED_LOCK:
+        held = _SUBTREES.get(key)
+    if held is not None and held.token == token:
+        return held
+    files: list[_File] = []
+    dirs: dict[tuple[int, int], str] = {}
+    file_ids: dict[tuple[int, int], str] = {}
+    hull = [interval[0], interval[1]] if interval is not None else None
+    trusted = True
+    pending: list[_Pending] = [(directory, parts, interval, identity, None)]
+    while pending:
+        d, d_parts, d_interval, d_identity, problem = pending.pop()
+        if problem is not None or d_identity is None or d_identity in dirs:
+            return None
+        dirs[d_identity] = d
+        try:
+            children, found, vouched = _children(source, d, d_parts, d_interval)
+        except SourceError:
+            return None
+        trusted = trusted and vouched
+        for f, file_identity in found:
+            if file_identity is None or file_identity in file_ids:
+                return None
+            file_ids[file_identity] = f.path
+            files.append(f)
+        for child in children:
+            child_interval = child[2]
+            if child_interval is not None and hull is not None:
+                hull = [min(hull[0], child_interval[0]), max(hull[1], child_interval[1])]
+            elif child_interval is None:
+                hull = None
+        pending.extend(reversed(children))
+    whole = _Subtree(
+        token if trusted else None,
+        tuple(files),
+        dirs,
+        file_ids,
+        None if hull is None else (hull[0], hull[1]),
+    )
+    if trusted:
+        with _WALKED_LOCK:
+            if len(_SUBTREES) >= _WALKED_MAX:
+                _SUBTREES.clear()
+            _SUBTREES[key] = whole
+    return whole
+
+
+def _inside(hull: _Interval, within: tuple[int, int]) -> bool:
+    return hull is not None and within[0] <= hull[0] and hull[1] <= within[1]
 
 
 def _table_files(

@@ -29,7 +29,14 @@ from monitor.sources.columns import (
     _select,
     _shrink,
 )
-from monitor.sources.footers import _WHOLE, _WHOLE_MAX, _opened, _ts_stats, _ts_to_ns
+from monitor.sources.footers import (
+    _WHOLE,
+    _WHOLE_BY_FILE,
+    _WHOLE_MAX,
+    _opened,
+    _ts_stats,
+    _ts_to_ns,
+)
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window
 from monitor.sources.partitions import _newest_checked, _overlaps, _Plan, _plan, _plan_file
 from monitor.sources.paths import _open_source, _Source, _walk
@@ -353,19 +360,32 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
         spec.segment_column,
     )
     kind = source.fs.type_name
+    planned = (kind, *columns)
     out = []
-    for f in _walk(source, lambda interval: _overlaps(interval, window)):
-        deletes = "" if f.deleted is None else _digest(f.deleted)
-        key = (kind, f.path, f.size, f.mtime_ns, deletes, columns)
-        whole = _WHOLE.get(key)
+    for f in _walk(source, lambda interval: _overlaps(interval, window), within=(start, end)):
+        hit = _WHOLE_BY_FILE.get(id(f))
+        if hit is not None and hit[0] is f and hit[1] == planned:
+            whole: FileStat | None = hit[2]
+        else:
+            hit = None
+            deletes = "" if f.deleted is None else _digest(f.deleted)
+            key = (kind, f.path, f.size, f.mtime_ns, deletes, columns)
+            whole = _WHOLE.get(key)
         if whole is not None:
             assert whole.oldest_ns is not None
             assert whole.newest_ns is not None
             if whole.newest_ns < start or whole.oldest_ns >= end:
                 continue
             if whole.oldest_ns >= start and whole.newest_ns < end:
+                if hit is None:
+                    if len(_WHOLE_BY_FILE) >= _WHOLE_MAX:
+                        _WHOLE_BY_FILE.clear()
+                    _WHOLE_BY_FILE[id(f)] = (f, planned, whole)
                 out.append(whole)
                 continue
+        if hit is not None:  # a file planned whole before that straddles this window
+            deletes = hit[2].deletes
+            key = (kind, f.path, f.size, f.mtime_ns, deletes, columns)
         plan = _plan_file(source, f, window, spec.timestamp_column, spec.timestamp_unit)
         if plan is None:
             continue

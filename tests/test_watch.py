@@ -1,0 +1,264 @@
+"""Change notification for local partitions (``monitor.sources.watch``, Linux inotify): a
+daemon's walk looks nothing up in a watched partition that raised no event, hands whole watched
+days out at once, and every change shows at the next read; where a change could go unseen
+(another link, a lost event queue, a filesystem inotify cannot vouch for) it looks up as before.
+Real files and a real inotify instance; the look-ups are counted, not timed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from monitor import sources
+from monitor.epoch import to_ns
+from monitor.sources import ScoreSpec, Window, read_scores, watch, window_file_stats, write_parquet
+from monitor.sources import paths as paths_module
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
+
+T0 = datetime(2026, 11, 28, tzinfo=UTC)
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+
+
+@pytest.fixture
+def watcher(monkeypatch: pytest.MonkeyPatch) -> Iterator[watch.Watcher]:
+    """A watcher of this test's own (the process's one would carry other tests' watches)."""
+    sources.clear_cache()
+    fresh = watch._start()
+    if fresh is None:
+        pytest.skip("inotify cannot be started here")
+    monkeypatch.setattr(watch, "_WATCHER", fresh)
+    monkeypatch.setattr(watch, "_STARTED", True)
+    yield fresh
+    fresh.close()
+    sources.clear_cache()
+
+
+class _Lookups:
+    """``os.stat``, ``os.scandir`` and ``_children`` calls, counted."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.stat = self.scandir = self.children = 0
+        stat, scandir, children = os.stat, os.scandir, paths_module._children
+
+        def counted_stat(*a: object, **k: object) -> os.stat_result:
+            self.stat += 1
+            return stat(*a, **k)  # type: ignore[arg-type]
+
+        def counted_scandir(path: str) -> object:
+            self.scandir += 1
+            return scandir(path)
+
+        def counted_children(*a: object) -> object:
+            self.children += 1
+            return children(*a)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(os, "stat", counted_stat)
+        monkeypatch.setattr(os, "scandir", counted_scandir)
+        monkeypatch.setattr(paths_module, "_children", counted_children)
+
+    def reset(self) -> None:
+        self.stat = self.scandir = self.children = 0
+
+
+def _write(path: Path, when: datetime, value: float, rows: int = 1) -> None:
+    moment = np.datetime64(when.replace(tzinfo=None), "us")
+    write_parquet(
+        path, {"timestamp": np.full(rows, moment), "score": np.full(rows, value, dtype=float)}
+    )
+
+
+def _old(*dirs: Path) -> None:
+    past = to_ns(T0 - 10 * DAY)
+    for d in dirs:
+        os.utime(d, ns=(past, past))  # modified long ago: a listing of it may be kept
+
+
+def _tree(root: Path, days: int = 3, hours: int = 3) -> list[Path]:
+    made = []
+    for d in range(days):
+        for h in range(hours):
+            t = T0 + d * DAY + h * HOUR
+            part = root / f"date={t:%Y-%m-%d}" / f"hour={t:%H}"
+            _write(part / "part-0.parquet", t, 10 * d + h)
+            made.append(part)
+    _old(root, *root.glob("date=*"), *made)
+    return made
+
+
+def _values(spec: ScoreSpec, window: Window) -> list[float]:
+    return sorted(read_scores(spec, window).values.tolist())
+
+
+def _truth(root: Path, window: Window) -> list[float]:
+    """What a process that never walked the tree reads."""
+    sources.clear_cache()
+    return _values(ScoreSpec(str(root)), window)
+
+
+def test_watched_partitions_are_not_looked_up_and_every_change_shows(
+    tmp_path: Path, watcher: watch.Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "scores"
+    parts = _tree(root)
+    spec, window = ScoreSpec(str(root)), Window(T0, T0 + 3 * DAY)
+    count = _Lookups(monkeypatch)
+    for _ in range(3):  # listed; looked up again and watched; each day's subtree gathered
+        window_file_stats(spec, window)
+    assert watcher.watched == 1 + 3 + 9  # the root, the days, the hours
+    count.reset()
+    stats = window_file_stats(spec, window)
+    assert len(stats) == 9
+    assert (count.stat, count.scandir) == (1, 0)  # the root's identity, and nothing else
+    assert count.children == 1  # the root; each day is handed out whole
+    assert window_file_stats(spec, window) == stats
+
+    changes: list[Callable[[], object]] = [
+        # a late file in an old hour
+        lambda: _write(parts[1] / "part-1.parquet", T0 + HOUR, 100.0),
+        # a file rewritten in place with more rows
+        lambda: _write(parts[4] / "part-0.parquet", T0 + DAY + HOUR, 11.0, rows=3),
+        # a file removed
+        lambda: (parts[8] / "part-0.parquet").unlink(),
+        # a new partition in an old day
+        lambda: _write(
+            root / "date=2026-11-29" / "hour=07" / "part-0.parquet", T0 + DAY + 7 * HOUR, 7.0
+        ),
+        # a partition removed whole
+        lambda: shutil.rmtree(parts[6]),
+        # a partition renamed to a name the walk skips
+        lambda: parts[3].rename(parts[3].parent / "_hour=00"),
+    ]
+    for change in changes:
+        before = _values(spec, window)
+        change()
+        got = _values(spec, window)
+        assert got != before
+        assert got == _truth(root, window)  # clear_cache: the next walk starts cold again
+        for _ in range(3):
+            _values(spec, window)  # warm again
+
+
+def test_a_change_in_one_hour_regathers_only_its_day(
+    tmp_path: Path, watcher: watch.Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    root = tmp_path / "scores"
+    parts = _tree(root, days=4, hours=6)
+    spec, window = ScoreSpec(str(root)), Window(T0, T0 + 4 * DAY)
+    for _ in range(3):
+        window_file_stats(spec, window)
+    count = _Lookups(monkeypatch)
+    os.utime(parts[7] / "part-0.parquet")  # day 1, hour 1: a new mtime
+    stats = window_file_stats(spec, window)
+    assert count.children == 1 + 1 + 6  # the root, day 1 and its hours; days 0, 2, 3 whole
+    # the root; hour 1's directory and file (its day and the other hours vouched for)
+    assert count.stat == 1 + 2
+    assert count.scandir == 0
+    changed = [f for f in stats if f.path == str(parts[7] / "part-0.parquet")]
+    assert changed[0].mtime_ns == os.stat(parts[7] / "part-0.parquet").st_mtime_ns
+
+
+def test_a_window_cutting_a_day_walks_that_day_by_the_hour(
+    tmp_path: Path, watcher: watch.Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A subtree is handed out whole only inside the window: the day the window cuts is
+    walked by the hour and pruned, so the files are the same as a cold walk's."""
+    root = tmp_path / "scores"
+    _tree(root, days=3, hours=6)
+    spec = ScoreSpec(str(root))
+    window = Window(T0 + 2 * HOUR, T0 + 2 * DAY + 3 * HOUR)
+    for _ in range(3):
+        warm = _values(spec, window)
+    assert warm == _truth(root, window)
+    assert warm == [2.0, 3.0, 4.0, 5.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 20.0, 21.0, 22.0]
+
+
+def test_a_file_with_another_link_keeps_its_directory_looked_up(
+    tmp_path: Path, watcher: watch.Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write through a hard link in another directory raises no event here."""
+    root = tmp_path / "scores"
+    parts = _tree(root, days=1, hours=2)
+    elsewhere = tmp_path / "elsewhere.parquet"
+    os.link(parts[0] / "part-0.parquet", elsewhere)
+    spec, window = ScoreSpec(str(root)), Window(T0, T0 + DAY)
+    for _ in range(3):
+        window_file_stats(spec, window)
+    count = _Lookups(monkeypatch)
+    window_file_stats(spec, window)
+    assert count.stat == 1 + 1 + 1  # the root; the hour's directory and its linked file
+    _write(tmp_path / "new.parquet", T0, 42.0, rows=2)
+    os.replace(tmp_path / "new.parquet", elsewhere)  # replaces the other name only
+    assert _values(spec, window) == _truth(root, window)
+
+
+def test_a_lost_event_queue_voids_every_listing(
+    tmp_path: Path, watcher: watch.Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    limit = int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    if limit > 100_000:
+        pytest.skip(f"the event queue holds {limit} events; too many to overflow in a test")
+    root = tmp_path / "scores"
+    parts = _tree(root, days=1, hours=2)
+    spec, window = ScoreSpec(str(root)), Window(T0, T0 + DAY)
+    for _ in range(3):
+        window_file_stats(spec, window)
+    epoch = watcher.current(str(root))
+    noisy = [parts[0] / "part-0.parquet", parts[1] / "part-0.parquet"]
+    for i in range(limit + 10):
+        os.utime(noisy[i % 2])  # an IN_ATTRIB each (alternating: not coalesced): it overflows
+    count = _Lookups(monkeypatch)
+    window_file_stats(spec, window)
+    assert watcher.current(str(root)) != epoch
+    assert count.stat >= 3  # the day and both files looked up again
+
+
+def test_a_filesystem_inotify_cannot_vouch_for_is_looked_up(
+    tmp_path: Path, watcher: watch.Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NFS, SMB, FUSE: a change made on another machine raises no event here."""
+    monkeypatch.setattr(watch, "LOCAL_FILESYSTEMS", frozenset())
+    root = tmp_path / "scores"
+    _tree(root, days=1, hours=2)
+    spec, window = ScoreSpec(str(root)), Window(T0, T0 + DAY)
+    for _ in range(3):
+        window_file_stats(spec, window)
+    assert watcher.watched == 0
+    count = _Lookups(monkeypatch)
+    window_file_stats(spec, window)
+    assert count.stat >= 4  # the directories and files, as without a watcher
+
+
+def test_tokens_change_with_events_and_end_with_the_directory(
+    tmp_path: Path, watcher: watch.Watcher
+) -> None:
+    d = tmp_path / "d"
+    (d / "sub").mkdir(parents=True)
+    dev = os.stat(d).st_dev
+    top = watcher.watch(str(d), dev)
+    below = watcher.watch(str(d / "sub"), dev)
+    assert top is not None
+    assert below is not None
+    whole = watcher.subtree(str(d))
+    (d / "sub" / "f").write_bytes(b"x")
+    watcher.drain()
+    assert watcher.current(str(d)) == top  # nothing changed in d itself
+    assert watcher.subtree(str(d)) != whole  # but below it
+    assert watcher.current(str(d / "sub")) != below
+    shutil.rmtree(d / "sub")
+    watcher.drain()
+    assert watcher.current(str(d / "sub")) is None  # gone: nothing vouches for the path
+    assert watcher.current(str(d)) != top
+
+
+def test_no_watcher_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MONITOR_INOTIFY", "0")
+    assert watch._start() is None
