@@ -17,10 +17,10 @@ from monitor.epoch import from_ns
 from monitor.errors import EngineUnavailableError, MonitorError
 from monitor.incremental.store import _CORRUPT, _FORMAT, Bucket, BucketCache, FrozenGrid, _grid_key
 from monitor.incremental.windows import (
+    Digests,
+    FileTable,
     SummaryRead,
     _fingerprints,
-    _in,
-    _overlaps,
     _Rolling,
     _runs,
     _split,
@@ -67,6 +67,7 @@ class SummaryChecks:
         self._engines: dict[tuple[str, str | None], Engine] = {}
         self._given = dict(engines or {})
         self._rolling: dict[tuple[str, str], _Rolling] = {}
+        self._digests: dict[str, Digests] = {}  # per monitor: its buckets' files and digests
         self._lock = threading.Lock()
         self.last_engine: dict[str, str] = {}
 
@@ -243,17 +244,21 @@ class SummaryChecks:
         span = Window(
             start=min(reference.start, current.start), end=max(reference.end, current.end)
         )
-        stats = sorted(window_file_stats(spec, span), key=lambda f: f.path)
-        rows_ref, rows_cur = (sum(f.rows for f in stats if _in(f, w)) for w in (reference, current))
+        table = FileTable.of(sorted(window_file_stats(spec, span), key=lambda f: f.path))
+        rows_ref, rows_cur = table.rows_in(reference), table.rows_in(current)
         frozen = self.grid(
             monitor, settings, at, reference, current, keep_edges, rows=(rows_ref, rows_cur)
         )
         read = cached = 0
         engine_used: str | None = None
         per_window: list[tuple[Window, NDArray[np.int64], list[str]]] = []
+        digests = self._digests.get(monitor.name, {})
+        kept: Digests = {}
         for w in (reference, current):
             starts = np.arange(w.start_ns, w.end_ns, step, dtype=np.int64)
-            per_window.append((w, starts, _fingerprints(stats, starts, step)))
+            per_window.append((w, starts, _fingerprints(table, starts, step, digests)))
+            kept.update((b, digests[b]) for b in starts.tolist() if b in digests)
+        self._digests[monitor.name] = kept  # the buckets of these windows only
         missing: list[tuple[Window, list[tuple[int, str]]]] = []
         buckets: dict[int, Bucket] = {}
         for w, starts, prints in per_window:
@@ -265,11 +270,11 @@ class SummaryChecks:
             if lack:
                 missing.append((w, lack))
         if missing:
-            rows_to_read = sum(
-                f.rows
-                for f in stats
-                if any(_overlaps(f, b, step) for _, lack in missing for b, _ in lack)
-            )
+            touched = np.zeros(len(table.files), dtype=bool)
+            for _, lack in missing:
+                for run in _runs(lack, step):
+                    touched |= table.touching(run[0][0], run[-1][0] + step)
+            rows_to_read = int(table.rows[touched].sum())
             engine_used = _choose(settings, rows_to_read)
             engine = self.engine(settings, engine_used)
             for _w, lack in missing:

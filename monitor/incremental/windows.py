@@ -185,40 +185,94 @@ def _derived_edges(total: ScoreSummary, bins: int) -> NDArray[np.float64]:
     return np.unique(pts[idx])
 
 
-def _in(f: FileStat, w: Window) -> bool:
-    """Whether a file may hold rows of ``w`` (unknown spans: yes)."""
-    return _overlaps(f, w.start_ns, w.end_ns - w.start_ns)
+_I64 = np.iinfo(np.int64)
 
 
-def _overlaps(f: FileStat, start_ns: int, step: int) -> bool:
-    """Whether a file may hold rows of [start, start + step) (unknown spans: yes)."""
-    if f.oldest_ns is None or f.newest_ns is None:
-        return True
-    return f.oldest_ns < start_ns + step and f.newest_ns >= start_ns
+@dataclass(frozen=True, slots=True, eq=False)
+class FileTable:
+    """A check's files (sorted by path) with their timestamp spans and rows as arrays, so that
+    what a window or a bucket holds is one vectorised comparison, not a pass in Python: a file
+    of unknown span may hold any time (``oldest`` = int64 min, ``newest`` = int64 max)."""
+
+    files: list[FileStat]
+    oldest: NDArray[np.int64]
+    newest: NDArray[np.int64]
+    rows: NDArray[np.int64]
+
+    @classmethod
+    def of(cls, files: list[FileStat]) -> FileTable:
+        n = len(files)
+        known = [f.oldest_ns is not None and f.newest_ns is not None for f in files]
+        oldest = np.fromiter(
+            (f.oldest_ns if k else _I64.min for f, k in zip(files, known, strict=True)),
+            np.int64,
+            n,
+        )
+        newest = np.fromiter(
+            (f.newest_ns if k else _I64.max for f, k in zip(files, known, strict=True)),
+            np.int64,
+            n,
+        )
+        rows = np.fromiter((f.rows for f in files), np.int64, n)
+        return cls(files, oldest, newest, rows)
+
+    def touching(self, start_ns: int, end_ns: int) -> NDArray[np.bool_]:
+        """Which files may hold rows of [start, end)."""
+        return (self.oldest < end_ns) & (self.newest >= start_ns)
+
+    def rows_in(self, w: Window) -> int:
+        """The rows the footers give for the files that may hold rows of ``w`` (a bound)."""
+        return int(self.rows[self.touching(w.start_ns, w.end_ns)].sum())
 
 
-def _fingerprints(files: list[FileStat], starts: NDArray[np.int64], step: int) -> list[str]:
+# a bucket's files as last digested, by bucket start: (the FileStat objects, their digest)
+Digests = dict[int, tuple[tuple[FileStat, ...], str]]
+
+
+def _fingerprints(
+    files: list[FileStat] | FileTable,
+    starts: NDArray[np.int64],
+    step: int,
+    memo: Digests | None = None,
+) -> list[str]:
     """Per bucket: a digest of the (path, size, mtime, deleted rows) of every file that may
-    hold its rows."""
-    members: list[list[FileStat]] = [[] for _ in range(starts.size)]
-    if starts.size:
-        first = int(starts[0])
-        for f in files:
-            if f.oldest_ns is None or f.newest_ns is None:
-                lo, hi = 0, starts.size - 1
-            else:
-                lo = max(0, (f.oldest_ns - first) // step)
-                hi = min(starts.size - 1, (f.newest_ns - first) // step)
-            for i in range(int(lo), int(hi) + 1):
-                members[i].append(f)
+    hold its rows, in path order. ``memo`` (updated) keeps each bucket's files and digest: a
+    bucket whose files are the same objects as before (``window_file_stats`` hands out the same
+    ``FileStat`` for an unchanged file) is not digested again."""
+    table = files if isinstance(files, FileTable) else FileTable.of(files)
+    n = int(starts.size)
+    if n == 0:
+        return []
+    first = int(starts[0])
+    unknown = (table.oldest == _I64.min) | (table.newest == _I64.max)
+    oldest = np.where(unknown, first, table.oldest)
+    newest = np.where(unknown, first, table.newest)
+    lo = np.where(unknown, 0, np.maximum(0, (oldest - first) // step))
+    hi = np.where(unknown, n - 1, np.minimum(n - 1, (newest - first) // step))
+    counts = np.maximum(hi - lo + 1, 0)
+    which = np.repeat(np.arange(counts.size), counts)  # (file, bucket) pairs, in file order
+    offset = np.arange(which.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    bucket = np.repeat(lo, counts) + offset
+    order = np.argsort(bucket, kind="stable")  # by bucket; files stay in path order
+    members = which[order].tolist()
+    bounds = np.searchsorted(bucket[order], np.arange(n + 1)).tolist()
+    held = table.files
     out = []
-    for group in members:
+    for i, start in enumerate(starts.tolist()):
+        group = tuple(held[j] for j in members[bounds[i] : bounds[i + 1]])
+        last = memo.get(start) if memo is not None else None
+        if last is not None and last[0] == group:  # the same objects: compared by identity
+            out.append(last[1])
+            continue
         h = hashlib.blake2b(digest_size=16)
         for f in group:
             # a file without deleted rows digests as it did before ``deletes`` existed
             tail = f"\0{f.deletes}" if f.deletes else ""
             h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}{tail}\n".encode())
-        out.append(h.hexdigest())
+        digest = h.hexdigest()
+        if memo is not None:
+            memo[start] = (group, digest)
+        out.append(digest)
     return out
 
 
