@@ -53,19 +53,26 @@ class Anchor:
     start: datetime
     end: datetime
     set_at: datetime
+    # ``to_dict`` made once: an anchor is saved with the state at every check, unchanged
+    _saved: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def array(self) -> np.ndarray:
         return np.asarray(self.counts, dtype=np.float64)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "edges": list(self.edges),
-            "counts": [[int(x) if x.is_integer() else x for x in row] for row in self.counts],
-            "start": _iso(self.start),
-            "end": _iso(self.end),
-            "set_at": _iso(self.set_at),
-        }
+        """The anchor as the state file holds it (the same dict each time: do not mutate)."""
+        if self._saved is None:
+            saved = {
+                "edges": list(self.edges),
+                "counts": [[int(x) if x.is_integer() else x for x in row] for row in self.counts],
+                "start": _iso(self.start),
+                "end": _iso(self.end),
+                "set_at": _iso(self.set_at),
+            }
+            object.__setattr__(self, "_saved", saved)
+            return saved
+        return self._saved
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Anchor:
