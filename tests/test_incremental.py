@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -138,6 +139,47 @@ def test_an_hourly_check_reads_only_the_new_hour(rolling_world: Path, tmp_path: 
             assert np.array_equal(c, cc)
         assert r.sum() == cr.sum()
         assert c.sum() == cc.sum()
+
+
+def test_totals_and_bin_rows_rolled_across_checks_equal_a_cold_read(
+    rolling_world: Path, tmp_path: Path
+) -> None:
+    """A daemon's checks roll each window's totals and bin rows forward (the buckets that left
+    subtracted, the new ones added, a recomputed one swapped): hour after hour, and after a
+    late file, they equal what a process reading every bucket afresh gets."""
+    checks = SummaryChecks(tmp_path / "state")
+    _read(checks, rolling_world, AT)
+    for k in range(1, 5):
+        if k == 3:  # a late file in the reference window: its bucket is recomputed
+            when = np.datetime64(datetime(2026, 11, 5, 7, 30), "us")
+            write_parquet(
+                rolling_world / "scores" / "date=2026-11-05" / "late.parquet",
+                {
+                    "timestamp": np.full(40, when),
+                    "score": np.full(40, 0.75),
+                    "segment": np.array(["app"] * 40),
+                },
+            )
+        at = AT + k * HOUR
+        rolled = _read(checks, rolling_world, at)
+        grid = next((tmp_path / "state" / "summaries").glob("*/grid.npz"))
+        shutil.copytree(grid.parent.parent, tmp_path / f"cold{k}" / "summaries")
+        shutil.rmtree(next((tmp_path / f"cold{k}" / "summaries").glob("*/*/")))  # no buckets
+        cold = _read(SummaryChecks(tmp_path / f"cold{k}"), rolling_world, at)
+        assert rolled.grid.key == cold.grid.key  # the grid is on disk: the same points
+        assert cold.buckets_cached == 0
+        for name in sorted(rolled.reference | rolled.current):
+            a, b = rolled.segment(name), cold.segment(name)
+            assert np.array_equal(a.reference.counts, b.reference.counts), (k, name)
+            assert np.array_equal(a.current.counts, b.current.counts), (k, name)
+            assert (a.reference.rows, a.reference.invalid) == (
+                b.reference.rows,
+                b.reference.invalid,
+            )
+            for key, (ref_bins, cur_bins) in a.binned.items():
+                assert np.array_equal(ref_bins, b.binned[key][0]), (k, name)
+                assert np.array_equal(cur_bins, b.binned[key][1]), (k, name)
+                assert not ref_bins.flags.writeable  # shared with the next check
 
 
 def test_a_late_file_rereads_exactly_its_bucket(rolling_world: Path, tmp_path: Path) -> None:

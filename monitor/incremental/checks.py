@@ -306,6 +306,7 @@ class SummaryChecks:
         lists: list[list[Bucket]] = []
         seen: list[frozenset[str]] = []
         totals: list[dict[str, ScoreSummary]] = []
+        rolled: list[_Rolling] = []
         rows = 0
         newest: int | None = None
         for w, starts, _ in per_window:
@@ -315,6 +316,7 @@ class SummaryChecks:
             if rolling is None or rolling.grid is not frozen.grid:
                 rolling = self._rolling[(monitor.name, role)] = _Rolling(frozen.grid)
             totals.append(rolling.update(held))  # a cost of the buckets that changed
+            rolled.append(rolling)
             total_rows, total_bad = rolling.rows
             _check_invalid(spec, w, total_rows, total_bad, engine_for_error=self, settings=settings)
             rows += total_rows
@@ -337,6 +339,7 @@ class SummaryChecks:
             bins=monitor.drift.bins,
             reference_totals=totals[0],
             current_totals=totals[1],
+            rolling=(rolled[0], rolled[1]),
         )
 
 

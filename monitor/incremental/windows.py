@@ -43,6 +43,8 @@ class SummaryRead:
     bins: int
     reference_totals: Mapping[str, ScoreSummary]
     current_totals: Mapping[str, ScoreSummary]
+    # each window's rolling state, whose bin rows the next check reuses (None: none kept)
+    rolling: tuple[_Rolling, _Rolling] | None = None
 
     @property
     def n_reference(self) -> int:
@@ -64,6 +66,9 @@ class SummaryRead:
         if edges is None:  # a segment new since the grid was built
             edges = _derived_edges(ref_total, self.bins)
         key = edges.tobytes()
+        kept: tuple[_BinMemo | None, _BinMemo | None] = (None, None)
+        if self.rolling is not None:
+            kept = (self.rolling[0].binned, self.rolling[1].binned)
         return SegmentSummaries(
             grid=grid,
             edges=edges,
@@ -75,8 +80,8 @@ class SummaryRead:
             current_buckets=cur,
             binned={
                 key: (
-                    _bins(grid, self.reference_buckets, name, edges),
-                    _bins(grid, self.current_buckets, name, edges),
+                    _bins(grid, self.reference_buckets, name, edges, memo=kept[0]),
+                    _bins(grid, self.current_buckets, name, edges, memo=kept[1]),
                 )
             },
         )
@@ -89,7 +94,9 @@ class _Rolling:
 
     def __init__(self, grid: Grid) -> None:
         self.grid = grid
-        self.members: dict[int, Bucket] = {}
+        self.members: dict[int, Bucket] = {}  # by id: the bucket objects summed
+        # (segment, edges) -> the buckets and their bin rows at the last check (see ``_bins``)
+        self.binned: _BinMemo = {}
         self.counts: dict[str, NDArray[np.int64]] = {}
         self.scalars: dict[str, NDArray[np.int64]] = {}  # rows, invalid, zeros
         self.holding: dict[str, int] = {}  # segment -> member buckets that hold it
@@ -124,15 +131,13 @@ class _Rolling:
     def update(self, buckets: list[Bucket]) -> dict[str, ScoreSummary]:
         """The window's totals per segment for ``buckets`` (in time order): the buckets that
         left the window subtracted, the new ones added."""
-        want = {b.start_ns: b for b in buckets}
-        for start, old in list(self.members.items()):
-            if want.get(start) is not old:
-                self._apply(old, -1)
-                del self.members[start]
-        for start, b in want.items():
-            if start not in self.members:
-                self._apply(b, +1)
-                self.members[start] = b
+        members = self.members
+        want = {id(b): b for b in buckets}  # a recomputed bucket is another object
+        for gone in members.keys() - want.keys():
+            self._apply(members.pop(gone), -1)
+        for new in want.keys() - members.keys():
+            members[new] = want[new]
+            self._apply(want[new], +1)
         # a bucket's rows lie in [start, start + bucket): a segment's newest row is in the
         # latest bucket that holds it, so the search stops there
         newest: dict[str, int] = {}
@@ -153,14 +158,33 @@ class _Rolling:
         return out
 
 
+_BinMemo = dict[tuple[str, bytes], tuple[list[Bucket], NDArray[np.int64]]]
+
+
 def _bins(
-    grid: Grid, buckets: list[Bucket], name: str, edges: NDArray[np.float64]
+    grid: Grid,
+    buckets: list[Bucket],
+    name: str,
+    edges: NDArray[np.float64],
+    *,
+    memo: _BinMemo | None = None,
 ) -> NDArray[np.int64]:
-    """(n_buckets x B) bin counts of a segment, each bucket's computed once and kept on it."""
+    """(n_buckets x B) bin counts of a segment (read-only), each bucket's computed once and
+    kept on it; with ``memo`` (a window's, updated) the rows of the buckets that were in the
+    window at the last check are taken from its matrix in one step, not bucket by bucket."""
     key = edges.tobytes()
     ends = bin_ends(grid, edges)
     out = np.zeros((len(buckets), edges.size + 1), dtype=np.int64)
-    for i, b in enumerate(buckets):
+    todo: list[int] | range = range(len(buckets))
+    last = memo.get((name, key)) if memo is not None else None
+    if last is not None:
+        where = {id(b): i for i, b in enumerate(last[0])}  # alive in ``last``: ids unique
+        at = np.fromiter((where.get(id(b), -1) for b in buckets), np.intp, len(buckets))
+        kept = at >= 0
+        out[kept] = last[1][at[kept]]
+        todo = np.flatnonzero(~kept).tolist()
+    for i in todo:
+        b = buckets[i]
         s = b.summaries.get(name)
         if s is None:
             continue
@@ -169,6 +193,9 @@ def _bins(
         if row is None:
             row = held[name] = s.bins(ends)
         out[i] = row
+    out.flags.writeable = False
+    if memo is not None:
+        memo[(name, key)] = (list(buckets), out)
     return out
 
 
