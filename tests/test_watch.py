@@ -12,6 +12,7 @@ import sys
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from monitor import sources
 from monitor.epoch import to_ns
 from monitor.sources import ScoreSpec, Window, read_scores, watch, window_file_stats, write_parquet
 from monitor.sources import paths as paths_module
+from monitor.sources import scores as scores_module
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="inotify is Linux's")
 
@@ -115,10 +117,19 @@ def test_watched_partitions_are_not_looked_up_and_every_change_shows(
         window_file_stats(spec, window)
     assert watcher.watched == 1 + 3 + 9  # the root, the days, the hours
     count.reset()
+    planned: list[object] = []
+    file_stat = scores_module._file_stat
+
+    def counted_file_stat(*a: Any) -> Any:
+        planned.append(a[2])
+        return file_stat(*a)
+
+    monkeypatch.setattr(scores_module, "_file_stat", counted_file_stat)
     stats = window_file_stats(spec, window)
     assert len(stats) == 9
     assert (count.stat, count.scandir) == (1, 0)  # the root's identity, and nothing else
     assert count.children == 1  # the root; each day is handed out whole
+    assert planned == []  # and its files' stats with it, as the last walk found them
     assert window_file_stats(spec, window) == stats
 
     changes: list[Callable[[], object]] = [

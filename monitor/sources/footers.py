@@ -116,9 +116,10 @@ _FOOTERS = _FooterCache(_CACHE_MAX_FILES)
 # from the footers, so forgotten with them)
 _WHOLE: dict[tuple[object, ...], FileStat] = {}
 _WHOLE_MAX = 1 << 16
-# the same by the listed file object itself (id, checked with ``is``): a walk hands out the same
-# ``_File`` while its directory is unchanged, so an unchanged file costs one dict look-up
-_WHOLE_BY_FILE: dict[int, tuple[_File, tuple[object, ...], FileStat]] = {}
+# the same by the walk's object itself (id, checked with ``is``): a walk hands out the same
+# ``_File`` while its directory is unchanged, so an unchanged file costs one dict look-up, and the
+# same ``_Subtree`` while nothing below it changed (then the value is its files' list)
+_WHOLE_BY_FILE: dict[int, tuple[object, tuple[object, ...], Any]] = {}
 
 
 def clear_cache() -> None:

@@ -357,6 +357,24 @@ def _walk(
     on_problem: Callable[[SourceError], None] | None = None,
     within: tuple[int, int] | None = None,
 ) -> Iterator[_File]:
+    """Files of ``source`` (see ``_walk_parts``), a whole subtree's one by one."""
+    for item in _walk_parts(
+        source, keep, newest_first=newest_first, on_problem=on_problem, within=within
+    ):
+        if isinstance(item, _Subtree):
+            yield from item.files
+        else:
+            yield item
+
+
+def _walk_parts(
+    source: _Source,
+    keep: Callable[[_Interval], bool],
+    *,
+    newest_first: bool = False,
+    on_problem: Callable[[SourceError], None] | None = None,
+    within: tuple[int, int] | None = None,
+) -> Iterator[_File | _Subtree]:
     """Files of ``source``, descending only into partitions that ``keep`` accepts.
 
     In path order, or with ``newest_first`` the partitions with the latest period first (then
@@ -369,7 +387,8 @@ def _walk(
 
     ``within`` = [lo, hi): the caller's ``keep`` accepts every partition inside it. A watched
     local partition inside it whose whole subtree is unchanged since the last walk is then
-    handed out whole (``_subtree``), without a look at each directory below it.
+    handed out whole, as one ``_Subtree`` (the same object while it is unchanged), without a
+    look at each directory below it.
     """
     if source.files is not None:
         yield from _table_files(source.files, keep, newest_first, on_problem)
@@ -400,7 +419,7 @@ def _walk(
         ):
             whole = _subtree(source, directory, parts, interval, identity, notify)
             if whole is not None and _inside(whole.hull, within) and seen.adopt(whole):
-                yield from whole.files
+                yield whole
                 continue
         try:
             if problem is not None:

@@ -8,6 +8,7 @@ import pickle
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -39,7 +40,7 @@ from monitor.sources.footers import (
 )
 from monitor.sources.model import ScoreSpec, ScoreWindow, Window
 from monitor.sources.partitions import _newest_checked, _overlaps, _Plan, _plan, _plan_file
-from monitor.sources.paths import _open_source, _Source, _walk
+from monitor.sources.paths import _File, _open_source, _Source, _Subtree, _walk_parts
 from monitor.stats import Grid, ScoreSummary, summarize
 
 
@@ -347,11 +348,12 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
 
     A check asks this of every file of its windows each time, and all but the newest are
     unchanged: a file planned whole before (same path, size, mtime and columns) that lies
-    inside the window again is not planned again (``_WHOLE``)."""
+    inside the window again is not planned again (``_WHOLE``), and a watched partition that
+    the walk hands out whole (``paths._Subtree``, the same object while nothing in it changed)
+    gives the same list as last time in one look-up."""
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
     source = _open_source(spec)
-    start, end = window.start_ns, window.end_ns
     columns = (
         spec.timestamp_column,
         spec.timestamp_unit,
@@ -359,60 +361,92 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
         spec.rank_column,
         spec.segment_column,
     )
-    kind = source.fs.type_name
-    planned = (kind, *columns)
-    out = []
-    for f in _walk(source, lambda interval: _overlaps(interval, window), within=(start, end)):
-        hit = _WHOLE_BY_FILE.get(id(f))
-        if hit is not None and hit[0] is f and hit[1] == planned:
-            whole: FileStat | None = hit[2]
-        else:
-            hit = None
-            deletes = "" if f.deleted is None else _digest(f.deleted)
-            key = (kind, f.path, f.size, f.mtime_ns, deletes, columns)
-            whole = _WHOLE.get(key)
-        if whole is not None:
-            assert whole.oldest_ns is not None
-            assert whole.newest_ns is not None
-            if whole.newest_ns < start or whole.oldest_ns >= end:
-                continue
-            if whole.oldest_ns >= start and whole.newest_ns < end:
-                if hit is None:
-                    if len(_WHOLE_BY_FILE) >= _WHOLE_MAX:
-                        _WHOLE_BY_FILE.clear()
-                    _WHOLE_BY_FILE[id(f)] = (f, planned, whole)
-                out.append(whole)
-                continue
-        if hit is not None:  # a file planned whole before that straddles this window
-            deletes = hit[2].deletes
-            key = (kind, f.path, f.size, f.mtime_ns, deletes, columns)
-        plan = _plan_file(source, f, window, spec.timestamp_column, spec.timestamp_unit)
-        if plan is None:
+    planned = (source.fs.type_name, *columns)
+    out: list[FileStat] = []
+    walk = _walk_parts(
+        source,
+        lambda interval: _overlaps(interval, window),
+        within=(window.start_ns, window.end_ns),
+    )
+    for item in walk:
+        if not isinstance(item, _Subtree):
+            stat, _ = _file_stat(spec, source, item, window, planned)
+            if stat is not None:
+                out.append(stat)
             continue
-        _check_columns(spec, plan)
-        stats = plan.stats
-        if stats.clean and len(plan.groups) == len(stats.rows):  # the whole file
-            stat = FileStat(
-                f.path, f.size, f.mtime_ns, stats.oldest, stats.newest, plan.capacity, deletes
-            )
-            if len(_WHOLE) >= _WHOLE_MAX:
-                _WHOLE.clear()
-            _WHOLE[key] = stat
-        else:
-            lo = [stats.lo[g] for g in plan.groups]
-            hi = [stats.hi[g] for g in plan.groups]
-            known = all(x is not None for x in lo + hi)
-            stat = FileStat(
-                f.path,
-                f.size,
-                f.mtime_ns,
-                min(x for x in lo if x is not None) if known else None,
-                max(x for x in hi if x is not None) if known else None,
-                plan.capacity,
-                deletes,
-            )
-        out.append(stat)
+        held = _WHOLE_BY_FILE.get(id(item))
+        if held is not None and held[0] is item and held[1] == planned:
+            out.extend(held[2])
+            continue
+        stats, every = [], True
+        for f in item.files:
+            stat, whole = _file_stat(spec, source, f, window, planned)
+            every = every and whole
+            if stat is not None:
+                stats.append(stat)
+        if every:  # each planned whole and inside: the same list while the subtree is
+            _remember(item, planned, stats)
+        out.extend(stats)
     return out
+
+
+def _remember(item: _File | _Subtree, planned: tuple[object, ...], value: Any) -> None:
+    if len(_WHOLE_BY_FILE) >= _WHOLE_MAX:
+        _WHOLE_BY_FILE.clear()
+    _WHOLE_BY_FILE[id(item)] = (item, planned, value)
+
+
+def _file_stat(
+    spec: ScoreSpec, source: _Source, f: _File, window: Window, planned: tuple[object, ...]
+) -> tuple[FileStat | None, bool]:
+    """One file's ``FileStat`` for ``window`` (None: it holds no row of it), and whether it
+    was planned whole and lies inside the window (then it is remembered by ``f``)."""
+    start, end = window.start_ns, window.end_ns
+    hit = _WHOLE_BY_FILE.get(id(f))
+    if hit is not None and hit[0] is f and hit[1] == planned:
+        whole: FileStat | None = hit[2]
+        deletes = hit[2].deletes
+    else:
+        hit = None
+        deletes = "" if f.deleted is None else _digest(f.deleted)
+        whole = _WHOLE.get((*planned, f.path, f.size, f.mtime_ns, deletes))
+    if whole is not None:
+        assert whole.oldest_ns is not None
+        assert whole.newest_ns is not None
+        if whole.newest_ns < start or whole.oldest_ns >= end:
+            return None, False
+        if whole.oldest_ns >= start and whole.newest_ns < end:
+            if hit is None:
+                _remember(f, planned, whole)
+            return whole, True
+    plan = _plan_file(source, f, window, spec.timestamp_column, spec.timestamp_unit)
+    if plan is None:
+        return None, False
+    _check_columns(spec, plan)
+    stats = plan.stats
+    if stats.clean and len(plan.groups) == len(stats.rows):  # the whole file
+        stat = FileStat(
+            f.path, f.size, f.mtime_ns, stats.oldest, stats.newest, plan.capacity, deletes
+        )
+        if len(_WHOLE) >= _WHOLE_MAX:
+            _WHOLE.clear()
+        _WHOLE[(*planned, f.path, f.size, f.mtime_ns, deletes)] = stat
+        return stat, False
+    lo = [stats.lo[g] for g in plan.groups]
+    hi = [stats.hi[g] for g in plan.groups]
+    known = all(x is not None for x in lo + hi)
+    return (
+        FileStat(
+            f.path,
+            f.size,
+            f.mtime_ns,
+            min(x for x in lo if x is not None) if known else None,
+            max(x for x in hi if x is not None) if known else None,
+            plan.capacity,
+            deletes,
+        ),
+        False,
+    )
 
 
 def _digest(deleted: npt.NDArray[np.int64]) -> str:
