@@ -281,12 +281,12 @@ def _fingerprints(
     offset = np.arange(which.size) - np.repeat(np.cumsum(counts) - counts, counts)
     bucket = np.repeat(lo, counts) + offset
     order = np.argsort(bucket, kind="stable")  # by bucket; files stay in path order
-    members = which[order].tolist()
-    bounds = np.searchsorted(bucket[order], np.arange(n + 1)).tolist()
     held = table.files
+    ordered = [held[j] for j in which[order].tolist()]  # each bucket's files, bucket by bucket
+    bounds = np.searchsorted(bucket[order], np.arange(n + 1)).tolist()
     out = []
     for i, start in enumerate(starts.tolist()):
-        group = tuple(held[j] for j in members[bounds[i] : bounds[i + 1]])
+        group = tuple(ordered[bounds[i] : bounds[i + 1]])
         last = memo.get(start) if memo is not None else None
         if last is not None and last[0] == group:  # the same objects: compared by identity
             out.append(last[1])
