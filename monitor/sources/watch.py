@@ -103,6 +103,7 @@ class Watcher:
         self._untrusted: set[str] = set()  # not watchable: looked up at every walk
         self._fs: dict[int, bool] = {}  # st_dev -> a local filesystem
         self.events = 0  # drained so far (tests read it)
+        self._full = False  # the kernel's watch limit was reached (logged once)
 
     def drain(self) -> None:
         """Read every queued event (non-blocking): each changes its directory's token."""
@@ -181,7 +182,8 @@ class Watcher:
             wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), _MASK)
             if wd < 0:
                 err = ctypes.get_errno()
-                if err == errno.ENOSPC:
+                if err == errno.ENOSPC and not self._full:
+                    self._full = True  # said once: every later directory would say it again
                     _LOG.warning(
                         "inotify watch limit reached (fs.inotify.max_user_watches): %s and "
                         "further directories are looked up at every walk",
