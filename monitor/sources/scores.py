@@ -384,7 +384,7 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
             every = every and whole
             if stat is not None:
                 stats.append(stat)
-        if every:  # each planned whole and inside: the same list while the subtree is
+        if every and item.token is not None:  # kept: the same list while the subtree is
             _remember(item, planned, stats)
         out.extend(stats)
     return out
