@@ -102,7 +102,6 @@ class Watcher:
         self._by_wd: dict[int, str] = {}
         self._untrusted: set[str] = set()  # not watchable: looked up at every walk
         self._fs: dict[int, bool] = {}  # st_dev -> a local filesystem
-        self.events = 0  # drained so far (tests read it)
         self._full = False  # the kernel's watch limit was reached (logged once)
 
     def drain(self) -> None:
@@ -122,7 +121,6 @@ class Watcher:
             while off + _EVENT.size <= len(buf):
                 wd, mask, _cookie, length = _EVENT.unpack_from(buf, off)
                 off += _EVENT.size + length
-                self.events += 1
                 if mask & _IN_Q_OVERFLOW:
                     self._epoch += 1  # events were lost: no listing is trusted any more
                     continue
@@ -259,15 +257,12 @@ def _start() -> Watcher | None:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         fd = libc.inotify_init1(os.O_NONBLOCK | os.O_CLOEXEC)
+        why = None if fd >= 0 else os.strerror(ctypes.get_errno())
     except (OSError, AttributeError) as exc:
+        why = str(exc)
+    if why is not None:
         _LOG.warning(
-            "inotify unavailable (%s): source directories are looked up at every walk", exc
-        )
-        return None
-    if fd < 0:
-        _LOG.warning(
-            "inotify unavailable (%s): source directories are looked up at every walk",
-            os.strerror(ctypes.get_errno()),
+            "inotify unavailable (%s): source directories are looked up at every walk", why
         )
         return None
     return Watcher(libc, fd)
