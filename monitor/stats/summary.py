@@ -27,14 +27,16 @@ From two summaries:
 
 from __future__ import annotations
 
+import hashlib
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from monitor.errors import StatsInputError
 from monitor.stats import _validation as v
+from monitor.stats._lookup import Lookup, build_lookup
 from monitor.stats.drift import _KS_EXACT_MAX_N, PSIResult, _ks_asymp_sf, _ks_exact_sf, _result
 
 __all__ = [
@@ -56,6 +58,7 @@ class Grid:
     """Sorted unique finite grid points; cell 2i + 1 is point i, cell 2i the gap below it."""
 
     points: NDArray[np.float64]
+    _memo: tuple[Lookup | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         pts = np.asarray(self.points, dtype=np.float64)
@@ -84,6 +87,37 @@ class Grid:
     def same(self, other: Grid) -> bool:
         """Whether ``other`` has the same points (summaries merge only on one grid)."""
         return self is other or bool(np.array_equal(self.points, other.points))
+
+    def lookup(self) -> Lookup | None:
+        """The sort-free cell lookup of this grid (built on first use, kept), or None when
+        sorting counts as fast (see ``monitor.stats._lookup``)."""
+        memo = self._memo
+        if memo is None:
+            memo = (build_lookup(self.points),)
+            object.__setattr__(self, "_memo", memo)  # a cache: racing builds agree
+        return memo[0]
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # the points only: engines ship a grid with every task; a worker unpickles the grid it
+        # had before (by content), so its lookup is built once per worker process, not per task
+        return (_shipped_grid, (self.points,))
+
+
+_SHIPPED: dict[bytes, Grid] = {}  # the grids unpickled last in this process, by content
+_SHIPPED_MAX = 4
+
+
+def _shipped_grid(points: NDArray[np.float64]) -> Grid:
+    """The grid of ``points``, the same object as the last one unpickled with them."""
+    pts = np.ascontiguousarray(points, dtype=np.float64)
+    key = hashlib.blake2b(pts.tobytes(), digest_size=16).digest()
+    grid = _SHIPPED.get(key)
+    if grid is None or not np.array_equal(grid.points, pts):
+        grid = Grid(pts)
+        while len(_SHIPPED) >= _SHIPPED_MAX:
+            _SHIPPED.pop(next(iter(_SHIPPED)), None)
+        _SHIPPED[key] = grid
+    return grid
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -243,19 +277,36 @@ def _cell_counts(
     x: NDArray[np.float64], grid: Grid
 ) -> tuple[NDArray[np.int64], int] | tuple[None, int]:
     """Cell counts and the count of zeros of 1-D ``x``; ``(None, 0)`` when a value is not
-    finite.
+    finite. All ways count a value equal to a point in the point's cell (so -0.0 counts as 0.0).
 
-    Both ways sort the chunk first (SIMD sort; not when it is sorted already, as a sorted
-    reference is): binary searches of ascending keys stay in cache, three times faster than of
-    keys in any order. For a chunk at least twice the grid's size, binary-search every grid
-    point into it (the point's own cell is the run equal to it: searched a second time only for
-    the points the chunk holds); for a smaller one, binary-search each value into the grid
-    (``Grid.cells``) and ``bincount``. Both count a value equal to a point in the point's cell
-    (so -0.0 counts as 0.0). A sorted chunk is finite when its ends are (NaN sorts last, -inf
-    first), so two values are checked, not every one."""
+    * An unsorted chunk of at least ``_LOOKUP_MIN`` values on a grid with a lookup table: the
+      cell of each value from its slot (``monitor.stats._lookup``: a few passes, no sort), then
+      ``bincount``. Finite when the sum is (else checked value by value: a finite sum can
+      overflow).
+    * Otherwise the chunk is sorted first (not when it is sorted already, as a sorted reference
+      is): binary searches of ascending keys stay in cache. For a chunk at least twice the
+      grid's size, binary-search every grid point into it (the point's own cell is the run equal
+      to it: searched a second time only for the points the chunk holds); for a smaller one,
+      binary-search each value into the grid (``Grid.cells``) and ``bincount``. A sorted chunk
+      is finite when its ends are (NaN sorts last, -inf first), so two values are checked."""
     if x.size == 0:
         return np.zeros(grid.n_cells, dtype=np.int64), 0
-    xs = x if _sorted(x) else np.sort(x)  # a sorted reference: no sort
+    ordered = _sorted(x)
+    if x.size >= _LOOKUP_MIN and not ordered:
+        lookup = grid.lookup()
+        if lookup is not None:
+            with np.errstate(over="ignore", invalid="ignore"):  # checked value by value then
+                total = float(np.add.reduce(x))
+            if not (math.isfinite(total) or bool(np.isfinite(x).all())):
+                return None, 0
+            cells = np.empty(x.size, dtype=np.intp)
+            lookup.cells_into(x, grid.points, cells)
+            lut_counts = np.bincount(cells, minlength=grid.n_cells).astype(np.int64, copy=False)
+            z = int(np.searchsorted(grid.points, 0.0))
+            if z < grid.points.size and grid.points[z] == 0.0:
+                return lut_counts, int(lut_counts[2 * z + 1])
+            return lut_counts, int(np.count_nonzero(x == 0.0))
+    xs = x if ordered else np.sort(x)  # a sorted reference: no sort
     if not (math.isfinite(xs[0]) and math.isfinite(xs[-1])):
         return None, 0
     if xs.size < 2 * grid.points.size:
@@ -273,6 +324,9 @@ def _cell_counts(
     counts[-1] = xs.size - right[-1]  # above the last point
     zeros = int(np.searchsorted(xs, 0.0, side="right") - np.searchsorted(xs, 0.0, side="left"))
     return counts, zeros
+
+
+_LOOKUP_MIN = 4096  # below it a chunk sorts in cache and a cold table costs more than it saves
 
 
 def _sorted(x: NDArray[np.float64]) -> bool:
