@@ -13,19 +13,22 @@ chunk first so the searches stay in cache, and the sort bounded it (about 13-20M
    i = #{p < x} in [lo(s), hi(s)] (monotonicity), so in a slot holding no point the value's cell
    is the gap 2 lo(s) and equals no point; ``table[s]`` holds that cell;
 3. a slot holding points is *mixed*: ``table[s]`` holds -1 - m, its index among mixed slots.
-   When every mixed slot holds one point p (as at S >= 64 G on a quantile grid), the cell is
-   2 lo(s) + (x >= p) + (x > p); otherwise ``Grid.cells`` of those values.
+   When no slot holds more than 4 points p_1 < ... < p_k, the cell is
+   2 lo(s) + sum_j [(x >= p_j) + (x > p_j)] (2 #{p_j < x} + [x equals one]); otherwise a
+   binary search of those values among the points, as ``Grid.cells`` does.
 
 The counts equal ``bincount(Grid.cells(x))`` exactly, for every input: the slot only narrows
 where the search starts, and every comparison that decides a cell is the float comparison
 ``Grid.cells`` makes. Which mapping is used, and whether a lookup is worth building at all, is
 decided from the grid alone (no clock): the mapping whose mixed slots would hold the least of a
-sample that follows the grid's own spacing (a quantile grid's), and none when that is over a
-quarter (then sorting is as fast).
+sample that follows the grid's own spacing (a quantile grid's), and none when that is most of it
+(then sorting is as fast). The table has 16 slots a point, at most 2^19 (4 MiB): a smaller
+table stays in cache between checks, and a second point in a slot costs two comparisons.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -34,9 +37,11 @@ from numpy.typing import NDArray
 
 _M = np.int64(0x7FFF_FFFF_FFFF_FFFF)
 _MIN_SLOTS_BITS = 12
-_MAX_SLOTS_BITS = 20
-_SLOTS_PER_POINT = 64
-_MAX_MIXED = 0.25
+_MAX_SLOTS_BITS = 19  # a table of at most 4 MiB
+_SLOTS_PER_POINT = 16
+_MAX_MIXED = 0.6  # mixed slots settled by comparisons: cheap, but not free
+_MAX_SEARCHED = 0.25  # mixed slots settled by binary search
+_MAX_COMPARED = 4  # mixed slots of up to this many points: compared with each, else searched
 CHUNK = 1 << 16  # values per pass: the chunk's temporaries stay in a core's L2 cache
 
 
@@ -63,8 +68,7 @@ class Lookup:
     shift: int  # bits: slot = (key - kmin) >> shift
     table: NDArray[np.intp]  # gap cell 2 lo(s), or -1 - m for the m-th mixed slot
     base: NDArray[np.intp]  # 2 lo(s) of each mixed slot
-    point: NDArray[np.float64]  # the point of each mixed slot when each holds one
-    one: bool  # every mixed slot holds exactly one point
+    columns: tuple[NDArray[np.float64], ...]  # j-th point of each mixed slot (inf: none), or ()
     mixed: float  # estimated share of values in mixed slots
 
     def slots(self, x: NDArray[np.float64]) -> NDArray[np.intp]:
@@ -91,85 +95,109 @@ class Lookup:
             cells = out[lo : lo + CHUNK]
             np.take(self.table, self.slots(part), out=cells)
             mixed = np.flatnonzero(cells < 0)
-            if mixed.size:
-                v = part[mixed]
-                if self.one:
-                    m = -1 - cells[mixed]
-                    p = self.point[m]
-                    cells[mixed] = self.base[m] + (v >= p) + (v > p)
-                else:
-                    i = np.searchsorted(points, v, side="left")
-                    on = points[np.minimum(i, points.size - 1)] == v
-                    cells[mixed] = 2 * i + on
+            if not mixed.size:
+                continue
+            v = part[mixed]
+            if self.columns:  # each mixed slot holds at most len(columns) points (inf-padded)
+                m = -1 - cells[mixed]
+                cell = self.base[m]
+                for column in self.columns:
+                    p = column[m]
+                    cell += v >= p
+                    cell += v > p
+                cells[mixed] = cell
+            else:
+                i = np.searchsorted(points, v, side="left")
+                on = points[np.minimum(i, points.size - 1)] == v
+                cells[mixed] = 2 * i + on
 
 
 def _table(
     slots_of_points: NDArray[np.intp], n_slots: int, points: NDArray[np.float64]
-) -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64], bool, float]:
+) -> tuple[NDArray[np.intp], NDArray[np.intp], tuple[NDArray[np.float64], ...]]:
     per = np.bincount(slots_of_points, minlength=n_slots)
     hi = np.cumsum(per)
     lo = hi - per
     table = 2 * lo
     mixed = np.flatnonzero(per)
     table[mixed] = -1 - np.arange(mixed.size)
-    one = bool(per.max() <= 1)
-    point = points[lo[mixed]] if one else np.zeros(0)
-    # the share of a quantile-spaced sample in mixed slots: each gap between neighbouring points
-    # holds 1/(G - 1) of it, spread over the slots it spans, of which its two ends are mixed
+    columns: tuple[NDArray[np.float64], ...] = ()
+    if per.max() <= _MAX_COMPARED:
+        ext = np.append(points, np.inf)
+        first, count = lo[mixed], per[mixed]
+        columns = tuple(
+            ext[np.where(j < count, first + j, points.size)] for j in range(int(per.max()))
+        )
+    return table.astype(np.intp), (2 * lo[mixed]).astype(np.intp), columns
+
+
+def _share(slots_of_points: NDArray[np.intp]) -> tuple[float, bool]:
+    """The share of a quantile-spaced sample in mixed slots (each gap between neighbouring
+    points holds 1/(G - 1) of it, spread over the slots it spans, of which its two ends are
+    mixed), and whether no slot holds more than ``_MAX_COMPARED`` points."""
     spans = np.diff(slots_of_points) + 1
     share = float(np.mean(np.minimum(1.0, 2.0 / spans))) if spans.size else 1.0
-    return table.astype(np.intp), (2 * lo[mixed]).astype(np.intp), point, one, share
+    _, per = np.unique(slots_of_points, return_counts=True)
+    return share, bool(per.max() <= _MAX_COMPARED)
 
 
 def build_lookup(
-    points: NDArray[np.float64], *, kind: str | None = None, bits: int | None = None
+    points: NDArray[np.float64],
+    *,
+    kind: str | None = None,
+    bits: int | None = None,
+    ends: tuple[int, int] = (0, -1),
 ) -> Lookup | None:
-    """The better lookup for sorted unique finite ``points``, or None when neither would put
-    most values in point-free slots. ``kind`` and ``bits`` force a mapping and a table size
-    (tests exercise both mappings and slots holding several points with them)."""
+    """The lookup for sorted unique finite ``points`` whose mixed slots would hold the least of
+    a quantile-spaced sample, among those that hold at most ``_MAX_MIXED`` of it (settled by
+    comparisons) or ``_MAX_SEARCHED`` (slots of more than ``_MAX_COMPARED`` points: searched);
+    None when none does. S = 2^bits slots, bits = ceil(log2(16 G)) within [12, 19]. Each
+    mapping spans the points from the first or the second (a point mass at 0 below quantiles
+    of a long tail wastes the logarithmic slots between them) to the last or the one before (an
+    outlier above): values beyond go to the end slots. ``kind``, ``bits`` and ``ends`` (the
+    indices of the points spanned) force a mapping, a table size and its span (tests exercise
+    every mapping, and slots holding several points, with them)."""
     g = int(points.size)
     if g < 2:
         return None
     if bits is None:
         want = max(_MIN_SLOTS_BITS, math.ceil(math.log2(_SLOTS_PER_POINT * g)))
         bits = min(_MAX_SLOTS_BITS, want)
-    best: Lookup | None = None
+    spans = [ends] if kind or g < 4 else [(0, -1), (1, -1), (0, -2), (1, -2)]
+    best: tuple[float, Lookup, NDArray[np.intp]] | None = None
     for k in (kind,) if kind else ("linear", "bits"):
-        lk = _linear(points, bits) if k == "linear" else _bits(points, bits)
-        if lk is not None and (best is None or lk.mixed < best.mixed):
-            best = lk
-    if best is None or (kind is None and best.mixed > _MAX_MIXED):
+        for first, last in spans:
+            probe = _probe(k, points[first], points[last], bits)
+            if probe is None:
+                continue
+            slots = probe.slots(points)
+            share, compared = _share(slots)
+            if kind is None and share > (_MAX_MIXED if compared else _MAX_SEARCHED):
+                continue
+            if best is None or share < best[0]:
+                best = (share, probe, slots)
+    if best is None:
         return None
-    return best
+    share, probe, slots = best
+    table, base, columns = _table(slots, probe.n_slots, points)
+    return dataclasses.replace(probe, table=table, base=base, columns=columns, mixed=share)
 
 
-def _linear(points: NDArray[np.float64], bits: int) -> Lookup | None:
-    n = 1 << bits
-    width = float(points[-1]) - float(points[0])
-    if not math.isfinite(width) or width <= 0:
-        return None
-    scale = n / width
-    offset = float(points[0]) * scale
-    if not (math.isfinite(scale) and math.isfinite(offset)) or scale <= 0:
-        return None
-    probe = Lookup("linear", n, scale, offset, 0, 0, 0, *_empty())
-    s = probe.slots(points)
-    table, base, point, one, share = _table(s, n, points)
-    return Lookup("linear", n, scale, offset, 0, 0, 0, table, base, point, one, share)
-
-
-def _bits(points: NDArray[np.float64], bits: int) -> Lookup | None:
-    keys = _keys(points + 0.0)
-    kmin, kmax = int(keys[0]), int(keys[-1])
+def _probe(kind: str, low: float, high: float, bits: int) -> Lookup | None:
+    """The slot function of ``kind`` over [low, high], without its table."""
+    z = np.zeros(0, dtype=np.intp)
+    if kind == "linear":
+        n = 1 << bits
+        width = float(high) - float(low)
+        if not math.isfinite(width) or width <= 0:
+            return None
+        scale = n / width
+        offset = float(low) * scale
+        if not (math.isfinite(scale) and math.isfinite(offset)) or scale <= 0:
+            return None
+        return Lookup("linear", n, scale, offset, 0, 0, 0, z, z, (), 1.0)
+    keys = _keys(np.array([low, high], dtype=np.float64) + 0.0)
+    kmin, kmax = int(keys[0]), int(keys[1])
     span = kmax - kmin
     shift = max(0, span.bit_length() - bits)
-    n = (span >> shift) + 1
-    probe = Lookup("bits", n, 0.0, 0.0, kmin, kmax, shift, *_empty())
-    s = probe.slots(points)
-    table, base, point, one, share = _table(s, n, points)
-    return Lookup("bits", n, 0.0, 0.0, kmin, kmax, shift, table, base, point, one, share)
-
-
-def _empty() -> tuple[NDArray[np.intp], NDArray[np.intp], NDArray[np.float64], bool, float]:
-    z = np.zeros(0, dtype=np.intp)
-    return z, z, np.zeros(0), False, 1.0
+    return Lookup("bits", (span >> shift) + 1, 0.0, 0.0, kmin, kmax, shift, z, z, (), 1.0)
