@@ -22,7 +22,7 @@ where the search starts, and every comparison that decides a cell is the float c
 ``Grid.cells`` makes. Which mapping is used, and whether a lookup is worth building at all, is
 decided from the grid alone (no clock): the mapping whose mixed slots would hold the least of a
 sample that follows the grid's own spacing (a quantile grid's), and none when that is most of it
-(then sorting is as fast). The table has 16 slots a point, at most 2^19 (4 MiB): a smaller
+(then sorting is as fast). The table has 16 slots a point, at most 2^19 (2 MiB): a smaller
 table stays in cache between checks, and a second point in a slot costs two comparisons.
 """
 
@@ -37,7 +37,7 @@ from numpy.typing import NDArray
 
 _M = np.int64(0x7FFF_FFFF_FFFF_FFFF)
 _MIN_SLOTS_BITS = 12
-_MAX_SLOTS_BITS = 19  # a table of at most 4 MiB
+_MAX_SLOTS_BITS = 19  # a table of at most 2 MiB (int32)
 _SLOTS_PER_POINT = 16
 _MAX_MIXED = 0.6  # mixed slots settled by comparisons: cheap, but not free
 _MAX_SEARCHED = 0.25  # mixed slots settled by binary search
@@ -66,8 +66,8 @@ class Lookup:
     kmin: int  # bits: the first point's key
     kmax: int  # bits: the last point's key
     shift: int  # bits: slot = (key - kmin) >> shift
-    table: NDArray[np.intp]  # gap cell 2 lo(s), or -1 - m for the m-th mixed slot
-    base: NDArray[np.intp]  # 2 lo(s) of each mixed slot
+    table: NDArray[np.int32]  # gap cell 2 lo(s), or -1 - m for the m-th mixed slot
+    base: NDArray[np.int32]  # 2 lo(s) of each mixed slot
     columns: tuple[NDArray[np.float64], ...]  # j-th point of each mixed slot (inf: none), or ()
     mixed: float  # estimated share of values in mixed slots
 
@@ -87,9 +87,10 @@ class Lookup:
         return u.view(np.intp)
 
     def cells_into(
-        self, x: NDArray[np.float64], points: NDArray[np.float64], out: NDArray[np.intp]
+        self, x: NDArray[np.float64], points: NDArray[np.float64], out: NDArray[np.int32]
     ) -> None:
-        """Write the cell of each finite value of ``x`` into ``out`` (same length)."""
+        """Write the cell of each finite value of ``x`` into ``out`` (same length; int32, as
+        the table: half the memory of intp, gathered as fast)."""
         for lo in range(0, x.size, CHUNK):
             part = x[lo : lo + CHUNK]
             cells = out[lo : lo + CHUNK]
@@ -114,7 +115,7 @@ class Lookup:
 
 def _table(
     slots_of_points: NDArray[np.intp], n_slots: int, points: NDArray[np.float64]
-) -> tuple[NDArray[np.intp], NDArray[np.intp], tuple[NDArray[np.float64], ...]]:
+) -> tuple[NDArray[np.int32], NDArray[np.int32], tuple[NDArray[np.float64], ...]]:
     per = np.bincount(slots_of_points, minlength=n_slots)
     hi = np.cumsum(per)
     lo = hi - per
@@ -128,7 +129,7 @@ def _table(
         columns = tuple(
             ext[np.where(j < count, first + j, points.size)] for j in range(int(per.max()))
         )
-    return table.astype(np.intp), (2 * lo[mixed]).astype(np.intp), columns
+    return table.astype(np.int32), (2 * lo[mixed]).astype(np.int32), columns
 
 
 def _share(slots_of_points: NDArray[np.intp]) -> tuple[float, bool]:
@@ -158,7 +159,7 @@ def build_lookup(
     indices of the points spanned) force a mapping, a table size and its span (tests exercise
     every mapping, and slots holding several points, with them)."""
     g = int(points.size)
-    if g < 2:
+    if g < 2 or 2 * g + 1 > np.iinfo(np.int32).max:  # cells as int32
         return None
     if bits is None:
         want = max(_MIN_SLOTS_BITS, math.ceil(math.log2(_SLOTS_PER_POINT * g)))
@@ -185,7 +186,7 @@ def build_lookup(
 
 def _probe(kind: str, low: float, high: float, bits: int) -> Lookup | None:
     """The slot function of ``kind`` over [low, high], without its table."""
-    z = np.zeros(0, dtype=np.intp)
+    z = np.zeros(0, dtype=np.int32)
     if kind == "linear":
         n = 1 << bits
         width = float(high) - float(low)

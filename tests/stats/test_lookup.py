@@ -54,7 +54,7 @@ def test_lookup_cells_are_grid_cells(
         return
     x = np.concatenate([np.asarray(values, dtype=np.float64), _near(grid.points)])
     x = x[np.isfinite(x)]
-    out = np.empty(x.size, dtype=np.intp)
+    out = np.empty(x.size, dtype=np.int32)
     lk.cells_into(x, grid.points, out)
     np.testing.assert_array_equal(out, grid.cells(x))
 
