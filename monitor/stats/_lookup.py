@@ -42,7 +42,8 @@ _SLOTS_PER_POINT = 16
 _MAX_MIXED = 0.6  # mixed slots settled by comparisons: cheap, but not free
 _MAX_SEARCHED = 0.25  # mixed slots settled by binary search
 _MAX_COMPARED = 4  # mixed slots of up to this many points: compared with each, else searched
-CHUNK = 1 << 16  # values per pass: the chunk's temporaries stay in a core's L2 cache
+CHUNK = 1 << 15  # values per pass: the scratch and the chunk stay in a core's L2 cache
+BLOCK = 1 << 18  # values per bincount: its output is the grid's size, made once a block
 
 
 def _keys(x: NDArray[np.float64]) -> NDArray[np.int64]:
@@ -73,44 +74,90 @@ class Lookup:
 
     def slots(self, x: NDArray[np.float64]) -> NDArray[np.intp]:
         """f(x) for finite x (see the module docstring)."""
+        return self._slots(x, np.empty(x.size), np.empty(x.size, dtype=np.intp))
+
+    def _slots(
+        self, x: NDArray[np.float64], work: NDArray[np.float64], out: NDArray[np.intp]
+    ) -> NDArray[np.intp]:
+        """f(x) into ``out``, with ``work`` as scratch (both as long as ``x``)."""
         if self.kind == "linear":
             with np.errstate(over="ignore"):  # far outside the grid: +-inf, clipped to an end
-                t = x * self.scale
-                t -= self.offset
-            np.clip(t, 0.0, self.n_slots - 1, out=t)
-            return t.astype(np.intp)
-        k = _keys(x + 0.0)  # -0.0 keys as 0.0: a slot boundary must not split equal values
-        np.clip(k, self.kmin, self.kmax, out=k)
-        k -= self.kmin  # wraps past 2**63; exact as unsigned
-        u = k.view(np.uint64)
+                np.multiply(x, self.scale, out=work)
+                work -= self.offset
+            np.clip(work, 0.0, self.n_slots - 1, out=work)
+            np.copyto(out, work, casting="unsafe")  # truncation, as astype
+            return out
+        np.add(x, 0.0, out=work)  # -0.0 keys as 0.0: a slot boundary must not split them
+        k = work.view(np.int64)
+        s = out.view(np.int64)
+        np.right_shift(k, 63, out=s)
+        s &= _M
+        s ^= k  # the order-preserving key
+        np.clip(s, self.kmin, self.kmax, out=s)
+        s -= self.kmin  # wraps past 2**63; exact as unsigned
+        u = s.view(np.uint64)
         u >>= np.uint64(self.shift)
-        return u.view(np.intp)
+        return out
 
     def cells_into(
         self, x: NDArray[np.float64], points: NDArray[np.float64], out: NDArray[np.int32]
     ) -> None:
-        """Write the cell of each finite value of ``x`` into ``out`` (same length; int32, as
-        the table: half the memory of intp, gathered as fast)."""
+        """Write the cell of each finite value of ``x`` into ``out`` (same length)."""
+        n = min(CHUNK, x.size)
+        work, slots = np.empty(n), np.empty(n, dtype=np.intp)
         for lo in range(0, x.size, CHUNK):
             part = x[lo : lo + CHUNK]
-            cells = out[lo : lo + CHUNK]
-            np.take(self.table, self.slots(part), out=cells)
-            mixed = np.flatnonzero(cells < 0)
-            if not mixed.size:
-                continue
-            v = part[mixed]
-            if self.columns:  # each mixed slot holds at most len(columns) points (inf-padded)
-                m = -1 - cells[mixed]
-                cell = self.base[m]
-                for column in self.columns:
-                    p = column[m]
-                    cell += v >= p
-                    cell += v > p
-                cells[mixed] = cell
-            else:
-                i = np.searchsorted(points, v, side="left")
-                on = points[np.minimum(i, points.size - 1)] == v
-                cells[mixed] = 2 * i + on
+            m = part.size
+            self._cells(part, points, work[:m], slots[:m], out[lo : lo + CHUNK])
+
+    def counts(
+        self, x: NDArray[np.float64], points: NDArray[np.float64], n_cells: int
+    ) -> NDArray[np.int64]:
+        """``bincount`` of the cells of finite ``x`` (length ``n_cells``), by blocks of
+        ``BLOCK`` values and chunks of ``CHUNK``, through scratch arrays allocated once per
+        call: no temporary as long as ``x``. A fresh large array is a new mapping and a page
+        fault a page wherever malloc's mmap threshold is pinned, as Dask pins its workers'
+        (``MALLOC_TRIM_THRESHOLD_``): there a cells array of the whole chunk doubled the
+        cost of a summary."""
+        total = np.zeros(n_cells, dtype=np.int64)
+        n = min(CHUNK, x.size)
+        work, slots, cells = np.empty(n), np.empty(n, dtype=np.intp), np.empty(n, np.int32)
+        block = np.empty(min(BLOCK, x.size), dtype=np.intp)  # bincount takes intp, uncast
+        for b0 in range(0, x.size, BLOCK):
+            xb = x[b0 : b0 + BLOCK]
+            for lo in range(0, xb.size, CHUNK):
+                part = xb[lo : lo + CHUNK]
+                m = part.size
+                self._cells(part, points, work[:m], slots[:m], cells[:m])
+                block[lo : lo + m] = cells[:m]
+            total += np.bincount(block[: xb.size], minlength=n_cells)
+        return total
+
+    def _cells(
+        self,
+        part: NDArray[np.float64],
+        points: NDArray[np.float64],
+        work: NDArray[np.float64],
+        slots: NDArray[np.intp],
+        cells: NDArray[np.int32],
+    ) -> None:
+        np.take(self.table, self._slots(part, work, slots), out=cells)
+        mixed = np.flatnonzero(cells < 0)
+        if not mixed.size:
+            return
+        v = part[mixed]
+        if self.columns:  # each mixed slot holds at most len(columns) points (inf-padded)
+            which = -1 - cells[mixed]
+            cell = self.base[which]
+            for column in self.columns:
+                p = column[which]
+                cell += v >= p
+                cell += v > p
+            cells[mixed] = cell
+        else:
+            i = np.searchsorted(points, v, side="left")
+            on = points[np.minimum(i, points.size - 1)] == v
+            cells[mixed] = 2 * i + on
 
 
 def _table(

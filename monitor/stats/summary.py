@@ -299,9 +299,7 @@ def _cell_counts(
                 total = float(np.add.reduce(x))
             if not (math.isfinite(total) or bool(np.isfinite(x).all())):
                 return None, 0
-            cells = np.empty(x.size, dtype=np.int32)
-            lookup.cells_into(x, grid.points, cells)
-            lut_counts = np.bincount(cells, minlength=grid.n_cells).astype(np.int64, copy=False)
+            lut_counts = lookup.counts(x, grid.points, grid.n_cells)
             z = int(np.searchsorted(grid.points, 0.0))
             if z < grid.points.size and grid.points[z] == 0.0:
                 return lut_counts, int(lut_counts[2 * z + 1])

@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from monitor.stats import Grid, summarize
+from monitor.stats import _lookup as lookup
 from monitor.stats._lookup import build_lookup
 from monitor.stats.summary import _LOOKUP_MIN, _cell_counts
 
@@ -102,6 +103,20 @@ def test_the_lookup_path_runs_and_rejects_what_is_not_finite() -> None:
     counts, _ = _cell_counts(huge, grid)
     assert counts is not None
     assert counts[-1] == np.count_nonzero(huge == 1e308)
+
+
+def test_counts_across_blocks_and_chunks_are_value_by_value() -> None:
+    """Counts of more values than a block (several blocks, a short last block and chunk), on
+    both mappings: ``bincount(Grid.cells)``."""
+    rng = np.random.default_rng(11)
+    x = rng.gamma(2.0, size=2 * lookup.BLOCK + lookup.CHUNK + 17)
+    x[rng.random(x.size) < 0.2] = 0.0
+    grid = Grid(np.unique(np.concatenate([np.quantile(x, np.linspace(0, 1, 3_001)), [0.0]])))
+    expected = np.bincount(grid.cells(x), minlength=grid.n_cells)
+    for kind in ("linear", "bits"):
+        lk = build_lookup(grid.points, kind=kind)
+        assert lk is not None
+        np.testing.assert_array_equal(lk.counts(x, grid.points, grid.n_cells), expected)
 
 
 def test_no_table_where_sorting_is_as_fast_and_none_is_shipped() -> None:
