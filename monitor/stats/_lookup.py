@@ -183,9 +183,10 @@ def _share(slots_of_points: NDArray[np.intp]) -> tuple[float, bool]:
     """The share of a quantile-spaced sample in mixed slots (each gap between neighbouring
     points holds 1/(G - 1) of it, spread over the slots it spans, of which its two ends are
     mixed), and whether no slot holds more than ``_MAX_COMPARED`` points."""
-    spans = np.diff(slots_of_points) + 1
-    share = float(np.mean(np.minimum(1.0, 2.0 / spans))) if spans.size else 1.0
-    _, per = np.unique(slots_of_points, return_counts=True)
+    steps = np.diff(slots_of_points)  # f is monotone: the points' slots ascend
+    share = float(np.mean(np.minimum(1.0, 2.0 / (steps + 1)))) if steps.size else 1.0
+    starts = np.flatnonzero(np.concatenate(([1], steps)))  # the first point of each slot
+    per = np.diff(np.append(starts, slots_of_points.size))
     return share, bool(per.max() <= _MAX_COMPARED)
 
 
@@ -208,6 +209,8 @@ def build_lookup(
     g = int(points.size)
     if g < 2 or 2 * g + 1 > np.iinfo(np.int32).max:  # cells as int32
         return None
+    if kind is None and 4 * g > 1 << _MAX_SLOTS_BITS:  # a grid of every distinct value: at
+        return None  # most 2 slots a point would leave most values in mixed slots
     if bits is None:
         want = max(_MIN_SLOTS_BITS, math.ceil(math.log2(_SLOTS_PER_POINT * g)))
         bits = min(_MAX_SLOTS_BITS, want)

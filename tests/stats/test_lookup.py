@@ -123,7 +123,8 @@ def test_no_table_where_sorting_is_as_fast_and_none_is_shipped() -> None:
     """One point has no slots to tell apart. Quantiles over 40 orders of magnitude get the
     logarithmic (``bits``) slots, and with a point mass at 0 below them as well (the range then
     starts at the second point). Three clusters each a millionth of its own width apart defeat
-    both mappings: no table. A pickled grid carries its points, not its table (engines ship
+    both mappings: no table, nor for a grid of every distinct value (too many points for the
+    table's slots). A pickled grid carries its points, not its table (engines ship
     grids to workers)."""
     assert build_lookup(np.array([1.0])) is None
     assert Grid(np.array([1.0])).lookup() is None
@@ -142,6 +143,9 @@ def test_no_table_where_sorting_is_as_fast_and_none_is_shipped() -> None:
     )
     assert build_lookup(clusters) is None
     assert Grid(clusters).lookup() is None
+    every_value = np.arange(300_000.0)  # a full grid: fewer than 4 slots a point at most
+    assert build_lookup(every_value) is None
+    assert build_lookup(every_value, kind="linear") is not None  # forced, it is built
     grid = Grid(np.linspace(0.0, 1.0, 5_001))
     assert grid.lookup() is not None
     wire = pickle.dumps(grid)
