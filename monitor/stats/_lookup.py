@@ -236,6 +236,8 @@ def build_lookup(
 
 def _probe(kind: str, low: float, high: float, bits: int) -> Lookup | None:
     """The slot function of ``kind`` over [low, high], without its table."""
+    if not low <= high:
+        return None
     z = np.zeros(0, dtype=np.int32)
     if kind == "linear":
         n = 1 << bits

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -105,18 +106,20 @@ class Grid:
 
 _SHIPPED: dict[bytes, Grid] = {}  # the grids unpickled last in this process, by content
 _SHIPPED_MAX = 4
+_SHIPPED_LOCK = threading.Lock()
 
 
 def _shipped_grid(points: NDArray[np.float64]) -> Grid:
     """The grid of ``points``, the same object as the last one unpickled with them."""
     pts = np.ascontiguousarray(points, dtype=np.float64)
     key = hashlib.blake2b(pts.tobytes(), digest_size=16).digest()
-    grid = _SHIPPED.get(key)
-    if grid is None or not np.array_equal(grid.points, pts):
-        grid = Grid(pts)
-        while len(_SHIPPED) >= _SHIPPED_MAX:
-            _SHIPPED.pop(next(iter(_SHIPPED)), None)
-        _SHIPPED[key] = grid
+    with _SHIPPED_LOCK:  # a worker may unpickle on several threads
+        grid = _SHIPPED.get(key)
+        if grid is None or not np.array_equal(grid.points, pts):
+            grid = Grid(pts)
+            while len(_SHIPPED) >= _SHIPPED_MAX:
+                _SHIPPED.pop(next(iter(_SHIPPED)))
+            _SHIPPED[key] = grid
     return grid
 
 
