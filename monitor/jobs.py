@@ -349,9 +349,7 @@ class Runner:
         summarized: SummaryRead | None = None
         if settings is not None:
             keep = [
-                np.asarray(d.anchor_ref.edges, dtype=np.float64)
-                for d in state.drift.values()
-                if d.anchor_ref is not None
+                d.anchor_ref.edge_array for d in state.drift.values() if d.anchor_ref is not None
             ]
             summarized = self.summaries.read(
                 monitor, settings, at, reference_w, current_w, keep_edges=keep

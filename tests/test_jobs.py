@@ -262,6 +262,93 @@ def test_save_refuses_non_finite_numbers_and_leaves_no_temp_file(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
+def test_state_text_is_the_plain_json_of_the_state_with_anchors_encoded_once(
+    tmp_path: Path,
+) -> None:
+    """The saved text is ``json.dumps(state.to_dict())`` (compact, sorted) byte for byte, with
+    anchors in the state and in the state before the last slot, segment names that look like
+    JSON, and an anchor whose counts are not whole; loading it gives the state back."""
+    from monitor.store import encode_state
+    from monitor.verdict import Anchor
+
+    def anchor(k: float) -> Anchor:
+        return Anchor(
+            edges=(0.1, 0.5 + k, 2.0),
+            counts=((1.0, 2.0, 3.0, 4.0 + k), (5.0, 0.0, 7.25, 8.0)),
+            start=NOW - timedelta(days=8),
+            end=NOW - timedelta(days=1),
+            set_at=NOW - timedelta(hours=3),
+        )
+
+    segments = {
+        '"a":{"x"': SegmentDrift(reference=DriftTrack(cusum=1.5), anchor_ref=anchor(0.0)),
+        "\x00anchor-0": SegmentDrift(anchor_ref=anchor(0.125)),
+        "c": SegmentDrift(),
+    }
+    before = MonitorState(drift=segments, last_at=NOW - timedelta(hours=1))
+    state = MonitorState(drift=segments, last_at=NOW, before_last=before)
+    plain = json.dumps(state.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False)
+    assert encode_state(state) == plain
+    assert encode_state(state) == plain  # the second time from the anchors' kept text
+    store = StateStore(tmp_path)
+    store.save("m", state)
+    assert (tmp_path / "m.json").read_text() == plain
+    assert store.load("m") == state
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_a_temp_file_left_by_a_kill_is_written_over(tmp_path: Path) -> None:
+    """A save names its temp file by process and thread: one a killed save of this thread
+    left behind (a name ``sweep`` also removes) is truncated and renamed, not appended to."""
+    import threading
+
+    from monitor.store import atomic_write
+
+    left = tmp_path / f".m.{os.getpid()}_{threading.get_ident()}.tmp"
+    left.write_text("{" * 10_000)
+    atomic_write(tmp_path, tmp_path / "m.json", '{"version":2}', stem="m")
+    assert (tmp_path / "m.json").read_text() == '{"version":2}'
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+    left.write_text("{")
+    assert StateStore(tmp_path).sweep() == 1
+
+
+def test_saves_from_two_threads_each_leave_a_whole_file(tmp_path: Path) -> None:
+    """Two threads saving the same monitor at once never share a temp file: every read of
+    the target is one whole document of one of them."""
+    import threading
+
+    store = StateStore(tmp_path)
+    states = [
+        replace(STATE, last_at=NOW - timedelta(hours=h), fingerprint="x" * 5000 * h) for h in (1, 2)
+    ]
+    texts = {json.dumps(s.to_dict(), separators=(",", ":"), sort_keys=True) for s in states}
+    errors: list[BaseException] = []
+
+    def save(s: MonitorState) -> None:
+        try:
+            for _ in range(200):
+                store.save("m", s)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save, args=(s,)) for s in states]
+    for t in threads:
+        t.start()
+    seen = set()
+    while any(t.is_alive() for t in threads):
+        try:
+            seen.add((tmp_path / "m.json").read_text())
+        except FileNotFoundError:
+            continue
+    for t in threads:
+        t.join()
+    assert not errors
+    assert seen
+    assert seen <= texts
+    assert [p.name for p in tmp_path.iterdir()] == ["m.json"]
+
+
 def test_from_dict_iv() -> None:
     def seg(**track: object) -> dict[str, object]:
         return {"version": 2, "drift": {"a": {"reference": track}}}

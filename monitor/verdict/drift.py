@@ -334,7 +334,7 @@ def _evaluate_input(
     references = [("reference", edges, counts, block)]
     if use_anchor and state.anchor_ref is not None:
         anchor = state.anchor_ref
-        a_edges = np.asarray(anchor.edges, dtype=np.float64)
+        a_edges = anchor.edge_array
         a_block = (
             block
             if np.array_equal(a_edges, edges) and anchor.array.shape[0] == counts.shape[0]
@@ -382,8 +382,7 @@ def _close_to_anchor(
     smoothing: float,
 ) -> bool:
     """Whether the rolling reference is within half the tolerance of the anchor (debiased)."""
-    edges = np.asarray(anchor.edges, dtype=np.float64)
-    now = inputs.reference_counts(edges, period).sum(axis=0)
+    now = inputs.reference_counts(anchor.edge_array, period).sum(axis=0)
     then = anchor.array.sum(axis=0)
     if now.sum() <= 0 or then.sum() <= 0:
         return False

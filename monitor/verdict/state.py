@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -53,12 +54,32 @@ class Anchor:
     start: datetime
     end: datetime
     set_at: datetime
-    # ``to_dict`` made once: an anchor is saved with the state at every check, unchanged
+    # ``to_dict`` and its JSON made once: an anchor is saved with the state at every check
+    # (twice: the state before the last slot holds it too), unchanged
     _saved: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
+    _json: str | None = field(default=None, init=False, repr=False, compare=False)
+    _array: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    _edges: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def array(self) -> np.ndarray:
-        return np.asarray(self.counts, dtype=np.float64)
+        """``counts`` as a read-only float64 array (made once)."""
+        if self._array is None:
+            a = np.asarray(self.counts, dtype=np.float64)
+            a.flags.writeable = False
+            object.__setattr__(self, "_array", a)
+            return a
+        return self._array
+
+    @property
+    def edge_array(self) -> np.ndarray:
+        """``edges`` as a read-only float64 array (made once)."""
+        if self._edges is None:
+            e = np.asarray(self.edges, dtype=np.float64)
+            e.flags.writeable = False
+            object.__setattr__(self, "_edges", e)
+            return e
+        return self._edges
 
     def to_dict(self) -> dict[str, Any]:
         """The anchor as the state file holds it (the same dict each time: do not mutate)."""
@@ -73,6 +94,17 @@ class Anchor:
             object.__setattr__(self, "_saved", saved)
             return saved
         return self._saved
+
+    def to_json(self) -> str:
+        """``to_dict`` as compact JSON with sorted keys (what ``json.dumps`` of the state
+        writes for it), encoded once."""
+        if self._json is None:
+            text = json.dumps(
+                self.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False
+            )
+            object.__setattr__(self, "_json", text)
+            return text
+        return self._json
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Anchor:
