@@ -59,9 +59,12 @@ class SummaryRead:
         grid = self.grid.grid
         ref = tuple(b.summaries.get(name) for b in self.reference_buckets)
         cur = tuple(b.summaries.get(name) for b in self.current_buckets)
-        empty = Cells.total(grid, [])
-        ref_total = self.reference_totals.get(name, empty)
-        cur_total = self.current_totals.get(name, empty)
+        ref_total = self.reference_totals.get(name)
+        cur_total = self.current_totals.get(name)
+        if ref_total is None or cur_total is None:  # a segment one window lacks
+            empty = Cells.total(grid, [])
+            ref_total = empty if ref_total is None else ref_total
+            cur_total = empty if cur_total is None else cur_total
         edges = self.grid.edges.get(name)
         if edges is None:  # a segment new since the grid was built
             edges = _derived_edges(ref_total, self.bins)
