@@ -612,7 +612,7 @@ def test_kill_9_with_a_summary_cache_recovers_corrupt_and_torn_entries(tmp_path:
         assert value(d.samples(), "retrieval_monitor_engine_info", monitor="cached", kind="local")
     finally:
         d.kill()
-    entries = sorted((state_dir / "summaries" / "cached").glob("*/*.npz"))
+    entries = sorted((state_dir / "summaries" / "cached").glob("*/*.bucket"))
     assert len(entries) == 7 * 60
     entries[10].write_bytes(b"garbage" * 10)
     entries[20].write_bytes(entries[20].read_bytes()[:40])
@@ -633,7 +633,11 @@ def test_kill_9_with_a_summary_cache_recovers_corrupt_and_torn_entries(tmp_path:
     assert not torn.exists()
     import numpy as np
 
+    from monitor.incremental.store import Bucket
+    from monitor.stats import Grid
+
     for e in (entries[10], entries[20]):
         if e.exists():  # recomputed (or since evicted from the window): a valid entry
-            assert np.load(e).files
+            grid = Grid(np.asarray(np.load(e.parent.parent / "grid.npz")["points"]))
+            assert Bucket.from_bytes(e.read_bytes(), grid, e.parent.name)[0].start_ns == int(e.stem)
     assert not tracebacks(log_path.read_text(errors="replace"))

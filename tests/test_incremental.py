@@ -210,7 +210,7 @@ def test_a_late_file_rereads_exactly_its_bucket(rolling_world: Path, tmp_path: P
 def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     first = _read(SummaryChecks(state), rolling_world, AT)
-    entries = sorted((state / "summaries" / "demo" / first.grid.key).glob("*.npz"))
+    entries = sorted((state / "summaries" / "demo" / first.grid.key).glob("*.bucket"))
     assert len(entries) == 8 * 24
     entries[5].write_bytes(b"not a bucket")
     entries[6].write_bytes(entries[6].read_bytes()[:100])  # truncated
@@ -223,18 +223,21 @@ def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path
         r0, c0 = _totals(first)[name]
         assert np.array_equal(r, r0)
         assert np.array_equal(c, c0)
-    assert np.load(entries[5]).files  # rewritten whole
+    from monitor.incremental.store import Bucket
+
+    bucket, _ = Bucket.from_bytes(entries[5].read_bytes(), again.grid.grid, again.grid.key)
+    assert bucket.start_ns == int(entries[5].stem)  # rewritten whole
 
 
 def test_the_disk_cache_is_bounded(rolling_world: Path, tmp_path: Path) -> None:
     unbounded = tmp_path / "unbounded"
     full = _read(SummaryChecks(unbounded), rolling_world, AT)
-    size = sum(f.stat().st_size for f in (unbounded / "summaries").rglob("*.npz"))
+    size = sum(f.stat().st_size for f in (unbounded / "summaries").rglob("*.bucket"))
     state = tmp_path / "state"
     checks = SummaryChecks(state, max_bytes=size // 3)
     read = _read(checks, rolling_world, AT)
     assert read.grid.key == full.grid.key
-    files = list((state / "summaries" / "demo" / read.grid.key).glob("*.npz"))
+    files = list((state / "summaries" / "demo" / read.grid.key).glob("*.bucket"))
     assert 0 < len(files) < 8 * 24
     assert sum(f.stat().st_size for f in files) <= size // 3
     # evicted buckets are read again; the numbers do not change
@@ -352,12 +355,13 @@ def test_a_backtest_reuses_the_bucket_cache_and_leaves_the_daemons_grid(
     start, end = AT - timedelta(hours=6), AT + timedelta(hours=12)
     first = backtest(config, start, end)
     cache = config.server.state_dir / "summaries" / "demo"
-    entries = {p: p.stat().st_mtime_ns for p in cache.glob("*/*.npz")}
+    entries = {p: p.stat().st_mtime_ns for p in cache.glob("*/*.bucket")}
+    assert len(entries) >= 8 * 24
     second = backtest(config, start, end)
     assert [v.to_dict() for v in second[0].verdicts] == [v.to_dict() for v in first[0].verdicts]
     assert len(first[0].verdicts) == 19
     # nothing recomputed: every bucket of the second replay came from disk
-    assert {p: p.stat().st_mtime_ns for p in cache.glob("*/*.npz")} == entries
+    assert {p: p.stat().st_mtime_ns for p in cache.glob("*/*.bucket")} == entries
     assert grid_file.read_bytes() == grid_bytes  # a replay never replaces the daemon's grid
 
 
@@ -379,10 +383,10 @@ def test_an_unwritable_cache_costs_the_cache_not_the_check(
 
 
 def test_a_bucket_file_round_trips_narrow_where_it_fits() -> None:
-    """Cells go to disk as index steps and counts in the narrowest unsigned type that holds
-    them, and as int64 when a count does not fit 32 bits; both, and entries of absolute int64
-    indices written before, read back equal."""
-    import io
+    """Cells go to disk as index steps and counts, raw, in the narrowest unsigned type that
+    holds them, and as int64 when a count does not fit 32 bits; they read back equal. An
+    entry that is torn, padded, of another grid or format, or of float cells is refused."""
+    import struct
 
     from monitor.incremental.store import Bucket
     from monitor.stats import Cells, Grid
@@ -392,10 +396,11 @@ def test_a_bucket_file_round_trips_narrow_where_it_fits() -> None:
     large = Cells(np.array([1, 2]), np.array([2**32, 4]), 2**32 + 4, 0, 0, None)
     bucket = Bucket(3_600_000_000_000, {"a": small, "b": large}, unplaced=2)
     data = bucket.to_bytes("k", "fp")
-    with np.load(io.BytesIO(data)) as z:
-        assert z["index_0"].dtype == np.uint8  # steps 1, 7, 91
-        assert z["count_0"].dtype == np.uint32
-        assert z["count_1"].dtype == np.int64
+    (size,) = struct.unpack_from("<I", data, 8)
+    meta = json.loads(data[12 : 12 + size])
+    # steps 1, 7, 91 in one byte each; counts up to 2^31 - 1 in four; 2^32 in eight
+    assert [np.dtype(d) for d, _ in meta["arrays"]] == [np.uint8, np.uint32, np.uint8, np.int64]
+    assert len(data) == 12 + size + 3 + 12 + 2 + 16
     back, fingerprint = Bucket.from_bytes(data, grid, "k")
     assert fingerprint == "fp"
     assert (back.unplaced, back.start_ns) == (2, bucket.start_ns)
@@ -405,21 +410,45 @@ def test_a_bucket_file_round_trips_narrow_where_it_fits() -> None:
         assert np.array_equal(got.index, cells.index)
         assert np.array_equal(got.count, cells.count)
         assert (got.rows, got.newest_ns) == (cells.rows, cells.newest_ns)
-    # an entry of absolute int64 indices (this format's first writers) still reads
-    with np.load(io.BytesIO(data)) as z:
-        arrays = {k: (z[k].astype(np.int64) if k != "meta" else z[k]) for k in z.files}
-        meta = json.loads(str(z["meta"]))
-    del meta["cells"]
-    arrays["meta"] = np.array(json.dumps(meta))
-    arrays["index_0"], arrays["index_1"] = small.index, large.index
-    old = io.BytesIO()
-    np.savez(old, **arrays)
-    again, _ = Bucket.from_bytes(old.getvalue(), grid, "k")
-    assert np.array_equal(again.summaries["a"].count, small.count)
-    floats = io.BytesIO()
-    np.savez(floats, **{**arrays, "count_0": arrays["count_0"].astype(np.float64)})
-    with pytest.raises(ValueError, match="dtype"):
-        Bucket.from_bytes(floats.getvalue(), grid, "k")
+
+    def with_meta(**change: object) -> bytes:
+        head = json.dumps({**meta, **change}).encode()
+        return data[:8] + struct.pack("<I", len(head)) + head + data[12 + size :]
+
+    floats = with_meta(arrays=[["<f8", 3], *meta["arrays"][1:]])
+    bad = {
+        "dtype": floats,
+        "past the end": data[:-1],
+        "do not fill": data + b"\0",
+        "not an entry of this grid": with_meta(format=1),
+        "not a bucket": b"PK\x03\x04" + data[4:],
+        "out of range": Bucket(0, {"a": Cells(np.array([101]), np.array([1]), 1, 0, 0)}).to_bytes(
+            "k", "fp"
+        ),
+    }
+    for message, entry in bad.items():
+        with pytest.raises(ValueError, match=message):
+            Bucket.from_bytes(entry, grid, "k")
+    with pytest.raises(ValueError, match="not an entry of this grid"):
+        Bucket.from_bytes(data, grid, "another")
+
+
+def test_a_cache_removes_entries_of_the_first_format_and_keeps_grids(tmp_path: Path) -> None:
+    """``.npz`` bucket entries (the first format, never read again) are removed when a cache
+    opens its directory, so the size bound does not leave them on disk; grid files stay."""
+    from monitor.incremental.store import BucketCache
+
+    old = tmp_path / "demo" / "k1" / "3600000000000.npz"
+    old.parent.mkdir(parents=True)
+    old.write_bytes(b"PK")
+    grid = tmp_path / "demo" / "grid.npz"
+    grid.write_bytes(b"PK")
+    kept = tmp_path / "demo" / "k1" / "7200000000000.bucket"
+    kept.write_bytes(b"RMBUCKET")
+    BucketCache(tmp_path, max_bytes=1 << 20)
+    assert not old.exists()
+    assert grid.exists()
+    assert kept.exists()
 
 
 def _digests_one_by_one(files: list[FileStat], starts: np.ndarray, step: int) -> list[str]:

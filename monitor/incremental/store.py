@@ -28,9 +28,20 @@ from monitor.store import atomic_write
 
 log = logging.getLogger("monitor.incremental")
 
-_FORMAT = 1
-# what numpy raises on a damaged or foreign .npz file
-_CORRUPT = (ValueError, KeyError, TypeError, OSError, EOFError, zipfile.BadZipFile)
+_FORMAT = 1  # the grid file's
+_BUCKET_FORMAT = 2  # a bucket entry's (1: .npz files, removed when a cache opens)
+_MAGIC = b"RMBUCKET"
+_SUFFIX = ".bucket"
+# what numpy (a grid file) or a bucket entry's reader raises on a damaged or foreign file
+_CORRUPT = (
+    ValueError,
+    KeyError,
+    IndexError,
+    TypeError,
+    OSError,
+    EOFError,
+    zipfile.BadZipFile,
+)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -104,10 +115,18 @@ class Bucket:
         return sum(c.nbytes for c in self.summaries.values()) + 256
 
     def to_bytes(self, key: str, fingerprint: str) -> bytes:
+        """The cache entry: ``_MAGIC``, the JSON header's length (uint32, little-endian), the
+        header, then each segment's index steps and counts, raw, in the header's dtypes (the
+        narrowest unsigned type that holds them). Raw bytes, not ``np.savez``: the zip
+        container cost half of writing an hour's bucket (0.25 of 0.45 ms at 18k points)."""
         names = sorted(self.summaries)
         cells = [self.summaries[n] for n in names]
+        arrays: list[NDArray[np.integer]] = []
+        for c in cells:  # index_i holds each index less the one before (the first: + 1)
+            arrays.append(_narrow(np.diff(c.index, prepend=-1)))
+            arrays.append(_narrow(c.count))
         meta = {
-            "format": _FORMAT,
+            "format": _BUCKET_FORMAT,
             "grid": key,
             "fingerprint": fingerprint,
             "start_ns": self.start_ns,
@@ -117,51 +136,58 @@ class Bucket:
             "invalid": [c.invalid for c in cells],
             "zeros": [c.zeros for c in cells],
             "newest": [c.newest_ns for c in cells],
-            "cells": "delta",  # index_i holds each index less the one before (the first: + 1)
+            "arrays": [[a.dtype.str, int(a.size)] for a in arrays],
         }
-        arrays: dict[str, NDArray[np.integer]] = {}
-        for i, c in enumerate(cells):  # in the narrowest unsigned type that holds them
-            arrays[f"index_{i}"] = _narrow(np.diff(c.index, prepend=-1))
-            arrays[f"count_{i}"] = _narrow(c.count)
-        buf = io.BytesIO()
-        # uncompressed: the cells are already compact, and zlib cost more than the hour's read
-        np.savez(buf, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
-        return buf.getvalue()
+        head = json.dumps(meta, separators=(",", ":")).encode()
+        parts = [_MAGIC, len(head).to_bytes(4, "little"), head, *(a.tobytes() for a in arrays)]
+        return b"".join(parts)
 
     @staticmethod
     def from_bytes(data: bytes, grid: Grid, key: str) -> tuple[Bucket, str]:
-        """The bucket and its files' fingerprint; ``ValueError`` if it is not this grid's."""
-        with np.load(io.BytesIO(data), allow_pickle=False) as z:
-            meta = json.loads(str(z["meta"]))
-            if meta.get("format") != _FORMAT or meta.get("grid") != key:
-                raise ValueError("not an entry of this grid")
-            out: dict[str, Cells] = {}
-            for i, name in enumerate(meta["segments"]):
-                index = np.asarray(z[f"index_{i}"])
-                count = np.asarray(z[f"count_{i}"])
-                if index.dtype not in _CELL_DTYPES or count.dtype not in _CELL_DTYPES:
-                    raise ValueError(f"cells of dtype {index.dtype}, {count.dtype}")
-                index, count = index.astype(np.int64), count.astype(np.int64)
-                if meta.get("cells") == "delta":  # (entries written before hold the indices)
-                    index = np.cumsum(index) - 1
-                if index.shape != count.shape or index.ndim != 1:
-                    raise ValueError(f"cells of shapes {index.shape}, {count.shape}")
-                if index.size and (
-                    index[0] < 0
-                    or index[-1] >= grid.n_cells
-                    or not bool(np.all(np.diff(index) > 0))
-                    or count.min() <= 0
-                ):
-                    raise ValueError("cells out of range, unsorted or not positive")
-                newest = meta["newest"][i]
-                out[str(name)] = Cells(
-                    index,
-                    count,
-                    rows=int(meta["rows"][i]),
-                    invalid=int(meta["invalid"][i]),
-                    zeros=int(meta["zeros"][i]),
-                    newest_ns=None if newest is None else int(newest),
-                )
+        """The bucket and its files' fingerprint; ``ValueError`` if it is not this grid's or
+        not whole (a torn or foreign file)."""
+        if data[: len(_MAGIC)] != _MAGIC or len(data) < len(_MAGIC) + 4:
+            raise ValueError("not a bucket entry")
+        at = len(_MAGIC) + 4
+        size = int.from_bytes(data[len(_MAGIC) : at], "little")
+        meta = json.loads(data[at : at + size])
+        at += size
+        if not isinstance(meta, dict):
+            raise ValueError("a header that is not an object")
+        if meta.get("format") != _BUCKET_FORMAT or meta.get("grid") != key:
+            raise ValueError("not an entry of this grid")
+        arrays = []
+        for dtype, n in meta["arrays"]:
+            dt = np.dtype(dtype)
+            if dt not in _CELL_DTYPES:
+                raise ValueError(f"cells of dtype {dt}")
+            if not isinstance(n, int) or n < 0 or at + n * dt.itemsize > len(data):
+                raise ValueError("cells past the end of the entry")
+            arrays.append(np.frombuffer(data, dt, n, at).astype(np.int64))
+            at += n * dt.itemsize
+        if at != len(data) or len(arrays) != 2 * len(meta["segments"]):
+            raise ValueError("an entry whose cells do not fill it")
+        out: dict[str, Cells] = {}
+        for i, name in enumerate(meta["segments"]):
+            index, count = np.cumsum(arrays[2 * i]) - 1, arrays[2 * i + 1]
+            if index.shape != count.shape:
+                raise ValueError(f"cells of shapes {index.shape}, {count.shape}")
+            if index.size and (
+                index[0] < 0
+                or index[-1] >= grid.n_cells
+                or not bool(np.all(np.diff(index) > 0))
+                or count.min() <= 0
+            ):
+                raise ValueError("cells out of range, unsorted or not positive")
+            newest = meta["newest"][i]
+            out[str(name)] = Cells(
+                index,
+                count,
+                rows=int(meta["rows"][i]),
+                invalid=int(meta["invalid"][i]),
+                zeros=int(meta["zeros"][i]),
+                newest_ns=None if newest is None else int(newest),
+            )
         return (
             Bucket(int(meta["start_ns"]), out, int(meta["unplaced"])),
             str(meta["fingerprint"]),
@@ -185,10 +211,12 @@ class BucketCache:
         if directory is not None and directory.is_dir():
             for tmp in directory.glob("*/*/.*.tmp"):  # a write a kill interrupted
                 tmp.unlink(missing_ok=True)
+            for old in directory.glob("*/*/*.npz"):  # entries of the first format
+                old.unlink(missing_ok=True)
 
     def _path(self, monitor: str, key: str, start_ns: int) -> Path:
         assert self.directory is not None
-        return self.directory / monitor / key / f"{start_ns}.npz"
+        return self.directory / monitor / key / f"{start_ns}{_SUFFIX}"
 
     def get_many(
         self, monitor: str, key: str, grid: Grid, wanted: list[tuple[int, str]]
@@ -268,7 +296,7 @@ class BucketCache:
         path = self._path(monitor, key, bucket.start_ns)
         data = bucket.to_bytes(key, fingerprint)
         try:
-            atomic_write(path.parent, path, data, stem=str(bucket.start_ns), durable=False)
+            atomic_write(path.parent, path, data, stem="bucket", durable=False)
         except OSError as exc:  # a full or read-only disk costs the cache, not the check
             log.warning(
                 "cannot write a cached bucket; buckets are kept in memory only for 10 minutes",
@@ -296,7 +324,9 @@ class BucketCache:
         with self._lock:
             if self._disk is None:
                 self._disk = {
-                    p: p.stat().st_size for p in self.directory.glob("*/*/*.npz") if p.is_file()
+                    p: p.stat().st_size
+                    for p in self.directory.glob(f"*/*/*{_SUFFIX}")
+                    if p.is_file()
                 }
             self._disk[path] = size
             total = sum(self._disk.values())
