@@ -185,6 +185,7 @@ def main() -> int:
     return 0 if equal and inside and dask_ok and big_ok else 1
 
 
+CHECKS = 12  # warm checks an hour apart, each beside a read of its new hour: medians of both
 HOURLY_ROWS = (250_000, 1_000_000)  # the fixed per-check cost shows at the smaller volume
 WINDOWS = (("1d", "7d"), ("7d", "28d"))
 
@@ -205,7 +206,7 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
     try:
         g = np.random.default_rng(5)
         span = _duration(current) + _duration(reference)
-        hours = span // timedelta(hours=1) + 8
+        hours = span // timedelta(hours=1) + CHECKS + 1
         start = T0 - span
         for h in range(hours):
             t = start + timedelta(hours=h)
@@ -239,7 +240,7 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
         cold = time.process_time() - c0
         grid = runner.summaries.grid(monitor, config.engine, T0, *_windows(monitor, T0))  # type: ignore[arg-type]
         checks, reads = [], []
-        for k in range(1, 8):
+        for k in range(1, CHECKS + 1):
             at = T0 + timedelta(hours=k)
             new = Window(start=at - timedelta(hours=1), end=at)
             read_summary_part(monitor.scores, new, grid.grid, bucket=timedelta(hours=1))  # warm up
