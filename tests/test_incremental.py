@@ -13,15 +13,19 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from monitor.config import load_config, parse_config
 from monitor.epoch import to_ns
 from monitor.errors import ConfigError
 from monitor.incremental import SummaryChecks
+from monitor.incremental.store import Bucket
 from monitor.incremental.windows import Digests, FileTable, _fingerprints
 from monitor.jobs import Runner, check_windows
 from monitor.simulate import Scenario, write_world
 from monitor.sources import FileStat, Window, read_scores, write_parquet
+from monitor.stats import Grid
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 DAY, HOUR = timedelta(days=1), timedelta(hours=1)
@@ -431,6 +435,65 @@ def test_a_bucket_file_round_trips_narrow_where_it_fits() -> None:
             Bucket.from_bytes(entry, grid, "k")
     with pytest.raises(ValueError, match="not an entry of this grid"):
         Bucket.from_bytes(data, grid, "another")
+
+
+_GRID = Grid(np.linspace(0.0, 1.0, 50))
+
+
+@st.composite
+def _buckets(draw: st.DrawFn) -> Bucket:
+    from monitor.stats import Cells
+
+    names = draw(st.lists(st.text(max_size=6), max_size=3, unique=True))
+    summaries = {}
+    for name in names:
+        index = sorted(draw(st.sets(st.integers(0, _GRID.n_cells - 1), max_size=40)))
+        count = draw(st.lists(st.integers(1, 2**40), min_size=len(index), max_size=len(index)))
+        newest = draw(st.none() | st.integers(0, 2**62))
+        summaries[name] = Cells(
+            np.array(index, np.int64), np.array(count, np.int64), sum(count), 3, 1, newest
+        )
+    return Bucket(draw(st.integers(0, 2**62)), summaries, draw(st.integers(0, 10**9)))
+
+
+@given(bucket=_buckets(), cut=st.integers(0, 10**6), flip=st.integers(0, 10**6))
+@settings(max_examples=150, deadline=None)
+def test_bucket_entries_round_trip_and_damage_is_refused(
+    bucket: Bucket, cut: int, flip: int
+) -> None:
+    """Any bucket reads back equal; any truncation of its entry, and any single changed byte
+    that the reader does not take as another valid entry, raises one of the errors the cache
+    treats as corrupt (and recomputes), never another exception."""
+    from monitor.incremental.store import _CORRUPT
+
+    data = bucket.to_bytes("k", "fp")
+    back, fingerprint = Bucket.from_bytes(data, _GRID, "k")
+    assert fingerprint == "fp"
+    assert (back.start_ns, back.unplaced) == (bucket.start_ns, bucket.unplaced)
+    assert sorted(back.summaries) == sorted(bucket.summaries)
+    for name, cells in bucket.summaries.items():
+        got = back.summaries[name]
+        assert np.array_equal(got.index, cells.index)
+        assert np.array_equal(got.count, cells.count)
+        assert (got.rows, got.invalid, got.zeros, got.newest_ns) == (
+            cells.rows,
+            cells.invalid,
+            cells.zeros,
+            cells.newest_ns,
+        )
+    torn = data[: cut % len(data)]
+    with pytest.raises(_CORRUPT):
+        Bucket.from_bytes(torn, _GRID, "k")
+    at = flip % len(data)
+    changed = data[:at] + bytes([data[at] ^ 0x5A]) + data[at + 1 :]
+    try:
+        taken, _ = Bucket.from_bytes(changed, _GRID, "k")
+    except _CORRUPT:
+        return  # refused: the cache recomputes the bucket
+    for cells in taken.summaries.values():  # taken (a changed count or time): still well formed
+        assert cells.index.size == 0 or 0 <= cells.index[0] <= cells.index[-1] < _GRID.n_cells
+        assert np.all(np.diff(cells.index) > 0)
+        assert np.all(cells.count > 0)
 
 
 def test_a_cache_removes_entries_of_the_first_format_and_keeps_grids(tmp_path: Path) -> None:
