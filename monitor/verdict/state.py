@@ -58,28 +58,16 @@ class Anchor:
     # (twice: the state before the last slot holds it too), unchanged
     _saved: dict[str, Any] | None = field(default=None, init=False, repr=False, compare=False)
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
-    _array: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
-    _edges: np.ndarray | None = field(default=None, init=False, repr=False, compare=False)
+    # ``counts`` and ``edges`` as read-only float64 arrays, made once (the verdict and a check's
+    # grid use them at every check)
+    array: np.ndarray = field(init=False, repr=False, compare=False)
+    edge_array: np.ndarray = field(init=False, repr=False, compare=False)
 
-    @property
-    def array(self) -> np.ndarray:
-        """``counts`` as a read-only float64 array (made once)."""
-        if self._array is None:
-            a = np.asarray(self.counts, dtype=np.float64)
+    def __post_init__(self) -> None:
+        for name, values in (("array", self.counts), ("edge_array", self.edges)):
+            a = np.asarray(values, dtype=np.float64)
             a.flags.writeable = False
-            object.__setattr__(self, "_array", a)
-            return a
-        return self._array
-
-    @property
-    def edge_array(self) -> np.ndarray:
-        """``edges`` as a read-only float64 array (made once)."""
-        if self._edges is None:
-            e = np.asarray(self.edges, dtype=np.float64)
-            e.flags.writeable = False
-            object.__setattr__(self, "_edges", e)
-            return e
-        return self._edges
+            object.__setattr__(self, name, a)
 
     def to_dict(self) -> dict[str, Any]:
         """The anchor as the state file holds it (the same dict each time: do not mutate)."""
