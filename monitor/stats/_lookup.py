@@ -48,14 +48,23 @@ CHUNK = 1 << 15  # values per pass: the scratch and the chunk stay in a core's L
 BLOCK = 1 << 18  # values per bincount: its output is the grid's size, made once a block
 
 
-def _keys(x: NDArray[np.float64]) -> NDArray[np.int64]:
-    """Order-preserving int64 keys: key(x) < key(y) iff x < y, for floats other than NaN and
-    -0.0 (which keys one below 0.0: callers add 0.0 first)."""
+def _keys(x: NDArray[np.float64], out: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Order-preserving int64 keys into ``out``: key(x) < key(y) iff x < y, for floats other
+    than NaN and -0.0 (which keys one below 0.0: callers add 0.0 first)."""
     k = x.view(np.int64)
-    s = k >> 63
-    s &= _M
-    s ^= k
-    return s
+    np.right_shift(k, 63, out=out)
+    out &= _M
+    out ^= k
+    return out
+
+
+def search_cells(points: NDArray[np.float64], values: NDArray[np.float64]) -> NDArray[np.intp]:
+    """The cell of each value by binary search among ``points`` (sorted, not empty): 2i + 1
+    if it equals point i, else 2i for the gap below it (``Grid.cells``)."""
+    i = np.searchsorted(points, values, side="left")
+    on = points[np.minimum(i, points.size - 1)] == values
+    cells: NDArray[np.intp] = 2 * i + on
+    return cells
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -90,11 +99,7 @@ class Lookup:
             np.copyto(out, work, casting="unsafe")  # truncation, as astype
             return out
         np.add(x, 0.0, out=work)  # -0.0 keys as 0.0: a slot boundary must not split them
-        k = work.view(np.int64)
-        s = out.view(np.int64)
-        np.right_shift(k, 63, out=s)
-        s &= _M
-        s ^= k  # the order-preserving key
+        s = _keys(work, out.view(np.int64))
         np.clip(s, self.kmin, self.kmax, out=s)
         s -= self.kmin  # wraps past 2**63; exact as unsigned
         u = s.view(np.uint64)
@@ -157,9 +162,7 @@ class Lookup:
                 cell += v > p
             cells[mixed] = cell
         else:
-            i = np.searchsorted(points, v, side="left")
-            on = points[np.minimum(i, points.size - 1)] == v
-            cells[mixed] = 2 * i + on
+            cells[mixed] = search_cells(points, v)
 
 
 def _table(
@@ -251,7 +254,7 @@ def _probe(kind: str, low: float, high: float, bits: int) -> Lookup | None:
         if not (math.isfinite(scale) and math.isfinite(offset)) or scale <= 0:
             return None
         return Lookup("linear", n, scale, offset, 0, 0, 0, z, z, (), 1.0)
-    keys = _keys(np.array([low, high], dtype=np.float64) + 0.0)
+    keys = _keys(np.array([low, high], dtype=np.float64) + 0.0, np.empty(2, np.int64))
     kmin, kmax = int(keys[0]), int(keys[1])
     span = kmax - kmin
     shift = max(0, span.bit_length() - bits)

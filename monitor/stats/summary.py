@@ -37,7 +37,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from monitor.errors import StatsInputError
 from monitor.stats import _validation as v
-from monitor.stats._lookup import Lookup, build_lookup
+from monitor.stats._lookup import Lookup, build_lookup, search_cells
 from monitor.stats.drift import _KS_EXACT_MAX_N, PSIResult, _ks_asymp_sf, _ks_exact_sf, _result
 
 __all__ = [
@@ -80,10 +80,7 @@ class Grid:
 
     def cells(self, values: NDArray[np.float64]) -> NDArray[np.intp]:
         """The cell of each value: 2i + 1 if it equals point i, else 2i for the gap below it."""
-        i = np.searchsorted(self.points, values, side="left")
-        on = (i < self.points.size) & (self.points[np.minimum(i, self.points.size - 1)] == values)
-        cells: NDArray[np.intp] = 2 * i + on
-        return cells
+        return search_cells(self.points, values)
 
     def same(self, other: Grid) -> bool:
         """Whether ``other`` has the same points (summaries merge only on one grid)."""
