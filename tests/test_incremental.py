@@ -150,11 +150,13 @@ def test_totals_and_bin_rows_rolled_across_checks_equal_a_cold_read(
 ) -> None:
     """A daemon's checks roll each window's totals and bin rows forward (the buckets that left
     subtracted, the new ones added, a recomputed one swapped): hour after hour, and after a
-    late file, they equal what a process reading every bucket afresh gets."""
+    late file, they equal what a process reading every bucket afresh gets: a check moved on by
+    one hour, the same check again, one two hours on (each a slide of the last check's
+    buckets) and one with a bucket recomputed (no slide)."""
     checks = SummaryChecks(tmp_path / "state")
     _read(checks, rolling_world, AT)
-    for k in range(1, 5):
-        if k == 3:  # a late file in the reference window: its bucket is recomputed
+    for i, k in enumerate((1, 1, 3, 4, 5)):
+        if i == 3:  # a late file in the reference window: its bucket is recomputed
             when = np.datetime64(datetime(2026, 11, 5, 7, 30), "us")
             write_parquet(
                 rolling_world / "scores" / "date=2026-11-05" / "late.parquet",
@@ -167,9 +169,9 @@ def test_totals_and_bin_rows_rolled_across_checks_equal_a_cold_read(
         at = AT + k * HOUR
         rolled = _read(checks, rolling_world, at)
         grid = next((tmp_path / "state" / "summaries").glob("*/grid.npz"))
-        shutil.copytree(grid.parent.parent, tmp_path / f"cold{k}" / "summaries")
-        shutil.rmtree(next((tmp_path / f"cold{k}" / "summaries").glob("*/*/")))  # no buckets
-        cold = _read(SummaryChecks(tmp_path / f"cold{k}"), rolling_world, at)
+        shutil.copytree(grid.parent.parent, tmp_path / f"cold{i}" / "summaries")
+        shutil.rmtree(next((tmp_path / f"cold{i}" / "summaries").glob("*/*/")))  # no buckets
+        cold = _read(SummaryChecks(tmp_path / f"cold{i}"), rolling_world, at)
         assert rolled.grid.key == cold.grid.key  # the grid is on disk: the same points
         assert cold.buckets_cached == 0
         for name in sorted(rolled.reference | rolled.current):

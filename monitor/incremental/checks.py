@@ -340,6 +340,7 @@ class SummaryChecks:
             reference_totals=totals[0],
             current_totals=totals[1],
             rolling=(rolled[0], rolled[1]),
+            starts=(per_window[0][1], per_window[1][1]),
         )
 
 

@@ -45,6 +45,8 @@ class SummaryRead:
     current_totals: Mapping[str, ScoreSummary]
     # each window's rolling state, whose bin rows the next check reuses (None: none kept)
     rolling: tuple[_Rolling, _Rolling] | None = None
+    # each window's bucket starts (int64 ns; None: taken from the buckets)
+    starts: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
 
     @property
     def n_reference(self) -> int:
@@ -72,13 +74,18 @@ class SummaryRead:
         kept: tuple[_BinMemo | None, _BinMemo | None] = (None, None)
         if self.rolling is not None:
             kept = (self.rolling[0].binned, self.rolling[1].binned)
+        if self.starts is None:
+            ref_starts = np.array([b.start_ns for b in self.reference_buckets], np.int64)
+            cur_starts = np.array([b.start_ns for b in self.current_buckets], np.int64)
+        else:
+            ref_starts, cur_starts = self.starts
         return SegmentSummaries(
             grid=grid,
             edges=edges,
             reference=ref_total,
             current=cur_total,
-            reference_starts=np.array([b.start_ns for b in self.reference_buckets], np.int64),
-            current_starts=np.array([b.start_ns for b in self.current_buckets], np.int64),
+            reference_starts=ref_starts,
+            current_starts=cur_starts,
             reference_buckets=ref,
             current_buckets=cur,
             binned={
@@ -98,6 +105,7 @@ class _Rolling:
     def __init__(self, grid: Grid) -> None:
         self.grid = grid
         self.members: dict[int, Bucket] = {}  # by id: the bucket objects summed
+        self.order: list[Bucket] = []  # the buckets of the last update, in time order
         # (segment, edges) -> the buckets and their bin rows at the last check (see ``_bins``)
         self.binned: _BinMemo = {}
         self.counts: dict[str, NDArray[np.int64]] = {}
@@ -135,12 +143,21 @@ class _Rolling:
         """The window's totals per segment for ``buckets`` (in time order): the buckets that
         left the window subtracted, the new ones added."""
         members = self.members
-        want = {id(b): b for b in buckets}  # a recomputed bucket is another object
-        for gone in members.keys() - want.keys():
-            self._apply(members.pop(gone), -1)
-        for new in want.keys() - members.keys():
-            members[new] = want[new]
-            self._apply(want[new], +1)
+        k = _slid(self.order, buckets)
+        if k is not None:  # the usual check: the window moved on by k buckets, none recomputed
+            for gone in self.order[:k]:
+                self._apply(members.pop(id(gone)), -1)
+            for b in buckets[len(buckets) - k :]:
+                members[id(b)] = b
+                self._apply(b, +1)
+        else:
+            want = {id(b): b for b in buckets}  # a recomputed bucket is another object
+            for gone_id in members.keys() - want.keys():
+                self._apply(members.pop(gone_id), -1)
+            for new_id in want.keys() - members.keys():
+                members[new_id] = want[new_id]
+                self._apply(want[new_id], +1)
+        self.order = list(buckets)
         # a bucket's rows lie in [start, start + bucket): a segment's newest row is in the
         # latest bucket that holds it, so the search stops there
         newest: dict[str, int] = {}
@@ -180,7 +197,12 @@ def _bins(
     out = np.zeros((len(buckets), edges.size + 1), dtype=np.int64)
     todo: list[int] | range = range(len(buckets))
     last = memo.get((name, key)) if memo is not None else None
-    if last is not None:
+    k = _slid(last[0], buckets) if last is not None else None
+    if last is not None and k is not None:  # moved on by k buckets: one slice of the matrix
+        kept_rows = len(buckets) - k
+        out[:kept_rows] = last[1][k:]
+        todo = range(kept_rows, len(buckets))
+    elif last is not None:
         where = {id(b): i for i, b in enumerate(last[0])}  # alive in ``last``: ids unique
         at = np.fromiter((where.get(id(b), -1) for b in buckets), np.intp, len(buckets))
         kept = at >= 0
@@ -200,6 +222,19 @@ def _bins(
     if memo is not None:
         memo[(name, key)] = (list(buckets), out)
     return out
+
+
+def _slid(before: list[Bucket], now: list[Bucket], most: int = 2) -> int | None:
+    """k (0 <= k <= ``most``) when ``now`` is ``before`` moved on by k buckets: its first
+    len - k are ``before``'s last len - k, the same objects (compared by identity: ``Bucket``
+    has no ``__eq__``); None otherwise (another length, a bucket recomputed)."""
+    n = len(now)
+    if len(before) != n:
+        return None
+    for k in range(min(most, n) + 1):
+        if before[k:] == now[: n - k]:
+            return k
+    return None
 
 
 def _derived_edges(total: ScoreSummary, bins: int) -> NDArray[np.float64]:

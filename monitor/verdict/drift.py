@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -305,6 +306,7 @@ def _evaluate_input(
         drift_since=_iso(_since(prior)),
         drift_tracks=tracks_txt,
     )
+    more: dict[str, Any] = {}  # the report's later fields, set in one replace at the end
     state = prior
     use_anchor = plan.tracks == 2
     if use_anchor:
@@ -322,14 +324,13 @@ def _evaluate_input(
         ):
             anchor = _make_anchor(at, data, edges, counts)
         state = replace(state, anchor_ref=anchor)
-        report = replace(
-            report,
+        more.update(
             anchor_start=_iso(anchor.start),
             anchor_end=_iso(anchor.end),
             anchor_cusum=state.anchor.cusum,
         )
     if block_size < cfg.min_block_samples:
-        return report, state, {}
+        return replace(report, **more), state, {}
     pvalues: dict[str, float] = {}
     references = [("reference", edges, counts, block)]
     if use_anchor and state.anchor_ref is not None:
@@ -351,8 +352,7 @@ def _evaluate_input(
         track = replace(track, cusum=cusum_step(track.cusum, z, k=cfg.cusum_k), quiet=quiet)
         state = state.with_track(name, track)
         if name == "reference":
-            report = replace(
-                report,
+            more.update(
                 block_psi=test.psi,
                 block_pvalue=test.pvalue,
                 z=z,
@@ -360,18 +360,17 @@ def _evaluate_input(
                 block_reference_samples=test.n_reference,
             )
         else:
-            report = replace(
-                report,
+            more.update(
                 anchor_psi=test.psi,
                 anchor_pvalue=test.pvalue,
                 anchor_z=z,
                 anchor_cusum=track.cusum,
             )
-        report = replace(report, evidence=True)
+        more["evidence"] = True
         pvalues[name] = test.pvalue
     if pvalues:
         state = replace(state, evidence_end=at)
-    return report, state, pvalues
+    return replace(report, **more), state, pvalues
 
 
 def _close_to_anchor(
