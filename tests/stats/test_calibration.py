@@ -117,6 +117,38 @@ def test_auc_property(pairs: list[tuple[float, bool]]) -> None:
 
 
 @given(
+    st.lists(st.floats(-3, 3, allow_subnormal=False), max_size=60),
+    st.lists(st.floats(-3, 3, allow_subnormal=False), max_size=60),
+    st.lists(st.sampled_from([0.0, 0.25, 0.5, 1.0]), max_size=20),
+)
+def test_merged_classes_are_the_sorted_scores(
+    a: list[float], b: list[float], ties: list[float]
+) -> None:
+    """The equal-mass bins take all scores sorted as the two sorted classes merged (one pass):
+    the same values as ``np.sort`` of all of them, ties across the classes included; the bins
+    the calibration then reports equal those of a reference that sorts all scores."""
+    from monitor.stats.calibration import _merged
+
+    pos = np.sort(np.array(a + ties[::2], dtype=np.float64))
+    neg = np.sort(np.array(b + ties[1::2], dtype=np.float64))
+    merged = _merged(pos, neg, np.searchsorted(neg, pos, side="left"))
+    assert np.array_equal(merged, np.sort(np.concatenate((pos, neg))))
+    p = np.concatenate((pos, neg))
+    if p.size == 0:
+        return
+    y = np.arange(p.size) < pos.size
+    res = calibration(np.clip(p, 0.0, 1.0) + 0.0, y, n_bins=4)
+    ps = np.sort(np.clip(p, 0.0, 1.0) + 0.0)
+    bounds = [int(i * 4 // ps.size) for i in range(ps.size)]  # floor(i B / N), ties whole
+    want = []
+    for i, value in enumerate(ps):
+        first = int(np.searchsorted(ps, value, side="left"))
+        want.append(bounds[first] if first < i else bounds[i])
+    assert [b.n for b in res.bins] == [want.count(k) for k in sorted(set(want))]
+    assert [b.lower for b in res.bins] == [float(ps[want.index(k)]) for k in sorted(set(want))]
+
+
+@given(
     levels=st.lists(st.integers(0, 10), min_size=1, max_size=11, unique=True),
     data=st.data(),
 )
