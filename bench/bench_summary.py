@@ -194,8 +194,10 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
     """An hourly check (1-day window, 7-day rolling reference, weekly phases) through cached
     summaries, warm, against reading the one new hour (``read_summary_part`` of it on the
     check's grid): CPU time per check. Hourly files in a date=/hour= tree, ``per_hour`` rows
-    each. Target: ratio <= 1.5. Returns the rest of the check (its CPU seconds less the
-    read's)."""
+    each. Target: ratio <= 1.5. Two runs of ``CHECKS`` checks: on the grid the first check
+    built, then after the grid is rebuilt (``summary.regrid``: a daemon's grid is rebuilt
+    weekly, and its anchors keep the older grid's edges until they are refreshed). Returns
+    the rest of the check (its CPU seconds less the read's), the larger of the two."""
     import statistics
 
     from monitor.config import load_config
@@ -206,7 +208,7 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
     try:
         g = np.random.default_rng(5)
         span = _duration(current) + _duration(reference)
-        hours = span // timedelta(hours=1) + CHECKS + 1
+        hours = span // timedelta(hours=1) + 2 * CHECKS + 2
         start = T0 - span
         for h in range(hours):
             t = start + timedelta(hours=h)
@@ -228,6 +230,7 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
         (root / "outcomes").mkdir()
         (root / "monitor.toml").write_text(
             '[server]\nstate_dir = "state"\n[engine]\nkind = "local"\n'
+            f'summary.regrid = "{CHECKS + 1}h"\n'
             '[[monitors]]\nname = "warm"\nschedule = "1h"\nscores.path = "scores"\n'
             f'outcomes.path = "outcomes"\nwindows.current = "{current}"\n'
             f'windows.reference = "{reference}"\n'
@@ -238,34 +241,43 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
         c0 = time.process_time()
         runner.run("warm", T0)
         cold = time.process_time() - c0
-        grid = runner.summaries.grid(monitor, config.engine, T0, *_windows(monitor, T0))  # type: ignore[arg-type]
-        checks, reads = [], []
-        for k in range(1, CHECKS + 1):
-            at = T0 + timedelta(hours=k)
-            new = Window(start=at - timedelta(hours=1), end=at)
-            read_summary_part(monitor.scores, new, grid.grid, bucket=timedelta(hours=1))  # warm up
-            _settle()
-            c0 = time.process_time()
-            read_summary_part(monitor.scores, new, grid.grid, bucket=timedelta(hours=1))
-            reads.append(time.process_time() - c0)
-            _settle()
-            c0 = time.process_time()
-            record = runner.run("warm", at)
-            checks.append(time.process_time() - c0)
-            assert record.verdict.state != "error", record.verdict.reasons
+        rest = 0.0
+        for run, first in (("", 1), (", after a grid rebuild", CHECKS + 2)):
+            if first > 1:  # the check at T0 + CHECKS + 1 hours rebuilds the grid
+                c0 = time.process_time()
+                runner.run("warm", T0 + timedelta(hours=first - 1))
+                cold = time.process_time() - c0
+            at = T0 + timedelta(hours=first)
+            grid = runner.summaries.grid(monitor, config.engine, at, *_windows(monitor, at))  # type: ignore[arg-type]
+            checks, reads = [], []
+            for k in range(first, first + CHECKS):
+                at = T0 + timedelta(hours=k)
+                new = Window(start=at - timedelta(hours=1), end=at)
+                read_summary_part(monitor.scores, new, grid.grid, bucket=timedelta(hours=1))
+                _settle()
+                c0 = time.process_time()
+                read_summary_part(monitor.scores, new, grid.grid, bucket=timedelta(hours=1))
+                reads.append(time.process_time() - c0)
+                _settle()
+                c0 = time.process_time()
+                record = runner.run("warm", at)
+                checks.append(time.process_time() - c0)
+                assert record.verdict.state != "error", record.verdict.reasons
+            check, read = statistics.median(checks), statistics.median(reads)
+            ratio = check / read
+            print(
+                f"hourly check, warm cache{run} ({per_hour:,} rows an hour, {current} vs "
+                f"{reference}, {grid.grid.points.size:,} grid points): {check * 1000:.0f} ms "
+                f"CPU a check, reading the new hour {read * 1000:.0f} ms (ratio {ratio:.2f}; "
+                f"target <= 1.5: {'met' if ratio <= 1.5 else 'NOT MET'}); the rest of the "
+                f"check (planning {span // timedelta(hours=1)} hourly partitions, the verdict, "
+                f"the state save) {(check - read) * 1000:.0f} ms; the cold "
+                f"{'first check' if first == 1 else 'check that rebuilt the grid'} {cold:.1f} s"
+            )
+            rest = max(rest, check - read)
         if span >= timedelta(days=28):
             _walks(monitor.scores, Window(start=at - span, end=at))
-        check, read = statistics.median(checks), statistics.median(reads)
-        ratio = check / read
-        print(
-            f"hourly check, warm cache ({per_hour:,} rows an hour, {current} vs {reference}, "
-            f"{grid.grid.points.size:,} grid points): {check * 1000:.0f} ms CPU a check, "
-            f"reading the new hour {read * 1000:.0f} ms (ratio {ratio:.2f}; target <= 1.5: "
-            f"{'met' if ratio <= 1.5 else 'NOT MET'}); the rest of the check (planning "
-            f"{span // timedelta(hours=1)} hourly partitions, the verdict, the state save) "
-            f"{(check - read) * 1000:.0f} ms; the cold first check {cold:.1f} s"
-        )
-        return check - read
+        return rest
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

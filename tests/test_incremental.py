@@ -182,10 +182,87 @@ def test_totals_and_bin_rows_rolled_across_checks_equal_a_cold_read(
                 b.reference.rows,
                 b.reference.invalid,
             )
-            for key, (ref_bins, cur_bins) in a.binned.items():
-                assert np.array_equal(ref_bins, b.binned[key][0]), (k, name)
-                assert np.array_equal(cur_bins, b.binned[key][1]), (k, name)
-                assert not ref_bins.flags.writeable  # shared with the next check
+            ref_bins, cur_bins = a.bins(a.edges)
+            assert np.array_equal(ref_bins, b.bins(a.edges)[0]), (k, name)
+            assert np.array_equal(cur_bins, b.bins(a.edges)[1]), (k, name)
+            assert not ref_bins.flags.writeable  # shared with the next check
+
+
+def test_bin_rows_on_other_edges_are_rolled_too(
+    rolling_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The verdict also bins on edges other than the segment's (an anchor's, set on an older
+    grid): those rows roll forward as well, so an hourly check bins only its new bucket on
+    them, with the integers a cold read gets; edges no check asks for any more are dropped."""
+    from monitor.stats import Cells
+
+    checks = SummaryChecks(tmp_path / "state")
+    first = _read(checks, rolling_world, AT)
+    points = first.grid.grid.points
+    other = points[np.linspace(0, points.size - 1, 7).astype(int)[1:-1]]  # not the edges
+    assert not np.array_equal(other, first.segment("web").edges)
+    first.segment("web").bins(other)
+    calls = 0
+    real = Cells.bins
+
+    def counted(self: Cells, ends: np.ndarray) -> np.ndarray:
+        nonlocal calls
+        calls += 1
+        return real(self, ends)
+
+    monkeypatch.setattr(Cells, "bins", counted)
+    nxt = _read(checks, rolling_world, AT + HOUR)
+    seg = nxt.segment("web")
+    ref_rows, cur_rows = seg.bins(other)
+    assert calls == 1  # the new hour's bucket on ``other``: the rest rolled forward
+    seg.bins(other)
+    assert calls == 1  # asked twice in one check: binned once
+    grid = next((tmp_path / "state" / "summaries").glob("*/grid.npz"))
+    shutil.copytree(grid.parent.parent, tmp_path / "cold" / "summaries")
+    shutil.rmtree(next((tmp_path / "cold" / "summaries").glob("*/*/")))  # the grid alone
+    cold = _read(SummaryChecks(tmp_path / "cold"), rolling_world, AT + HOUR).segment("web")
+    assert np.array_equal(ref_rows, cold.bins(other)[0])
+    assert np.array_equal(cur_rows, cold.bins(other)[1])
+    rolling = checks._rolling[("demo", "current")]
+    assert any(key[1] == other.tobytes() for key in rolling.binned)
+    _read(checks, rolling_world, AT + 2 * HOUR).segment("web").bins(first.segment("web").edges)
+    _read(checks, rolling_world, AT + 3 * HOUR)
+    assert not any(key[1] == other.tobytes() for key in rolling.binned)  # unused: dropped
+
+
+def test_a_check_after_a_grid_rebuild_bins_only_its_new_buckets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A daemon's grid is rebuilt every ``summary.regrid`` while the anchors keep the edges of
+    the grid they were set on: the checks after a rebuild still bin only their new buckets
+    (they binned every bucket of both windows on the anchor's edges at each check before)."""
+    from monitor.stats import Cells
+
+    root = _world(tmp_path, engine='kind = "local"\nsummary.regrid = "3h"\n')
+    runner = Runner(load_config(root / "summaries.toml"))
+    for k in range(4):  # the grid is rebuilt at AT + 3h; the anchors stay on the first one's
+        runner.run("demo", AT + k * HOUR)
+    state = runner.store.load("demo")
+    grid = runner.summaries._grids["demo"][1]
+    anchored = [n for n, d in state.drift.items() if d.anchor_ref is not None]
+    assert anchored
+    assert any(
+        not np.array_equal(state.drift[n].anchor_ref.edge_array, grid.edges[n])  # type: ignore[union-attr]
+        for n in anchored
+    )
+    calls = 0
+    real = Cells.bins
+
+    def counted(self: Cells, ends: np.ndarray) -> np.ndarray:
+        nonlocal calls
+        calls += 1
+        return real(self, ends)
+
+    monkeypatch.setattr(Cells, "bins", counted)
+    record = runner.run("demo", AT + 4 * HOUR)
+    assert record.verdict.state != "error"
+    # per segment: the new bucket on its edges and on its anchor's (8 * 24 buckets before)
+    assert 0 < calls <= 2 * len(state.drift)
 
 
 def test_a_late_file_rereads_exactly_its_bucket(rolling_world: Path, tmp_path: Path) -> None:

@@ -70,10 +70,25 @@ class SummaryRead:
         edges = self.grid.edges.get(name)
         if edges is None:  # a segment new since the grid was built
             edges = _derived_edges(ref_total, self.bins)
-        key = edges.tobytes()
-        kept: tuple[_BinMemo | None, _BinMemo | None] = (None, None)
+        kept: tuple[_Rolling | None, _Rolling | None] = (None, None)
         if self.rolling is not None:
-            kept = (self.rolling[0].binned, self.rolling[1].binned)
+            kept = self.rolling
+        ref_buckets, cur_buckets = self.reference_buckets, self.current_buckets
+        made: dict[bytes, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
+
+        def binner(e: NDArray[np.float64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+            # any edges (the segment's, an anchor's): through each window's memo, so a check
+            # bins only the buckets that are new to the window on those edges; once a check
+            key = e.tobytes()
+            got = made.get(key)
+            if got is None:
+                ends = bin_ends(grid, e)
+                got = made[key] = (
+                    _bins(grid, ref_buckets, name, e, rolling=kept[0], ends=ends),
+                    _bins(grid, cur_buckets, name, e, rolling=kept[1], ends=ends),
+                )
+            return got
+
         if self.starts is None:
             ref_starts = np.array([b.start_ns for b in self.reference_buckets], np.int64)
             cur_starts = np.array([b.start_ns for b in self.current_buckets], np.int64)
@@ -88,12 +103,7 @@ class SummaryRead:
             current_starts=cur_starts,
             reference_buckets=ref,
             current_buckets=cur,
-            binned={
-                key: (
-                    _bins(grid, self.reference_buckets, name, edges, memo=kept[0]),
-                    _bins(grid, self.current_buckets, name, edges, memo=kept[1]),
-                )
-            },
+            binner=binner,
         )
 
 
@@ -106,8 +116,10 @@ class _Rolling:
         self.grid = grid
         self.members: dict[int, Bucket] = {}  # by id: the bucket objects summed
         self.order: list[Bucket] = []  # the buckets of the last update, in time order
-        # (segment, edges) -> the buckets and their bin rows at the last check (see ``_bins``)
+        # (segment, edges) -> the check that last used them, its buckets and their bin rows
+        # (see ``_bins``); an entry no check used since the last update is dropped
         self.binned: _BinMemo = {}
+        self.generation = 0  # the updates so far
         self.counts: dict[str, NDArray[np.int64]] = {}
         self.scalars: dict[str, NDArray[np.int64]] = {}  # rows, invalid, zeros
         self.holding: dict[str, int] = {}  # segment -> member buckets that hold it
@@ -142,6 +154,9 @@ class _Rolling:
     def update(self, buckets: list[Bucket]) -> dict[str, ScoreSummary]:
         """The window's totals per segment for ``buckets`` (in time order): the buckets that
         left the window subtracted, the new ones added."""
+        self.generation += 1
+        for stale in [key for key, v in self.binned.items() if v[0] < self.generation - 1]:
+            del self.binned[stale]  # edges no longer asked for (an anchor since refreshed)
         members = self.members
         k = _slid(self.order, buckets)
         if k is not None:  # the usual check: the window moved on by k buckets, none recomputed
@@ -178,7 +193,7 @@ class _Rolling:
         return out
 
 
-_BinMemo = dict[tuple[str, bytes], tuple[list[Bucket], NDArray[np.int64]]]
+_BinMemo = dict[tuple[str, bytes], tuple[int, list[Bucket], NDArray[np.int64]]]
 
 
 def _bins(
@@ -187,26 +202,30 @@ def _bins(
     name: str,
     edges: NDArray[np.float64],
     *,
-    memo: _BinMemo | None = None,
+    rolling: _Rolling | None = None,
+    ends: NDArray[np.intp] | None = None,
 ) -> NDArray[np.int64]:
     """(n_buckets x B) bin counts of a segment (read-only), each bucket's computed once and
-    kept on it; with ``memo`` (a window's, updated) the rows of the buckets that were in the
-    window at the last check are taken from its matrix in one step, not bucket by bucket."""
+    kept on it; with ``rolling`` (the window's, its memo updated) the rows of the buckets that
+    were in the window at the last check are taken from its matrix in one step, not bucket by
+    bucket. ``ends``: ``bin_ends(grid, edges)``, when the caller has them."""
     key = edges.tobytes()
-    ends = bin_ends(grid, edges)
+    if ends is None:
+        ends = bin_ends(grid, edges)
     out = np.zeros((len(buckets), edges.size + 1), dtype=np.int64)
     todo: list[int] | range = range(len(buckets))
+    memo = rolling.binned if rolling is not None else None
     last = memo.get((name, key)) if memo is not None else None
-    k = _slid(last[0], buckets) if last is not None else None
+    k = _slid(last[1], buckets) if last is not None else None
     if last is not None and k is not None:  # moved on by k buckets: one slice of the matrix
         kept_rows = len(buckets) - k
-        out[:kept_rows] = last[1][k:]
+        out[:kept_rows] = last[2][k:]
         todo = range(kept_rows, len(buckets))
     elif last is not None:
-        where = {id(b): i for i, b in enumerate(last[0])}  # alive in ``last``: ids unique
+        where = {id(b): i for i, b in enumerate(last[1])}  # alive in ``last``: ids unique
         at = np.fromiter((where.get(id(b), -1) for b in buckets), np.intp, len(buckets))
         kept = at >= 0
-        out[kept] = last[1][at[kept]]
+        out[kept] = last[2][at[kept]]
         todo = np.flatnonzero(~kept).tolist()
     for i in todo:
         b = buckets[i]
@@ -219,8 +238,8 @@ def _bins(
             row = held[name] = s.bins(ends)
         out[i] = row
     out.flags.writeable = False
-    if memo is not None:
-        memo[(name, key)] = (list(buckets), out)
+    if memo is not None and rolling is not None:
+        memo[(name, key)] = (rolling.generation, list(buckets), out)
     return out
 
 

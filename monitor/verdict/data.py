@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -49,9 +49,10 @@ class SegmentSummaries:
 
     ``reference`` / ``current``: each window's total; ``*_starts``: its buckets' starts (int64
     ns, ascending) and ``*_buckets`` their non-zero cells (None: no score in that bucket).
-    ``edges``: the segment's frozen PSI edges (grid points). ``binned`` holds bucket bin counts
-    computed by the runner, keyed by the edges' bytes (a cache: ``bins`` computes what it
-    lacks from the buckets, with the same integers).
+    ``edges``: the segment's frozen PSI edges (grid points). ``binner`` (from the runner) gives
+    the bucket bin counts on any edges, kept across checks so that a check bins only its new
+    buckets (the segment's edges, and an anchor's that a newer grid no longer has); without it
+    ``bins`` computes them from the buckets, with the same integers.
     """
 
     grid: Grid
@@ -62,14 +63,14 @@ class SegmentSummaries:
     current_starts: np.ndarray
     reference_buckets: tuple[Cells | None, ...]
     current_buckets: tuple[Cells | None, ...]
-    binned: Mapping[bytes, tuple[np.ndarray, np.ndarray]] | None = None
+    binner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
 
     def bins(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-bucket counts on the right-closed bins of ``edges`` (each a grid point), for the
         reference's and the current window's buckets: (n_buckets x B) int64 each."""
         e = np.asarray(edges, dtype=np.float64)
-        if self.binned is not None and e.tobytes() in self.binned:
-            return self.binned[e.tobytes()]
+        if self.binner is not None:
+            return self.binner(e)
         ends = bin_ends(self.grid, e)
         ref, cur = (
             bucket_bins(buckets, ends) for buckets in (self.reference_buckets, self.current_buckets)
