@@ -34,6 +34,7 @@ from monitor.sources import (
     window_files,
 )
 from monitor.sources.footers import _FOOTERS
+from monitor.sources.judged import read_run_times
 from monitor.stats import Grid, build_baseline, summary_grid
 from tests.test_summaries_reader import HOUR, T0, same_parts
 
@@ -214,6 +215,11 @@ def test_delta_outcomes(tmp_path: Path) -> None:
     assert got.rows == want.rows == batch.num_rows
     assert np.array_equal(got.query_ids, want.query_ids)
     assert np.array_equal(got.outcomes, want.outcomes)
+    # the evaluation runs the runner splits come from the live rows too (they came from every
+    # parquet file under the table's directory, the removed one included: twice the rows)
+    times = read_run_times(spec, ALL)
+    assert np.array_equal(times, read_run_times(OutcomeSpec(path=live[0]), ALL))
+    assert times.size == batch.num_rows
 
 
 def _z85(data: bytes) -> str:
@@ -443,6 +449,17 @@ def test_iceberg_reads_exactly_its_live_files(
     assert planned[0] in live
     assert {key[1] for key in _FOOTERS._entries} == set(planned)
     assert pin_snapshot(spec).snapshot == current_snapshot(spec) is not None
+
+
+def test_iceberg_outcome_run_times(iceberg: tuple[tuple[str, str], ...], tmp_path: Path) -> None:
+    """The runner splits an outcome table's rows into evaluation runs by their timestamps:
+    those of the live files, found through the catalog (the table's name is no path)."""
+    spec = OutcomeSpec(path="db.scores", format="iceberg", catalog=iceberg)
+    live = _iceberg_live(iceberg)
+    files = OutcomeSpec(path=str(_link_tree(live, tmp_path / "warehouse", tmp_path / "live")))
+    times = read_run_times(spec, ALL)
+    assert times.size > 0
+    assert np.array_equal(times, read_run_times(files, ALL))
 
 
 def test_iceberg_prunes_by_hidden_day_partitions_without_statistics(tmp_path: Path) -> None:

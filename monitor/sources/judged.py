@@ -43,7 +43,7 @@ from monitor.sources.judgments import (
 )
 from monitor.sources.model import FloatArray, IntArray, JudgedRuns, JudgedSpec, OutcomeSpec, Window
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
-from monitor.sources.paths import _File, _resolve, _Source
+from monitor.sources.paths import _File, _open_source, _Source
 from monitor.sources.ranked import (
     IdKeys,
     RowIds,
@@ -134,7 +134,7 @@ def read_judged_runs(spec: OutcomeSpec, window: Window) -> JudgedRuns:
     rank and score are both null is dropped too.
     """
     judged = _judged(spec)
-    source = _resolve(spec.path, spec.prune_partitions)
+    source = _open_source(spec)  # a path, or a Delta / Iceberg table's live files
     newest = _newest_run(spec, source)
     judgments = _load_judgments(judged)
     coder = _Coder(judgments)
@@ -246,8 +246,9 @@ def _lists(
 def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
     """Timestamps (ns, sorted) of the outcome rows in ``window``: what the runner splits into
     evaluation runs. Only the timestamp column is read (a row counts whatever its values);
-    judged runs in TREC files give one timestamp per file."""
-    source = _resolve(spec.path, spec.prune_partitions)
+    judged runs in TREC files give one timestamp per file. A table's live files only, as
+    ``read_outcomes`` reads them."""
+    source = _open_source(spec)
     if spec.judged is not None and _is_trec(source, window):
         stamps = [t for f, t in _trec_files(source, window)]
         return np.sort(np.asarray(stamps, dtype=np.int64))
