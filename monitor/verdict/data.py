@@ -48,7 +48,8 @@ class SegmentSummaries:
     """One segment's windows as summaries on a frozen grid (a check through summaries).
 
     ``reference`` / ``current``: each window's total; ``*_starts``: its buckets' starts (int64
-    ns, ascending) and ``*_buckets`` their non-zero cells (None: no score in that bucket).
+    ns, ascending) and ``*_buckets`` their non-zero cells (None: no score in that bucket; not
+    needed, and may be left empty, with a ``binner``).
     ``edges``: the segment's frozen PSI edges (grid points). ``binner`` (from the runner) gives
     the bucket bin counts on any edges, kept across checks so that a check bins only its new
     buckets (the segment's edges, and an anchor's that a newer grid no longer has); without it
@@ -61,8 +62,8 @@ class SegmentSummaries:
     current: ScoreSummary
     reference_starts: np.ndarray
     current_starts: np.ndarray
-    reference_buckets: tuple[Cells | None, ...]
-    current_buckets: tuple[Cells | None, ...]
+    reference_buckets: tuple[Cells | None, ...] = ()
+    current_buckets: tuple[Cells | None, ...] = ()
     binner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
 
     def bins(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
