@@ -648,3 +648,57 @@ def test_bucket_digests_kept_across_checks_equal_digests_made_afresh() -> None:
         files[int(rng.integers(len(files)))] = made(int(rng.integers(len(files))), round_ + 1)
         files.append(made(100 + round_))
         files.pop(int(rng.integers(len(files))))
+
+
+@given(data=st.data())
+@settings(max_examples=60, deadline=None)
+def test_a_rolled_window_equals_its_buckets_summed_afresh(data: st.DataObject) -> None:
+    """Whatever each check hands a window (moved on by a few buckets, the same list again,
+    one bucket recomputed as another object, a longer or shorter window, one restarted): the
+    rolled totals and the bin rows on the segment's and other edges equal those summed and
+    binned from the buckets afresh, exactly."""
+    from monitor.incremental.windows import _bins, _Rolling
+    from monitor.stats import Cells, bin_ends
+
+    def hour(b: Bucket, i: int) -> Bucket:  # bucket i; a summary's rows count its invalid ones
+        cells = {
+            n: Cells(c.index, c.count, c.n + c.invalid, c.invalid, min(c.zeros, c.n), c.newest_ns)
+            for n, c in b.summaries.items()
+        }
+        return Bucket(i, cells, b.unplaced)
+
+    pool = [hour(data.draw(_buckets()), i) for i in range(14)]
+    edges = (_GRID.points[[10, 20, 30, 40]], _GRID.points[[5, 25, 45]])
+    rolling = _Rolling(_GRID)
+    start, length = 0, data.draw(st.integers(1, 6))
+    for _ in range(data.draw(st.integers(1, 8))):
+        start = min(start + data.draw(st.integers(0, 3)), len(pool) - length)
+        length = data.draw(st.sampled_from([length, length, max(1, length - 1), length + 1]))
+        length = min(length, len(pool) - start)
+        if data.draw(st.booleans()):  # a late file: one bucket recomputed, another object
+            i = data.draw(st.integers(start, start + length - 1))
+            pool[i] = Bucket(pool[i].start_ns, dict(pool[i].summaries), pool[i].unplaced)
+        window = pool[start : start + length]
+        totals = rolling.update(window)
+        names = {n for b in window for n in b.summaries}
+        for name in names:
+            parts = [b.summaries[name] for b in window if name in b.summaries]
+            fresh = Cells.total(_GRID, parts)
+            assert np.array_equal(totals[name].counts, fresh.counts)
+            assert (totals[name].rows, totals[name].invalid, totals[name].zeros) == (
+                fresh.rows,
+                fresh.invalid,
+                fresh.zeros,
+            )
+            for e in edges[: data.draw(st.integers(1, 2))]:
+                rows = _bins(_GRID, window, name, e, rolling=rolling)
+                ends = bin_ends(_GRID, e)
+                want = [
+                    b.summaries[name].bins(ends) if name in b.summaries else np.zeros(e.size + 1)
+                    for b in window
+                ]
+                assert np.array_equal(rows, np.array(want, dtype=np.int64).reshape(rows.shape))
+        assert set(totals) <= names  # a segment no bucket holds any more is gone
+        assert rolling.rows[0] == sum(s.rows for b in window for s in b.summaries.values()) + sum(
+            b.unplaced for b in window
+        )
