@@ -145,6 +145,30 @@ def test_an_hourly_check_reads_only_the_new_hour(rolling_world: Path, tmp_path: 
         assert c.sum() == cc.sum()
 
 
+def _grid_only(state: Path, to: Path) -> SummaryChecks:
+    """A process that starts with ``state``'s grid on disk and no cached bucket."""
+    grid = next((state / "summaries").glob("*/grid.npz"))
+    shutil.copytree(grid.parent.parent, to / "summaries")
+    shutil.rmtree(next((to / "summaries").glob("*/*/")))
+    return SummaryChecks(to)
+
+
+class _Binned:
+    """Counts ``Cells.bins`` calls (one bucket binned on one set of edges) while patched in."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from monitor.stats import Cells
+
+        self.calls = 0
+        real = Cells.bins
+
+        def counted(cells: Cells, ends: np.ndarray) -> np.ndarray:
+            self.calls += 1
+            return real(cells, ends)
+
+        monkeypatch.setattr(Cells, "bins", counted)
+
+
 def test_totals_and_bin_rows_rolled_across_checks_equal_a_cold_read(
     rolling_world: Path, tmp_path: Path
 ) -> None:
@@ -168,10 +192,7 @@ def test_totals_and_bin_rows_rolled_across_checks_equal_a_cold_read(
             )
         at = AT + k * HOUR
         rolled = _read(checks, rolling_world, at)
-        grid = next((tmp_path / "state" / "summaries").glob("*/grid.npz"))
-        shutil.copytree(grid.parent.parent, tmp_path / f"cold{i}" / "summaries")
-        shutil.rmtree(next((tmp_path / f"cold{i}" / "summaries").glob("*/*/")))  # no buckets
-        cold = _read(SummaryChecks(tmp_path / f"cold{i}"), rolling_world, at)
+        cold = _read(_grid_only(tmp_path / "state", tmp_path / f"cold{i}"), rolling_world, at)
         assert rolled.grid.key == cold.grid.key  # the grid is on disk: the same points
         assert cold.buckets_cached == 0
         for name in sorted(rolled.reference | rolled.current):
@@ -194,33 +215,21 @@ def test_bin_rows_on_other_edges_are_rolled_too(
     """The verdict also bins on edges other than the segment's (an anchor's, set on an older
     grid): those rows roll forward as well, so an hourly check bins only its new bucket on
     them, with the integers a cold read gets; edges no check asks for any more are dropped."""
-    from monitor.stats import Cells
-
     checks = SummaryChecks(tmp_path / "state")
     first = _read(checks, rolling_world, AT)
     points = first.grid.grid.points
     other = points[np.linspace(0, points.size - 1, 7).astype(int)[1:-1]]  # not the edges
     assert not np.array_equal(other, first.segment("web").edges)
     first.segment("web").bins(other)
-    calls = 0
-    real = Cells.bins
-
-    def counted(self: Cells, ends: np.ndarray) -> np.ndarray:
-        nonlocal calls
-        calls += 1
-        return real(self, ends)
-
-    monkeypatch.setattr(Cells, "bins", counted)
+    binned = _Binned(monkeypatch)
     nxt = _read(checks, rolling_world, AT + HOUR)
     seg = nxt.segment("web")
     ref_rows, cur_rows = seg.bins(other)
-    assert calls == 1  # the new hour's bucket on ``other``: the rest rolled forward
+    assert binned.calls == 1  # the new hour's bucket on ``other``: the rest rolled forward
     seg.bins(other)
-    assert calls == 1  # asked twice in one check: binned once
-    grid = next((tmp_path / "state" / "summaries").glob("*/grid.npz"))
-    shutil.copytree(grid.parent.parent, tmp_path / "cold" / "summaries")
-    shutil.rmtree(next((tmp_path / "cold" / "summaries").glob("*/*/")))  # the grid alone
-    cold = _read(SummaryChecks(tmp_path / "cold"), rolling_world, AT + HOUR).segment("web")
+    assert binned.calls == 1  # asked twice in one check: binned once
+    cold_checks = _grid_only(tmp_path / "state", tmp_path / "cold")
+    cold = _read(cold_checks, rolling_world, AT + HOUR).segment("web")
     assert np.array_equal(ref_rows, cold.bins(other)[0])
     assert np.array_equal(cur_rows, cold.bins(other)[1])
     rolling = checks._rolling[("demo", "current")]
@@ -236,8 +245,6 @@ def test_a_check_after_a_grid_rebuild_bins_only_its_new_buckets(
     """A daemon's grid is rebuilt every ``summary.regrid`` while the anchors keep the edges of
     the grid they were set on: the checks after a rebuild still bin only their new buckets
     (they binned every bucket of both windows on the anchor's edges at each check before)."""
-    from monitor.stats import Cells
-
     root = _world(tmp_path, engine='kind = "local"\nsummary.regrid = "3h"\n')
     runner = Runner(load_config(root / "summaries.toml"))
     for k in range(4):  # the grid is rebuilt at AT + 3h; the anchors stay on the first one's
@@ -250,19 +257,11 @@ def test_a_check_after_a_grid_rebuild_bins_only_its_new_buckets(
         not np.array_equal(state.drift[n].anchor_ref.edge_array, grid.edges[n])  # type: ignore[union-attr]
         for n in anchored
     )
-    calls = 0
-    real = Cells.bins
-
-    def counted(self: Cells, ends: np.ndarray) -> np.ndarray:
-        nonlocal calls
-        calls += 1
-        return real(self, ends)
-
-    monkeypatch.setattr(Cells, "bins", counted)
+    binned = _Binned(monkeypatch)
     record = runner.run("demo", AT + 4 * HOUR)
     assert record.verdict.state != "error"
     # per segment: the new bucket on its edges and on its anchor's (8 * 24 buckets before)
-    assert 0 < calls <= 2 * len(state.drift)
+    assert 0 < binned.calls <= 2 * len(state.drift)
 
 
 def test_a_late_file_rereads_exactly_its_bucket(rolling_world: Path, tmp_path: Path) -> None:
