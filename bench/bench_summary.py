@@ -253,6 +253,7 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
             for k in range(first, first + CHECKS):
                 at = T0 + timedelta(hours=k)
                 new = Window(start=at - timedelta(hours=1), end=at)
+                # warm up (page cache, footer, listing), then measure
                 read_summary_part(monitor.scores, new, grid.grid, bucket=timedelta(hours=1))
                 _settle()
                 c0 = time.process_time()

@@ -339,8 +339,8 @@ class SummaryChecks:
             bins=monitor.drift.bins,
             reference_totals=totals[0],
             current_totals=totals[1],
-            rolling=(rolled[0], rolled[1]),
             starts=(per_window[0][1], per_window[1][1]),
+            rolling=(rolled[0], rolled[1]),
         )
 
 

@@ -43,10 +43,10 @@ class SummaryRead:
     bins: int
     reference_totals: Mapping[str, ScoreSummary]
     current_totals: Mapping[str, ScoreSummary]
+    # each window's bucket starts (int64 ns)
+    starts: tuple[NDArray[np.int64], NDArray[np.int64]]
     # each window's rolling state, whose bin rows the next check reuses (None: none kept)
     rolling: tuple[_Rolling, _Rolling] | None = None
-    # each window's bucket starts (int64 ns; None: taken from the buckets)
-    starts: tuple[NDArray[np.int64], NDArray[np.int64]] | None = None
 
     @property
     def n_reference(self) -> int:
@@ -68,9 +68,7 @@ class SummaryRead:
         edges = self.grid.edges.get(name)
         if edges is None:  # a segment new since the grid was built
             edges = _derived_edges(ref_total, self.bins)
-        kept: tuple[_Rolling | None, _Rolling | None] = (None, None)
-        if self.rolling is not None:
-            kept = self.rolling
+        ref_rolling, cur_rolling = self.rolling or (None, None)
         ref_buckets, cur_buckets = self.reference_buckets, self.current_buckets
         made: dict[bytes, tuple[NDArray[np.int64], NDArray[np.int64]]] = {}
 
@@ -82,16 +80,12 @@ class SummaryRead:
             if got is None:
                 ends = bin_ends(grid, e)
                 got = made[key] = (
-                    _bins(grid, ref_buckets, name, e, rolling=kept[0], ends=ends),
-                    _bins(grid, cur_buckets, name, e, rolling=kept[1], ends=ends),
+                    _bins(grid, ref_buckets, name, e, rolling=ref_rolling, ends=ends),
+                    _bins(grid, cur_buckets, name, e, rolling=cur_rolling, ends=ends),
                 )
             return got
 
-        if self.starts is None:
-            ref_starts = np.array([b.start_ns for b in self.reference_buckets], np.int64)
-            cur_starts = np.array([b.start_ns for b in self.current_buckets], np.int64)
-        else:
-            ref_starts, cur_starts = self.starts
+        ref_starts, cur_starts = self.starts
         return SegmentSummaries(
             grid=grid,
             edges=edges,
@@ -239,8 +233,8 @@ def _bins(
             row = held[name] = s.bins(ends)
         out[i] = row
     out.flags.writeable = False
-    if memo is not None and rolling is not None:
-        memo[(name, key)] = (rolling.generation, list(buckets), out)
+    if rolling is not None:
+        rolling.binned[(name, key)] = (rolling.generation, list(buckets), out)
     return out
 
 

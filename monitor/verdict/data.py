@@ -11,11 +11,9 @@ import numpy as np
 
 from monitor.stats import (
     BaselinePositions,
-    Cells,
     DriftBaseline,
     Grid,
     ScoreSummary,
-    bin_ends,
 )
 
 
@@ -48,12 +46,10 @@ class SegmentSummaries:
     """One segment's windows as summaries on a frozen grid (a check through summaries).
 
     ``reference`` / ``current``: each window's total; ``*_starts``: its buckets' starts (int64
-    ns, ascending) and ``*_buckets`` their non-zero cells (None: no score in that bucket; not
-    needed, and may be left empty, with a ``binner``).
-    ``edges``: the segment's frozen PSI edges (grid points). ``binner`` (from the runner) gives
-    the bucket bin counts on any edges, kept across checks so that a check bins only its new
-    buckets (the segment's edges, and an anchor's that a newer grid no longer has); without it
-    ``bins`` computes them from the buckets, with the same integers.
+    ns, ascending). ``edges``: the segment's frozen PSI edges (grid points). ``binner`` (from
+    the runner) gives the buckets' bin counts on any edges, kept across checks so that a check
+    bins only its new buckets (on the segment's edges, and on an anchor's that a newer grid no
+    longer has).
     """
 
     grid: Grid
@@ -62,30 +58,12 @@ class SegmentSummaries:
     current: ScoreSummary
     reference_starts: np.ndarray
     current_starts: np.ndarray
-    reference_buckets: tuple[Cells | None, ...] = ()
-    current_buckets: tuple[Cells | None, ...] = ()
-    binner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]] | None = None
+    binner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
 
     def bins(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-bucket counts on the right-closed bins of ``edges`` (each a grid point), for the
         reference's and the current window's buckets: (n_buckets x B) int64 each."""
-        e = np.asarray(edges, dtype=np.float64)
-        if self.binner is not None:
-            return self.binner(e)
-        ends = bin_ends(self.grid, e)
-        ref, cur = (
-            bucket_bins(buckets, ends) for buckets in (self.reference_buckets, self.current_buckets)
-        )
-        return ref, cur
-
-
-def bucket_bins(buckets: tuple[Cells | None, ...], ends: np.ndarray) -> np.ndarray:
-    """(n_buckets x B) counts of ``buckets`` on the bins ending at ``ends`` (zeros for None)."""
-    out = np.zeros((len(buckets), int(ends.size)), dtype=np.int64)
-    for i, b in enumerate(buckets):
-        if b is not None:
-            out[i] = b.bins(ends)
-    return out
+        return self.binner(np.asarray(edges, dtype=np.float64))
 
 
 @dataclass(frozen=True, slots=True)
