@@ -21,7 +21,7 @@ from monitor.epoch import to_ns
 from monitor.errors import ConfigError
 from monitor.incremental import SummaryChecks
 from monitor.incremental.store import Bucket
-from monitor.incremental.windows import Digests, FileTable, _fingerprints
+from monitor.incremental.windows import FileTable, _fingerprints
 from monitor.jobs import Runner, check_windows
 from monitor.simulate import Scenario, write_world
 from monitor.sources import FileStat, Window, read_scores, write_parquet
@@ -610,10 +610,10 @@ def _digests_one_by_one(files: list[FileStat], starts: np.ndarray, step: int) ->
     return out
 
 
-def test_bucket_digests_kept_across_checks_equal_digests_made_afresh() -> None:
-    """A check digests again only the buckets whose files changed; what it returns is what
-    digesting every bucket afresh gives, through late, rewritten, removed and straddling files
-    and files of unknown span, and the windows' rows are the plain sums."""
+def test_bucket_digests_equal_digests_made_one_by_one() -> None:
+    """The digests of a table's buckets in one pass are those made bucket by bucket, through
+    late, rewritten, removed and straddling files and files of unknown span, and the windows'
+    rows are the plain sums."""
     rng = np.random.default_rng(11)
     step = 3_600_000_000_000
     first = to_ns(T0)
@@ -628,12 +628,10 @@ def test_bucket_digests_kept_across_checks_equal_digests_made_afresh() -> None:
         return FileStat(f"/s/f{i:04d}", 100 + i, mtime, lo, hi, 10 + i, deletes)
 
     files = [made(i) for i in range(80)]
-    memo: Digests = {}
     for round_ in range(6):
         table = FileTable.of(sorted(files, key=lambda f: f.path))
-        got = _fingerprints(table, starts, step, memo)
+        got = _fingerprints(table, starts, step)
         assert got == _digests_one_by_one(table.files, starts, step), round_
-        assert got == _fingerprints(table.files, starts, step)  # no memo
         for w in (Window(T0, T0 + DAY), Window(T0 + 5 * HOUR, T0 + 30 * HOUR)):
             plain = sum(
                 f.rows
@@ -647,6 +645,84 @@ def test_bucket_digests_kept_across_checks_equal_digests_made_afresh() -> None:
         files[int(rng.integers(len(files)))] = made(int(rng.integers(len(files))), round_ + 1)
         files.append(made(100 + round_))
         files.pop(int(rng.integers(len(files))))
+
+
+@given(data=st.data())
+@settings(max_examples=80, deadline=None)
+def test_a_bucket_plan_digests_what_digesting_afresh_gives(data: st.DataObject) -> None:
+    """Whatever a check's files are against the last check's (moved on by an hour, a late,
+    rewritten or removed file, a file of unknown span, the list reordered, an equal copy of a
+    file, another grid): ``BucketPlan`` gives each bucket the digest that digesting every
+    bucket afresh gives, and hands back the last check's bucket only for a bucket whose
+    digest and grid are unchanged."""
+    from monitor.incremental.windows import BucketPlan
+
+    step = 3_600_000_000_000
+    first = to_ns(T0)
+    n_files = 0
+
+    def made(mtime: int = 0) -> FileStat:
+        nonlocal n_files
+        n_files += 1
+        path = f"/s/f{data.draw(st.integers(0, 10_000)):05d}-{n_files}"
+        if data.draw(st.integers(0, 19)) == 0:
+            return FileStat(path, 100, mtime, None, None, 10)
+        lo = first + data.draw(st.integers(-3, 40)) * step + data.draw(st.integers(0, step - 1))
+        hi = lo + data.draw(st.integers(0, 3 * step))
+        return FileStat(path, 100, mtime, lo, hi, 10)
+
+    files = [made() for _ in range(data.draw(st.integers(0, 12)))]
+    plan = BucketPlan()
+    last: dict[tuple[str, int], tuple[str, Bucket]] = {}
+    offset = 0
+    moved: FileStat | None = None  # the one file the last move added, when it moved on
+    for round_ in range(data.draw(st.integers(1, 6))):
+        key = data.draw(st.sampled_from(["k1", "k2"]))
+        span = Window(T0 + offset * HOUR, T0 + (offset + 24) * HOUR)
+        starts = list(range(span.start_ns, span.end_ns, step))
+        step_plan = plan.update(list(files), step, span)
+        prints, have = plan.fingerprints(step_plan, key, starts)
+        by_path = sorted(files, key=lambda f: f.path)
+        assert prints == _digests_one_by_one(by_path, np.array(starts), step), round_
+        buckets = []
+        for b, fp, h in zip(starts, prints, have, strict=True):
+            held = last.get((key, b))
+            if h is not None:  # handed back: the same grid and digest as when it was made
+                assert held is not None
+                assert held == (fp, h)
+            elif moved is not None and held is not None and held[0] == fp:
+                # the window moved on and one file came: only buckets it touches are redone
+                assert moved.oldest_ns is None or (
+                    moved.newest_ns is not None
+                    and moved.oldest_ns < b + step
+                    and moved.newest_ns >= b
+                ), (round_, b)
+            buckets.append(h if h is not None else Bucket(b, {}))
+        last = {(key, b): (fp, bk) for b, fp, bk in zip(starts, prints, buckets, strict=True)}
+        plan.commit(step_plan, key, [(starts[0], prints, buckets)])
+        # the next check
+        move = data.draw(st.sampled_from(["hour", "late", "rewrite", "remove", "shuffle", "copy"]))
+        moved = None
+        if move == "hour":
+            offset += 1
+            files.append(made())
+            moved = files[-1]
+        elif move == "late":
+            files.insert(data.draw(st.integers(0, len(files))), made())
+        elif files and move == "rewrite":
+            i = data.draw(st.integers(0, len(files) - 1))
+            old = files[i]
+            files[i] = FileStat(
+                old.path, old.size + 1, old.mtime_ns + 1, old.oldest_ns, old.newest_ns, old.rows
+            )
+        elif files and move == "remove":
+            files.pop(data.draw(st.integers(0, len(files) - 1)))
+        elif move == "shuffle":
+            files = data.draw(st.permutations(files))
+        elif files and move == "copy":  # an equal object in place of the one held
+            i = data.draw(st.integers(0, len(files) - 1))
+            f = files[i]
+            files[i] = FileStat(f.path, f.size, f.mtime_ns, f.oldest_ns, f.newest_ns, f.rows)
 
 
 @given(data=st.data())

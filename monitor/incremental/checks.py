@@ -7,6 +7,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -17,10 +18,9 @@ from monitor.epoch import from_ns
 from monitor.errors import EngineUnavailableError, MonitorError
 from monitor.incremental.store import _CORRUPT, _FORMAT, Bucket, BucketCache, FrozenGrid, _grid_key
 from monitor.incremental.windows import (
-    Digests,
-    FileTable,
+    BucketPlan,
     SummaryRead,
-    _fingerprints,
+    _indices,
     _Rolling,
     _runs,
     _split,
@@ -41,6 +41,8 @@ from monitor.stats import (
 from monitor.store import atomic_write
 
 log = logging.getLogger("monitor.incremental")
+
+_Have = list[Bucket | None]  # a window's buckets by position, None until in hand
 
 
 class SummaryCheckError(MonitorError):
@@ -67,7 +69,7 @@ class SummaryChecks:
         self._engines: dict[tuple[str, str | None], Engine] = {}
         self._given = dict(engines or {})
         self._rolling: dict[tuple[str, str], _Rolling] = {}
-        self._digests: dict[str, Digests] = {}  # per monitor: its buckets' files and digests
+        self._plans: dict[str, BucketPlan] = {}  # per monitor: its last check's buckets
         self._lock = threading.Lock()
         self.last_engine: dict[str, str] = {}
 
@@ -244,40 +246,44 @@ class SummaryChecks:
         span = Window(
             start=min(reference.start, current.start), end=max(reference.end, current.end)
         )
-        table = FileTable.of(sorted(window_file_stats(spec, span), key=lambda f: f.path))
+        plan = self._plans.setdefault(monitor.name, BucketPlan())
+        step_plan = plan.update(window_file_stats(spec, span), step, span)
+        table = step_plan.table
         rows_ref, rows_cur = table.rows_in(reference), table.rows_in(current)
         frozen = self.grid(
             monitor, settings, at, reference, current, keep_edges, rows=(rows_ref, rows_cur)
         )
         read = cached = 0
         engine_used: str | None = None
-        per_window: list[tuple[Window, NDArray[np.int64], list[str]]] = []
-        digests = self._digests.get(monitor.name, {})
-        kept: Digests = {}
+        # per window: its starts, as ints, their digests and buckets (None: not yet in hand)
+        per_window: list[tuple[Window, NDArray[np.int64], list[int], list[str], _Have]] = []
+        missing: list[tuple[list[int], list[tuple[int, str]], _Have]] = []
         for w in (reference, current):
             starts = np.arange(w.start_ns, w.end_ns, step, dtype=np.int64)
-            per_window.append((w, starts, _fingerprints(table, starts, step, digests)))
-            kept.update((b, digests[b]) for b in starts.tolist() if b in digests)
-        self._digests[monitor.name] = kept  # the buckets of these windows only
-        missing: list[tuple[Window, list[tuple[int, str]]]] = []
-        buckets: dict[int, Bucket] = {}
-        for w, starts, prints in per_window:
-            wanted = list(zip(starts.tolist(), prints, strict=True))
+            order = starts.tolist()
+            prints, have = plan.fingerprints(step_plan, frozen.key, order)
+            per_window.append((w, starts, order, prints, have))
+            wanted = [(order[i], prints[i]) for i in _indices(have, None)]
             got = self.cache.get_many(monitor.name, frozen.key, frozen.grid, wanted)
-            buckets.update(got)
-            cached += len(got)
-            lack = [(b, fp) for b, fp in wanted if b not in got]
+            cached += len(order) - len(wanted) + len(got)
+            lack = []
+            for b, fp in wanted:
+                bucket = got.get(b)
+                if bucket is None:
+                    lack.append((b, fp))
+                else:
+                    have[(b - order[0]) // step] = bucket
             if lack:
-                missing.append((w, lack))
+                missing.append((order, lack, have))
         if missing:
             touched = np.zeros(len(table.files), dtype=bool)
-            for _, lack in missing:
+            for _, lack, _ in missing:
                 for run in _runs(lack, step):
                     touched |= table.touching(run[0][0], run[-1][0] + step)
             rows_to_read = int(table.rows[touched].sum())
             engine_used = _choose(settings, rows_to_read)
             engine = self.engine(settings, engine_used)
-            for _w, lack in missing:
+            for order, lack, have in missing:
                 for run in _runs(lack, step):
                     lo, hi = run[0][0], run[-1][0] + step
                     part = engine.summaries(
@@ -287,10 +293,10 @@ class SummaryChecks:
                         bucket=settings.bucket,
                         check=False,
                     )
-                    for b, bucket in _split(part, [b for b, _ in run]).items():
-                        fp = dict(run)[b]
-                        self.cache.put(monitor.name, frozen.key, fp, bucket)
-                        buckets[b] = bucket
+                    made = _split(part, [b for b, _ in run])
+                    for b, fp in run:
+                        self.cache.put(monitor.name, frozen.key, fp, made[b])
+                        have[(b - order[0]) // step] = made[b]
                         read += 1
             self.last_engine[monitor.name] = engine_used
             log.info(
@@ -303,14 +309,26 @@ class SummaryChecks:
                     "buckets_cached": cached,
                 },
             )
+        held_all: list[list[Bucket]] = []
+        for *_, have in per_window:
+            assert None not in have  # every bucket cached or read
+            held_all.append(cast(list[Bucket], have))
+        plan.commit(
+            step_plan,
+            frozen.key,
+            [
+                (order[0], prints, h)
+                for (_, _, order, prints, _), h in zip(per_window, held_all, strict=True)
+                if order
+            ],
+        )
         lists: list[list[Bucket]] = []
         seen: list[frozenset[str]] = []
         totals: list[dict[str, ScoreSummary]] = []
         rolled: list[_Rolling] = []
         rows = 0
         newest: int | None = None
-        for w, starts, _ in per_window:
-            held = [buckets[b] for b in starts.tolist()]
+        for (w, *_), held in zip(per_window, held_all, strict=True):
             role = "reference" if w is reference else "current"
             rolling = self._rolling.get((monitor.name, role))
             if rolling is None or rolling.grid is not frozen.grid:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -295,6 +296,12 @@ class FileTable:
         rows = np.fromiter((f.rows for f in files), np.int64, n)
         return cls(files, oldest, newest, rows)
 
+    def take(self, rows: list[int]) -> FileTable:
+        """The table of these rows, in this order."""
+        at = np.array(rows, dtype=np.intp)
+        files = self.files
+        return FileTable([files[j] for j in rows], self.oldest[at], self.newest[at], self.rows[at])
+
     def touching(self, start_ns: int, end_ns: int) -> NDArray[np.bool_]:
         """Which files may hold rows of [start, end)."""
         return (self.oldest < end_ns) & (self.newest >= start_ns)
@@ -304,20 +311,14 @@ class FileTable:
         return int(self.rows[self.touching(w.start_ns, w.end_ns)].sum())
 
 
-# a bucket's files as last digested, by bucket start: (the FileStat objects, their digest)
-Digests = dict[int, tuple[tuple[FileStat, ...], str]]
-
-
 def _fingerprints(
     files: list[FileStat] | FileTable,
     starts: NDArray[np.int64],
     step: int,
-    memo: Digests | None = None,
 ) -> list[str]:
     """Per bucket: a digest of the (path, size, mtime, deleted rows) of every file that may
-    hold its rows, in path order. ``memo`` (updated) keeps each bucket's files and digest: a
-    bucket whose files are the same objects as before (``window_file_stats`` hands out the same
-    ``FileStat`` for an unchanged file) is not digested again."""
+    hold its rows, ``files`` being in path order (see ``_digest``). A check digests only the
+    buckets whose files changed (``BucketPlan``)."""
     table = files if isinstance(files, FileTable) else FileTable.of(files)
     n = int(starts.size)
     if n == 0:
@@ -336,23 +337,150 @@ def _fingerprints(
     held = table.files
     ordered = [held[j] for j in which[order].tolist()]  # each bucket's files, bucket by bucket
     bounds = np.searchsorted(bucket[order], np.arange(n + 1)).tolist()
-    out = []
-    for i, start in enumerate(starts.tolist()):
-        group = tuple(ordered[bounds[i] : bounds[i + 1]])
-        last = memo.get(start) if memo is not None else None
-        if last is not None and last[0] == group:  # the same objects: compared by identity
-            out.append(last[1])
-            continue
-        h = hashlib.blake2b(digest_size=16)
-        for f in group:
-            # a file without deleted rows digests as it did before ``deletes`` existed
-            tail = f"\0{f.deletes}" if f.deletes else ""
-            h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}{tail}\n".encode())
-        digest = h.hexdigest()
-        if memo is not None:
-            memo[start] = (group, digest)
-        out.append(digest)
-    return out
+    return [_digest(ordered[bounds[i] : bounds[i + 1]]) for i in range(n)]
+
+
+class BucketPlan:
+    """One monitor's bucket digests and buckets kept from its last check, so that planning a
+    check costs the files that changed since, not the windows' length.
+
+    ``window_file_stats`` hands out the same ``FileStat`` object for a file that did not
+    change. The files added and removed since the last check are found by comparing the two
+    lists: usually the last check's list less its first files and plus new ones at its end
+    (one comparison of object identities in C), else a set difference of object ids (the last
+    check's objects are held here, so their ids are not reused). A bucket keeps its digest,
+    and its bucket, unless such a file may hold rows of it (a file of unknown span: every
+    bucket) or it is new to the windows; the others are digested as ``_fingerprints`` does,
+    from the files that may hold their rows in path order. Nothing is kept from a check that
+    failed: ``commit`` is called once its buckets are all in hand."""
+
+    # more buckets to digest than this and they are digested in one pass over the table
+    _FEW = 8
+
+    def __init__(self) -> None:
+        self.table: FileTable | None = None
+        self.step = 0
+        self.key = ""
+        self.runs: list[_Run] = []  # each window's first start, digests and buckets
+
+    def update(self, files: list[FileStat], step: int, span: Window) -> _PlanStep:
+        """This check's files (those of ``span``) against the last check's: its file table and
+        which bucket starts (ns) must be digested again (None: every bucket)."""
+        last = self.table
+        if last is None or step != self.step:
+            return _PlanStep(FileTable.of(files), step, None)
+        before = last.files
+        for k in range(3):  # the list moved on: k files left at its start, new ones at its end
+            kept = len(before) - k
+            if kept >= 0 and len(files) >= kept and files[:kept] == before[k:]:
+                added, removed = files[kept:], before[:k]
+                new = FileTable.of(added)
+                table = FileTable(
+                    files,
+                    np.concatenate([last.oldest[k:], new.oldest]),
+                    np.concatenate([last.newest[k:], new.newest]),
+                    np.concatenate([last.rows[k:], new.rows]),
+                )
+                break
+        else:
+            ids = dict.fromkeys(map(id, files))
+            if len(ids) != len(files):  # a file listed twice: nothing to compare it with
+                return _PlanStep(FileTable.of(files), step, None)
+            held = dict.fromkeys(map(id, before))
+            added = [f for f in files if id(f) not in held]
+            removed = [f for f in before if id(f) not in ids]
+            table = FileTable.of(files)
+        if not added and not removed:
+            return _PlanStep(last, step, set())
+        dirty: set[int] = set()
+        lo_ns, hi_ns = span.start_ns, span.end_ns
+        for f in (*added, *removed):
+            if f.oldest_ns is None or f.newest_ns is None:
+                return _PlanStep(table, step, None)  # it may hold rows of any bucket
+            lo, hi = max(f.oldest_ns, lo_ns), min(f.newest_ns, hi_ns - 1)
+            dirty.update(range(lo - lo % step, hi + 1, step))
+        return _PlanStep(table, step, dirty)
+
+    def fingerprints(
+        self, plan: _PlanStep, key: str, starts: list[int]
+    ) -> tuple[list[str], list[Bucket | None]]:
+        """The digest of each bucket of ``starts`` (consecutive, ``plan.step`` apart) and the
+        bucket held from the last check when it is still valid (same grid ``key``, same
+        files; else None)."""
+        n = len(starts)
+        out = [""] * n
+        have: list[Bucket | None] = [None] * n
+        if plan.dirty is not None and plan.step == self.step and n:
+            first = starts[0]
+            for at, prints, buckets in self.runs:  # copied slice by slice, not start by start
+                offset = (at - first) // plan.step
+                lo, hi = max(0, offset), min(n, offset + len(prints))
+                if lo < hi:
+                    out[lo:hi] = prints[lo - offset : hi - offset]
+                    if key == self.key:
+                        have[lo:hi] = buckets[lo - offset : hi - offset]
+            for b in plan.dirty:
+                i = (b - first) // plan.step
+                if 0 <= i < n:
+                    out[i], have[i] = "", None
+        todo = _indices(out, "")
+        if len(todo) > self._FEW:  # a first check, a new grid: one pass over the table
+            files = plan.table.files
+            by_path = sorted(range(len(files)), key=lambda j: files[j].path)
+            every = _fingerprints(
+                plan.table.take(by_path), np.array(starts, dtype=np.int64), plan.step
+            )
+            for i in todo:
+                out[i] = every[i]
+        else:
+            for i in todo:
+                out[i] = _one_print(plan.table, starts[i], plan.step)
+        return out, have
+
+    def commit(self, plan: _PlanStep, key: str, runs: list[_Run]) -> None:
+        """Keep this check's files, and each window's digests and buckets (its first start,
+        then both in time order), for the next check."""
+        self.table, self.step, self.key, self.runs = plan.table, plan.step, key, runs
+
+
+_Run = tuple[int, list[str], list[Bucket]]
+
+
+@dataclass(frozen=True, slots=True)
+class _PlanStep:
+    table: FileTable
+    step: int
+    dirty: set[int] | None  # bucket starts to digest again (None: every bucket)
+
+
+def _indices(items: list[Any], value: object) -> list[int]:
+    """Where ``value`` is in ``items`` (compared by ``==``), found by ``list.index`` in C."""
+    out: list[int] = []
+    i = -1
+    try:
+        while True:
+            i = items.index(value, i + 1)
+            out.append(i)
+    except ValueError:
+        return out
+
+
+def _one_print(table: FileTable, start: int, step: int) -> str:
+    """One bucket's digest as ``_fingerprints`` makes it: from the files that may hold its
+    rows, in path order."""
+    at = np.flatnonzero(table.touching(start, start + step)).tolist()
+    return _digest(sorted((table.files[j] for j in at), key=lambda f: f.path))
+
+
+def _digest(group: Iterable[FileStat]) -> str:
+    """The digest of a bucket's files (in path order): blake2b-128 of each file's path, size,
+    mtime and deleted rows."""
+    h = hashlib.blake2b(digest_size=16)
+    for f in group:
+        # a file without deleted rows digests as it did before ``deletes`` existed
+        tail = f"\0{f.deletes}" if f.deletes else ""
+        h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}{tail}\n".encode())
+    return h.hexdigest()
 
 
 def _runs(lack: list[tuple[int, str]], step: int) -> list[list[tuple[int, str]]]:
