@@ -18,10 +18,11 @@ script prints MET or NOT MET; it exits 1 (``bench/run.py`` counts it) when the p
 with the check or is over 1 MB, not on a timing miss (as ``bench_check.py``). Why fresh
 processes and the fastest runs: on this VM a process that touches memory the guest has not used
 lately pays for page faults that can double its time (timed in one process, report / check was
-0.5 in one run and 2.1 in the next); in fresh processes the check repeats within 5 %, while the
-report, which holds one more 10M-score array (the sorted current window its ECDFs are drawn
-from), is sometimes caught by them (medians 1.5-1.6x, fastest runs 1.06-1.51x on 2026-12-01). The
-fastest run is the cost of the work; the medians are printed beside. Single-threaded BLAS.
+0.5 in one run and 2.1 in the next); in fresh processes the check repeats within 5 %. The report
+sorted the current window a second time for its ECDFs until 2026-12-05 and was sometimes caught
+by them (medians 1.5-1.6x, fastest runs 1.06-1.51x on 2026-12-01); the verdict and the page now
+share one sort (1.05x). The fastest run is the cost of the work; the medians are printed beside.
+Single-threaded BLAS.
 
     python bench/bench_report.py [--scores 10000000] [--pairs 10000] [--repeats 5]
 """

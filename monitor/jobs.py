@@ -424,6 +424,8 @@ class Runner:
             positions = None
             if baseline is not None:
                 positions = self.reader.positions(monitor.scores, current_w, name, baseline)
+            # the page's ECDFs and the verdict's KS share one sort of the current window
+            current_sorted = np.sort(cur_values) if detail and cur_values.size else None
             pairs = pair_split.get(name)
             segments[name] = SegmentData(
                 reference=ref_values,
@@ -437,6 +439,7 @@ class Runner:
                 reference_timestamps=ref_ts,
                 reference_phases=phases,
                 summaries=None if summarized is None else summarized.segment(name),
+                current_sorted=current_sorted,
             )
         if runs.new is None:
             for name in list(segments):

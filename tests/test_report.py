@@ -654,3 +654,34 @@ def test_state_store_sweeps_a_history_temp_file_a_kill_left(tmp_path: Path) -> N
     HistoryStore(tmp_path).append("m", _verdict(datetime(2026, 1, 1, tzinfo=UTC)))
     assert StateStore(tmp_path).sweep() == 1
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json.history"]
+
+
+def test_a_check_with_its_page_sorts_the_current_window_once(
+    world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's ECDFs and the verdict's KS share one sort of the current window: a check
+    drawn with its page decides exactly what the plain check decides, and its page's counts
+    are those of the window sorted afresh."""
+    from monitor.config import load_config
+    from monitor.jobs import Runner, StateStore
+
+    config = load_config(world.config_path)
+    plain = Runner(config, store=StateStore(tmp_path / "a")).run("demo", AT)
+    sizes: list[int] = []
+    real_sort = np.sort
+
+    def counting(a: Any, *args: Any, **kwargs: Any) -> Any:
+        sizes.append(int(np.size(a)))
+        return real_sort(a, *args, **kwargs)
+
+    monkeypatch.setattr(np, "sort", counting)
+    drawn = Runner(config, store=StateStore(tmp_path / "b"), detail=True).run("demo", AT)
+    monkeypatch.undo()
+    assert drawn.verdict.to_dict() == plain.verdict.to_dict()
+    assert drawn.detail is not None
+    report = drawn.verdict.inputs[""]
+    assert report.n_current > 1000
+    assert sizes.count(report.n_current) == 1  # the current window: once, not twice
+    d = drawn.detail.inputs[""]
+    assert int(d.current_counts.sum()) == report.n_current
+    assert d.current_range is not None

@@ -73,7 +73,9 @@ class SegmentData:
     ``positions`` (optional, only with ``baseline``): ``current`` located in ``baseline``,
     precomputed by a reader that serves many windows against one frozen baseline (the backtest);
     ``reference_phases`` (optional): the reference's per-(phase, bin) counts on ``baseline``'s
-    edges, cached by the runner for a fixed reference. The numbers are identical without them.
+    edges, cached by the runner for a fixed reference; ``current_sorted`` (optional):
+    ``current`` sorted ascending, made once by a runner that also draws the page's detail
+    (its KS and the page's ECDFs then share one sort). The numbers are identical without them.
     """
 
     reference: np.ndarray
@@ -85,6 +87,7 @@ class SegmentData:
     reference_timestamps: np.ndarray | None = None
     reference_phases: np.ndarray | None = None
     summaries: SegmentSummaries | None = None
+    current_sorted: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)

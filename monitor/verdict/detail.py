@@ -129,11 +129,13 @@ def input_detail(
     *,
     smoothing: float,
     ks_location: float | None = None,
+    assume_sorted: bool = False,
 ) -> InputDetail:
     """Bin counts, PSI contributions and ECDFs of ``current`` against a sorted reference (see
-    :class:`InputDetail`). Sorts ``current`` once; the reference must already be sorted."""
+    :class:`InputDetail`). Sorts ``current`` once (not with ``assume_sorted``: it is then
+    ascending already); the reference must already be sorted."""
     ref = reference_sorted
-    cur = np.sort(current)
+    cur = current if assume_sorted else np.sort(current)
     n, m = ref.size, cur.size
 
     def binned(ordered: NDArray[np.float64]) -> NDArray[np.int64]:
@@ -300,6 +302,12 @@ def _segment_input(
 
         baseline = build_baseline(seg.reference, bins=monitor.drift.bins)
         ordered, edges = baseline.sorted_reference, baseline.edges
+    current = seg.current if seg.current_sorted is None else seg.current_sorted
     return input_detail(
-        ordered, seg.current, edges, smoothing=monitor.drift.smoothing, ks_location=ks_location
+        ordered,
+        current,
+        edges,
+        smoothing=monitor.drift.smoothing,
+        ks_location=ks_location,
+        assume_sorted=seg.current_sorted is not None,
     )

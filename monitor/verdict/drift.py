@@ -155,12 +155,14 @@ class _ArrayInputs(_Inputs):
             baseline = build_baseline(seg.reference, bins=cfg.bins)
             positions = None
         self.baseline = baseline
+        ordered_cur = seg.current_sorted if positions is None else None
         both = drift_tests(
             baseline,
-            seg.current,
+            seg.current if ordered_cur is None else ordered_cur,
             tolerance=cfg.tolerance,
             smoothing=cfg.smoothing,
             positions=positions,
+            assume_sorted=ordered_cur is not None,
         )
         ordered = baseline.sorted_reference
         zero_ref = int(np.searchsorted(ordered, 0.0, side="right")) - int(

@@ -463,6 +463,24 @@ def _assert_same_drift(a: Any, b: Any) -> None:
     np.testing.assert_array_equal(a.psi.current_counts, b.psi.current_counts)
 
 
+def test_drift_tests_on_a_sorted_window_identical() -> None:
+    """``assume_sorted`` (the report's runner sorts the window once for the verdict and the
+    page) gives what sorting inside gives; an unsorted window is refused."""
+    rng = np.random.default_rng(12)
+    for _ in range(200):
+        n, m = int(rng.integers(1, 80)), int(rng.integers(1, 80))
+        decimals = int(rng.integers(0, 3))
+        ref = np.round(rng.normal(size=n), decimals)
+        cur = np.round(rng.normal(float(rng.choice([0.0, 0.3, 3.0])), size=m), decimals)
+        base = build_baseline(ref, bins=int(rng.integers(2, 8)))
+        plain = drift_tests(base, cur, tolerance=0.01)
+        _assert_same_drift(
+            plain, drift_tests(base, np.sort(cur), tolerance=0.01, assume_sorted=True)
+        )
+    with pytest.raises(StatsInputError, match="`current` must be sorted ascending"):
+        drift_tests(build_baseline([1.0, 2.0]), [2.0, 1.0], assume_sorted=True)
+
+
 def test_drift_tests_positions_identical() -> None:
     rng = np.random.default_rng(11)
     for _ in range(300):
