@@ -209,6 +209,42 @@ def test_totals_and_bin_rows_rolled_across_checks_equal_a_cold_read(
             assert not ref_bins.flags.writeable  # shared with the next check
 
 
+def test_a_check_that_fails_reading_keeps_nothing(rolling_world: Path, tmp_path: Path) -> None:
+    """A check whose new hour cannot be read (a file whose data pages are damaged, its footer
+    whole: planned, then read) fails naming the file, after planning; the plan it made is not
+    kept, and once the file is rewritten the next checks equal a cold read."""
+    from monitor.errors import MonitorError
+
+    checks = SummaryChecks(tmp_path / "state")
+    _read(checks, rolling_world, AT)
+    path = rolling_world / "scores" / "date=2026-11-10" / "late-hour.parquet"
+    when = np.datetime64(datetime(2026, 11, 10, 0, 30), "us") + np.arange(5000).astype(
+        "timedelta64[ms]"
+    )
+    columns = {
+        "timestamp": when,
+        "score": np.random.default_rng(4).random(5000),
+        "segment": np.array(["web", "app"] * 2500),
+    }
+    write_parquet(path, columns)
+    data = bytearray(path.read_bytes())
+    data[200:4000] = b"\xff" * 3800  # the first column chunks' pages; the footer stays whole
+    path.write_bytes(bytes(data))
+    with pytest.raises(MonitorError, match=r"late-hour\.parquet"):
+        _read(checks, rolling_world, AT + HOUR)
+    write_parquet(path, columns)  # repaired: another size and mtime
+    for k in (1, 2):
+        at = AT + k * HOUR
+        rolled = _read(checks, rolling_world, at)
+        cold = _read(_grid_only(tmp_path / "state", tmp_path / f"cold{k}"), rolling_world, at)
+        assert rolled.buckets_read >= 1
+        for name in sorted(rolled.reference | rolled.current):
+            a, b = rolled.segment(name), cold.segment(name)
+            assert np.array_equal(a.reference.counts, b.reference.counts), (k, name)
+            assert np.array_equal(a.current.counts, b.current.counts), (k, name)
+            assert a.current.rows == b.current.rows
+
+
 def test_bin_rows_on_other_edges_are_rolled_too(
     rolling_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
