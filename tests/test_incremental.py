@@ -245,6 +245,42 @@ def test_a_check_that_fails_reading_keeps_nothing(rolling_world: Path, tmp_path:
             assert a.current.rows == b.current.rows
 
 
+def test_windows_apart_roll_and_equal_a_cold_read(rolling_world: Path, tmp_path: Path) -> None:
+    """With ``windows.gap`` the two windows are apart (the walk spans both and the gap): a
+    daemon's checks hour after hour, and after a late file in the gap and one in the
+    reference, read the new buckets only and equal a cold read."""
+    for name in ("summaries.toml",):
+        text = (rolling_world / name).read_text()
+        gapped = text.replace(
+            'windows.reference = "7d"\n', 'windows.reference = "5d"\nwindows.gap = "6h"\n'
+        )
+        assert gapped != text
+        (rolling_world / name).write_text(gapped)
+    checks = SummaryChecks(tmp_path / "state")
+    first = _read(checks, rolling_world, AT)
+    assert first.starts[1][0] - first.starts[0][-1] == 7 * 3_600_000_000_000  # 6h apart
+    for k in (1, 2, 3):
+        if k == 2:  # late files: one in the gap (no bucket), one in the reference
+            for day, hour in (("2026-11-08", 20), ("2026-11-05", 7)):
+                when = np.datetime64(datetime.fromisoformat(f"{day}T{hour:02d}:30"), "us")
+                write_parquet(
+                    rolling_world / "scores" / f"date={day}" / f"late-{hour}.parquet",
+                    {
+                        "timestamp": np.full(30, when),
+                        "score": np.full(30, 0.5),
+                        "segment": np.array(["web"] * 30),
+                    },
+                )
+        at = AT + k * HOUR
+        rolled = _read(checks, rolling_world, at)
+        assert rolled.buckets_read == (3 if k == 2 else 2)  # the new hour of each window (+1)
+        cold = _read(_grid_only(tmp_path / "state", tmp_path / f"cold{k}"), rolling_world, at)
+        for name in sorted(rolled.reference | rolled.current):
+            a, b = rolled.segment(name), cold.segment(name)
+            assert np.array_equal(a.reference.counts, b.reference.counts), (k, name)
+            assert np.array_equal(a.current.counts, b.current.counts), (k, name)
+
+
 def test_bin_rows_on_other_edges_are_rolled_too(
     rolling_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
