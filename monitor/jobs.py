@@ -268,8 +268,10 @@ class Runner:
             self.store.sweep()
         self.board = board or Board(config.monitors, {n: x.state for n, x in loads.items()})
         self._note_loads(loads)
+        # a fixed reference's baseline and phase counts, by the monitor's whole settings (a
+        # reload that changes them never meets an old entry), segment and reference bounds
         self._baselines: dict[
-            tuple[str, str, datetime, datetime], tuple[DriftBaseline, np.ndarray]
+            tuple[MonitorConfig, str, datetime, datetime], tuple[DriftBaseline, np.ndarray]
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
@@ -309,6 +311,15 @@ class Runner:
         start fresh (counted as a ``config_changed`` reset; their last run and success times are
         kept), every other monitor keeps its in-memory state; removed ones leave the board."""
         old = {m.name for m in self.config.monitors}
+        before = {m.name: m for m in self.config.monitors}
+        after = {m.name: m for m in config.monitors}
+        # what was read for a monitor that is gone or changed must not decide its next check
+        # (a fixed reference's baseline on the old bins, a grid on the old path)
+        stale = {
+            n for n, m in before.items() if after.get(n) != m or config.engine != self.config.engine
+        }
+        for name in stale:
+            self._forget(name)
         prints = _prints(config)
         self.config = config
         self._fingerprints = prints
@@ -338,6 +349,15 @@ class Runner:
                     "state settings changed on reload; sequential state starts fresh",
                     extra={"monitor": name, "fingerprint": prints[name]},
                 )
+
+    def _forget(self, name: str) -> None:
+        """Drop what was read and kept for monitor ``name`` (baselines, the last look's pairs,
+        its summaries)."""
+        for key in list(self._baselines):  # a snapshot: other monitors' checks may add
+            if key[0].name == name:
+                self._baselines.pop(key, None)
+        self._looks.pop(name, None)
+        self.summaries.forget(name)
 
     # -- data -------------------------------------------------------------------------------
 
@@ -407,7 +427,7 @@ class Runner:
                 fixed = False  # the frozen grid is the summaries' baseline
                 detail = False
             if fixed and ref_values.size >= monitor.drift.min_reference_samples:
-                key = (monitor.name, name, reference_w.start, reference_w.end)
+                key = (monitor, name, reference_w.start, reference_w.end)
                 cached = self._baselines.get(key)
                 if cached is None:
                     baseline = build_baseline(ref_values, bins=monitor.drift.bins)

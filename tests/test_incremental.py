@@ -8,6 +8,7 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -26,6 +27,7 @@ from monitor.jobs import Runner, check_windows
 from monitor.simulate import Scenario, write_world
 from monitor.sources import FileStat, Window, read_scores, write_parquet
 from monitor.stats import Grid
+from monitor.store import StateStore
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC)
 DAY, HOUR = timedelta(days=1), timedelta(hours=1)
@@ -849,3 +851,33 @@ def test_a_rolled_window_equals_its_buckets_summed_afresh(data: st.DataObject) -
         assert rolling.rows[0] == sum(s.rows for b in window for s in b.summaries.values()) + sum(
             b.unplaced for b in window
         )
+
+
+@pytest.mark.parametrize("engine", ["whole windows", "summaries"])
+def test_a_reload_that_changes_a_monitor_drops_what_was_read_for_it(
+    fixed_world: Path, tmp_path: Path, engine: str
+) -> None:
+    """SIGHUP with a monitor's bins changed, then with it removed: the runner decides from the
+    new settings, exactly as a runner started with them (not from the baseline, grid or
+    buckets it kept for the old ones), and keeps nothing of a removed monitor."""
+    name = "arrays.toml" if engine == "whole windows" else "summaries.toml"
+    config = load_config(fixed_world / name)
+    runner = Runner(config, store=StateStore(tmp_path / "a"))
+    runner.check("demo", AT)
+    changed_text = (fixed_world / name).read_text() + "\n"
+    changed_text = changed_text.replace("[[monitors]]\n", "[[monitors]]\ndrift.bins = 5\n", 1)
+    changed_path = fixed_world / f"changed-{name}"
+    changed_path.write_text(changed_text)
+    changed = load_config(changed_path)
+    assert changed.monitors[0].drift.bins == 5 != config.monitors[0].drift.bins
+    runner.reconfigure(changed)
+    got = runner.check("demo", AT)
+    want = Runner(changed, store=StateStore(tmp_path / "b")).check("demo", AT)
+    assert got.to_dict() == want.to_dict()
+    for r in got.inputs.values():
+        assert r.psi_bins is not None
+        assert r.psi_bins <= 5
+    removed = replace(changed, monitors=())
+    runner.reconfigure(removed)
+    assert not any(k[0].name == "demo" for k in runner._baselines)
+    assert not runner.summaries.holds("demo")

@@ -109,6 +109,27 @@ class SummaryChecks:
         for e in engines:
             e.close()
 
+    def forget(self, name: str) -> None:
+        """Drop what was kept in memory for monitor ``name`` (its grid, rolled windows, bucket
+        plan and cached buckets): it was removed, or its settings changed (SIGHUP). Files stay:
+        a grid or bucket on disk is keyed by the settings it was made under."""
+        self._grids.pop(name, None)
+        self._plans.pop(name, None)
+        self.last_engine.pop(name, None)
+        for key in list(self._rolling):  # a snapshot: other monitors' checks may add
+            if key[0] == name:
+                self._rolling.pop(key, None)
+        self.cache.forget(name)
+
+    def holds(self, name: str) -> bool:
+        """Whether anything is kept in memory for monitor ``name``."""
+        kept = (
+            name in self._grids
+            or name in self._plans
+            or any(k[0] == name for k in list(self._rolling))
+        )
+        return kept or self.cache.holds(name)
+
     # -- the grid ---------------------------------------------------------------------------
 
     def _grid_path(self, name: str) -> Path | None:

@@ -339,8 +339,14 @@ class BucketCache:
                 total -= self._disk.pop(victim)
                 victim.unlink(missing_ok=True)
 
+    def holds(self, monitor: str) -> bool:
+        """Whether a bucket of ``monitor`` is held in memory."""
+        with self._lock:
+            return any(k[0] == monitor for k in self._memory)
+
     def forget(self, monitor: str) -> None:
-        """Drop a monitor's buckets from memory (its grid changed)."""
+        """Drop a monitor's buckets from memory (its grid or settings changed, or it was
+        removed)."""
         with self._lock:
             for k in [k for k in self._memory if k[0] == monitor]:
                 _, gone = self._memory.pop(k)
