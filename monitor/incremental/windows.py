@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -154,11 +154,11 @@ class _Rolling:
         for stale in [key for key, v in self.binned.items() if v[0] < self.generation - 1]:
             del self.binned[stale]  # edges no longer asked for (an anchor since refreshed)
         members = self.members
-        k = _slid(self.order, buckets)
+        k = _moved_on(self.order, buckets)
         if k is not None:  # the usual check: the window moved on by k buckets, none recomputed
             for gone in self.order[:k]:
                 self._apply(members.pop(id(gone)), -1)
-            for b in buckets[len(buckets) - k :]:
+            for b in buckets[len(self.order) - k :]:
                 members[id(b)] = b
                 self._apply(b, +1)
         else:
@@ -212,9 +212,9 @@ def _bins(
     todo: list[int] | range = range(len(buckets))
     memo = rolling.binned if rolling is not None else None
     last = memo.get((name, key)) if memo is not None else None
-    k = _slid(last[1], buckets) if last is not None else None
+    k = _moved_on(last[1], buckets) if last is not None else None
     if last is not None and k is not None:  # moved on by k buckets: one slice of the matrix
-        kept_rows = len(buckets) - k
+        kept_rows = len(last[1]) - k
         out[:kept_rows] = last[2][k:]
         todo = range(kept_rows, len(buckets))
     elif last is not None:
@@ -239,15 +239,15 @@ def _bins(
     return out
 
 
-def _slid(before: list[Bucket], now: list[Bucket], most: int = 2) -> int | None:
-    """k (0 <= k <= ``most``) when ``now`` is ``before`` moved on by k buckets: its first
-    len - k are ``before``'s last len - k, the same objects (compared by identity: ``Bucket``
-    has no ``__eq__``); None otherwise (another length, a bucket recomputed)."""
-    n = len(now)
-    if len(before) != n:
-        return None
-    for k in range(min(most, n) + 1):
-        if before[k:] == now[: n - k]:
+def _moved_on(before: Sequence[object], now: Sequence[object], most: int = 2) -> int | None:
+    """k (0 <= k <= ``most``) when ``now`` is ``before`` moved on: ``before`` less its first k
+    items, then any new ones (compared by identity first, then ``==``: a ``Bucket`` has no
+    ``__eq__``, a ``FileStat`` is a value); None otherwise (an item recomputed or changed in
+    between). One comparison of the two lists in C: what a window or a file list does from
+    one hourly check to the next."""
+    for k in range(min(most, len(before)) + 1):
+        kept = len(before) - k
+        if len(now) >= kept and now[:kept] == before[k:]:
             return k
     return None
 
@@ -347,7 +347,7 @@ class BucketPlan:
     ``window_file_stats`` hands out the same ``FileStat`` object for a file that did not
     change. The files added and removed since the last check are found by comparing the two
     lists: usually the last check's list less its first files and plus new ones at its end
-    (one comparison of object identities in C), else a set difference of object ids (the last
+    (``_moved_on``, as the rolled windows find their buckets), else a set difference of object ids (the last
     check's objects are held here, so their ids are not reused). A bucket keeps its digest,
     and its bucket, unless such a file may hold rows of it (a file of unknown span: every
     bucket) or it is new to the windows; the others are digested as ``_fingerprints`` does,
@@ -370,18 +370,16 @@ class BucketPlan:
         if last is None or step != self.step:
             return _PlanStep(FileTable.of(files), step, None)
         before = last.files
-        for k in range(3):  # the list moved on: k files left at its start, new ones at its end
-            kept = len(before) - k
-            if kept >= 0 and len(files) >= kept and files[:kept] == before[k:]:
-                added, removed = files[kept:], before[:k]
-                new = FileTable.of(added)
-                table = FileTable(
-                    files,
-                    np.concatenate([last.oldest[k:], new.oldest]),
-                    np.concatenate([last.newest[k:], new.newest]),
-                    np.concatenate([last.rows[k:], new.rows]),
-                )
-                break
+        k = _moved_on(before, files)
+        if k is not None:  # k files left at the list's start, new ones at its end
+            added, removed = files[len(before) - k :], before[:k]
+            new = FileTable.of(added)
+            table = FileTable(
+                files,
+                np.concatenate([last.oldest[k:], new.oldest]),
+                np.concatenate([last.newest[k:], new.newest]),
+                np.concatenate([last.rows[k:], new.rows]),
+            )
         else:
             ids = dict.fromkeys(map(id, files))
             if len(ids) != len(files):  # a file listed twice: nothing to compare it with
