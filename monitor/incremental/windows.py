@@ -347,12 +347,12 @@ class BucketPlan:
     ``window_file_stats`` hands out the same ``FileStat`` object for a file that did not
     change. The files added and removed since the last check are found by comparing the two
     lists: usually the last check's list less its first files and plus new ones at its end
-    (``_moved_on``, as the rolled windows find their buckets), else a set difference of object ids (the last
-    check's objects are held here, so their ids are not reused). A bucket keeps its digest,
-    and its bucket, unless such a file may hold rows of it (a file of unknown span: every
-    bucket) or it is new to the windows; the others are digested as ``_fingerprints`` does,
-    from the files that may hold their rows in path order. Nothing is kept from a check that
-    failed: ``commit`` is called once its buckets are all in hand."""
+    (``_moved_on``, as the rolled windows find their buckets), else a set difference of
+    object ids (the last check's objects are held here, so their ids are not reused). A
+    bucket keeps its digest, and its bucket, unless such a file may hold rows of it (a file
+    of unknown span: every bucket) or it is new to the windows; the others are digested as
+    ``_fingerprints`` does, from the files that may hold their rows in path order. Nothing is
+    kept from a check that failed: ``commit`` is called once its buckets are all in hand."""
 
     # more buckets to digest than this and they are digested in one pass over the table
     _FEW = 8
