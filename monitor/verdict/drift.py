@@ -206,8 +206,14 @@ class _SummaryInputs(_Inputs):
 
     def window(self, cfg: DriftConfig) -> tuple[np.ndarray, PSIResult, _Ks, int, int]:
         s = self.s
+        ref_rows, cur_rows = s.bins(s.edges)  # per bucket, kept for the block tests too
         result = psi_from_summaries(
-            s.reference, s.current, s.edges, tolerance=cfg.tolerance, smoothing=cfg.smoothing
+            s.reference,
+            s.current,
+            s.edges,
+            tolerance=cfg.tolerance,
+            smoothing=cfg.smoothing,
+            bins=(ref_rows.sum(axis=0), cur_rows.sum(axis=0)),
         )
         br = ks_bracket(s.reference, s.current)
         ks = _Ks(

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from monitor.stats import _dist
@@ -103,6 +105,17 @@ def test_kstwo_sf_against_scipy(n: int) -> None:
     z2 = [1e-3, 0.01, 0.3, 0.7, 1.0, 2.19, 2.2, 3.0, 20.0, 400.0]
     for d in [*(np.sqrt(z / n) for z in z2), 0.5 / n, 1.5 / n, 0.3, 0.6]:
         assert _same(_dist.kstwo_sf(d, float(n)), stats.kstwo.sf(d, float(n))), d
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    st.sampled_from([141, 2_000, 100_001, 875_000, 5_250_000, 40_000_000]),
+    st.floats(1e-4, 2.2, exclude_max=True),
+)
+def test_kstwo_sf_in_pelz_goods_range_is_scipys_bit_for_bit(n: int, z2: float) -> None:
+    """The branch evaluated here in plain floats (n d^2 < 2.2), against scipy's numpy one."""
+    d = float(np.sqrt(z2 / n))
+    assert _same(_dist.kstwo_sf(d, float(n)), stats.kstwo.sf(d, float(n))), (n, d)
 
 
 def test_a_large_window_pair_without_drift_needs_no_scipy_stats() -> None:

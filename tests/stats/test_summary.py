@@ -14,7 +14,9 @@ from scipy import stats
 
 from monitor.errors import StatsInputError
 from monitor.stats import (
+    Cells,
     Grid,
+    bin_ends,
     build_baseline,
     ks_2samp,
     ks_bracket,
@@ -58,11 +60,27 @@ def test_psi_is_bit_equal_to_psi_on_the_same_edges(ref: list[float], cur: list[f
     r, c = np.asarray(ref), np.asarray(cur)
     baseline, grid = _grid(r, c.size)
     want = psi(baseline, c, tolerance=0.02)
-    got = psi_from_summaries(summarize(r, grid), summarize(c, grid), baseline.edges, tolerance=0.02)
-    for field in ("statistic", "pvalue", "noise_floor", "debiased", "n_eff", "out_of_range_rate"):
-        assert getattr(got, field) == getattr(want, field), field
-    np.testing.assert_array_equal(got.current_counts, want.current_counts)
-    np.testing.assert_array_equal(got.reference_counts, want.reference_counts)
+    sr, sc = summarize(r, grid), summarize(c, grid)
+    got = psi_from_summaries(sr, sc, baseline.edges, tolerance=0.02)
+    # as a check does: the bins summed from its buckets' bin rows (here, three parts a window)
+    ends = bin_ends(grid, baseline.edges)
+    rows = [
+        np.sum([Cells.of(summarize(part, grid)).bins(ends) for part in np.array_split(x, 3)], 0)
+        for x in (r, c)
+    ]
+    given_bins = psi_from_summaries(sr, sc, baseline.edges, tolerance=0.02, bins=(rows[0], rows[1]))
+    for result in (got, given_bins):
+        for field in (
+            "statistic",
+            "pvalue",
+            "noise_floor",
+            "debiased",
+            "n_eff",
+            "out_of_range_rate",
+        ):
+            assert getattr(result, field) == getattr(want, field), field
+        np.testing.assert_array_equal(result.current_counts, want.current_counts)
+        np.testing.assert_array_equal(result.reference_counts, want.reference_counts)
 
 
 @settings(max_examples=200, deadline=None, derandomize=True)
@@ -181,6 +199,11 @@ def test_summary_iv() -> None:
         _ = summarize([0.0], grid) + summarize([0.0], Grid(np.array([0.0])))
     with pytest.raises(StatsInputError, match="every PSI edge must be a grid point"):
         psi_from_summaries(summarize([0.0], grid), summarize([1.0], grid), [0.5])
+    one, two = summarize([0.0], grid), summarize([1.0, 1.0], grid)
+    with pytest.raises(StatsInputError, match="current must hold 2 counts summing to its 2"):
+        psi_from_summaries(one, two, [0.0], bins=([1, 0], [1, 0]))  # a count short
+    with pytest.raises(StatsInputError, match="reference must hold 2 counts"):
+        psi_from_summaries(one, two, [0.0], bins=([1], [0, 2]))
     with pytest.raises(StatsInputError, match="at least one score"):
         ks_bracket(summarize([], grid), summarize([1.0], grid))
     with pytest.raises(StatsInputError, match="max_effect"):
@@ -235,9 +258,12 @@ def test_cells_are_the_summary_compacted(a: list[float], b: list[float], c: list
     total = Cells.total(grid, [Cells.of(p) for p in parts])
     np.testing.assert_array_equal(total.counts, whole.counts)
     assert (total.rows, total.zeros, total.newest_ns) == (whole.rows, whole.zeros, 2)
-    ends = bin_ends(grid, grid.points[:: max(1, grid.points.size // 3)])
+    pts = grid.points
+    edge_sets = [pts[:: max(1, pts.size // 3)], pts, pts[:1], pts[-1:], pts[pts.size // 2 :]]
+    for ends in (bin_ends(grid, e) for e in edge_sets):  # empty bins first, last, between
+        for p in [*parts, summarize([], grid)]:
+            np.testing.assert_array_equal(Cells.of(p).bins(ends), cells_to_bins(p.counts, ends))
     for p in parts:
-        np.testing.assert_array_equal(Cells.of(p).bins(ends), cells_to_bins(p.counts, ends))
         back = pickle.loads(pickle.dumps(p))
         np.testing.assert_array_equal(back.counts, p.counts)
         assert (back.rows, back.invalid, back.zeros, back.newest_ns) == (
@@ -246,3 +272,16 @@ def test_cells_are_the_summary_compacted(a: list[float], b: list[float], c: list
             p.zeros,
             p.newest_ns,
         )
+
+
+def test_a_summarys_size_is_kept_only_while_its_counts_cannot_change() -> None:
+    from monitor.stats import ScoreSummary
+
+    grid = Grid(np.array([0.0, 1.0]))
+    s = summarize([0.0, 0.5, 2.0], grid)
+    assert s.n == 3 == s.n  # read-only counts: summed once, kept
+    counts = np.array([0, 1, 0, 2, 0], dtype=np.int64)  # a caller's writeable array
+    loose = ScoreSummary(grid, counts, 3, 0, 0)
+    assert loose.n == 3
+    counts[1] = 5
+    assert loose.n == 7  # summed again, never a stale size
