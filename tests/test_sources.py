@@ -35,6 +35,7 @@ from monitor.sources import (
     latest_timestamp,
     pair_outcomes,
     read_outcomes,
+    read_run_times,
     read_scores,
     write_parquet,
 )
@@ -42,6 +43,7 @@ from monitor.sources import (
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
+MINUTE = timedelta(minutes=1)
 
 
 @pytest.fixture(autouse=True)
@@ -511,6 +513,63 @@ def test_outcomes_average_repeats_and_pair_by_query(tmp_path: Path) -> None:
     assert paired.coverage == pytest.approx(2 / 3)
     with pytest.raises(BadValuesError, match=r"1 of 5 outcome rows .*null query id: 1"):
         read_outcomes(OutcomeSpec(str(tmp_path)), ref_w)
+
+
+def _same_outcomes(a: OutcomeWindow, b: OutcomeWindow) -> None:
+    for name in ("query_ids", "segments", "outcomes", "counts"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    for name in ("rows", "dropped_nan", "dropped_inf", "dropped_null_query", "dropped_null"):
+        assert getattr(a, name) == getattr(b, name), name
+    assert (a.newest_timestamp, a.files_read, a.window) == (
+        b.newest_timestamp,
+        b.files_read,
+        b.window,
+    )
+
+
+def test_outcome_windows_read_each_row_group_once_while_its_file_is_unchanged(
+    tmp_path: Path,
+) -> None:
+    """A check reads its reference outcome window again every hour: each row group comes from
+    storage once while its file is unchanged, and every window equals a cold read."""
+    g = np.random.default_rng(7)
+    for day in range(3):  # an evaluation run a day, 02:00-02:40, with repeats, NaN, null ids
+        moments = [T0 + day * DAY + 2 * HOUR + timedelta(minutes=int(m)) for m in range(0, 40, 2)]
+        qids: list[object] = [f"q{int(i)}" for i in g.integers(0, 8, len(moments))]
+        qids[3] = None
+        values = g.random(len(moments))
+        values[5] = np.nan
+        _outcomes(tmp_path / f"run-{day}.parquet", list(zip(moments, qids, values, strict=True)))
+    spec = OutcomeSpec(str(tmp_path), max_invalid_share=0.2)
+    # hourly windows, then windows whose ends cut through the runs
+    starts = [T0 + h * HOUR for h in range(50)]
+    starts += [T0 + 110 * MINUTE + k * 4 * MINUTE for k in range(15)]
+    windows = [Window(s, s + DAY) for s in starts]
+    sources.clear_cache()
+    warm = [(read_outcomes(spec, w), read_run_times(spec, w)) for w in windows]
+    assert footers._GROUPS.read == 3 * 2  # each file's one group: outcome columns, timestamps
+    for w, (got, times) in zip(windows, warm, strict=True):
+        sources.clear_cache()
+        _same_outcomes(got, read_outcomes(spec, w))
+        np.testing.assert_array_equal(times, read_run_times(spec, w))
+    # a rewritten run is read again: its new values, not the kept ones
+    sources.clear_cache()
+    w = Window(T0 + DAY, T0 + 2 * DAY)
+    before = read_outcomes(spec, w)
+    _outcomes(tmp_path / "run-1.parquet", [(T0 + DAY + 3 * HOUR, "q1", 0.25)])
+    after = read_outcomes(spec, w)
+    assert before.query_ids.size > 1
+    assert (after.query_ids.tolist(), after.outcomes.tolist()) == (["q1"], [0.25])
+    assert footers._GROUPS.read == 2
+    # the same identity (path, size, mtime) is the same group: a garbled copy is not read
+    _garble(tmp_path / "run-1.parquet", keep_stat=True)
+    _same_outcomes(read_outcomes(spec, w), after)
+    sources.clear_cache()
+    with pytest.raises(CorruptFileError, match=r"run-1.parquet"):
+        read_outcomes(spec, w)
 
 
 def test_outcome_pairing_by_segment_and_string_ids(tmp_path: Path) -> None:

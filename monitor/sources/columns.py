@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -16,17 +16,21 @@ from monitor.errors import (
     SchemaError,
 )
 from monitor.sources.footers import (
+    _GROUPS,
     _column_type,
     _Footer,
     _native_bounds,
     _numbers,
+    _opened,
     _ts_native,
     _valid,
 )
 from monitor.sources.model import FloatArray, Window
 from monitor.sources.partitions import _Plan
-from monitor.sources.paths import _File
+from monitor.sources.paths import _File, _Source
 from monitor.sources.translate import _translate
+
+_T = TypeVar("_T")
 
 
 def _check_numeric(dtype: pa.DataType, f: _File, column: str, role: str, key: str) -> None:
@@ -158,6 +162,31 @@ def _read_group(pf: pq.ParquetFile, plan: _Plan, g: int, columns: list[str]) -> 
         return pf.read_row_group(g, columns=columns, use_threads=True)
     except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
         raise _translate(exc, plan.file.path, f"reading row group {g}") from exc
+
+
+def _read_groups(
+    source: _Source, plan: _Plan, columns: list[str]
+) -> list[tuple[pa.Table, dict[object, Any]]]:
+    """The planned row groups' ``columns``, in ``plan.groups`` order, each with its memo (for
+    values derived from the group alone): those read before from ``_GROUPS`` (by the file's
+    identity), the rest from the file, opened once. For small windows read again at every
+    check (outcomes), not for score windows."""
+    keys = [_GROUPS.key(source, plan.file, g, columns) for g in plan.groups]
+    entries = [_GROUPS.get(k) for k in keys]
+    if any(e is None for e in entries):
+        with _opened(source, plan.file, plan.footer) as pf:
+            for i, g in enumerate(plan.groups):
+                if entries[i] is None:
+                    entries[i] = _GROUPS.put(keys[i], _read_group(pf, plan, g, columns))
+    return cast(list[tuple[pa.Table, dict[object, Any]]], entries)
+
+
+def _memo(memo: dict[object, Any], key: object, make: Callable[..., _T], *args: Any) -> _T:
+    """``memo[key]``, made once as ``make(*args)`` (values derived from one row group alone)."""
+    got = memo.get(key)
+    if got is None:
+        got = memo[key] = make(*args)
+    return cast(_T, got)
 
 
 def _in_window(table: pa.Table, column: str, unit: str, window: Window) -> npt.NDArray[np.bool_]:

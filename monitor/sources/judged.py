@@ -27,7 +27,7 @@ from monitor.sources.columns import (
     _floats,
     _in_window,
     _raise_bad_values,
-    _read_group,
+    _read_groups,
     _require_label,
     _require_numeric,
 )
@@ -254,11 +254,9 @@ def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
         return np.sort(np.asarray(stamps, dtype=np.int64))
     out: list[IntArray] = []
     for plan in _plan(source, window, spec.timestamp_column, spec.timestamp_unit):
-        with _opened(source, plan.file, plan.footer) as pf:
-            for g in plan.groups:
-                table = _read_group(pf, plan, g, [spec.timestamp_column])
-                mask = _in_window(table, spec.timestamp_column, plan.unit, window)
-                out.append(_ts_to_ns(table.column(spec.timestamp_column), plan.unit)[mask])
+        for table, _ in _read_groups(source, plan, [spec.timestamp_column]):
+            mask = _in_window(table, spec.timestamp_column, plan.unit, window)
+            out.append(_ts_to_ns(table.column(spec.timestamp_column), plan.unit)[mask])
     return np.sort(np.concatenate(out)) if out else np.empty(0, dtype=np.int64)
 
 

@@ -9,17 +9,17 @@ import pyarrow as pa
 from monitor.epoch import from_ns as _from_ns
 from monitor.sources.columns import (
     _floats,
-    _in_window,
     _Labels,
     _live,
+    _memo,
     _raise_bad_values,
-    _read_group,
+    _read_groups,
     _require_label,
     _require_numeric,
     _segment,
     _segment_source,
 )
-from monitor.sources.footers import _opened, _strings, _valid
+from monitor.sources.footers import _native_bounds, _strings, _ts_native, _valid
 from monitor.sources.model import (
     FloatArray,
     IntArray,
@@ -58,44 +58,52 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     per_file: dict[str, int] = {}
     for plan, seg_in_file in zip(plans, seg_sources, strict=True):
         dropped_before = n_nullq + n_null + n_nan + n_inf
-        with _opened(source, plan.file, plan.footer) as pf:
-            for g, first in zip(plan.groups, plan.starts, strict=True):
-                columns = [spec.timestamp_column, spec.query_column, spec.outcome_column]
-                if seg_in_file is not None:
-                    columns.append(seg_in_file)
-                table = _read_group(pf, plan, g, columns)
-                mask = _in_window(table, spec.timestamp_column, plan.unit, window)
-                live = _live(plan.file, first, table.num_rows)  # a table's deleted rows: no rows
-                if live is not None:
-                    mask &= live
-                in_rows = int(mask.sum())
-                rows += in_rows
-                qarr = table.column(spec.query_column).combine_chunks()
-                if pa.types.is_dictionary(qarr.type):
-                    qarr = qarr.dictionary_decode()
-                if not (pa.types.is_string(qarr.type) or pa.types.is_large_string(qarr.type)):
-                    qarr = qarr.cast(pa.string())
-                q = _strings(qarr)
-                q_valid = _valid(qarr)
-                mask_q = mask & q_valid
-                n_nullq += in_rows - int(mask_q.sum())
-                value, valid = _floats(table.column(spec.outcome_column))
-                seg, seg_valid = _segment(table, plan.file, seg_col, labels, table.num_rows)
-                keep = mask_q
-                for extra in (valid, seg_valid):
-                    if extra is not None:
-                        keep = keep & extra
-                n_null += int(mask_q.sum()) - int(keep.sum())
-                value = value[keep]
-                finite = np.isfinite(value)
-                bad = value[~finite]
-                nan = int(np.isnan(bad).sum())
-                n_nan += nan
-                n_inf += bad.size - nan
-                outs.append(value[finite])
-                qids.append(q[keep][finite])
-                if seg is not None:
-                    segs.append(seg[keep][finite])
+        columns = [spec.timestamp_column, spec.query_column, spec.outcome_column]
+        if seg_in_file is not None:
+            columns.append(seg_in_file)
+        groups = _read_groups(source, plan, columns)
+        lo, hi = _native_bounds(window, plan.unit)
+        for (table, memo), first in zip(groups, plan.starts, strict=True):
+            # the group's columns decoded once while its file is unchanged (a reference window
+            # reads the same evaluation runs at every check); the window's mask each time
+            stamps, q, q_valid, value, valid = _memo(
+                memo,
+                (
+                    "outcome",
+                    spec.timestamp_column,
+                    plan.unit,
+                    spec.query_column,
+                    spec.outcome_column,
+                ),
+                _decoded,
+                table,
+                spec,
+                plan.unit,
+            )
+            mask = (stamps >= lo) & (stamps < hi)
+            live = _live(plan.file, first, table.num_rows)  # a table's deleted rows: no rows
+            if live is not None:
+                mask &= live
+            in_rows = int(mask.sum())
+            rows += in_rows
+            mask_q = mask & q_valid
+            n_nullq += in_rows - int(mask_q.sum())
+            seg, seg_valid = _segment(table, plan.file, seg_col, labels, table.num_rows)
+            keep = mask_q
+            for extra in (valid, seg_valid):
+                if extra is not None:
+                    keep = keep & extra
+            n_null += int(mask_q.sum()) - int(keep.sum())
+            value = value[keep]
+            finite = np.isfinite(value)
+            bad = value[~finite]
+            nan = int(np.isnan(bad).sum())
+            n_nan += nan
+            n_inf += bad.size - nan
+            outs.append(value[finite])
+            qids.append(q[keep][finite])
+            if seg is not None:
+                segs.append(seg[keep][finite])
         dropped = n_nullq + n_null + n_nan + n_inf - dropped_before
         if dropped:
             per_file[plan.file.path] = dropped
@@ -146,6 +154,32 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
         files_read=len(plans),
         dropped_null=n_null,
     )
+
+
+def _decoded(
+    table: pa.Table, spec: OutcomeSpec, unit: str
+) -> tuple[
+    IntArray,
+    npt.NDArray[np.object_],
+    npt.NDArray[np.bool_],
+    FloatArray,
+    npt.NDArray[np.bool_] | None,
+]:
+    """A row group's timestamps (int64 in ``unit``, nulls INT64_MIN), query ids (numpy
+    objects) and their validity, outcomes (float64) and their validity (None: no null), each
+    read-only (a memo shares them across checks)."""
+    stamps = _ts_native(table.column(spec.timestamp_column), unit)
+    qarr = table.column(spec.query_column).combine_chunks()
+    if pa.types.is_dictionary(qarr.type):
+        qarr = qarr.dictionary_decode()
+    if not (pa.types.is_string(qarr.type) or pa.types.is_large_string(qarr.type)):
+        qarr = qarr.cast(pa.string())
+    q, q_valid = _strings(qarr), _valid(qarr)
+    value, valid = _floats(table.column(spec.outcome_column))
+    for a in (stamps, q, q_valid, value, valid):
+        if a is not None:
+            a.flags.writeable = False
+    return stamps, q, q_valid, value, valid
 
 
 def pair_outcomes(reference: OutcomeWindow, current: OutcomeWindow) -> PairedOutcomes:
