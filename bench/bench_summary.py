@@ -195,6 +195,7 @@ def _warm_checks() -> None:
 
 
 CHECKS = 12  # warm checks an hour apart, each beside a read of its new hour: medians of both
+GOLDEN = 300  # labelled queries evaluated once a day (the simulated worlds' golden set)
 HOURLY_ROWS = (250_000, 1_000_000)  # the fixed per-check cost shows at the smaller volume
 WINDOWS = (("1d", "7d"), ("7d", "28d"))
 
@@ -203,7 +204,9 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
     """An hourly check (1-day window, 7-day rolling reference, weekly phases) through cached
     summaries, warm, against reading the one new hour (``read_summary_part`` of it on the
     check's grid): CPU time per check. Hourly files in a date=/hour= tree, ``per_hour`` rows
-    each. Target: ratio <= 1.5. Two runs of ``CHECKS`` checks: on the grid the first check
+    each, and the golden set's daily evaluation runs (``GOLDEN`` queries) as outcomes: the
+    check's outcome side reads the reference window's runs. Target: ratio <= 1.5. Two runs of
+    ``CHECKS`` checks: on the grid the first check
     built, then after the grid is rebuilt (``summary.regrid``: a daemon's grid is rebuilt
     weekly, and its anchors keep the older grid's edges until they are refreshed). Returns
     the rest of the check (its CPU seconds less the read's), the larger of the two."""
@@ -211,7 +214,13 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
 
     from monitor.config import load_config
     from monitor.jobs import Runner
-    from monitor.sources import Window, read_summary_part, write_parquet
+    from monitor.sources import (
+        Window,
+        read_outcomes,
+        read_run_times,
+        read_summary_part,
+        write_parquet,
+    )
 
     root = Path(tempfile.mkdtemp(prefix="bench_summary_warm_"))
     try:
@@ -236,7 +245,23 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
             _set_mtime(d, hour.replace(tzinfo=UTC) + timedelta(minutes=65))
         for d in [*(root / "scores").glob("date=*"), root / "scores"]:
             _set_mtime(d, start)
-        (root / "outcomes").mkdir()
+        # the golden set's evaluation runs, as the simulated worlds log them: 300 labelled
+        # queries once a day at 02:00 (the outcome side reads the reference window's runs)
+        queries = np.array([f"q{i:04d}" for i in range(GOLDEN)])
+        quality = g.beta(5.0, 3.0, GOLDEN)
+        for day in range(-((span + timedelta(days=1)) // timedelta(days=1)), CHECKS // 24 + 2):
+            t = T0.replace(hour=2) + timedelta(days=day)
+            when = np.datetime64(t.replace(tzinfo=None), "us") + np.arange(GOLDEN).astype(
+                "timedelta64[s]"
+            )
+            write_parquet(
+                root / "outcomes" / f"date={t:%Y-%m-%d}" / "part-0.parquet",
+                {
+                    "timestamp": when,
+                    "query_id": queries,
+                    "outcome": np.clip(quality + g.normal(0.0, 0.02, GOLDEN), 0.0, 1.0),
+                },
+            )
         (root / "monitor.toml").write_text(
             '[server]\nstate_dir = "state"\n[engine]\nkind = "local"\n'
             f'summary.regrid = "{CHECKS + 1}h"\n'
@@ -285,6 +310,18 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
                 f"{'first check' if first == 1 else 'check that rebuilt the grid'} {cold:.1f} s"
             )
             rest = max(rest, check - read)
+        outcome_side = []
+        for _ in range(CHECKS):  # as the check reads it: the reference window's runs, warm
+            c0 = time.process_time()
+            read_outcomes(monitor.outcomes, Window(start=at - span, end=at - _duration(current)))
+            lookback = max(monitor.windows.current, monitor.outcome_lag_limit)
+            read_run_times(monitor.outcomes, Window(start=at - lookback, end=at))
+            outcome_side.append(time.process_time() - c0)
+        print(
+            f"  of the rest, the outcome side (the reference window's "
+            f"{span // timedelta(days=1) - 1} to {span // timedelta(days=1)} daily runs of "
+            f"{GOLDEN} queries, kept decoded): {statistics.median(outcome_side) * 1000:.1f} ms"
+        )
         if span >= timedelta(days=28):
             _walks(monitor.scores, Window(start=at - span, end=at))
         return rest
