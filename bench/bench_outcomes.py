@@ -6,7 +6,9 @@ Three contestants, each in a fresh process after a warm-up, side by side in one 
   input arrays every contestant must hold: the memory yardstick);
 * ``ours``: ``monitor.judged.judged_outcomes`` for the reference and the current window (parquet
   read, coding, ndcg@10 + ap + rr + p@10 + r@100 + rprec + judged@10, calibration), with the
-  judgments cached as a running daemon has them; ``ours_cold`` reads and codes them too;
+  judgments cached as a running daemon has them, each window scored (not handed back as
+  kept); ``ours_cold`` reads and codes the judgments too; ``ours_kept`` is a later check
+  whose windows hold the same runs (the outcomes kept by ``judged_window_key``);
 * ``pytrec_eval``: the same read, then trec_eval's ``ndcg_cut.10, map, recip_rank, P.10,
   recall.100, Rprec`` through pytrec_eval for both windows (building its dicts included).
 
@@ -103,9 +105,14 @@ def _read_inputs(root: Path) -> list[Any]:
     return tables
 
 
-def _ours(root: Path) -> dict[str, float]:
-    from monitor.judged import judged_outcomes
+def _ours(root: Path, *, kept: bool = False) -> dict[str, float]:
+    """Both windows' outcomes, scored (``kept``: handed back as kept from the run before, as
+    an hourly check between two runs has its reference window's)."""
+    from monitor.judged import forget_windows, judged_outcomes
     from monitor.sources import JudgedSpec, OutcomeSpec, Window
+
+    if not kept:
+        forget_windows()
 
     spec = OutcomeSpec(
         path=str(root / "runs"),
@@ -168,6 +175,7 @@ def child(mode: str, root: Path) -> dict[str, Any]:
         "input": lambda: _read_inputs(root),
         "ours": lambda: _ours(root),
         "ours_cold": cold,
+        "ours_kept": lambda: _ours(root, kept=True),
         "pytrec_eval": lambda: _pytrec(root),
     }
     step = steps[mode]
@@ -219,7 +227,7 @@ def main() -> int:
             f"{args.queries:,} queries x {args.results} results x 2 windows, {args.judged} "
             f"judgments per query, written in {time.perf_counter() - t0:.1f} s"
         )
-        modes = ["input", "ours", "ours_cold", "pytrec_eval"]
+        modes = ["input", "ours", "ours_cold", "ours_kept", "pytrec_eval"]
         results: dict[str, list[dict[str, Any]]] = {m: [] for m in modes}
         for _ in range(args.repeats):
             for mode in modes:
@@ -245,6 +253,10 @@ def main() -> int:
             f"ours with the judgments cached (every check but the first after a start or a new "
             f"judgments version) {sec['ours']:.3f} s; cold (judgments read and coded too) "
             f"{sec['ours_cold']:.3f} s = {sec['pytrec_eval'] / sec['ours_cold']:.2f}x pytrec_eval"
+        )
+        print(
+            f"ours with both windows' outcomes kept (a check whose windows hold the runs the "
+            f"check before scored: an hourly check between daily runs) {sec['ours_kept']:.4f} s"
         )
         input_bytes = results["input"][0]["input_bytes"]
         mib = input_bytes / 2**20

@@ -53,6 +53,79 @@ def _window(config_path: Path, start: datetime, end: datetime):  # type: ignore[
     return judged_outcomes(spec, Window(start=start, end=end))
 
 
+def _same_window(a: Any, b: Any) -> None:
+    for name in ("query_ids", "segments", "outcomes", "counts"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            np.testing.assert_array_equal(x, y, err_msg=name)
+    assert a.extras.keys() == b.extras.keys()
+    for k in a.extras:
+        np.testing.assert_array_equal(a.extras[k], b.extras[k], err_msg=k)
+    for name in ("window", "rows", "files_read", "dropped_null", "newest_timestamp", "judged"):
+        assert getattr(a, name) == getattr(b, name), name
+
+
+def test_a_window_holding_the_same_runs_is_scored_once(tmp_path: Path) -> None:
+    """An hourly check's reference window holds the same runs until one enters or leaves it:
+    its outcomes are kept by the rows it holds and the judgments' version, equal scoring
+    afresh, and are scored again when a run, a cut through a file or the judgments change."""
+    from monitor import judged
+    from monitor.sources import clear_cache
+
+    config = _world(tmp_path, RunsWorld(n_queries=60, evaluations_per_day=2))
+    # each day's two runs (02:00, 14:00) in one file and one row group: windows that start
+    # between them cut the group, and only its timestamps tell which rows they hold
+    run_times = []
+    for day in sorted((tmp_path / "runs").glob("date=*")):
+        parts = sorted(day.glob("*.parquet"))
+        table = pa.concat_tables([pq.read_table(p) for p in parts])
+        for p in parts:
+            p.unlink()
+        pq.write_table(table, day / "runs.parquet", row_group_size=table.num_rows)
+        run_times += sorted(set(table.column("timestamp").to_pylist()))
+    run_times = [t.replace(tzinfo=UTC) for t in run_times]
+    spec = load_config(config).monitors[0].outcomes
+    windows = [
+        Window(start=s, end=s + timedelta(days=7, hours=5))  # ends cross runs at other hours
+        for s in [START + timedelta(days=1, hours=h) for h in range(0, 48, 1)]
+    ]
+    before = judged.SCORED
+    kept = [judged_outcomes(spec, w) for w in windows]
+    contents = {tuple(t for t in run_times if w.start <= t < w.end) for w in windows}
+    assert judged.SCORED - before == len(contents) < len(windows) // 4
+    for w, got in zip(windows, kept, strict=True):
+        clear_cache()  # every kept window forgotten: scored afresh
+        _same_window(got, judged_outcomes(spec, w))
+    # a run after the window: the kept outcomes, with the newest run's time of now
+    w = windows[0]
+    judged_outcomes(spec, w)
+    late = pq.read_table(tmp_path / "runs" / f"date={run_times[-1].date()}" / "runs.parquet")
+    t_new = run_times[-1] + timedelta(days=1)
+    late = late.set_column(
+        0, "timestamp", pa.array([t_new.replace(tzinfo=None)] * late.num_rows, pa.timestamp("us"))
+    )
+    (tmp_path / "runs" / f"date={t_new.date()}").mkdir()
+    pq.write_table(late, tmp_path / "runs" / f"date={t_new.date()}" / "runs.parquet")
+    scored = judged.SCORED
+    again = judged_outcomes(spec, w)
+    assert scored == judged.SCORED
+    assert again.newest_timestamp == t_new
+    # the judgments rewritten in place (the same version): scored again, as afresh
+    path = tmp_path / "qrels" / "version=v1" / "qrels.parquet"
+    qrels = pq.read_table(path)
+    grades = qrels.column("grade").to_numpy()
+    pq.write_table(qrels.set_column(2, "grade", pa.array(grades[::-1].copy())), path)
+    rejudged = judged_outcomes(spec, w)
+    assert scored + 1 == judged.SCORED
+    assert rejudged.judged is not None
+    assert again.judged is not None
+    assert rejudged.judged.judgments_version != again.judged.judgments_version
+    assert not np.array_equal(rejudged.outcomes, again.outcomes)
+    clear_cache()
+    _same_window(rejudged, judged_outcomes(spec, w))
+
+
 def test_healthy_world_is_ok_and_reports_every_metric(tmp_path: Path) -> None:
     d = _run(_world(tmp_path, RunsWorld()))
     assert d["state"] == "ok", d["reasons"]

@@ -166,6 +166,7 @@ class _GroupCache:
 
 
 _GROUPS = _GroupCache(64 << 20)
+CLEARED = 0  # calls of ``clear_cache`` so far: a key holding it outlives no clearing
 
 
 # files planned whole by ``window_file_stats``, by identity and columns (bounded; values derived
@@ -183,6 +184,8 @@ def clear_cache() -> None:
     after rewriting files in place)."""
     from monitor.sources.tables import clear_table_cache  # (tables imports this module)
 
+    global CLEARED
+    CLEARED += 1
     _FOOTERS.clear()
     _GROUPS.clear()
     _WHOLE.clear()

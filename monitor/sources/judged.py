@@ -9,10 +9,11 @@ placement, de-duplication and the join's rules from ``monitor.sources.ranked``.
 
 from __future__ import annotations
 
+import hashlib
 import queue
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -23,15 +24,24 @@ import pyarrow.parquet as pq
 
 from monitor.epoch import from_ns as _from_ns
 from monitor.errors import SchemaError
+from monitor.sources import footers
 from monitor.sources.columns import (
     _floats,
     _in_window,
+    _memo,
     _raise_bad_values,
     _read_groups,
     _require_label,
     _require_numeric,
 )
-from monitor.sources.footers import _Footer, _opened, _ts_stats, _ts_to_ns
+from monitor.sources.footers import (
+    _Footer,
+    _native_bounds,
+    _opened,
+    _ts_native,
+    _ts_stats,
+    _ts_to_ns,
+)
 from monitor.sources.judgments import (
     _BATCH,
     _Judgments,
@@ -258,6 +268,54 @@ def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
             mask = _in_window(table, spec.timestamp_column, plan.unit, window)
             out.append(_ts_to_ns(table.column(spec.timestamp_column), plan.unit)[mask])
     return np.sort(np.concatenate(out)) if out else np.empty(0, dtype=np.int64)
+
+
+def judged_window_key(spec: OutcomeSpec, window: Window) -> tuple[tuple[object, ...], int | None]:
+    """What a window's judged outcomes are a function of, and the newest run's time (ns).
+
+    The key holds ``clear_cache``'s count, the judgments' path and version, then each file
+    that may hold rows of the window, by identity (path, size, mtime, a table's deleted rows),
+    with the rows of it the window holds: for a parquet row group wholly inside the window (by
+    its footer statistics) its index; for one the window cuts, a digest of its rows'
+    in-window mask (timestamps read, and kept, as ``read_run_times`` reads them); for a TREC
+    file its run's time. Two windows with equal keys hold the same rows under the same
+    judgments, so they have the same outcomes (``monitor.judged`` keeps them by this key).
+    Reads no run data for windows whose ends fall between runs, as an hourly check's
+    reference window does but once a run.
+    """
+    judged = _judged(spec)
+    source = _open_source(spec)
+    newest = _newest_run(spec, source)
+    judgments = _load_judgments(judged)
+    parts: list[object] = [footers.CLEARED, judgments.path, judgments.version]
+    if _is_trec(source, window):
+        parts += [(f.path, f.size, f.mtime_ns, t) for f, t in _trec_files(source, window)]
+        return tuple(parts), newest
+    for plan in _plan(source, window, spec.timestamp_column, spec.timestamp_unit):
+        f = plan.file
+        deleted = None if f.deleted is None else _digest(f.deleted.tobytes())
+        rows: list[object] = []
+        cut = [g for g, inside in zip(plan.groups, plan.inside, strict=True) if not inside]
+        tables = {}
+        if cut:
+            one = replace(plan, groups=tuple(cut))
+            tables = dict(zip(cut, _read_groups(source, one, [spec.timestamp_column]), strict=True))
+        lo, hi = _native_bounds(window, plan.unit)
+        for g in plan.groups:
+            if g not in tables:
+                rows.append(g)
+                continue
+            table, memo = tables[g]
+            col = table.column(spec.timestamp_column)
+            stamps = _memo(memo, ("stamps", plan.unit), _ts_native, col, plan.unit)
+            mask = (stamps >= lo) & (stamps < hi)
+            rows.append((g, mask.size, _digest(np.packbits(mask).tobytes())))
+        parts.append((f.path, f.size, f.mtime_ns, deleted, plan.unit, tuple(rows)))
+    return tuple(parts), newest
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _judged(spec: OutcomeSpec) -> JudgedSpec:
