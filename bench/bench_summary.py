@@ -320,7 +320,8 @@ def _warm(per_hour: int, current: str = "1d", reference: str = "7d") -> float:
         print(
             f"  of the rest, the outcome side (the reference window's "
             f"{span // timedelta(days=1) - 1} to {span // timedelta(days=1)} daily runs of "
-            f"{GOLDEN} queries, kept decoded): {statistics.median(outcome_side) * 1000:.1f} ms"
+            f"{GOLDEN} queries, kept by the rows they hold): "
+            f"{statistics.median(outcome_side) * 1000:.1f} ms"
         )
         if span >= timedelta(days=28):
             _walks(monitor.scores, Window(start=at - span, end=at))

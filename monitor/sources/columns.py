@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -179,6 +181,41 @@ def _read_groups(
                 if entries[i] is None:
                     entries[i] = _GROUPS.put(keys[i], _read_group(pf, plan, g, columns))
     return cast(list[tuple[pa.Table, dict[object, Any]]], entries)
+
+
+def _rows_key(
+    source: _Source, plans: list[_Plan], window: Window, column: str
+) -> tuple[object, ...]:
+    """Which rows of which files ``window`` holds, as a key: each planned file by identity
+    (path, size, mtime, a table's deleted rows) with its row groups wholly inside the window
+    (by the footer statistics: ``_Plan.inside``) by index, and those the window cuts by a
+    digest of their in-window mask (the timestamp ``column`` read, and kept, through
+    ``_read_groups``). Two windows with equal keys hold the same rows."""
+    parts: list[object] = []
+    for plan in plans:
+        f = plan.file
+        deleted = None if f.deleted is None else _digest(f.deleted.tobytes())
+        cut = [g for g, inside in zip(plan.groups, plan.inside, strict=True) if not inside]
+        tables = {}
+        if cut:
+            one = replace(plan, groups=tuple(cut))
+            tables = dict(zip(cut, _read_groups(source, one, [column]), strict=True))
+        lo, hi = _native_bounds(window, plan.unit)
+        rows: list[object] = []
+        for g in plan.groups:
+            if g not in tables:
+                rows.append(g)
+                continue
+            table, memo = tables[g]
+            stamps = _memo(memo, ("stamps", plan.unit), _ts_native, table.column(column), plan.unit)
+            mask = (stamps >= lo) & (stamps < hi)
+            rows.append((g, mask.size, _digest(np.packbits(mask).tobytes())))
+        parts.append((f.path, f.size, f.mtime_ns, deleted, plan.unit, tuple(rows)))
+    return tuple(parts)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _memo(memo: dict[object, Any], key: object, make: Callable[..., _T], *args: Any) -> _T:

@@ -9,11 +9,10 @@ placement, de-duplication and the join's rules from ``monitor.sources.ranked``.
 
 from __future__ import annotations
 
-import hashlib
 import queue
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -28,17 +27,15 @@ from monitor.sources import footers
 from monitor.sources.columns import (
     _floats,
     _in_window,
-    _memo,
     _raise_bad_values,
     _read_groups,
     _require_label,
     _require_numeric,
+    _rows_key,
 )
 from monitor.sources.footers import (
     _Footer,
-    _native_bounds,
     _opened,
-    _ts_native,
     _ts_stats,
     _ts_to_ns,
 )
@@ -291,31 +288,9 @@ def judged_window_key(spec: OutcomeSpec, window: Window) -> tuple[tuple[object, 
     if _is_trec(source, window):
         parts += [(f.path, f.size, f.mtime_ns, t) for f, t in _trec_files(source, window)]
         return tuple(parts), newest
-    for plan in _plan(source, window, spec.timestamp_column, spec.timestamp_unit):
-        f = plan.file
-        deleted = None if f.deleted is None else _digest(f.deleted.tobytes())
-        rows: list[object] = []
-        cut = [g for g, inside in zip(plan.groups, plan.inside, strict=True) if not inside]
-        tables = {}
-        if cut:
-            one = replace(plan, groups=tuple(cut))
-            tables = dict(zip(cut, _read_groups(source, one, [spec.timestamp_column]), strict=True))
-        lo, hi = _native_bounds(window, plan.unit)
-        for g in plan.groups:
-            if g not in tables:
-                rows.append(g)
-                continue
-            table, memo = tables[g]
-            col = table.column(spec.timestamp_column)
-            stamps = _memo(memo, ("stamps", plan.unit), _ts_native, col, plan.unit)
-            mask = (stamps >= lo) & (stamps < hi)
-            rows.append((g, mask.size, _digest(np.packbits(mask).tobytes())))
-        parts.append((f.path, f.size, f.mtime_ns, deleted, plan.unit, tuple(rows)))
+    plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
+    parts += _rows_key(source, plans, window, spec.timestamp_column)
     return tuple(parts), newest
-
-
-def _digest(data: bytes) -> str:
-    return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
 def _judged(spec: OutcomeSpec) -> JudgedSpec:

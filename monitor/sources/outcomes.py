@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
+from dataclasses import replace
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
 from monitor.epoch import from_ns as _from_ns
+from monitor.sources import footers
 from monitor.sources.columns import (
     _floats,
     _Labels,
@@ -16,6 +21,7 @@ from monitor.sources.columns import (
     _read_groups,
     _require_label,
     _require_numeric,
+    _rows_key,
     _segment,
     _segment_source,
 )
@@ -28,8 +34,8 @@ from monitor.sources.model import (
     PairedOutcomes,
     Window,
 )
-from monitor.sources.partitions import _newest_checked, _plan
-from monitor.sources.paths import _open_source
+from monitor.sources.partitions import _newest_checked, _Plan, _plan
+from monitor.sources.paths import _open_source, _Source
 
 
 def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
@@ -37,12 +43,51 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
 
     A key is ``query_id`` (as a string), or ``(segment, query_id)`` when ``segment_column`` is set.
     ``outcomes[k] = mean of the counts[k] finite outcomes of key k``; keys are sorted.
+
+    A window holding the same rows of the same files as one read before (``_rows_key``; 16
+    kept a process) is handed back as read then, with this window and the newest timestamp
+    of now: a daemon's reference window holds the same runs for many checks in a row.
     """
     if not isinstance(window, Window):
         raise TypeError(f"`window` must be a Window; got {type(window).__name__}.")
     source = _open_source(spec)
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
+    key = _kept_key(spec, source, plans, window)
+    with _KEPT_LOCK:
+        hit = _KEPT.get(key)
+        if hit is not None:
+            _KEPT.move_to_end(key)
+    if hit is not None:
+        return replace(
+            hit, window=window, newest_timestamp=None if newest is None else _from_ns(newest)
+        )
+    out = _read_outcomes(spec, window, source, newest, plans)
+    again = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
+    if _kept_key(spec, source, again, window) == key:  # else a file changed under the read
+        with _KEPT_LOCK:
+            _KEPT[key] = out
+            while len(_KEPT) > _KEPT_MAX:
+                _KEPT.popitem(last=False)
+    return out
+
+
+# windows' outcomes kept by the rows they hold (``_rows_key``): an hourly check's reference
+# window holds the same evaluation runs until one enters or leaves it
+_KEPT: OrderedDict[tuple[object, ...], OutcomeWindow] = OrderedDict()
+_KEPT_LOCK = threading.Lock()
+_KEPT_MAX = 16
+
+
+def _kept_key(
+    spec: OutcomeSpec, source: _Source, plans: list[_Plan], window: Window
+) -> tuple[object, ...]:
+    return (spec, footers.CLEARED, _rows_key(source, plans, window, spec.timestamp_column))
+
+
+def _read_outcomes(
+    spec: OutcomeSpec, window: Window, source: _Source, newest: int | None, plans: list[_Plan]
+) -> OutcomeWindow:
     seg_col = spec.segment_column
     seg_sources = []
     for plan in plans:
