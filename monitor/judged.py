@@ -112,7 +112,7 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     if judged_window_key(spec, window)[0] != rows_key:
         return out  # a file or the judgments changed while it was read: not kept
     with _WINDOWS_LOCK:
-        _WINDOWS[key] = out
+        _WINDOWS[key] = out.frozen()
         while len(_WINDOWS) > _WINDOWS_MAX:
             _WINDOWS.popitem(last=False)
     return out

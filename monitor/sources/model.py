@@ -333,6 +333,13 @@ class OutcomeWindow:
         """All dropped rows."""
         return self.dropped_null_query + self.dropped_null + self.dropped_nan + self.dropped_inf
 
+    def frozen(self) -> OutcomeWindow:
+        """This window with its arrays read-only (a result kept and handed out again)."""
+        for a in (self.query_ids, self.segments, self.outcomes, self.counts, *self.extras.values()):
+            if a is not None:
+                a.flags.writeable = False
+        return self
+
 
 @dataclass(frozen=True, slots=True)
 class PairedOutcomes:

@@ -66,7 +66,7 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     again = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     if _kept_key(spec, source, again, window) == key:  # else a file changed under the read
         with _KEPT_LOCK:
-            _KEPT[key] = out
+            _KEPT[key] = out.frozen()
             while len(_KEPT) > _KEPT_MAX:
                 _KEPT.popitem(last=False)
     return out
