@@ -27,6 +27,7 @@ from monitor.sources import footers
 from monitor.sources.columns import (
     _floats,
     _in_window,
+    _memo,
     _raise_bad_values,
     _read_groups,
     _require_label,
@@ -35,7 +36,9 @@ from monitor.sources.columns import (
 )
 from monitor.sources.footers import (
     _Footer,
+    _native_bounds,
     _opened,
+    _ts_native,
     _ts_stats,
     _ts_to_ns,
 )
@@ -261,9 +264,13 @@ def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
         return np.sort(np.asarray(stamps, dtype=np.int64))
     out: list[IntArray] = []
     for plan in _plan(source, window, spec.timestamp_column, spec.timestamp_unit):
-        for table, _ in _read_groups(source, plan, [spec.timestamp_column]):
-            mask = _in_window(table, spec.timestamp_column, plan.unit, window)
-            out.append(_ts_to_ns(table.column(spec.timestamp_column), plan.unit)[mask])
+        lo, hi = _native_bounds(window, plan.unit)
+        for table, memo in _read_groups(source, plan, [spec.timestamp_column]):
+            # a group's timestamps converted once while its file is unchanged
+            column = table.column(spec.timestamp_column)
+            native = _memo(memo, ("stamps", plan.unit), _ts_native, column, plan.unit)
+            ns = _memo(memo, ("ns", plan.unit), _ts_to_ns, column, plan.unit)
+            out.append(ns[(native >= lo) & (native < hi)])
     return np.sort(np.concatenate(out)) if out else np.empty(0, dtype=np.int64)
 
 
