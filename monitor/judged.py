@@ -21,6 +21,7 @@ precomputed ones. Conventions (``docs/outcomes.md``):
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from monitor.epoch import from_ns
+from monitor.errors import MonitorError
 from monitor.sources import OutcomeSpec, OutcomeWindow, Window
 from monitor.sources.judged import judged_window_key, read_judged_runs
 from monitor.sources.model import FloatArray, IntArray, JudgedRuns, JudgedSpec
@@ -41,6 +43,8 @@ from monitor.stats import (
 )
 
 __all__ = ["JudgedInfo", "forget_windows", "judged_outcomes", "metric_names"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,8 +113,13 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
             newest_timestamp=None if newest is None else from_ns(newest),
         )
     out = _judged_outcomes(spec, judged, window)
-    if judged_window_key(spec, window)[0] != rows_key:
-        return out  # a file or the judgments changed while it was read: not kept
+    try:  # kept only if no file and not the judgments changed while it was read
+        same = judged_window_key(spec, window)[0] == rows_key
+    except (MonitorError, OSError) as exc:  # a file half-written since: the result stands
+        log.debug("judged window not kept", extra={"path": spec.path, "error": str(exc)})
+        same = False
+    if not same:
+        return out
     with _WINDOWS_LOCK:
         _WINDOWS[key] = out.frozen()
         while len(_WINDOWS) > _WINDOWS_MAX:

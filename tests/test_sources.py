@@ -572,6 +572,31 @@ def test_outcome_windows_read_each_row_group_once_while_its_file_is_unchanged(
         read_outcomes(spec, w)
 
 
+def test_a_file_half_written_during_an_outcome_read_neither_fails_it_nor_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer drops a half-written file into the window while it is read: the read stands
+    (what was planned), and is not kept (the key made again no longer describes it)."""
+    from monitor.sources import outcomes as module
+
+    _outcomes(tmp_path / "a.parquet", [(T0 + HOUR, "q1", 0.5), (T0 + HOUR, "q2", 0.7)])
+    spec, w = OutcomeSpec(str(tmp_path)), Window(T0, T0 + DAY)
+    read = module._read_outcomes
+
+    def read_then_a_writer_starts(*args: object, **kwargs: object) -> OutcomeWindow:
+        out = read(*args, **kwargs)  # type: ignore[arg-type]
+        (tmp_path / "b.parquet").write_bytes(b"PAR1 not yet whole")
+        return out
+
+    monkeypatch.setattr(module, "_read_outcomes", read_then_a_writer_starts)
+    got = read_outcomes(spec, w)
+    assert got.query_ids.tolist() == ["q1", "q2"]
+    assert all(kept is not got for kept in module._KEPT.values())
+    monkeypatch.undo()
+    with pytest.raises(CorruptFileError, match=r"b.parquet"):  # the next read sees the file
+        read_outcomes(spec, w)
+
+
 def test_outcome_pairing_by_segment_and_string_ids(tmp_path: Path) -> None:
     rows = [(T0, "q1", 0.1), (T0, "q1", 0.3), (T0, "q2", 0.5), (T0, "q1", 0.9)]
     _outcomes(tmp_path / "r.parquet", rows, locale=pa.array(["en", "en", "en", "de"]))

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack
 from dataclasses import replace
 from typing import Any, TypeVar, cast
 
@@ -168,19 +169,22 @@ def _read_group(pf: pq.ParquetFile, plan: _Plan, g: int, columns: list[str]) -> 
 
 def _read_groups(
     source: _Source, plan: _Plan, columns: list[str]
-) -> list[tuple[pa.Table, dict[object, Any]]]:
+) -> Iterator[tuple[pa.Table, dict[object, Any]]]:
     """The planned row groups' ``columns``, in ``plan.groups`` order, each with its memo (for
     values derived from the group alone): those read before from ``_GROUPS`` (by the file's
-    identity), the rest from the file, opened once. For small windows read again at every
-    check (outcomes), not for score windows."""
-    keys = [_GROUPS.key(source, plan.file, g, columns) for g in plan.groups]
-    entries = [_GROUPS.get(k) for k in keys]
-    if any(e is None for e in entries):
-        with _opened(source, plan.file, plan.footer) as pf:
-            for i, g in enumerate(plan.groups):
-                if entries[i] is None:
-                    entries[i] = _GROUPS.put(keys[i], _read_group(pf, plan, g, columns))
-    return cast(list[tuple[pa.Table, dict[object, Any]]], entries)
+    identity), the rest from the file, opened once, at the first group not kept, and read one
+    group at a time. For small windows read again at every check (outcomes), not for score
+    windows."""
+    with ExitStack() as stack:
+        pf: pq.ParquetFile | None = None
+        for g in plan.groups:
+            key = _GROUPS.key(source, plan.file, g, columns)
+            entry = _GROUPS.get(key)
+            if entry is None:
+                if pf is None:
+                    pf = stack.enter_context(_opened(source, plan.file, plan.footer))
+                entry = _GROUPS.put(key, _read_group(pf, plan, g, columns))
+            yield entry
 
 
 def _rows_key(

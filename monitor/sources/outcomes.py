@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import OrderedDict
 from dataclasses import replace
@@ -11,6 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from monitor.epoch import from_ns as _from_ns
+from monitor.errors import MonitorError
 from monitor.sources import footers
 from monitor.sources.columns import (
     _floats,
@@ -36,6 +38,8 @@ from monitor.sources.model import (
 )
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
 from monitor.sources.paths import _open_source, _Source
+
+log = logging.getLogger(__name__)
 
 
 def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
@@ -63,8 +67,13 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
             hit, window=window, newest_timestamp=None if newest is None else _from_ns(newest)
         )
     out = _read_outcomes(spec, window, source, newest, plans)
-    again = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
-    if _kept_key(spec, source, again, window) == key:  # else a file changed under the read
+    try:  # kept only if nothing changed under the read
+        again = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
+        same = _kept_key(spec, source, again, window) == key
+    except (MonitorError, OSError) as exc:  # a file half-written since: the read stands
+        log.debug("outcome window not kept", extra={"path": spec.path, "error": str(exc)})
+        same = False
+    if same:
         with _KEPT_LOCK:
             _KEPT[key] = out.frozen()
             while len(_KEPT) > _KEPT_MAX:

@@ -136,13 +136,14 @@ class ScoreSummary:
 
     @property
     def n(self) -> int:
-        """Finite scores summarised: the counts' sum, kept once summed when the counts are
-        read-only (as every constructor here leaves them; a check asks for it a dozen times,
-        a sum over 2G+1 cells each)."""
+        """Finite scores summarised: the counts' sum, kept once summed when the counts are a
+        read-only array that owns its data (as every constructor here leaves them; a view's
+        base could still change), summed each time otherwise. A check asks for it a dozen
+        times, a sum over 2G+1 cells each."""
         if self._n >= 0:
             return self._n
         n = int(self.counts.sum())
-        if not self.counts.flags.writeable:
+        if not self.counts.flags.writeable and self.counts.flags.owndata:
             object.__setattr__(self, "_n", n)
         return n
 

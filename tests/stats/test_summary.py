@@ -285,3 +285,9 @@ def test_a_summarys_size_is_kept_only_while_its_counts_cannot_change() -> None:
     assert loose.n == 3
     counts[1] = 5
     assert loose.n == 7  # summed again, never a stale size
+    view = counts[:]  # a read-only view of a writeable array: its base may change
+    view.flags.writeable = False
+    viewed = ScoreSummary(grid, view, 7, 0, 0)
+    assert viewed.n == 7
+    counts[3] = 0
+    assert viewed.n == 5
