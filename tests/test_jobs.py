@@ -100,6 +100,42 @@ def test_check_reproduces_the_daemons_latest_slot(tmp_path: Path) -> None:
     assert {"data_drift", "model_decay"} & seen
 
 
+def test_kept_outcome_windows_decide_what_reading_afresh_decides(tmp_path: Path) -> None:
+    """Hourly checks through a drift and a decay: a daemon whose outcome windows are kept
+    (handed back while they hold the same runs) decides at every slot exactly what one that
+    reads every window afresh decides."""
+    import dataclasses
+    from datetime import timedelta
+
+    from monitor import sources
+    from monitor.config import load_config
+    from monitor.jobs import Runner
+    from monitor.simulate import SCENARIOS, write_world
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    scenario = dataclasses.replace(
+        SCENARIOS["drift_and_decay"], scores_per_hour=200, evaluations_per_day=3
+    )
+    world = write_world(
+        tmp_path, scenario, start=start, end=start + timedelta(days=17), seed=5, schedule="1h"
+    )
+    config = load_config(world.config_path)
+    slots = config.monitors[0].schedule.slots(
+        start + timedelta(days=14), start + timedelta(days=16, hours=12)
+    )
+    verdicts = []
+    for fresh in (False, True):
+        sources.clear_cache()
+        runner = Runner(config, store=StateStore(tmp_path / f"state-{fresh}"))
+        for at in slots:
+            if fresh:
+                sources.clear_cache()  # nothing kept: every window read afresh
+            verdicts.append(runner.run("demo", at).verdict.to_dict())
+    kept, afresh = verdicts[: len(slots)], verdicts[len(slots) :]
+    assert kept == afresh
+    assert {"model_decay"} <= {v["state"] for v in kept}
+
+
 def test_check_at_any_past_slot_replays_what_the_daemon_decided(tmp_path: Path) -> None:
     """``monitor check --at T`` for earlier slots rebuilds the sequential state by replaying
     from the daemon's first slot: same verdict as the daemon for every slot of the history."""

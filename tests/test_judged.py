@@ -126,6 +126,28 @@ def test_a_window_holding_the_same_runs_is_scored_once(tmp_path: Path) -> None:
     _same_window(rejudged, judged_outcomes(spec, w))
 
 
+def test_kept_judged_windows_decide_what_scoring_afresh_decides(tmp_path: Path) -> None:
+    """Hourly checks over two days into a decay: with windows kept while they hold the same
+    runs, every slot's verdict equals that of a daemon that scores every window afresh."""
+    from monitor.sources import clear_cache
+    from monitor.store import StateStore
+
+    config_path = _world(tmp_path, RunsWorld(decay_start=timedelta(days=10, hours=1)))
+    config = load_config(config_path)
+    name = config.monitors[0].name
+    slots = config.monitors[0].schedule.slots(AT - timedelta(days=2), AT + timedelta(seconds=1))
+    verdicts: list[list[dict[str, Any]]] = [[], []]
+    for fresh in (False, True):
+        clear_cache()
+        runner = Runner(config, clock=lambda: AT, store=StateStore(tmp_path / f"state-{fresh}"))
+        for slot in slots:
+            if fresh:
+                clear_cache()  # nothing kept: every window scored afresh
+            verdicts[fresh].append(runner.run(name, slot).verdict.to_dict())
+    assert verdicts[0] == verdicts[1]
+    assert verdicts[0][-1]["state"] == "model_decay"
+
+
 def test_healthy_world_is_ok_and_reports_every_metric(tmp_path: Path) -> None:
     d = _run(_world(tmp_path, RunsWorld()))
     assert d["state"] == "ok", d["reasons"]
