@@ -367,6 +367,33 @@ def test_history_is_bounded_atomic_and_reloads(tmp_path: Path) -> None:
     assert len(count.entries("m")) == 10
 
 
+def test_history_file_is_the_json_of_its_entries_byte_for_byte(tmp_path: Path) -> None:
+    """Each entry's JSON is made once and kept while the history holds the entry: after
+    appends, replaced slots, thinning, the age and count bounds, and a reload, the file is
+    exactly ``json.dumps`` of the whole document."""
+    import json
+
+    g = np.random.default_rng(3)
+    store = HistoryStore(
+        tmp_path, max_entries=60, max_age=timedelta(days=2), full_resolution=timedelta(hours=6)
+    )
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    states = ["ok", "data_drift", "model_decay"]
+    for k in range(400):
+        at = t0 + timedelta(minutes=20 * int(g.integers(max(0, k - 6), k + 1)))  # slots again
+        store.append("m", _verdict(at, states[int(g.integers(0, 3))]))
+        if k % 97 == 0:
+            store = HistoryStore(  # a restart: entries read back from the file
+                tmp_path,
+                max_entries=60,
+                max_age=timedelta(days=2),
+                full_resolution=timedelta(hours=6),
+            )
+        doc = {"version": 1, "monitor": "m", "entries": list(store.entries("m"))}
+        text = (tmp_path / "m.json.history").read_text()
+        assert text == json.dumps(doc, separators=(",", ":"), allow_nan=False), k
+
+
 def test_history_thins_a_fast_schedule_to_hourly_beyond_full_resolution() -> None:
     """Older than ``full_resolution``, a fast schedule's history keeps one entry an hour, so the
     age bound (not the entry count) decides how far back it reaches; changes of state stay
