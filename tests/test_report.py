@@ -367,31 +367,92 @@ def test_history_is_bounded_atomic_and_reloads(tmp_path: Path) -> None:
     assert len(count.entries("m")) == 10
 
 
-def test_history_file_is_the_json_of_its_entries_byte_for_byte(tmp_path: Path) -> None:
-    """Each entry's JSON is made once and kept while the history holds the entry: after
-    appends, replaced slots, thinning, the age and count bounds, and a reload, the file is
-    exactly ``json.dumps`` of the whole document."""
+def test_history_appends_a_line_a_check_and_reads_back_what_it_holds(tmp_path: Path) -> None:
+    """A check appends its entry's line (the file is not rewritten: same inode); the file is
+    rewritten whole, as JSON lines, once it holds more than twice the bounded entries plus 64
+    lines. After appends, replaced slots, thinning, both bounds and restarts, a fresh reader
+    sees exactly the entries the writer holds."""
     import json
 
     g = np.random.default_rng(3)
-    store = HistoryStore(
-        tmp_path, max_entries=60, max_age=timedelta(days=2), full_resolution=timedelta(hours=6)
-    )
+    kwargs = {
+        "max_entries": 60,
+        "max_age": timedelta(days=2),
+        "full_resolution": timedelta(hours=6),
+    }
+    store = HistoryStore(tmp_path, **kwargs)  # type: ignore[arg-type]
+    path = tmp_path / "m.json.history"
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     states = ["ok", "data_drift", "model_decay"]
+    inodes, rewrites = [], 0
     for k in range(400):
         at = t0 + timedelta(minutes=20 * int(g.integers(max(0, k - 6), k + 1)))  # slots again
         store.append("m", _verdict(at, states[int(g.integers(0, 3))]))
-        if k % 97 == 0:
-            store = HistoryStore(  # a restart: entries read back from the file
-                tmp_path,
-                max_entries=60,
-                max_age=timedelta(days=2),
-                full_resolution=timedelta(hours=6),
-            )
-        doc = {"version": 1, "monitor": "m", "entries": list(store.entries("m"))}
-        text = (tmp_path / "m.json.history").read_text()
-        assert text == json.dumps(doc, separators=(",", ":"), allow_nan=False), k
+        inodes.append(path.stat().st_ino)
+        rewrites += k > 0 and inodes[-1] != inodes[-2]
+        if k % 97 == 0:  # a restart: entries read back from the file
+            store = HistoryStore(tmp_path, **kwargs)  # type: ignore[arg-type]
+        fresh = HistoryStore(tmp_path, readonly=True, **kwargs)  # type: ignore[arg-type]
+        assert fresh.entries("m") == store.entries("m"), k
+        lines = path.read_text().splitlines()
+        assert json.loads(lines[0]) == {"version": 2, "monitor": "m"}
+        assert len(lines) - 1 <= 2 * len(store.entries("m")) + 64 + 1
+    assert 0 < rewrites < 40  # whole rewrites are rare; a check appends a line
+    # a file written whole is the header and each entry's line, compact
+    store._lines["m"] = -1
+    at = t0 + timedelta(days=30)
+    store.append("m", _verdict(at))
+    text = path.read_text()
+    head = json.dumps({"version": 2, "monitor": "m"}, separators=(",", ":"))
+    body = "".join(
+        json.dumps(e, separators=(",", ":"), allow_nan=False) + "\n" for e in store.entries("m")
+    )
+    assert text == head + "\n" + body
+
+
+def test_history_leaves_out_a_line_cut_short_and_reads_version_1(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A kill during an append leaves a last line without its end: a reader leaves it out
+    with one line logged, and the next append rewrites the file whole (an appended line would
+    run into it). A version-1 file (one JSON document) is read, and rewritten as version 2."""
+    import json
+
+    path = tmp_path / "m.json.history"
+    store = HistoryStore(tmp_path)
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    for k in range(3):
+        store.append("m", _verdict(t0 + timedelta(hours=k)))
+    with path.open("a") as fh:
+        fh.write('{"at":"2026-01-01T03:00:00Z","sta')
+    with caplog.at_level(logging.WARNING, logger="monitor"):
+        again = HistoryStore(tmp_path)
+        assert [e["at"] for e in again.entries("m")] == [
+            "2026-01-01T00:00:00Z",
+            "2026-01-01T01:00:00Z",
+            "2026-01-01T02:00:00Z",
+        ]
+    assert "last line cut short" in caplog.text
+    again.append("m", _verdict(t0 + timedelta(hours=4), "data_drift"))
+    assert len(HistoryStore(tmp_path).entries("m")) == 4
+    assert path.read_text().endswith("\n")
+    assert not list(tmp_path.glob("*.corrupt-*"))
+    # version 1: one document
+    old = {
+        "version": 1,
+        "monitor": "v",
+        "entries": [{"at": "2026-01-01T00:00:00Z", "state": "ok"}],
+    }
+    (tmp_path / "v.json.history").write_text(json.dumps(old))
+    v1 = HistoryStore(tmp_path)
+    assert v1.entries("v") == ({"at": "2026-01-01T00:00:00Z", "state": "ok"},)
+    v1.append("v", _verdict(t0 + timedelta(hours=1)))
+    lines = (tmp_path / "v.json.history").read_text().splitlines()
+    assert json.loads(lines[0])["version"] == 2
+    assert [json.loads(x)["at"] for x in lines[1:]] == [
+        "2026-01-01T00:00:00Z",
+        "2026-01-01T01:00:00Z",
+    ]
 
 
 def test_history_thins_a_fast_schedule_to_hourly_beyond_full_resolution() -> None:
@@ -427,7 +488,9 @@ def test_history_thins_a_fast_schedule_to_hourly_beyond_full_resolution() -> Non
     [
         (b"{not json", "JSONDecodeError"),
         (b'{"version": 1, "entries": [{"at": "x", "state": "ok"}]}', "Invalid isoformat"),
-        (b'{"version": 2, "entries": []}', "not a version 1 history document"),
+        (b'{"version": 7, "entries": []}', "not a version 1 or 2 history file"),
+        (b'{"version": 2, "monitor": "r"}\nnot json\n', "JSONDecodeError"),
+        (b'{"version": 2, "monitor": "r"}\n[1]\n', "not an object"),
         (b'{"version": 1, "entries": [{"at": "2026-01-01T00:00:00Z", "x": NaN}]}', "non-finite"),
         (b"\xff\xfe", "UnicodeDecodeError"),
     ],
@@ -445,7 +508,7 @@ def test_history_sets_a_corrupt_file_aside(
     assert len(asides) == 1
     assert asides[0].read_bytes() == content
     store.append("m", _verdict(datetime(2026, 1, 1, tzinfo=UTC)))
-    assert json.loads((tmp_path / "m.json.history").read_text())["entries"][0]["state"] == "ok"
+    assert HistoryStore(tmp_path).entries("m")[0]["state"] == "ok"  # a new file, read back
     # read-only (monitor report): logged, left in place
     (tmp_path / "r.json.history").write_bytes(content)
     assert HistoryStore(tmp_path, readonly=True).entries("r") == ()
@@ -516,10 +579,10 @@ def test_daemon_page_equals_status_json(served: Any) -> None:
     # the carried look: the runner read the look's pairs again, so the strip is drawn
     assert cells.classes["pair circle"] == doc["outcome"]["n_pairs"]
     # six checks in the history, on disk too
-    saved = json.loads((state_dir / "demo.json.history").read_text())
-    assert [e["at"] for e in saved["entries"]][-1] == doc["at"]
-    assert len(saved["entries"]) == 6
-    blocks = [e for e in saved["entries"] if e.get("evidence") and e.get("z") is not None]
+    saved = HistoryStore(state_dir, readonly=True).entries("demo")  # read back from its file
+    assert [e["at"] for e in saved][-1] == doc["at"]
+    assert len(saved) == 6
+    blocks = [e for e in saved if e.get("evidence") and e.get("z") is not None]
     assert cells.classes.get("block circle", 0) == len(blocks)
     assert blocks  # the timeline has evidence blocks to draw
     # rendered once per run record, then served from memory
