@@ -225,8 +225,9 @@ class HistoryStore:
             entries, lines, torn = _parse(text)
         except (ValueError, KeyError, TypeError, RecursionError) as exc:
             return self._aside(name, f"{type(exc).__name__}: {exc}")
-        if torn:
-            log.warning(
+        if torn:  # a kill during an append; for a reader (monitor report), maybe one under way
+            log.log(
+                logging.DEBUG if self.readonly else logging.WARNING,
                 "history file's last line cut short; left out",
                 extra={"monitor": name, "path": str(path)},
             )
