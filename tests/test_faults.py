@@ -25,6 +25,7 @@ import pytest
 
 from monitor.config import load_config
 from monitor.jobs import RESET_REASONS, StateStore, state_fingerprint
+from monitor.report import HistoryStore
 from monitor.verdict import MonitorState
 from tests.deploy.stack import http_get, wait_for
 from tests.faults import (
@@ -262,8 +263,10 @@ def _saved_in_this_life(path: Path, since_ns: int) -> bool:
 
 def test_kill_9_loop_keeps_state_valid_and_sweeps_temp_files(tmp_path: Path) -> None:
     """20 SIGKILLs at varying moments (right after a save, or while the next run and save are
-    under way): after each, every state file is valid and no older than the previous life's;
-    stale temp files planted before each start are removed at start-up."""
+    under way): after each, every state file is valid and no older than the previous life's,
+    and every history file reads without being set aside (a line a kill cut short is left
+    out) and reaches no less far than the previous life's; stale temp files planted before
+    each start are removed at start-up."""
     scores, outcomes = make_data(tmp_path / "world")
     state_dir = tmp_path / "state"
     names = ["k1", "k2"]
@@ -274,6 +277,7 @@ def test_kill_9_loop_keeps_state_valid_and_sweeps_temp_files(tmp_path: Path) -> 
     prints = {m.name: state_fingerprint(m) for m in cfg.monitors}
     store = StateStore(state_dir, readonly=True)
     last_run: dict[str, datetime] = {}
+    last_history: dict[str, str] = {}
     log_path = tmp_path / "daemon.log"
     for i in range(KILLS):
         state_dir.mkdir(exist_ok=True)
@@ -302,8 +306,15 @@ def test_kill_9_loop_keeps_state_valid_and_sweeps_temp_files(tmp_path: Path) -> 
             assert run is not None
             assert run >= last_run.get(name, run), (i, name)
             last_run[name] = run
+            kept = HistoryStore(state_dir, readonly=True).entries(name)
+            assert not list(state_dir.glob(f"{name}.json.history.corrupt-*")), (i, name)
+            if kept:
+                newest = kept[-1]["at"]
+                assert newest >= last_history.get(name, newest), (i, name)
+                last_history[name] = newest
     assert "k1" in last_run
     assert "k2" in last_run
+    assert "k1" in last_history
     assert not tracebacks(log_path.read_text(errors="replace"))
 
 
