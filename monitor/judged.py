@@ -21,18 +21,16 @@ precomputed ones. Conventions (``docs/outcomes.md``):
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from monitor.epoch import from_ns
-from monitor.errors import MonitorError
 from monitor.sources import OutcomeSpec, OutcomeWindow, Window
 from monitor.sources.judged import judged_window_key, read_judged_runs
 from monitor.sources.model import FloatArray, IntArray, JudgedRuns, JudgedSpec
+from monitor.sources.outcomes import KeptWindows
 from monitor.stats import (
     CalibrationResult,
     JudgmentSummary,
@@ -43,8 +41,6 @@ from monitor.stats import (
 )
 
 __all__ = ["JudgedInfo", "forget_windows", "judged_outcomes", "metric_names"]
-
-log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +80,8 @@ def metric_names(judged: JudgedSpec) -> tuple[str, ...]:
     return tuple(names)
 
 
-_WINDOWS: OrderedDict[tuple[object, ...], OutcomeWindow] = OrderedDict()
-_WINDOWS_LOCK = threading.Lock()
-_WINDOWS_MAX = 16  # windows' outcomes kept (a few per monitor: its reference and current)
+_WINDOWS = KeptWindows(16)  # windows' outcomes kept (a few per monitor: reference, current)
+_SCORED_LOCK = threading.Lock()
 SCORED = 0  # windows scored (not handed back kept), for tests and benchmarks
 
 
@@ -102,40 +97,22 @@ def judged_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
         raise ValueError("`spec` must have `judged` set (outcomes.kind = 'judged_runs').")
     rows_key, newest = judged_window_key(spec, window)
     key = (spec, rows_key)
-    with _WINDOWS_LOCK:
-        hit = _WINDOWS.get(key)
-        if hit is not None:
-            _WINDOWS.move_to_end(key)
+    hit = _WINDOWS.get(key, window, newest)
     if hit is not None:
-        return replace(
-            hit,
-            window=window,
-            newest_timestamp=None if newest is None else from_ns(newest),
-        )
+        return hit
     out = _judged_outcomes(spec, judged, window)
-    try:  # kept only if no file and not the judgments changed while it was read
-        same = judged_window_key(spec, window)[0] == rows_key
-    except (MonitorError, OSError) as exc:  # a file half-written since: the result stands
-        log.debug("judged window not kept", extra={"path": spec.path, "error": str(exc)})
-        same = False
-    if not same:
-        return out
-    with _WINDOWS_LOCK:
-        _WINDOWS[key] = out.frozen()
-        while len(_WINDOWS) > _WINDOWS_MAX:
-            _WINDOWS.popitem(last=False)
+    _WINDOWS.keep(key, out, lambda: (spec, judged_window_key(spec, window)[0]), spec.path)
     return out
 
 
 def forget_windows() -> None:
     """Forget every kept window's outcomes (benchmarks that time the scoring itself)."""
-    with _WINDOWS_LOCK:
-        _WINDOWS.clear()
+    _WINDOWS.clear()
 
 
 def _judged_outcomes(spec: OutcomeSpec, judged: JudgedSpec, window: Window) -> OutcomeWindow:
     global SCORED
-    with _WINDOWS_LOCK:
+    with _SCORED_LOCK:
         SCORED += 1
     jr = read_judged_runs(spec, window)
     names = metric_names(judged)

@@ -39,6 +39,7 @@ from monitor.sources import (
     read_scores,
     write_parquet,
 )
+from tests.outcome_windows import assert_same_window
 
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -515,21 +516,6 @@ def test_outcomes_average_repeats_and_pair_by_query(tmp_path: Path) -> None:
         read_outcomes(OutcomeSpec(str(tmp_path)), ref_w)
 
 
-def _same_outcomes(a: OutcomeWindow, b: OutcomeWindow) -> None:
-    for name in ("query_ids", "segments", "outcomes", "counts"):
-        x, y = getattr(a, name), getattr(b, name)
-        assert (x is None) == (y is None), name
-        if x is not None:
-            np.testing.assert_array_equal(x, y, err_msg=name)
-    for name in ("rows", "dropped_nan", "dropped_inf", "dropped_null_query", "dropped_null"):
-        assert getattr(a, name) == getattr(b, name), name
-    assert (a.newest_timestamp, a.files_read, a.window) == (
-        b.newest_timestamp,
-        b.files_read,
-        b.window,
-    )
-
-
 def test_outcome_windows_read_each_row_group_once_while_its_file_is_unchanged(
     tmp_path: Path,
 ) -> None:
@@ -553,7 +539,7 @@ def test_outcome_windows_read_each_row_group_once_while_its_file_is_unchanged(
     assert footers._GROUPS.read == 3 * 2  # each file's one group: outcome columns, timestamps
     for w, (got, times) in zip(windows, warm, strict=True):
         sources.clear_cache()
-        _same_outcomes(got, read_outcomes(spec, w))
+        assert_same_window(got, read_outcomes(spec, w))
         np.testing.assert_array_equal(times, read_run_times(spec, w))
     # a rewritten run is read again: its new values, not the kept ones
     sources.clear_cache()
@@ -566,7 +552,7 @@ def test_outcome_windows_read_each_row_group_once_while_its_file_is_unchanged(
     assert footers._GROUPS.read == 2
     # the same identity (path, size, mtime) is the same group: a garbled copy is not read
     _garble(tmp_path / "run-1.parquet", keep_stat=True)
-    _same_outcomes(read_outcomes(spec, w), after)
+    assert_same_window(read_outcomes(spec, w), after)
     sources.clear_cache()
     with pytest.raises(CorruptFileError, match=r"run-1.parquet"):
         read_outcomes(spec, w)
@@ -591,7 +577,7 @@ def test_a_file_half_written_during_an_outcome_read_neither_fails_it_nor_is_kept
     monkeypatch.setattr(module, "_read_outcomes", read_then_a_writer_starts)
     got = read_outcomes(spec, w)
     assert got.query_ids.tolist() == ["q1", "q2"]
-    assert all(kept is not got for kept in module._KEPT.values())
+    assert not module.KEPT.holds(got)
     monkeypatch.undo()
     with pytest.raises(CorruptFileError, match=r"b.parquet"):  # the next read sees the file
         read_outcomes(spec, w)

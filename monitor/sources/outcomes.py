@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -58,34 +59,78 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     newest, _ = _newest_checked(source, spec.timestamp_column, spec.timestamp_unit)
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     key = _kept_key(spec, source, plans, window)
-    with _KEPT_LOCK:
-        hit = _KEPT.get(key)
-        if hit is not None:
-            _KEPT.move_to_end(key)
+    hit = KEPT.get(key, window, newest)
     if hit is not None:
-        return replace(
-            hit, window=window, newest_timestamp=None if newest is None else _from_ns(newest)
-        )
+        return hit
     out = _read_outcomes(spec, window, source, newest, plans)
-    try:  # kept only if nothing changed under the read
-        again = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
-        same = _kept_key(spec, source, again, window) == key
-    except (MonitorError, OSError) as exc:  # a file half-written since: the read stands
-        log.debug("outcome window not kept", extra={"path": spec.path, "error": str(exc)})
-        same = False
-    if same:
-        with _KEPT_LOCK:
-            _KEPT[key] = out.frozen()
-            while len(_KEPT) > _KEPT_MAX:
-                _KEPT.popitem(last=False)
+    KEPT.keep(
+        key,
+        out,
+        lambda: _kept_key(
+            spec, source, _plan(source, window, spec.timestamp_column, spec.timestamp_unit), window
+        ),
+        spec.path,
+    )
     return out
 
 
-# windows' outcomes kept by the rows they hold (``_rows_key``): an hourly check's reference
-# window holds the same evaluation runs until one enters or leaves it
-_KEPT: OrderedDict[tuple[object, ...], OutcomeWindow] = OrderedDict()
-_KEPT_LOCK = threading.Lock()
-_KEPT_MAX = 16
+class KeptWindows:
+    """Outcome windows kept by the key of the rows they hold (LRU of ``most``), for the plain
+    and the judged readers: an hourly check's reference window holds the same evaluation runs
+    until one enters or leaves it. Thread-safe."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        self._held: OrderedDict[tuple[object, ...], OutcomeWindow] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(
+        self, key: tuple[object, ...], window: Window, newest_ns: int | None
+    ) -> OutcomeWindow | None:
+        """The window kept under ``key``, with ``window`` and the newest time of now."""
+        with self._lock:
+            hit = self._held.get(key)
+            if hit is not None:
+                self._held.move_to_end(key)
+        if hit is None:
+            return None
+        newest = None if newest_ns is None else _from_ns(newest_ns)
+        return replace(hit, window=window, newest_timestamp=newest)
+
+    def keep(
+        self,
+        key: tuple[object, ...],
+        out: OutcomeWindow,
+        again: Callable[[], tuple[object, ...]],
+        path: str,
+    ) -> None:
+        """Keep ``out`` (its arrays made read-only) under ``key`` if the key made ``again``
+        after the read is the same: else a file changed under the read, and the result
+        stands for this call only. A key that cannot be made again (a file half-written
+        since) keeps nothing either; it never fails the read."""
+        try:
+            same = again() == key
+        except (MonitorError, OSError) as exc:
+            log.debug("outcome window not kept", extra={"path": path, "error": str(exc)})
+            same = False
+        if not same:
+            return
+        with self._lock:
+            self._held[key] = out.frozen()
+            while len(self._held) > self.most:
+                self._held.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+
+    def holds(self, out: OutcomeWindow) -> bool:
+        """Whether ``out`` itself is kept (tests)."""
+        with self._lock:
+            return any(kept is out for kept in self._held.values())
+
+
+KEPT = KeptWindows(16)  # the plain reader's windows
 
 
 def _kept_key(
