@@ -25,6 +25,7 @@ from monitor.jobs import Runner
 from monitor.judged import judged_outcomes
 from monitor.simulate_runs import RunsWorld, write_runs_world
 from monitor.sources import ScoreSpec, Window, read_run_times, read_scores
+from tests.outcome_windows import assert_same_window
 
 START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
 END = START + timedelta(days=12)
@@ -51,19 +52,6 @@ def _run(config_path: Path, at: datetime = AT) -> dict[str, Any]:
 def _window(config_path: Path, start: datetime, end: datetime):  # type: ignore[no-untyped-def]
     spec = load_config(config_path).monitors[0].outcomes
     return judged_outcomes(spec, Window(start=start, end=end))
-
-
-def _same_window(a: Any, b: Any) -> None:
-    for name in ("query_ids", "segments", "outcomes", "counts"):
-        x, y = getattr(a, name), getattr(b, name)
-        assert (x is None) == (y is None), name
-        if x is not None:
-            np.testing.assert_array_equal(x, y, err_msg=name)
-    assert a.extras.keys() == b.extras.keys()
-    for k in a.extras:
-        np.testing.assert_array_equal(a.extras[k], b.extras[k], err_msg=k)
-    for name in ("window", "rows", "files_read", "dropped_null", "newest_timestamp", "judged"):
-        assert getattr(a, name) == getattr(b, name), name
 
 
 def test_a_window_holding_the_same_runs_is_scored_once(tmp_path: Path) -> None:
@@ -96,7 +84,7 @@ def test_a_window_holding_the_same_runs_is_scored_once(tmp_path: Path) -> None:
     assert judged.SCORED - before == len(contents) < len(windows) // 4
     for w, got in zip(windows, kept, strict=True):
         clear_cache()  # every kept window forgotten: scored afresh
-        _same_window(got, judged_outcomes(spec, w))
+        assert_same_window(got, judged_outcomes(spec, w))
     # a run after the window: the kept outcomes, with the newest run's time of now
     w = windows[0]
     judged_outcomes(spec, w)
@@ -123,7 +111,7 @@ def test_a_window_holding_the_same_runs_is_scored_once(tmp_path: Path) -> None:
     assert rejudged.judged.judgments_version != again.judged.judgments_version
     assert not np.array_equal(rejudged.outcomes, again.outcomes)
     clear_cache()
-    _same_window(rejudged, judged_outcomes(spec, w))
+    assert_same_window(rejudged, judged_outcomes(spec, w))
 
 
 def test_kept_judged_windows_decide_what_scoring_afresh_decides(tmp_path: Path) -> None:
