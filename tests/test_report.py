@@ -15,6 +15,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from scipy import stats
 
 from monitor.cli import main
@@ -481,6 +483,61 @@ def test_history_thins_a_fast_schedule_to_hourly_beyond_full_resolution() -> Non
     assert drifted[0] == "2026-01-03T00:20:00Z"  # the change itself is kept, 4 days on
     assert len(entries) <= 36 + 5 * 24 + 4
     assert _thin(list(entries), newest - timedelta(hours=6)) == list(entries)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.integers(-90, 400),  # minutes after the previous check (<= 0: out of order)
+            st.sampled_from(["ok", "ok", "ok", "data_drift", "model_decay"]),
+            st.booleans(),  # a new outcome look
+        ),
+        min_size=1,
+        max_size=120,
+    ),
+    max_entries=st.integers(3, 80),
+    max_age_h=st.integers(2, 30),
+    full_h=st.integers(1, 8),
+)
+@example(  # the first entry the age bound leaves is one the thinning had kept: it stays
+    steps=[(m, "ok", False) for m in (5, 5, 40, 50, 27)],
+    max_entries=10,
+    max_age_h=2,
+    full_h=1,
+)
+def test_history_bound_of_an_append_equals_the_whole_bound(
+    steps: list[tuple[int, str, bool]], max_entries: int, max_age_h: int, full_h: int
+) -> None:
+    """A check's append (an entry newer than all) bounds only the entries the thinning
+    boundary passed over (``HistoryStore._after``); on any sequence of checks, it gives what
+    sorting, bounding and thinning the whole history gives, and drops exactly the rest."""
+    store = MemoryHistory(
+        max_entries=max_entries,
+        max_age=timedelta(hours=max_age_h),
+        full_resolution=timedelta(hours=full_h),
+    )
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    held: list[dict[str, Any]] = []
+    for k, (minutes, state, look) in enumerate(steps):
+        t += timedelta(minutes=minutes)
+        entry: dict[str, Any] = {"at": t.isoformat().replace("+00:00", "Z"), "state": state}
+        if look:
+            entry["new_look"] = True
+        whole = store._bound([*(e for e in held if e["at"] != entry["at"]), entry])
+        after = store._after(held, entry)
+        if held and t > datetime.fromisoformat(held[-1]["at"].replace("Z", "+00:00")):
+            assert after is not None, k
+            entries, dropped = after
+            assert entries == whole, k
+            assert all(a is b for a, b in zip(entries, whole, strict=True)), k
+            kept = {id(e) for e in whole}
+            assert sorted(id(e) for e in dropped) == sorted(
+                id(e) for e in held if id(e) not in kept
+            ), k
+        else:
+            assert after is None, k
+        held = whole
 
 
 @pytest.mark.parametrize(

@@ -27,6 +27,7 @@ the next append).
 
 from __future__ import annotations
 
+import bisect
 import functools
 import json
 import logging
@@ -135,7 +136,18 @@ def _thin(entries: list[dict[str, Any]], full_since: datetime) -> list[dict[str,
     hour; an entry that changes the state or carries a new outcome look is always kept.
     Thinning a thinned history changes nothing."""
     kept: list[tuple[dict[str, Any], datetime, bool]] = []  # entry, its hour, pinned
-    previous_state: object = None
+    _thin_onto(kept, None, entries, full_since)
+    return [e for e, _, _ in kept]
+
+
+def _thin_onto(
+    kept: list[tuple[dict[str, Any], datetime, bool]],
+    previous_state: object,
+    entries: list[dict[str, Any]],
+    full_since: datetime,
+) -> None:
+    """``_thin``'s walk, continued: ``entries`` thinned onto ``kept`` (entry, its hour,
+    pinned), ``previous_state`` being the state of the entry before the first of them."""
     for e in entries:
         at, hour = _at_and_hour(str(e["at"]))
         pinned = at >= full_since or e.get("state") != previous_state or bool(e.get("new_look"))
@@ -144,7 +156,6 @@ def _thin(entries: list[dict[str, Any]], full_since: datetime) -> list[dict[str,
             kept[-1] = (e, hour, False)  # the later ordinary entry of an hour replaces the earlier
         else:
             kept.append((e, hour, pinned))
-    return [e for e, _, _ in kept]
 
 
 class HistoryStore:
@@ -169,6 +180,7 @@ class HistoryStore:
         self._entries: dict[str, list[dict[str, Any]]] = {}
         self._texts: dict[str, dict[int, tuple[dict[str, Any], str]]] = {}  # see ``_entry_text``
         self._lines: dict[str, int] = {}  # see ``_read`` and ``_write``
+        self._bounded: dict[str, list[dict[str, Any]]] = {}  # a list that ``_bound`` made
         self._lock = threading.Lock()
 
     def path(self, name: str) -> Path:
@@ -187,11 +199,18 @@ class HistoryStore:
         entry = history_entry(verdict)
         with self._lock:
             before = self._get(name)
-            entries = [e for e in before if e["at"] != entry["at"]]
-            entries.append(entry)
-            entries = self._bound(entries)
-            self._entries[name] = entries
-            self._write(name, before, entries)
+            after = self._after(before, entry) if self._bounded.get(name) is before else None
+            if after is not None:  # a check's append: newer than every entry
+                (entries, dropped), added = after, [entry]
+            else:
+                entries = [e for e in before if e["at"] != entry["at"]]
+                entries.append(entry)
+                entries = self._bound(entries)
+                kept, held = {id(e) for e in entries}, {id(e) for e in before}
+                dropped = [e for e in before if id(e) not in kept]
+                added = [e for e in entries if id(e) not in held]
+            self._entries[name] = self._bounded[name] = entries
+            self._write(name, dropped, added, entries)
             return tuple(entries)
 
     def _bound(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -203,6 +222,46 @@ class HistoryStore:
         entries = [e for e in entries if newest - _parse_at(e) <= self.max_age]
         entries = _thin(entries, newest - self.full_resolution)
         return entries[-self.max_entries :]
+
+    def _after(
+        self, before: list[dict[str, Any]], entry: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+        """``_bound(before + [entry])`` and the entries of ``before`` it drops, when
+        ``before`` is bounded (``_bound`` of it is itself) and ``entry`` is newer than all of
+        it (a check's append; None otherwise). Only the entries that the thinning boundary
+        passed over since ``before``'s newest can be thinned away: older ones were thinned
+        already, newer ones are kept (a thinned prefix has no two ordinary entries of one hour
+        in a row, so its entries stay and the walk's state at its end is known). An hourly
+        monitor's 840 entries cost 0.8 ms sorted, bounded and thinned whole at every check."""
+        if not before:
+            return None
+        at = _parse_at(entry)
+        newest = _parse_at(before[-1])
+        if at <= newest:
+            return None
+        old_since, since = newest - self.full_resolution, at - self.full_resolution
+        first = bisect.bisect_left(before, at - self.max_age, key=_parse_at)  # the age bound
+        passed = bisect.bisect_left(before, old_since, key=_parse_at)
+        now = bisect.bisect_left(before, since, key=_parse_at)
+        if passed - 1 < first:  # nothing thinned before survives the age bound: thin it all
+            out = _thin([*before[first:], entry], since)
+            ids = {id(e) for e in out}
+            dropped = [*before[:first], *(e for e in before[first:] if id(e) not in ids)]
+        else:
+            seed = before[passed - 1]  # the last entry thinned before: one of the hour may follow
+            state = before[passed - 2].get("state") if passed - 2 >= first else None
+            walk = [(seed, _at_and_hour(str(seed["at"]))[1], True)]
+            if seed.get("state") == state and not seed.get("new_look"):
+                walk[0] = (seed, walk[0][1], False)
+            _thin_onto(walk, seed.get("state"), before[passed:now], since)
+            mid = [e for e, _, _ in walk]
+            ids = {id(e) for e in mid}
+            dropped = [*before[:first], *(e for e in before[passed - 1 : now] if id(e) not in ids)]
+            out = [*before[first : passed - 1], *mid, *before[now:], entry]
+        if len(out) > self.max_entries:
+            dropped += out[: len(out) - self.max_entries]
+            out = out[len(out) - self.max_entries :]
+        return out, dropped
 
     def _get(self, name: str) -> list[dict[str, Any]]:
         if name not in self._entries:
@@ -259,21 +318,23 @@ class HistoryStore:
         return []
 
     def _write(
-        self, name: str, before: list[dict[str, Any]], entries: list[dict[str, Any]]
+        self,
+        name: str,
+        dropped: list[dict[str, Any]],
+        added: list[dict[str, Any]],
+        entries: list[dict[str, Any]],
     ) -> None:
-        """What changed from ``before`` to ``entries`` appended as lines (a drop line for each
-        entry the bound or a new check of its slot removed, then each new entry's line), or
-        the file written whole when it would hold too many lines for ``entries`` (or may lack
-        some: see ``_lines``)."""
+        """What changed appended as lines (a drop line for each entry the bound or a new check
+        of its slot removed, then each new entry's line), or the file written whole (the
+        bounded ``entries``) when it would hold too many lines for them (or may lack some:
+        see ``_lines``)."""
         if self.directory is None or self.readonly:
             return
         lines = self._lines.get(name, -1)
         self._lines[name] = -1  # until what is written is whole on disk
         try:
-            kept = {id(e) for e in entries}
-            held = {id(e) for e in before}
-            ops = [_drop_text(e) for e in before if id(e) not in kept]
-            ops += [self._entry_text(name, e) for e in entries if id(e) not in held]
+            ops = [_drop_text(e) for e in dropped]
+            ops += [self._entry_text(name, e) for e in added]
             if lines >= 0 and lines + len(ops) <= 2 * len(entries) + 64:
                 try:
                     _append_line(self.path(name), "".join(op + "\n" for op in ops))
