@@ -803,6 +803,36 @@ def test_state_store_sweeps_a_history_temp_file_a_kill_left(tmp_path: Path) -> N
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json.history"]
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    counts=st.lists(st.integers(0, 3), min_size=1, max_size=40).map(
+        lambda c: c + [0] * (len(c) % 2 == 0)  # cells: gap, point, gap, ..., gap (odd count)
+    ),
+    cuts=st.lists(st.integers(0, 19), max_size=6),
+)
+def test_page_bins_and_ranges_read_off_cumulative_counts(
+    counts: list[int], cuts: list[int]
+) -> None:
+    """The page's bins and each window's range, read off the cumulative cell counts, are
+    ``cells_to_bins``'s bins and the extreme held cells' points (None when empty or when an
+    extreme value lies in an open gap)."""
+    from monitor.stats import cells_to_bins
+    from monitor.verdict.detail import _bins_from_cumulative, _summary_range
+
+    c = np.asarray(counts, dtype=np.int64)
+    points = (c.size - 1) // 2
+    pts = np.arange(points, dtype=np.float64) * 0.5
+    inner = sorted({k for k in cuts if k < points})
+    ends = np.array([2 * k + 2 for k in inner] + [c.size], dtype=np.intp)
+    cum = np.cumsum(c)
+    assert np.array_equal(_bins_from_cumulative(cum, ends), cells_to_bins(c, ends))
+    held = np.flatnonzero(c)
+    if held.size == 0 or held[0] % 2 == 0 or held[-1] % 2 == 0:
+        assert _summary_range(cum, pts) is None
+    else:
+        assert _summary_range(cum, pts) == (pts[held[0] // 2], pts[held[-1] // 2])
+
+
 def test_a_check_with_its_page_sorts_the_current_window_once(
     world: World, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
