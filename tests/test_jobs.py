@@ -25,7 +25,7 @@ from monitor.jobs import (
     state_is_finite,
 )
 from monitor.simulate import SCENARIOS, write_world
-from monitor.verdict import DriftTrack, MonitorState, SegmentDrift
+from monitor.verdict import DecayTrack, DriftTrack, MonitorState, OutcomeReport, SegmentDrift
 
 HOUR = timedelta(hours=1)
 
@@ -321,11 +321,28 @@ def test_state_text_is_the_plain_json_of_the_state_with_anchors_encoded_once(
         "\x00anchor-0": SegmentDrift(anchor_ref=anchor(0.125)),
         "c": SegmentDrift(),
     }
+    looked = DecayTrack(
+        looks=(NOW - timedelta(days=1), NOW),
+        runs_end=NOW - timedelta(hours=2),
+        active={"c": NOW - timedelta(days=1)},
+        reports={
+            '"c"': OutcomeReport(
+                n_pairs=300,
+                only_reference=2,
+                only_current=0,
+                coverage=0.99,
+                decidable=True,
+                mean_difference=-0.03,
+                ci_low=-0.05,
+                metrics={"ndcg@10": {"reference": 0.5, "current": None}},
+            )
+        },
+    )
     before = MonitorState(drift=segments, last_at=NOW - timedelta(hours=1))
-    state = MonitorState(drift=segments, last_at=NOW, before_last=before)
+    state = MonitorState(drift=segments, decay=looked, last_at=NOW, before_last=before)
     plain = json.dumps(state.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False)
     assert encode_state(state) == plain
-    assert encode_state(state) == plain  # the second time from the anchors' kept text
+    assert encode_state(state) == plain  # the second time from the kept text of each part
     store = StateStore(tmp_path)
     store.save("m", state)
     assert (tmp_path / "m.json").read_text() == plain

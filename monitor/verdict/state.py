@@ -160,6 +160,9 @@ class DecayTrack:
     reference_start: datetime | None = None
     reference_end: datetime | None = None
     reports: Mapping[str, OutcomeReport] = field(default_factory=dict)
+    # ``to_dict``'s JSON made once: the track changes at a look (daily for a golden set) and
+    # is saved at every check, twice (the state before the last slot holds it too)
+    _json: str | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def last_look_at(self) -> datetime | None:
@@ -174,6 +177,17 @@ class DecayTrack:
             "reference_end": _iso(self.reference_end),
             "reports": {k: v.to_dict() for k, v in self.reports.items()},
         }
+
+    def to_json(self) -> str:
+        """``to_dict`` as compact JSON with sorted keys (what ``json.dumps`` of the state
+        writes for it), encoded once."""
+        if self._json is None:
+            text = json.dumps(
+                self.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False
+            )
+            object.__setattr__(self, "_json", text)
+            return text
+        return self._json
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DecayTrack:
@@ -325,12 +339,14 @@ class MonitorState:
     fingerprint: str | None = None
     before_last: MonitorState | None = None
 
-    def to_dict(self, *, nested: bool = True) -> dict[str, Any]:
-        """The persisted JSON document (version 2); ``from_dict`` reads it back."""
+    def to_dict(self, *, nested: bool = True, decay: bool = True) -> dict[str, Any]:
+        """The persisted JSON document (version 2); ``from_dict`` reads it back. Without
+        ``decay``, each ``"decay"`` (this state's and ``before_last``'s) is None: the caller
+        sets it (``encode_state`` sets each track's ``to_json``)."""
         out: dict[str, Any] = {
             "version": STATE_VERSION,
             "drift": {k: v.to_dict() for k, v in self.drift.items()},
-            "decay": self.decay.to_dict(),
+            "decay": self.decay.to_dict() if decay else None,
             "state": self.state,
             "state_since": _iso(self.state_since),
             "last_at": _iso(self.last_at),
@@ -340,7 +356,7 @@ class MonitorState:
             "fingerprint": self.fingerprint,
         }
         if nested and self.before_last is not None:
-            out["before_last"] = self.before_last.to_dict(nested=False)
+            out["before_last"] = self.before_last.to_dict(nested=False, decay=decay)
         return out
 
     @classmethod
