@@ -385,21 +385,20 @@ class Runner:
             # a raised decay is judged against the reference it was found against
             out_ref_w = Window(start=state.decay.reference_start, end=state.decay.reference_end)
         ref_out = self.reader.outcomes(monitor.outcomes, out_ref_w)
+        pair_split: Mapping[str, PairedOutcomes] = {}  # no new run: nothing to pair
         if runs.new is not None:
             cur_out = self.reader.outcomes(monitor.outcomes, runs.new)
+            paired = pair_outcomes(ref_out, cur_out)
+            pair_split = (
+                paired.by_segment() if monitor.outcomes.segment_column is not None else {"": paired}
+            )
         else:
             cur_out = _empty_outcomes(ref_out, current_w)
-        paired = pair_outcomes(ref_out, cur_out)
         ref_split = _split_scores(ref)
         cur_split = _split_scores(cur)
         if summarized is not None:
             ref_split = dict.fromkeys(summarized.reference, (_EMPTY, None))
             cur_split = dict.fromkeys(summarized.current, (_EMPTY, _EMPTY_TS))
-        pair_split = (
-            paired.by_segment() if monitor.outcomes.segment_column is not None else {"": paired}
-        )
-        if runs.new is None:
-            pair_split = {}
         names = sorted(set(ref_split) | set(cur_split) | set(pair_split))
         if monitor.scores.segment_column is not None and len(names) > monitor.max_segments:
             raise SourceError(
@@ -461,11 +460,6 @@ class Runner:
                 summaries=None if summarized is None else summarized.segment(name),
                 current_sorted=current_sorted,
             )
-        if runs.new is None:
-            for name in list(segments):
-                segments[name] = replace(
-                    segments[name], pairs=Pairs(reference=_EMPTY, current=_EMPTY)
-                )
         data = CheckData(
             current_start=current_w.start,
             current_end=current_w.end,
