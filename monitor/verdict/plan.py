@@ -164,8 +164,23 @@ def _tracks(monitor: MonitorConfig) -> int:
     return 2 if monitor.drift.anchor and not monitor.windows.fixed_reference else 1
 
 
+_PLANS: dict[tuple[int, int], tuple[MonitorConfig, AlarmPlan]] = {}
+
+
 def alarm_plan(monitor: MonitorConfig, segments: int = 1) -> AlarmPlan:
-    """Thresholds for ``monitor`` with ``segments`` compared segments (see ``AlarmPlan``)."""
+    """Thresholds for ``monitor`` with ``segments`` compared segments (see ``AlarmPlan``);
+    kept per configuration object (a pure function of it, asked at every check: 0.06 ms)."""
+    got = _PLANS.get((id(monitor), segments))
+    if got is not None and got[0] is monitor:
+        return got[1]
+    plan = _alarm_plan(monitor, segments)
+    if len(_PLANS) >= 256:
+        _PLANS.clear()
+    _PLANS[(id(monitor), segments)] = (monitor, plan)  # holds it: its id is not reused
+    return plan
+
+
+def _alarm_plan(monitor: MonitorConfig, segments: int) -> AlarmPlan:
     budget = monitor.budget
     checks = monitor.schedule.checks_per(budget.period)
     interval = monitor.schedule.nominal_interval(budget.period)
