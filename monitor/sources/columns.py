@@ -199,6 +199,9 @@ def _rows_key(
     for plan in plans:
         f = plan.file
         deleted = None if f.deleted is None else _digest(f.deleted.tobytes())
+        if False not in plan.inside:  # every planned group wholly inside: by index
+            parts.append((f.path, f.size, f.mtime_ns, deleted, plan.unit, plan.groups))
+            continue
         cut = [g for g, inside in zip(plan.groups, plan.inside, strict=True) if not inside]
         tables = {}
         if cut:

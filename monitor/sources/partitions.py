@@ -12,6 +12,7 @@ from monitor.errors import (
     SchemaError,
     SourceNotFoundError,
 )
+from monitor.sources import footers
 from monitor.sources.footers import (
     _FOOTERS,
     _I64_MIN,
@@ -105,11 +106,29 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
     return plans
 
 
+# A file's plan when the window holds all of it, by the walked ``_File`` object (the same
+# object while its watched directory is unchanged): a check plans every outcome file of its
+# windows again, and all but the newest lie wholly inside them
+_WHOLE: dict[int, tuple[_File, str, str | None, int, _Plan]] = {}
+_WHOLE_MAX = 4096
+
+
 def _plan_file(
     source: _Source, f: _File, window: Window, column: str, unit: str | None
 ) -> _Plan | None:
     """The row groups of ``f`` that may hold rows of ``window`` (None: none may)."""
     start, end = window.start_ns, window.end_ns
+    held = _WHOLE.get(id(f))
+    if (
+        held is not None
+        and held[0] is f
+        and held[1] == column
+        and held[2] == unit
+        and held[3] == footers.CLEARED
+    ):
+        lo, hi = held[4].stats.oldest, held[4].stats.newest  # known: it was planned whole
+        if lo is not None and hi is not None and lo >= start and hi < end:
+            return held[4]
     footer, stats = _footer_stats(source, f, column, unit)
     if f.interval is not None:
         _check_partition(f, stats, column)
@@ -118,7 +137,7 @@ def _plan_file(
             return None  # no row group in the window
         if stats.oldest >= start and stats.newest < end:  # every row group, whole
             n = len(stats.rows)
-            return _Plan(
+            plan = _Plan(
                 f,
                 footer,
                 stats.unit,
@@ -128,6 +147,10 @@ def _plan_file(
                 sum(stats.rows),
                 stats,
             )
+            if len(_WHOLE) >= _WHOLE_MAX:
+                _WHOLE.clear()
+            _WHOLE[id(f)] = (f, column, unit, footers.CLEARED, plan)  # holds f: id not reused
+            return plan
     groups, starts, inside, capacity, first = [], [], [], 0, 0
     for g, rows in enumerate(stats.rows):
         lo, hi, nulls = stats.lo[g], stats.hi[g], stats.nulls[g]
