@@ -537,6 +537,9 @@ def test_outcome_windows_read_each_row_group_once_while_its_file_is_unchanged(
     sources.clear_cache()
     warm = [(read_outcomes(spec, w), read_run_times(spec, w)) for w in windows]
     assert footers._GROUPS.read == 3 * 2  # each file's one group: outcome columns, timestamps
+    kept = read_run_times(spec, windows[0])  # the same rows: the times kept, read-only
+    assert kept is warm[0][1]
+    assert not kept.flags.writeable
     for w, (got, times) in zip(windows, warm, strict=True):
         sources.clear_cache()
         assert_same_window(got, read_outcomes(spec, w))

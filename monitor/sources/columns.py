@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import hashlib
+import logging
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack
 from dataclasses import replace
-from typing import Any, TypeVar, cast
+from typing import Any, Generic, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +19,7 @@ import pyarrow.parquet as pq
 
 from monitor.errors import (
     BadValuesError,
+    MonitorError,
     SchemaError,
 )
 from monitor.sources.footers import (
@@ -34,6 +38,8 @@ from monitor.sources.paths import _File, _Source
 from monitor.sources.translate import _translate
 
 _T = TypeVar("_T")
+
+log = logging.getLogger(__name__)
 
 
 def _check_numeric(dtype: pa.DataType, f: _File, column: str, role: str, key: str) -> None:
@@ -219,6 +225,59 @@ def _rows_key(
             rows.append((g, mask.size, _digest(np.packbits(mask).tobytes())))
         parts.append((f.path, f.size, f.mtime_ns, deleted, plan.unit, tuple(rows)))
     return tuple(parts)
+
+
+class KeptByRows(Generic[_T]):
+    """What was read from a window, kept by the key of the rows it holds (``_rows_key``; an
+    LRU of ``most``): an hourly check's windows hold the same evaluation runs until one enters
+    or leaves them. ``freeze`` makes a value safe to hand out again (its arrays read-only).
+    Thread-safe."""
+
+    def __init__(self, most: int, freeze: Callable[[_T], _T], what: str) -> None:
+        self.most = most
+        self._freeze = freeze
+        self._what = what
+        self._held: OrderedDict[tuple[object, ...], _T] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def lookup(self, key: tuple[object, ...]) -> _T | None:
+        with self._lock:
+            hit = self._held.get(key)
+            if hit is not None:
+                self._held.move_to_end(key)
+        return hit
+
+    def keep(
+        self,
+        key: tuple[object, ...],
+        out: _T,
+        again: Callable[[], tuple[object, ...]],
+        path: str,
+    ) -> None:
+        """Keep ``out`` (frozen) under ``key`` if the key made ``again`` after the read is
+        the same: else a file changed under the read, and the result stands for this call
+        only. A key that cannot be made again (a file half-written since) keeps nothing
+        either; it never fails the read."""
+        try:
+            same = again() == key
+        except (MonitorError, OSError) as exc:
+            log.debug(f"{self._what} not kept", extra={"path": path, "error": str(exc)})
+            same = False
+        if not same:
+            return
+        with self._lock:
+            self._held[key] = self._freeze(out)
+            while len(self._held) > self.most:
+                self._held.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._held.clear()
+
+    def holds(self, out: object) -> bool:
+        """Whether ``out`` itself is kept (tests)."""
+        with self._lock:
+            return any(kept is out for kept in self._held.values())
 
 
 def _digest(data: bytes) -> str:

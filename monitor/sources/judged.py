@@ -25,6 +25,7 @@ from monitor.epoch import from_ns as _from_ns
 from monitor.errors import SchemaError
 from monitor.sources import footers
 from monitor.sources.columns import (
+    KeptByRows,
     _floats,
     _in_window,
     _memo,
@@ -257,21 +258,49 @@ def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
     """Timestamps (ns, sorted) of the outcome rows in ``window``: what the runner splits into
     evaluation runs. Only the timestamp column is read (a row counts whatever its values);
     judged runs in TREC files give one timestamp per file. A table's live files only, as
-    ``read_outcomes`` reads them."""
+    ``read_outcomes`` reads them. A window holding the same rows as one read before
+    (``_rows_key``; 16 kept a process) gets the same times back, read-only."""
     source = _open_source(spec)
     if spec.judged is not None and _is_trec(source, window):
         stamps = [t for f, t in _trec_files(source, window)]
         return np.sort(np.asarray(stamps, dtype=np.int64))
+    column = spec.timestamp_column
+    plans = _plan(source, window, column, spec.timestamp_unit)
+    key = (column, footers.CLEARED, _rows_key(source, plans, window, column))
+    hit = _TIMES.lookup(key)
+    if hit is not None:  # the same rows as a window read before: the same times
+        return hit
     out: list[IntArray] = []
-    for plan in _plan(source, window, spec.timestamp_column, spec.timestamp_unit):
+    for plan in plans:
         lo, hi = _native_bounds(window, plan.unit)
-        for table, memo in _read_groups(source, plan, [spec.timestamp_column]):
+        for table, memo in _read_groups(source, plan, [column]):
             # a group's timestamps converted once while its file is unchanged
-            column = table.column(spec.timestamp_column)
-            native = _memo(memo, ("stamps", plan.unit), _ts_native, column, plan.unit)
-            ns = _memo(memo, ("ns", plan.unit), _ts_to_ns, column, plan.unit)
+            values = table.column(column)
+            native = _memo(memo, ("stamps", plan.unit), _ts_native, values, plan.unit)
+            ns = _memo(memo, ("ns", plan.unit), _ts_to_ns, values, plan.unit)
             out.append(ns[(native >= lo) & (native < hi)])
-    return np.sort(np.concatenate(out)) if out else np.empty(0, dtype=np.int64)
+    times = np.sort(np.concatenate(out)) if out else np.empty(0, dtype=np.int64)
+    _TIMES.keep(
+        key,
+        times,
+        lambda: (
+            column,
+            footers.CLEARED,
+            _rows_key(source, _plan(source, window, column, spec.timestamp_unit), window, column),
+        ),
+        spec.path,
+    )
+    return times
+
+
+def _read_only(a: IntArray) -> IntArray:
+    a.flags.writeable = False
+    return a
+
+
+# the run times of the last few windows, by the rows they hold: an hourly check's lookback
+# holds the same runs until one lands or leaves it (read-only arrays)
+_TIMES: KeptByRows[IntArray] = KeptByRows(16, _read_only, "run times")
 
 
 def judged_window_key(spec: OutcomeSpec, window: Window) -> tuple[tuple[object, ...], int | None]:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
-from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -13,9 +10,9 @@ import numpy.typing as npt
 import pyarrow as pa
 
 from monitor.epoch import from_ns as _from_ns
-from monitor.errors import MonitorError
 from monitor.sources import footers
 from monitor.sources.columns import (
+    KeptByRows,
     _floats,
     _Labels,
     _live,
@@ -74,60 +71,23 @@ def read_outcomes(spec: OutcomeSpec, window: Window) -> OutcomeWindow:
     return out
 
 
-class KeptWindows:
+class KeptWindows(KeptByRows[OutcomeWindow]):
     """Outcome windows kept by the key of the rows they hold (LRU of ``most``), for the plain
     and the judged readers: an hourly check's reference window holds the same evaluation runs
     until one enters or leaves it. Thread-safe."""
 
     def __init__(self, most: int) -> None:
-        self.most = most
-        self._held: OrderedDict[tuple[object, ...], OutcomeWindow] = OrderedDict()
-        self._lock = threading.Lock()
+        super().__init__(most, OutcomeWindow.frozen, "outcome window")
 
     def get(
         self, key: tuple[object, ...], window: Window, newest_ns: int | None
     ) -> OutcomeWindow | None:
         """The window kept under ``key``, with ``window`` and the newest time of now."""
-        with self._lock:
-            hit = self._held.get(key)
-            if hit is not None:
-                self._held.move_to_end(key)
+        hit = self.lookup(key)
         if hit is None:
             return None
         newest = None if newest_ns is None else _from_ns(newest_ns)
         return replace(hit, window=window, newest_timestamp=newest)
-
-    def keep(
-        self,
-        key: tuple[object, ...],
-        out: OutcomeWindow,
-        again: Callable[[], tuple[object, ...]],
-        path: str,
-    ) -> None:
-        """Keep ``out`` (its arrays made read-only) under ``key`` if the key made ``again``
-        after the read is the same: else a file changed under the read, and the result
-        stands for this call only. A key that cannot be made again (a file half-written
-        since) keeps nothing either; it never fails the read."""
-        try:
-            same = again() == key
-        except (MonitorError, OSError) as exc:
-            log.debug("outcome window not kept", extra={"path": path, "error": str(exc)})
-            same = False
-        if not same:
-            return
-        with self._lock:
-            self._held[key] = out.frozen()
-            while len(self._held) > self.most:
-                self._held.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._held.clear()
-
-    def holds(self, out: OutcomeWindow) -> bool:
-        """Whether ``out`` itself is kept (tests)."""
-        with self._lock:
-            return any(kept is out for kept in self._held.values())
 
 
 KEPT = KeptWindows(16)  # the plain reader's windows

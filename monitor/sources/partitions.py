@@ -109,8 +109,8 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
 # A file's plan when the window holds all of it, by the walked ``_File`` object (the same
 # object while its watched directory is unchanged): a check plans every outcome file of its
 # windows again, and all but the newest lie wholly inside them
-_WHOLE: dict[int, tuple[_File, str, str | None, int, _Plan]] = {}
-_WHOLE_MAX = 4096
+_WHOLE_PLANS: dict[int, tuple[_File, str, str | None, int, _Plan]] = {}
+_WHOLE_PLANS_MAX = 4096
 
 
 def _plan_file(
@@ -118,7 +118,7 @@ def _plan_file(
 ) -> _Plan | None:
     """The row groups of ``f`` that may hold rows of ``window`` (None: none may)."""
     start, end = window.start_ns, window.end_ns
-    held = _WHOLE.get(id(f))
+    held = _WHOLE_PLANS.get(id(f))
     if (
         held is not None
         and held[0] is f
@@ -147,9 +147,9 @@ def _plan_file(
                 sum(stats.rows),
                 stats,
             )
-            if len(_WHOLE) >= _WHOLE_MAX:
-                _WHOLE.clear()
-            _WHOLE[id(f)] = (f, column, unit, footers.CLEARED, plan)  # holds f: id not reused
+            if len(_WHOLE_PLANS) >= _WHOLE_PLANS_MAX:
+                _WHOLE_PLANS.clear()
+            _WHOLE_PLANS[id(f)] = (f, column, unit, footers.CLEARED, plan)  # holds f: id not reused
             return plan
     groups, starts, inside, capacity, first = [], [], [], 0, 0
     for g, rows in enumerate(stats.rows):
