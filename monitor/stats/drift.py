@@ -619,7 +619,7 @@ def _ks_asymp_sf(d: float, n: int, m: int, alternative: str) -> float:
     big, small = float(max(n, m)), float(min(n, m))
     en = big * small / (big + small)
     if alternative == "two-sided":
-        n_eff = float(np.round(en))
+        n_eff = float(round(en))  # half to even, as np.round: the same integer
         z2 = n_eff * d * d
         if n_eff > _KS_SMIRNOV_MAX_N and z2 >= _KS_SMIRNOV_Z2:
             if z2 >= 370.0:  # scipy's cut-off: sf is 0 to double precision
