@@ -15,6 +15,16 @@ from monitor.verdict._common import STATE_VERSION, STATES, _iso, _parse_iso
 from monitor.verdict.reports import OutcomeReport
 
 
+def _kept_json(obj: Anchor | DecayTrack) -> str:
+    """``obj.to_dict()`` as the state file's compact JSON with sorted keys, made once and kept
+    on ``obj`` (its ``_json``): a part saved unchanged at every check."""
+    text = obj._json
+    if text is None:
+        text = json.dumps(obj.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False)
+        object.__setattr__(obj, "_json", text)
+    return text
+
+
 @dataclass(frozen=True, slots=True)
 class DriftTrack:
     """Sequential state of one drift track of one segment: CUSUM and alarm."""
@@ -86,13 +96,7 @@ class Anchor:
     def to_json(self) -> str:
         """``to_dict`` as compact JSON with sorted keys (what ``json.dumps`` of the state
         writes for it), encoded once."""
-        if self._json is None:
-            text = json.dumps(
-                self.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False
-            )
-            object.__setattr__(self, "_json", text)
-            return text
-        return self._json
+        return _kept_json(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Anchor:
@@ -181,13 +185,7 @@ class DecayTrack:
     def to_json(self) -> str:
         """``to_dict`` as compact JSON with sorted keys (what ``json.dumps`` of the state
         writes for it), encoded once."""
-        if self._json is None:
-            text = json.dumps(
-                self.to_dict(), separators=(",", ":"), sort_keys=True, allow_nan=False
-            )
-            object.__setattr__(self, "_json", text)
-            return text
-        return self._json
+        return _kept_json(self)
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DecayTrack:
