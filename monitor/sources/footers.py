@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 from monitor.errors import (
     SchemaError,
 )
+from monitor.memo import ByIdentity
 from monitor.sources.model import _NS_PER, Window
 from monitor.sources.paths import _FS_CACHE, _FS_LOCK, _File, _Source, clear_listings
 from monitor.sources.translate import _translate
@@ -176,10 +177,11 @@ CLEARED = 0  # calls of ``clear_cache`` so far: a key holding it outlives no cle
 # from the footers, so forgotten with them)
 _WHOLE: dict[tuple[object, ...], FileStat] = {}
 _WHOLE_MAX = 1 << 16
-# the same by the walk's object itself (id, checked with ``is``): a walk hands out the same
-# ``_File`` while its directory is unchanged, so an unchanged file costs one dict look-up, and the
-# same ``_Subtree`` while nothing below it changed (then the value is its files' list)
-_WHOLE_BY_FILE: dict[int, tuple[object, tuple[object, ...], Any]] = {}
+# the same by the walk's object itself (``ByIdentity``, tagged with the planned columns): a walk
+# hands out the same ``_File`` while its directory is unchanged, so an unchanged file costs one
+# dict look-up, and the same ``_Subtree`` while nothing below it changed (then the value is its
+# files' list)
+_WHOLE_BY_FILE: ByIdentity[Any] = ByIdentity(_WHOLE_MAX)
 
 
 def clear_cache() -> None:

@@ -12,6 +12,7 @@ from monitor.errors import (
     SchemaError,
     SourceNotFoundError,
 )
+from monitor.memo import ByIdentity
 from monitor.sources import footers
 from monitor.sources.footers import (
     _FOOTERS,
@@ -109,8 +110,7 @@ def _plan(source: _Source, window: Window, column: str, unit: str | None) -> lis
 # A file's plan when the window holds all of it, by the walked ``_File`` object (the same
 # object while its watched directory is unchanged): a check plans every outcome file of its
 # windows again, and all but the newest lie wholly inside them
-_WHOLE_PLANS: dict[int, tuple[_File, str, str | None, int, _Plan]] = {}
-_WHOLE_PLANS_MAX = 4096
+_WHOLE_PLANS: ByIdentity[_Plan] = ByIdentity(4096)
 
 
 def _plan_file(
@@ -118,17 +118,12 @@ def _plan_file(
 ) -> _Plan | None:
     """The row groups of ``f`` that may hold rows of ``window`` (None: none may)."""
     start, end = window.start_ns, window.end_ns
-    held = _WHOLE_PLANS.get(id(f))
-    if (
-        held is not None
-        and held[0] is f
-        and held[1] == column
-        and held[2] == unit
-        and held[3] == footers.CLEARED
-    ):
-        lo, hi = held[4].stats.oldest, held[4].stats.newest  # known: it was planned whole
+    tag = (column, unit, footers.CLEARED)
+    held = _WHOLE_PLANS.get(f, tag)
+    if held is not None:
+        lo, hi = held.stats.oldest, held.stats.newest  # known: it was planned whole
         if lo is not None and hi is not None and lo >= start and hi < end:
-            return held[4]
+            return held
     footer, stats = _footer_stats(source, f, column, unit)
     if f.interval is not None:
         _check_partition(f, stats, column)
@@ -147,9 +142,7 @@ def _plan_file(
                 sum(stats.rows),
                 stats,
             )
-            if len(_WHOLE_PLANS) >= _WHOLE_PLANS_MAX:
-                _WHOLE_PLANS.clear()
-            _WHOLE_PLANS[id(f)] = (f, column, unit, footers.CLEARED, plan)  # holds f: id not reused
+            _WHOLE_PLANS.put(f, tag, plan)
             return plan
     groups, starts, inside, capacity, first = [], [], [], 0, 0
     for g, rows in enumerate(stats.rows):

@@ -374,9 +374,9 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
             if stat is not None:
                 out.append(stat)
             continue
-        held = _WHOLE_BY_FILE.get(id(item))
-        if held is not None and held[0] is item and held[1] == planned:
-            out.extend(held[2])
+        held = _WHOLE_BY_FILE.get(item, planned)
+        if held is not None:
+            out.extend(held)
             continue
         stats, every = [], True
         for f in item.files:
@@ -391,9 +391,7 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
 
 
 def _remember(item: _File | _Subtree, planned: tuple[object, ...], value: Any) -> None:
-    if len(_WHOLE_BY_FILE) >= _WHOLE_MAX:
-        _WHOLE_BY_FILE.clear()
-    _WHOLE_BY_FILE[id(item)] = (item, planned, value)
+    _WHOLE_BY_FILE.put(item, planned, value)
 
 
 def _file_stat(
@@ -402,12 +400,11 @@ def _file_stat(
     """One file's ``FileStat`` for ``window`` (None: it holds no row of it), and whether it
     was planned whole and lies inside the window (then it is remembered by ``f``)."""
     start, end = window.start_ns, window.end_ns
-    hit = _WHOLE_BY_FILE.get(id(f))
-    if hit is not None and hit[0] is f and hit[1] == planned:
-        whole: FileStat | None = hit[2]
-        deletes = hit[2].deletes
+    hit: FileStat | None = _WHOLE_BY_FILE.get(f, planned)
+    whole: FileStat | None = hit
+    if hit is not None:
+        deletes = hit.deletes
     else:
-        hit = None
         deletes = "" if f.deleted is None else _digest(f.deleted)
         whole = _WHOLE.get((*planned, f.path, f.size, f.mtime_ns, deletes))
     if whole is not None:

@@ -12,7 +12,6 @@ page prints the verdict's PSI, KS and decay numbers (the bin contributions add u
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -21,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import MonitorConfig
+from monitor.memo import ByIdentity
 from monitor.stats import Grid, bin_ends
 from monitor.verdict.data import CheckData, Pairs, SegmentData, SegmentSummaries
 from monitor.verdict.reports import Verdict
@@ -229,8 +229,7 @@ def summary_input_detail(
     )
 
 
-_LAYOUTS: dict[tuple[int, bytes], tuple[Grid, NDArray[np.intp], NDArray[np.intp]]] = {}
-_LAYOUTS_LOCK = threading.Lock()
+_LAYOUTS: ByIdentity[tuple[NDArray[np.intp], NDArray[np.intp]]] = ByIdentity(8)
 
 
 def _layout(grid: Grid, edges: NDArray[np.float64]) -> tuple[NDArray[np.intp], NDArray[np.intp]]:
@@ -238,11 +237,10 @@ def _layout(grid: Grid, edges: NDArray[np.float64]) -> tuple[NDArray[np.intp], N
     at (each edge, and ``2 * GRID_QUANTILES`` points evenly spaced), kept for the last few
     (grid, edges): a daemon's grid and edges stay the same from check to check."""
     e = np.asarray(edges, dtype=np.float64)
-    key = (id(grid), e.tobytes())
-    with _LAYOUTS_LOCK:
-        got = _LAYOUTS.get(key)
-    if got is not None and got[0] is grid:
-        return got[1], got[2]
+    tag = e.tobytes()
+    got = _LAYOUTS.get(grid, tag)
+    if got is not None:
+        return got
     pts = grid.points
     ends = bin_ends(grid, e)
     take = np.unique(
@@ -255,10 +253,7 @@ def _layout(grid: Grid, edges: NDArray[np.float64]) -> tuple[NDArray[np.intp], N
     )
     take = take[take < pts.size]
     ends.flags.writeable = take.flags.writeable = False
-    with _LAYOUTS_LOCK:
-        _LAYOUTS[key] = (grid, ends, take)  # holds the grid: its id is not reused meanwhile
-        while len(_LAYOUTS) > 8:
-            del _LAYOUTS[next(iter(_LAYOUTS))]
+    _LAYOUTS.put(grid, tag, (ends, take))
     return ends, take
 
 
