@@ -250,9 +250,8 @@ class HistoryStore:
         else:
             seed = before[passed - 1]  # the last entry thinned before: one of the hour may follow
             state = before[passed - 2].get("state") if passed - 2 >= first else None
-            walk = [(seed, _at_and_hour(str(seed["at"]))[1], True)]
-            if seed.get("state") == state and not seed.get("new_look"):
-                walk[0] = (seed, walk[0][1], False)
+            pinned = seed.get("state") != state or bool(seed.get("new_look"))
+            walk = [(seed, _at_and_hour(str(seed["at"]))[1], pinned)]
             _thin_onto(walk, seed.get("state"), before[passed:now], since)
             mid = [e for e, _, _ in walk]
             ids = {id(e) for e in mid}

@@ -265,8 +265,12 @@ def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
         stamps = [t for f, t in _trec_files(source, window)]
         return np.sort(np.asarray(stamps, dtype=np.int64))
     column = spec.timestamp_column
+
+    def key_of(plans: list[_Plan]) -> tuple[object, ...]:
+        return (column, footers.CLEARED, _rows_key(source, plans, window, column))
+
     plans = _plan(source, window, column, spec.timestamp_unit)
-    key = (column, footers.CLEARED, _rows_key(source, plans, window, column))
+    key = key_of(plans)
     hit = _TIMES.lookup(key)
     if hit is not None:  # the same rows as a window read before: the same times
         return hit
@@ -281,14 +285,7 @@ def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
             out.append(ns[(native >= lo) & (native < hi)])
     times = np.sort(np.concatenate(out)) if out else np.empty(0, dtype=np.int64)
     _TIMES.keep(
-        key,
-        times,
-        lambda: (
-            column,
-            footers.CLEARED,
-            _rows_key(source, _plan(source, window, column, spec.timestamp_unit), window, column),
-        ),
-        spec.path,
+        key, times, lambda: key_of(_plan(source, window, column, spec.timestamp_unit)), spec.path
     )
     return times
 
