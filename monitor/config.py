@@ -1136,14 +1136,30 @@ def _check_resamples(
         )
         return
     alpha = _nominal_alpha(decay, budget)
-    lowest = 20.0 / _MAX_RESAMPLES * (budget.decay / alpha)
+    enough = _fitting_decay(schedule, decay, budget)
     c.add(
         f"{path}.budget.decay",
         f"implies {n:,} sign-flip resamples per check (ceil(20 / alpha), alpha = "
         f"{alpha:.3g} per look one decay.cadence after the previous), above the cap of "
-        f"{_MAX_RESAMPLES:,}; raise budget.decay to at least {lowest:.2g} or lengthen "
+        f"{_MAX_RESAMPLES:,}; raise budget.decay to at least {enough!r} or lengthen "
         f"decay.cadence; got {budget.decay!r}",
     )
+
+
+def _fitting_decay(schedule: Schedule, decay: DecayConfig, budget: BudgetConfig) -> float:
+    """The smallest ``budget.decay`` of two significant digits whose implied resamples are
+    within the cap: the bound ``20 / cap * budget.decay / alpha`` rounded up, then checked
+    with ``_implied_resamples`` itself (at the bound, ``20 / alpha`` can land a rounding error
+    above the cap: 0.00062 over a daily cadence implies 1,000,001)."""
+    lowest = 20.0 / _MAX_RESAMPLES * (budget.decay / _nominal_alpha(decay, budget))
+    exponent = math.floor(math.log10(lowest)) - 1
+    digits = math.ceil(round(lowest / 10.0**exponent, 9))
+    while True:
+        candidate = float(f"{digits}e{exponent}")
+        fits = replace(budget, decay=candidate)
+        if _implied_resamples(schedule, decay, fits) <= _MAX_RESAMPLES:
+            return candidate
+        digits += 1
 
 
 def _parse_budget(c: _Collector, data: Any, path: str) -> BudgetConfig:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -88,13 +89,40 @@ def test_budget_implying_too_many_resamples_is_refused_with_the_number() -> None
     assert problem.startswith("monitors[0].budget.decay: implies ")
     assert f"{expected:,} sign-flip resamples" in problem
     assert f"cap of {_MAX_RESAMPLES:,}" in problem
-    assert "raise budget.decay to at least 0.00062" in problem
+    # the bound is 20 / cap * 31 = 0.00062, but at it 20 / alpha rounds to 1,000,000.0000001:
+    # the smallest two-digit budget that fits is 0.00063, and the message says so
+    assert "raise budget.decay to at least 0.00063 " in problem
+    assert _problems(_monitor(budget={"decay": 0.00062}))
     # Just inside and just outside the cap, and looks that move it.
     _parse(_monitor(budget={"decay": 0.001}))
     assert _problems(_monitor(budget={"decay": 0.0005}))
     _parse(_monitor(budget={"decay": 0.0005}, decay={"looks": 10}))
     (many_looks,) = _problems(_monitor(decay={"looks": 5000}))
     assert "alpha = 1e-05 per look" in many_looks  # 0.05 / (5000 + 1)
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"budget": {"decay": 1e-6}},
+        {"budget": {"decay": 1e-4, "period": "7d"}},
+        {"budget": {"decay": 1e-4}, "decay": {"cadence": "6h"}},
+        {"budget": {"decay": 1e-5}, "decay": {"looks": 40}},
+        {"schedule": "15m", "budget": {"decay": 2e-7, "period": "90d"}},
+    ],
+)
+def test_the_budget_a_refusal_suggests_fits_and_is_the_smallest_that_does(
+    fields: dict[str, Any],
+) -> None:
+    (problem,) = _problems(_monitor(**fields))
+    suggested = re.search(r"raise budget.decay to at least (\S+) ", problem)
+    assert suggested is not None, problem
+    value = float(suggested.group(1))
+    budget = dict(fields["budget"], decay=value)
+    _parse(_monitor(**dict(fields, budget=budget)))  # the suggestion is accepted
+    mantissa, exponent = f"{value:.1e}".split("e")
+    lower = float(f"{round(float(mantissa) * 10) - 1}e{int(exponent) - 1}")
+    assert _problems(_monitor(**dict(fields, budget=dict(budget, decay=lower))))
 
 
 def test_explicit_n_resamples_above_the_cap_is_refused() -> None:
