@@ -201,12 +201,14 @@ def shewhart_threshold_shared(
 ) -> float:
     """z threshold c with P(any of T windows has z > c) = p when windows share references.
 
-    Each of the P phases has about T / P windows sharing one reference term U_p:
-    P(no alarm) = (E_U[Phi((c - sqrt(rho) U) / sqrt(1 - rho))^(T / P)])^P. ``rho = 0`` gives
-    the independent-window threshold ``Phi^-1(1 - (1 - (1 - p)^(1 / T)))`` (close to Bonferroni).
+    Each of the G = min(P, T) phases that hold a window has T / G windows sharing one reference
+    term U_g: P(no alarm) = (E_U[Phi((c - sqrt(rho) U) / sqrt(1 - rho))^(T / G)])^G (with more
+    phases than windows, each window is a phase of its own). ``rho = 0`` gives the
+    independent-window threshold ``Phi^-1(1 - (1 - (1 - p)^(1 / T)))`` (close to Bonferroni).
     """
     looks, p, rho, phases = _check_shared(looks, false_alarm_probability, rho, phases)
-    per_phase = max(looks / phases, 1.0)
+    groups = min(phases, looks)
+    per_phase = looks / groups
     s = math.sqrt(1.0 - rho)
     root = math.sqrt(rho)
 
@@ -216,7 +218,7 @@ def shewhart_threshold_shared(
         # schedule over 30 days) every term underflows to 0 near c = 0 and log(0) would raise
         log_terms = per_phase * np.log(np.maximum(cdf, 1e-300))
         log_inner = float(special.logsumexp(log_terms, b=_GH_WEIGHTS))
-        return phases * log_inner if phases * per_phase >= looks else log_inner
+        return groups * log_inner
 
     target = math.log1p(-p)
 
