@@ -24,7 +24,7 @@ from monitor.stats import (
     psi,
     psi_from_counts,
 )
-from monitor.stats.drift import _sorted_quantiles
+from monitor.stats.drift import _ks_exact_sf, _sorted_quantiles
 
 REL = 1e-9  # _meta.tolerance_policy.closed_form
 
@@ -158,6 +158,72 @@ def test_against_scipy_ks_2samp_large() -> None:
         assert ours.pvalue == pytest.approx(ref.pvalue, abs=1e-9)
     big = ks_2samp(rng.normal(size=20_000), rng.normal(size=3_000))
     assert big.method == "asymp"
+
+
+@pytest.mark.parametrize(
+    ("n", "shift", "alternative"),
+    [
+        (10_000, 0.4, "two-sided"),  # D 0.157: p 4.7e-108, read as 1.0 before the tilt
+        (10_000, 0.1, "two-sided"),
+        (10_000, 0.05, "two-sided"),
+        (10_000, 0.02, "two-sided"),
+        (4_000, 0.1, "greater"),  # p 7.4e-5, read as 1.0 before the tilt
+        (4_000, -0.1, "less"),
+        (3_000, 0.0, "greater"),
+    ],
+)
+def test_exact_p_value_of_large_samples_against_scipy(
+    n: int, shift: float, alternative: str
+) -> None:
+    """n = m, where scipy counts the paths outside the band (or has a closed form one-sided)
+    rather than 1 - P(inside): its small p-values are accurate, and the band is wide enough
+    that raw path counts span more than float64's range within one row."""
+    rng = np.random.default_rng(0)
+    x, y = rng.normal(size=n), rng.normal(shift, size=n)
+    ours = ks_2samp(x, y, alternative=alternative, method="exact")
+    ref = stats.ks_2samp(x, y, alternative=alternative, method="exact")
+    assert ours.statistic == pytest.approx(ref.statistic, rel=1e-12)
+    assert ours.pvalue == pytest.approx(ref.pvalue, abs=1e-10)
+
+
+def _exact_by_integers(k: int, n: int, m: int, alternative: str) -> float:
+    """P(D >= k / (n m)) from the paths inside the band, counted in Python integers."""
+    from fractions import Fraction
+    from math import comb
+
+    def inside(i: int, j: int) -> bool:
+        gap = i * m - j * n
+        if alternative == "greater":
+            return gap < k
+        if alternative == "less":
+            return -gap < k
+        return abs(gap) < k
+
+    row = [1 if inside(0, j) else 0 for j in range(m + 1)]
+    for j in range(1, m + 1):
+        row[j] = row[j - 1] if row[j] else 0
+    for i in range(1, n + 1):
+        new = [0] * (m + 1)
+        for j in range(m + 1):
+            if inside(i, j):
+                new[j] = row[j] + (new[j - 1] if j else 0)
+        row = new
+    return float(1 - Fraction(row[m], comb(n + m, n)))
+
+
+@given(
+    st.integers(min_value=1, max_value=120),
+    st.integers(min_value=1, max_value=120),
+    st.floats(min_value=0.0, max_value=1.0),
+    st.sampled_from(["two-sided", "greater", "less"]),
+)
+def test_exact_p_value_against_integer_path_counts(
+    n: int, m: int, share: float, alternative: str
+) -> None:
+    k = max(1, round(share * n * m))
+    assert _ks_exact_sf(k, n, m, alternative) == pytest.approx(
+        _exact_by_integers(k, n, m, alternative), abs=1e-12
+    )
 
 
 def test_against_numpy_quantile() -> None:
