@@ -662,17 +662,18 @@ class Runner:
             if self.history is not None:
                 record = replace(record, history=self.history.append(name, verdict))
             self.board.record(record, new_state, failed=error is not None)
-        log.info(
-            "check",
-            extra={
-                "monitor": name,
-                "at": at.isoformat(),
-                "state": verdict.state,
-                "duration_seconds": round(duration, 3),
-                "rows_read": rows,
-                "state_saved": error is None,
-            },
-        )
+        fields = {
+            "monitor": name,
+            "at": at.isoformat(),
+            "state": verdict.state,
+            "duration_seconds": round(duration, 3),
+            "rows_read": rows,
+            "state_saved": error is None,
+        }
+        if verdict.state == "error":  # the file, column and hint, as /status has them
+            log.warning("check", extra={**fields, "error": "; ".join(verdict.reasons)})
+        else:
+            log.info("check", extra=fields)
         return record
 
     def _finite(self, name: str, at: datetime, state: MonitorState) -> MonitorState:

@@ -523,6 +523,30 @@ def test_failed_save_is_a_visible_failure_that_keeps_the_verdict(
     assert store.load("demo").fingerprint == state_fingerprint(world_config.monitors[0])
 
 
+def test_a_failed_check_logs_its_error(
+    world_config: Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The runbook sends on-call to the daemon log for the file, column and hint of a failed
+    check: its per-check line carries the error (and is a warning); a good one carries none."""
+    caplog.set_level(logging.INFO, logger="monitor")
+    at = datetime(2026, 11, 20, tzinfo=UTC)
+    runner = Runner(world_config, clock=lambda: at)
+    runner.run("demo", at)
+    (good,) = [r for r in caplog.records if r.getMessage() == "check"]
+    assert good.levelno == logging.INFO
+    assert "error" not in good.__dict__
+    caplog.clear()
+    monitor = world_config.monitor("demo")
+    newest = max(Path(monitor.scores.path).rglob("*.parquet"), key=lambda p: p.stat().st_mtime)
+    newest.write_bytes(b"not parquet")
+    record = runner.run("demo", at + timedelta(hours=1))
+    assert record.verdict.state == "error"
+    (bad,) = [r for r in caplog.records if r.getMessage() == "check"]
+    assert bad.levelno == logging.WARNING
+    assert bad.__dict__["error"] == "; ".join(record.verdict.reasons)
+    assert str(newest) in bad.__dict__["error"]
+
+
 def test_a_non_finite_cusum_is_reset_not_an_error_for_good(world_config: Config) -> None:
     at = datetime(2026, 11, 20, tzinfo=UTC)
     runner = Runner(world_config, clock=lambda: at)
