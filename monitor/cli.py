@@ -2,7 +2,8 @@
 
 ``check`` exit codes follow the Nagios plugin convention: 0 all ``ok``; 1 any
 ``data_drift``; 2 any ``model_decay`` (2 wins over 1); 3 when the worst is
-``insufficient_data`` or ``error``, or the configuration is invalid.
+``insufficient_data`` or ``error``, or the configuration or the arguments are invalid (every
+command exits 3 on a usage error, never argparse's 2).
 
 ``check`` and ``report`` read the alarm thresholds the daemon cached
 (``<state_dir>/cache/thresholds.json``, ``monitor.thresholds``), so that a one-shot process does
@@ -25,7 +26,7 @@ import threading
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from monitor import __version__
 from monitor.errors import ConfigError
@@ -68,8 +69,22 @@ def _log_level(text: str) -> str:
     return text.lower()
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage error (an unknown flag, a bad value) exits 3, not 2: ``check``'s
+    callers read exit codes as Nagios states, where 2 is CRITICAL (here: model decay) and a
+    plugin that could not run is UNKNOWN (3). Subcommands' parsers are of this class too."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(3, f"{self.prog}: error: {message}\n")
+
+
+class _UsageError(Exception):
+    """Arguments that parse but cannot go together (``--replay-from`` after ``--at``)."""
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="monitor",
         description="Tells data drift from model decay in search and retrieval systems.",
     )
@@ -309,7 +324,19 @@ def _check_one(
     if start is None:
         first = state.first_at
         start = first if first is not None and first <= at else at - monitor.budget.period
+    _replay_order(start, at)
     return replay_check(config, name, at, start)
+
+
+def _replay_order(start: datetime, at: datetime) -> None:
+    if start > at:
+        raise _UsageError(
+            f"--replay-from {_iso(start)} must not be after the slot checked, {_iso(at)}"
+        )
+
+
+def _iso(t: datetime) -> str:
+    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -406,6 +433,7 @@ def _report_one(
             if start is None:
                 first = state.first_at
                 start = first if first is not None and first <= at else at - monitor.budget.period
+            _replay_order(start, at)
             from monitor.backtest import replay_record  # only a replay needs it
 
             record = replay_record(config, name, at, start, detail=True)
@@ -493,4 +521,8 @@ def main(argv: list[str] | None = None) -> int:
         "demo": _cmd_demo,
         "backtest": _cmd_backtest,
     }
-    return commands[args.command](args)
+    try:
+        return commands[args.command](args)
+    except _UsageError as exc:
+        print(f"monitor {args.command}: error: {exc}", file=sys.stderr)
+        return 3

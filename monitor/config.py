@@ -1215,8 +1215,9 @@ def load_config(path: str | Path) -> Config:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError([f"cannot read the file: {exc.strerror or exc}"], source=str(p)) from exc
+    except (OSError, UnicodeDecodeError) as exc:  # as the web config file
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ConfigError([f"cannot read the file: {reason}"], source=str(p)) from exc
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

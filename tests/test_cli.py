@@ -191,6 +191,46 @@ def test_exit_code_convention() -> None:
     assert exit_code([]) == 3
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["check"],  # --config missing
+        ["check", "--config", "monitor.toml", "--jsn"],
+        ["check", "--config", "monitor.toml", "--at", "yesterday"],
+        ["report", "--config", "monitor.toml", "--replay-from", "soon"],
+        ["nosuchcommand"],
+    ],
+)
+def test_a_usage_error_exits_3_not_nagios_critical(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """argparse exits 2 on a usage error: to a Nagios caller that is CRITICAL, what check says
+    for model decay. A check that could not run is UNKNOWN (3)."""
+    with pytest.raises(SystemExit) as exited:
+        main(argv)
+    assert exited.value.code == 3
+    assert "error:" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["check", "report"])
+def test_replay_from_after_at_is_a_usage_error(
+    worlds: dict[str, World], command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    later = (AT + timedelta(hours=1)).isoformat()
+    extra = ["--out", str(tmp_path / "page.html")] if command == "report" else []
+    config = str(worlds["stationary"].config_path)
+    code = main(
+        [command, "--config", config, "--at", AT.isoformat(), "--replay-from", later, *extra]
+    )
+    assert code == 3
+    err = capsys.readouterr().err
+    assert err.strip() == (
+        f"monitor {command}: error: --replay-from 2026-10-18T01:00:00Z must not be after the "
+        "slot checked, 2026-10-18T00:00:00Z"
+    )
+    assert not (tmp_path / "page.html").exists()
+
+
 def test_console_script_runs_as_a_module(worlds: dict[str, World]) -> None:
     proc = subprocess.run(
         [

@@ -153,6 +153,10 @@ def test_unreadable_and_invalid_toml(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match="not valid TOML"):
         load_config(_write(tmp_path, "[[monitors]\nname="))
+    latin = tmp_path / "latin1.toml"
+    latin.write_bytes(MINIMAL.replace("web-search", "r\u00e9sum\u00e9").encode("latin-1"))
+    with pytest.raises(ConfigError, match="cannot read the file: 'utf-8' codec can't decode"):
+        load_config(latin)  # once a UnicodeDecodeError traceback, exit 1 (check: data_drift)
 
 
 def test_validate_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
