@@ -286,6 +286,9 @@ class Config:
     path: Path | None = None
     report: ReportConfig = field(default_factory=ReportConfig)
     engine: EngineConfig | None = None  # None: no [engine] table
+    # the ServerConfig fields a command-line flag set (``with_server_flags``): they win over
+    # the file's at start-up and at every reload (``keep_flagged``)
+    flagged: frozenset[str] = frozenset()
 
     def engine_for(self, monitor: MonitorConfig) -> EngineConfig | None:
         """The engine settings a monitor checks with (its ``engine`` overriding ``kind``), or
@@ -578,6 +581,7 @@ def with_server_flags(
     """
     c = _Collector()
     server = config.server
+    flagged = set(config.flagged)
     if listen is not None:
         try:
             host, port = parse_listen(listen)
@@ -585,13 +589,24 @@ def with_server_flags(
             c.add("--web.listen-address", str(exc))
         else:
             server = replace(server, host=host, port=port)
+            flagged |= {"host", "port"}
     if web_config_file is not None:
         web = _web_config(c, "--web.config.file", web_config_file)
         if web is not None:
             server = replace(server, web_config_file=web_config_file, web=web)
+            flagged |= {"web_config_file", "web"}
     if c.problems:
         raise ConfigError(c.problems)
-    return replace(config, server=server)
+    return replace(config, server=server, flagged=frozenset(flagged))
+
+
+def keep_flagged(new: Config, running: Config) -> Config:
+    """``new`` (a reloaded file) with the server settings that flags set for ``running``: a
+    flag wins over the file at every reload, as at start-up."""
+    if not running.flagged:
+        return new
+    kept = {name: getattr(running.server, name) for name in running.flagged}
+    return replace(new, server=replace(new.server, **kept), flagged=running.flagged)
 
 
 def _parse_monitor(

@@ -51,7 +51,7 @@ from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
 
 from monitor.board import Health, RunRecord
-from monitor.config import Config, MonitorConfig, ServerConfig, load_config
+from monitor.config import Config, MonitorConfig, ServerConfig, keep_flagged, load_config
 from monitor.errors import ConfigError
 from monitor.jobs import Runner
 from monitor.report import HistoryStore
@@ -341,6 +341,7 @@ class Daemon:
             return self._apply(new)
 
     def _apply(self, new: Config) -> bool:
+        new = keep_flagged(new, self.config)
         if new.server != self.config.server:
             changed = [
                 f.name

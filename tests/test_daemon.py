@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.config import load_config
+from monitor.config import load_config, with_server_flags
 from monitor.daemon import Daemon
 from monitor.jobs import ParquetReader, Runner
 from monitor.simulate import SCENARIOS, write_world
@@ -295,6 +295,37 @@ def test_reload_applies_a_valid_file_and_keeps_the_old_one_on_errors(
         assert snap.resets["config_changed"] == 1
         assert snap.state.last_at is None  # sequential state starts fresh
         assert snap.state.last_run is not None  # the run times are kept
+    finally:
+        daemon.http.stop()
+
+
+def test_reload_keeps_what_the_flags_set_without_calling_it_a_server_change(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """--web.listen-address wins over [server] listen at start-up and at every reload: a
+    reload that changed only a monitor is no '[server] settings changed' warning (it was,
+    at every SIGHUP, comparing the file's listen with the flag's), and one that does change
+    [server] still is, naming only what changed."""
+    path, end = _two_monitor_world(tmp_path)
+    port = free_port()
+    config = with_server_flags(load_config(path), listen=f"127.0.0.1:{port}")
+    daemon = Daemon(config, slot_source=lambda m: end)
+    try:
+        path.write_text(
+            path.read_text().replace('windows.current = "1d"', 'windows.current = "2d"')
+        )
+        assert daemon.reload() is True
+        assert not [
+            r for r in caplog.records if r.getMessage().startswith("[server] settings changed")
+        ]
+        assert (daemon.config.server.host, daemon.config.server.port) == ("127.0.0.1", port)
+        text = path.read_text()
+        path.write_text(text.replace("[server]", '[server]\nshutdown_timeout = "7s"', 1))
+        assert daemon.reload() is True
+        (changed,) = [
+            r for r in caplog.records if r.getMessage().startswith("[server] settings changed")
+        ]
+        assert changed.__dict__["settings"] == ["shutdown_timeout"]
     finally:
         daemon.http.stop()
 
