@@ -24,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import logging
 import sys
 import time
 from collections import OrderedDict
@@ -53,6 +54,12 @@ from monitor.report.history import MemoryHistory
 from monitor.sources import OutcomeSpec, OutcomeWindow, ScoreSpec, ScoreWindow, Window
 from monitor.stats import BaselinePositions, DriftBaseline, baseline_positions
 from monitor.verdict import STATES, MonitorState, Verdict
+
+log = logging.getLogger("monitor.backtest")
+
+# A replay of this many slots or more says so first (a 5-minute schedule's 30 days: 8,640
+# slots, minutes of work, which a one-shot ``check --at`` would otherwise spend in silence)
+_LONG_REPLAY = 500
 
 __all__ = [
     "BacktestResult",
@@ -648,6 +655,12 @@ def replay_record(
         raise ValueError(f"--replay-from {_iso(start)} must not be after --at {_iso(at)}")
     monitor = config.monitor(name)
     slots = [t for t in monitor.schedule.slots(start, at) if t < at]
+    if len(slots) >= _LONG_REPLAY:
+        log.warning(
+            "replaying every slot before the one checked to rebuild the sequential state; "
+            "--replay-from shortens it",
+            extra={"monitor": name, "slots": len(slots), "from": _iso(start), "at": _iso(at)},
+        )
     reader = CachedReader()
     _cover(reader, config, monitor, [*slots, at])
     clock = _ReplayClock(start)

@@ -6,6 +6,7 @@ import csv
 import dataclasses
 import io
 import json
+import logging
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -287,6 +288,27 @@ def test_progress_bar_only_on_a_terminal(drift_and_decay: Config) -> None:
     assert tty.getvalue().startswith("\r[")
     assert "3/3 demo" in tty.getvalue()
     assert tty.getvalue().endswith("\n")
+
+
+def test_a_long_replay_says_so_first(
+    drift_and_decay: Config, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``check --at`` before the daemon's state replays every slot from the start: a replay of
+    ``_LONG_REPLAY`` slots or more (minutes on a 5-minute schedule) logs one line first, with
+    the count and how to shorten it; a shorter one logs nothing."""
+    import monitor.backtest as bt
+
+    at = ORIGIN + 16 * DAY
+    start = at - DAY  # 12 slots of a 2-hour schedule
+    caplog.set_level(logging.WARNING, logger="monitor")
+    monkeypatch.setattr(bt, "_LONG_REPLAY", 13)
+    bt.replay_check(drift_and_decay, "demo", at, start)
+    assert not [r for r in caplog.records if r.getMessage().startswith("replaying")]
+    monkeypatch.setattr(bt, "_LONG_REPLAY", 12)
+    bt.replay_check(drift_and_decay, "demo", at, start)
+    (line,) = [r for r in caplog.records if r.getMessage().startswith("replaying")]
+    assert line.__dict__["slots"] == 12
+    assert "--replay-from" in line.getMessage()
 
 
 @pytest.mark.parametrize(
