@@ -227,6 +227,23 @@ def test_trec_files_give_the_same_outcomes_as_parquet(tmp_path: Path) -> None:
     assert int(np.unique(times).size) == 7
 
 
+@pytest.mark.parametrize("fmt", ["parquet", "trec"])
+def test_a_window_without_runs_is_empty_and_the_first_checks_insufficient(
+    tmp_path: Path, fmt: str
+) -> None:
+    """A window holding no run rows (a new deployment's reference, a week without golden runs)
+    is an empty window, as the data contract says, not 'rows need a rank or a score to be
+    placed': the first checks of a world are insufficient_data, not error."""
+    config = _world(tmp_path, RunsWorld(n_queries=30), fmt=fmt)
+    empty = _window(config, START - timedelta(days=7), START)
+    assert empty.outcomes.size == 0
+    assert empty.judged is not None
+    assert empty.judged.runs == 0
+    at = START + timedelta(hours=1)
+    verdict = Runner(load_config(config), clock=lambda: at).run("golden", at).verdict
+    assert verdict.state == "insufficient_data", verdict.reasons
+
+
 def test_conflicting_judgments_name_the_query_and_document(tmp_path: Path) -> None:
     config = _world(tmp_path, RunsWorld(n_queries=5))
     qrels = tmp_path / "qrels" / "version=v1" / "qrels.parquet"

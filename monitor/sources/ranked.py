@@ -429,6 +429,8 @@ def placement(
     """The row order that places each list best first (see the module docstring), or None when
     the rows already are in that order with no ties."""
     n = row_list.size
+    if n == 0:  # an empty window: nothing to place (its columns are empty, not missing)
+        return None
     # all NaN (a column no file had): a finite first value settles it without a pass
     if rank is not None and _all_nan(rank):
         rank = None
