@@ -155,8 +155,8 @@ def _judged_outcomes(spec: OutcomeSpec, judged: JudgedSpec, window: Window) -> O
             else np.empty(0, dtype=np.str_)
         )
     window_means = {names[0]: float(means[keep].mean()) if keep.any() else float("nan")}
-    for m in names[1:]:
-        v = result.metrics[m]
+    for m in names[1:]:  # over queries, as the decision metric: a query evaluated twice in
+        v = extras[m]  # the window weighs once (its lists' mean, as the pairs use it)
         window_means[m] = float(np.nanmean(v)) if np.isfinite(v).any() else float("nan")
     cal, judged_rows = _calibration(jr, judged)
     info = JudgedInfo(

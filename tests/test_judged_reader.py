@@ -177,3 +177,42 @@ def test_collisions_are_exercised() -> None:
     assert index.key.size == 3
     codes = ranked.join(index, np.zeros(3, dtype=np.int64), colliding.take(np.array([2, 0, 1])))
     assert list(index.grades(codes)) == [0.0, 1.0, 2.0]
+
+
+def test_window_means_weigh_each_query_once(tmp_path: Path) -> None:
+    """``JudgedInfo.means``: each metric's mean over the window's queries. q1 is evaluated in
+    two runs (AP 1 in each), q2 in one (AP 0): every metric's window mean is 0.5, as the
+    decision metric's is (a mean over the lists gave AP 2/3, as if q1 were two queries)."""
+    t0 = datetime(2026, 3, 2, 2, tzinfo=UTC)
+    naive = np.datetime64(t0.replace(tzinfo=None), "us")
+    when = np.array([naive, naive, naive + np.timedelta64(1, "D")])
+    write_parquet(
+        tmp_path / "runs" / "p.parquet",
+        {
+            "timestamp": when,
+            "query_id": np.array(["q1", "q2", "q1"]),
+            "doc_id": np.array(["a", "x", "a"]),
+            "rank": np.array([1, 1, 1]),
+        },
+    )
+    write_parquet(
+        tmp_path / "qrels.parquet",
+        {
+            "query_id": np.array(["q1", "q2", "q2"]),
+            "doc_id": np.array(["a", "x", "y"]),
+            "grade": np.array([1.0, 0.0, 1.0]),
+        },
+    )
+    spec = OutcomeSpec(
+        path=str(tmp_path / "runs"),
+        judged=JudgedSpec(
+            judgments=str(tmp_path / "qrels.parquet"), metric="ndcg@10", report=("ap", "p@1")
+        ),
+    )
+    w = judged_outcomes(spec, Window(start=t0, end=t0 + timedelta(days=2)))
+    assert w.judged is not None
+    assert w.judged.lists == 3
+    np.testing.assert_array_equal(w.outcomes, [1.0, 0.0])
+    assert w.judged.means == {"ndcg@10": 0.5, "ap": 0.5, "p@1": 0.5, "judged@10": 1.0}
+    for name, per_query in w.extras.items():
+        assert w.judged.means[name] == float(np.nanmean(per_query))
