@@ -216,3 +216,26 @@ def test_window_means_weigh_each_query_once(tmp_path: Path) -> None:
     assert w.judged.means == {"ndcg@10": 0.5, "ap": 0.5, "p@1": 0.5, "judged@10": 1.0}
     for name, per_query in w.extras.items():
         assert w.judged.means[name] == float(np.nanmean(per_query))
+
+
+@pytest.mark.parametrize(
+    ("scores", "expected"),
+    [
+        ([1e20, 1e20, 1e20], ["c", "b", "a"]),  # a tie: document id descending
+        ([2e20, 3e20, 1e20], ["b", "a", "c"]),
+        ([-1e19, 5e19, 0.0], ["b", "c", "a"]),
+        ([2.0**53, 2.0**53 + 2, 2.0**53 - 1], ["b", "a", "c"]),
+    ],
+)
+def test_integer_valued_scores_beyond_int64_are_placed(
+    scores: list[float], expected: list[str]
+) -> None:
+    """Integer-valued scores are coded as int64 when they span little; at 1e20 the cast
+    overflowed (OverflowError: a check in error). They now take the general path."""
+    import pyarrow as pa
+
+    ids = pa.array(["a", "b", "c"])
+    docs = ranked.RowIds(ranked.id_keys(ids).fp, pa.chunked_array([ids]))
+    order = ranked.placement(np.zeros(3, dtype=np.int64), 1, None, np.array(scores), docs)
+    placed = list(range(3)) if order is None else order.tolist()
+    assert [ids[i].as_py() for i in placed] == expected

@@ -376,6 +376,9 @@ def join(
 # --------------------------------------------------------------------------- placement
 
 
+_EXACT_INT = float(2**53)  # integers up to this are exact as float64 and fit int64
+
+
 def _ordinal(x: FloatArray) -> tuple[IntArray, int]:
     """Order-preserving codes of ``x`` (NaN last, equal values equal codes) and their count."""
     if x.size == 0:
@@ -383,7 +386,12 @@ def _ordinal(x: FloatArray) -> tuple[IntArray, int]:
     finite = np.isfinite(x)
     if finite.all():
         low, high = float(x.min()), float(x.max())
-        if high - low <= 4 * x.size + 1024 and np.array_equal(x, np.floor(x)):
+        if (
+            high - low <= 4 * x.size + 1024
+            and low > -_EXACT_INT
+            and high < _EXACT_INT  # int64 codes, exact (1e20 overflowed the cast)
+            and np.array_equal(x, np.floor(x))
+        ):
             codes = x.astype(np.int64)
             codes -= int(low)
             return codes, int(high - low) + 2  # the last code is free for NaN
