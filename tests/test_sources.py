@@ -44,6 +44,7 @@ from tests.outcome_windows import assert_same_window
 T0 = datetime(2026, 11, 30, tzinfo=UTC)
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
+SEC = timedelta(seconds=1)
 MINUTE = timedelta(minutes=1)
 
 
@@ -290,6 +291,41 @@ def test_integer_epoch_columns(tmp_path: Path, unit: str) -> None:
     assert got.rows == 1
     with pytest.raises(SchemaError, match=r"'ts': is an integer column .* no `timestamp_unit`"):
         read_scores(ScoreSpec(str(tmp_path), timestamp_column="ts"), Window(T0, T0 + DAY))
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+@pytest.mark.parametrize(
+    ("dtype", "unit", "sentinel"),
+    [
+        (pa.uint64(), "ns", 2**64 - 1),  # UINT64_MAX: its raw statistic read signed was -1
+        (pa.int64(), "s", 2**63 - 1),  # INT64_MAX seconds: times 1e9 wrapped to 1969
+        (pa.int64(), "s", 10**12),  # year 33658: wrapped to 2092
+        (pa.int64(), "us", -(2**62)),  # long before 1678
+        (pa.uint32(), "s", 2**32 - 1),  # after 2038, a uint32 epoch: a real time (2106)
+    ],
+)
+def test_integer_epochs_past_int64_nanoseconds_belong_to_no_window(
+    tmp_path: Path, dtype: pa.DataType, unit: str, sentinel: int, statistics: bool
+) -> None:
+    """A sentinel in an integer epoch column (or a time outside 1678-2262) has no int64
+    nanosecond form: its row belongs to no window, as a null timestamp's, and never wraps
+    into one; an unsigned column's statistics are its values. A uint32 epoch past 2038 is a
+    time like any other."""
+    per = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
+    start = int(T0.timestamp()) * per
+    column = pa.array([start + per, start + 2 * per, sentinel], dtype)
+    pq.write_table(
+        pa.table({"ts": column, "score": [0.1, 0.2, 0.3]}),
+        tmp_path / "e.parquet",
+        write_statistics=statistics,
+    )
+    spec = ScoreSpec(str(tmp_path), timestamp_column="ts", timestamp_unit=unit)  # type: ignore[arg-type]
+    assert read_scores(spec, Window(T0, T0 + HOUR)).rows == 2
+    everything = Window(datetime(1678, 1, 1, tzinfo=UTC), datetime(2262, 4, 1, tzinfo=UTC))
+    real = dtype == pa.uint32()  # 2106-02-07: a time inside the wide window
+    assert read_scores(spec, everything).rows == 2 + real
+    newest = latest_timestamp(spec)
+    assert newest == (datetime(2106, 2, 7, 6, 28, 15, tzinfo=UTC) if real else T0 + 2 * SEC)
 
 
 def test_file_without_statistics_is_read_correctly(tmp_path: Path) -> None:

@@ -291,6 +291,7 @@ def _footer_stats(
     md = footer.metadata
     leaf = footer.leaf_index.get(column)
     raw_unit: str | None = None
+    unsigned = False
     if leaf is not None:
         col_schema = md.schema.column(leaf)
         logical = col_schema.logical_type
@@ -300,6 +301,7 @@ def _footer_stats(
             footer.schema.field(column).type
         ):
             raw_unit = native
+            unsigned = pa.types.is_unsigned_integer(footer.schema.field(column).type)
     rows: list[int] = []
     los: list[int | None] = []
     his: list[int | None] = []
@@ -309,11 +311,21 @@ def _footer_stats(
         rg = md.row_group(g)
         rows.append(rg.num_rows)
         st = rg.column(leaf).statistics if leaf is not None else None
-        if raw_unit is not None and st is not None and st.has_min_max:
-            factor = _NS_PER[raw_unit]
-            los.append(int(st.min_raw) * factor)
-            his.append(int(st.max_raw) * factor)
-            nulls.append(int(st.null_count) if st.has_null_count else None)
+        # an unsigned column's raw statistics read signed (UINT64_MAX as -1: the group pruned
+        # as lying before every window); its logical ones are the values, and a value past
+        # int64 nanoseconds (a sentinel) leaves the group's span unknown: it is read
+        lo_hi = (
+            None
+            if raw_unit is None or st is None or not st.has_min_max
+            else (int(st.min), int(st.max))
+            if unsigned
+            else (int(st.min_raw), int(st.max_raw))
+        )
+        factor = _NS_PER[raw_unit] if raw_unit is not None else 1
+        if lo_hi is not None and lo_hi[1] * factor <= _I64_MAX:
+            los.append(lo_hi[0] * factor)
+            his.append(lo_hi[1] * factor)
+            nulls.append(int(st.null_count) if st is not None and st.has_null_count else None)
         else:
             los.append(None)
             his.append(None)
@@ -398,6 +410,8 @@ def _strings(arr: pa.Array) -> npt.NDArray[np.object_]:
 def _ts_native(chunked: pa.ChunkedArray | pa.Array, unit: str) -> npt.NDArray[np.int64]:
     """Timestamp values as int64 in their own unit, nulls as INT64_MIN."""
     arr = chunked.combine_chunks() if isinstance(chunked, pa.ChunkedArray) else chunked
+    if pa.types.is_uint64(arr.type):  # past int64 (a sentinel such as UINT64_MAX): no time
+        arr = pc.if_else(pc.greater(arr, pa.scalar(_I64_MAX, pa.uint64())), None, arr)
     if pa.types.is_timestamp(arr.type) or not pa.types.is_int64(arr.type):
         arr = arr.cast(pa.int64())
     if arr.null_count:
@@ -407,13 +421,18 @@ def _ts_native(chunked: pa.ChunkedArray | pa.Array, unit: str) -> npt.NDArray[np
 
 
 def _ts_to_ns(chunked: pa.ChunkedArray | pa.Array, unit: str) -> npt.NDArray[np.int64]:
-    """Timestamp values in ns since the epoch, nulls as INT64_MIN."""
+    """Timestamp values in ns since the epoch, nulls as INT64_MIN. A value whose ns would
+    leave int64 (a sentinel such as INT64_MAX seconds; any time outside 1678-2262) is null
+    too: multiplied, it would wrap to some other time, inside windows it is not in."""
     native = _ts_native(chunked, unit)
     factor = _NS_PER[unit]
     if factor == 1:
         return native
     ns = native * factor
-    ns[native == _I64_MIN] = _I64_MIN
+    limit = _I64_MAX // factor
+    # two reductions, and a masked pass only when a null (INT64_MIN) or such a value is there
+    if native.size and (int(native.min()) < -limit or int(native.max()) > limit):
+        ns[(native > limit) | (native < -limit)] = _I64_MIN
     return ns
 
 
