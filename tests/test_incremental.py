@@ -363,6 +363,34 @@ def test_a_late_file_rereads_exactly_its_bucket(rolling_world: Path, tmp_path: P
     assert web_after.current.n == int(np.count_nonzero(whole.segment_codes == web))
 
 
+@pytest.mark.parametrize("fixed", [True, False])
+def test_an_hour_of_invalid_scores_stays_in_its_hour(tmp_path: Path, fixed: bool) -> None:
+    """A row group without one valid score (an hour of NaN from a broken feed) counts its rows
+    in its own hour's bucket: the current window holds them until that hour leaves it, as a
+    whole-window read does, warm or cold. They once went to the first bucket of the run read
+    (the window's oldest hour after a cold start), and left the window an hour later: error,
+    then ok, then error again after a rebuild."""
+    root = _world(tmp_path, engine='kind = "local"\n', fixed=fixed)
+    n = 1500  # 3 % of the day's 51k scores (the bound: 1 %), within 20:00-20:50
+    stamps = np.datetime64("2026-11-09T20:00:00", "us") + 2 * np.arange(n).astype("timedelta64[s]")
+    write_parquet(
+        root / "scores" / "date=2026-11-09" / "nan.parquet",
+        {"timestamp": stamps, "score": np.full(n, np.nan), "segment": np.array(["web"] * n)},
+    )
+    arrays = Runner(load_config(root / "arrays.toml"))
+    warm = Runner(load_config(root / "summaries.toml"))
+    for at in (AT, AT + HOUR, AT + 2 * HOUR):
+        want = arrays.check("demo", at)
+        assert want.state == "error"
+        assert "NaN" in (want.error or ""), want.error
+        assert warm.check("demo", at).state == "error", at
+        cold = Runner(load_config(root / "summaries.toml"))  # the disk cache, a new process's
+        assert cold.check("demo", at).state == "error", at
+    later = AT + 21 * HOUR  # the NaN hour (20:00 on the 9th) has left the 1-day window
+    assert arrays.check("demo", later).state != "error"
+    assert warm.check("demo", later).state != "error"
+
+
 def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     first = _read(SummaryChecks(state), rolling_world, AT)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 import pickle
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
 
@@ -60,6 +60,9 @@ class _Chunk:
     # the row group's [oldest, newest] timestamp (ns) from its statistics, given instead of
     # ``stamps`` when every row of it is kept (see ``_chunks``'s ``span_ok``)
     span: tuple[int, int] | None = None
+    # when no row is kept (every score invalid) but rows are in the window: the oldest such
+    # row's timestamp (ns), which says the bucket its invalid rows count in
+    first_ns: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,11 +177,16 @@ def _chunks(
                 if span is not None and (keep is not None or take is not None):
                     span = None  # a score is not valid: the kept rows' own timestamps
                     table = _read_group(pf, plan, g, [spec.timestamp_column])
+                first_ns = None
                 if with_timestamps and span is None:
                     ns = _ts_to_ns(table.column(spec.timestamp_column), plan.unit)
                     stamps = _select(ns, keep, take)
+                    if kept.size == 0 and in_rows:
+                        first_ns = int((ns if mask is None else ns[mask]).min())
                 codes = None if seg is None else _select(seg, keep, take)
-                yield _Chunk(plan.file.path, in_rows, null, nan, inf, kept, stamps, codes, span)
+                yield _Chunk(
+                    plan.file.path, in_rows, null, nan, inf, kept, stamps, codes, span, first_ns
+                )
 
 
 def _check_invalid(
@@ -306,6 +314,9 @@ class SummaryPart:
     inf: int
     per_file: dict[str, int]
     unplaced: int = 0  # invalid rows of row groups without one valid score: in no summary
+    # ``unplaced`` by the bucket (its start, ns) of each such row group's oldest row in the
+    # window: a cached bucket carries its own, and leaves the window with its hour
+    unplaced_at: dict[int, int] = field(default_factory=dict)
 
     def __add__(self, other: SummaryPart) -> SummaryPart:
         merged = dict(self.summaries)
@@ -314,6 +325,9 @@ class SummaryPart:
         per_file = dict(self.per_file)
         for path, k in other.per_file.items():
             per_file[path] = per_file.get(path, 0) + k
+        unplaced_at = dict(self.unplaced_at)
+        for b, k in other.unplaced_at.items():
+            unplaced_at[b] = unplaced_at.get(b, 0) + k
         return SummaryPart(
             dict(sorted(merged.items())),
             self.rows + other.rows,
@@ -322,6 +336,7 @@ class SummaryPart:
             self.inf + other.inf,
             per_file,
             self.unplaced + other.unplaced,
+            dict(sorted(unplaced_at.items())),
         )
 
 
@@ -559,6 +574,7 @@ def read_summary_part(
     parts: dict[tuple[int, int], list[ScoreSummary]] = {}
     rows = n_null = n_nan = n_inf = orphan = 0
     per_file: dict[str, int] = {}
+    unplaced_at: dict[int, int] = {}
     start = window.start_ns
     step = None if bucket is None else bucket // timedelta(microseconds=1) * 1_000
 
@@ -575,6 +591,9 @@ def read_summary_part(
             per_file[chunk.path] = per_file.get(chunk.path, 0) + bad
         if chunk.values.size == 0:  # every row invalid: in no summary (``SummaryPart.unplaced``)
             orphan += bad
+            if bad and chunk.first_ns is not None:
+                at = start if step is None else start + (chunk.first_ns - start) // step * step
+                unplaced_at[at] = unplaced_at.get(at, 0) + bad
             continue
         if chunk.codes is None:
             if chunk.span is not None:  # every row kept: the statistics' span is theirs
@@ -631,7 +650,16 @@ def read_summary_part(
             total = total + piece
         key2 = (names[s_code], start + b * (step or 0))
         out[key2] = out[key2] + total if key2 in out else total
-    return SummaryPart(dict(sorted(out.items())), rows, n_null, n_nan, n_inf, per_file, orphan)
+    return SummaryPart(
+        dict(sorted(out.items())),
+        rows,
+        n_null,
+        n_nan,
+        n_inf,
+        per_file,
+        orphan,
+        dict(sorted(unplaced_at.items())),
+    )
 
 
 def summary_part_batches(
