@@ -391,6 +391,28 @@ def test_an_hour_of_invalid_scores_stays_in_its_hour(tmp_path: Path, fixed: bool
     assert warm.check("demo", later).state != "error"
 
 
+def test_check_at_the_daemons_latest_slot_decides_on_the_daemons_grid(
+    rolling_world: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``monitor check`` at the daemon's latest slot says what the daemon said, through
+    summaries too: its read-only runner reads the daemon's persisted grid (it never writes
+    one). It once built a grid of its own, on other edges: other PSI, block PSI and z."""
+    from monitor.cli import main
+
+    config = rolling_world / "summaries.toml"
+    daemon = Runner(load_config(config))
+    for k in range(5):
+        record = daemon.run("demo", AT + k * HOUR)
+    grid = rolling_world / "state" / "summaries" / "demo" / "grid.npz"
+    before = grid.read_bytes()
+    at = (AT + 4 * HOUR).isoformat()
+    code = main(["check", "--config", str(config), "--json", "--at", at])
+    (said,) = json.loads(capsys.readouterr().out)["monitors"]
+    assert said == json.loads(json.dumps(record.verdict.to_dict()))
+    assert code == {"ok": 0, "data_drift": 1, "model_decay": 2}.get(said["state"], 3)
+    assert grid.read_bytes() == before  # read, not rewritten
+
+
 def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     first = _read(SummaryChecks(state), rolling_world, AT)

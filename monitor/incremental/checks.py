@@ -133,7 +133,9 @@ class SummaryChecks:
     # -- the grid ---------------------------------------------------------------------------
 
     def _grid_path(self, name: str) -> Path | None:
-        if self.directory is None or not self.persist_grids:
+        """The persisted grid's file: read by every runner with a state directory (``monitor
+        check`` decides on the daemon's grid), written only with ``persist_grids``."""
+        if self.directory is None:
             return None
         return self.directory / name / "grid.npz"
 
@@ -166,7 +168,8 @@ class SummaryChecks:
                     "corrupt summary grid set aside; building a new one",
                     extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
                 )
-                path.unlink(missing_ok=True)
+                if self.persist_grids:
+                    path.unlink(missing_ok=True)
                 held = None
         if held is not None and not _stale(held, monitor, settings, at, reference, rows[0]):
             self._grids[monitor.name] = (want, held)
@@ -174,7 +177,7 @@ class SummaryChecks:
         built = self._build(monitor, settings, at, reference, want, keep_edges, rows)
         self._grids[monitor.name] = (want, built)
         self.cache.forget(monitor.name)
-        if path is not None:
+        if path is not None and self.persist_grids:
             try:
                 atomic_write(path.parent, path, built.to_bytes(), stem="grid")
             except OSError as exc:
