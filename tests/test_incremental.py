@@ -413,6 +413,55 @@ def test_check_at_the_daemons_latest_slot_decides_on_the_daemons_grid(
     assert grid.read_bytes() == before  # read, not rewritten
 
 
+def _rewrite_in_place(path: Path, shift: float | None) -> None:
+    """``path`` written again uncompressed, without dictionaries; with ``shift`` its scores
+    moved by it, the same bytes' length written over the same inode and the mtime set back
+    (what ``cp -p`` or a restore does): only the ctime tells the file changed."""
+    import os
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path)
+    if shift is not None:
+        at = table.schema.get_field_index("score")
+        table = table.set_column(at, "score", pc.add(table.column("score"), shift))
+    tmp = path.with_name(path.name + ".w")
+    pq.write_table(table, tmp, compression="NONE", use_dictionary=False)
+    if shift is None:
+        tmp.replace(path)
+        return
+    before = os.stat(path)
+    data = tmp.read_bytes()
+    tmp.unlink()
+    assert len(data) == before.st_size
+    with open(path, "r+b") as fh:
+        fh.write(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+
+
+def test_a_rewrite_of_the_same_size_with_its_mtime_set_back_is_read_again(
+    fixed_world: Path, tmp_path: Path
+) -> None:
+    """A bucket's files are known by path, size, mtime and ctime: a file rewritten in place
+    with the same size and its mtime restored moves its ctime, so its buckets are read again,
+    warm and from the disk cache in a new runner, and agree with whole windows. Without the
+    ctime the bucket cached on disk was kept for good (the drift never seen)."""
+    root = tmp_path / "w"
+    shutil.copytree(fixed_world, root, ignore=shutil.ignore_patterns("state"))
+    target = root / "scores" / "date=2026-11-09" / "part-0.parquet"
+    _rewrite_in_place(target, None)
+    warm = Runner(load_config(root / "summaries.toml"))
+    assert warm.check("demo", AT).state == "ok"
+    _rewrite_in_place(target, 1.5)
+    for runner in (warm, Runner(load_config(root / "summaries.toml"))):
+        got = runner.check("demo", AT)
+        want = Runner(load_config(root / "arrays.toml")).check("demo", AT)
+        assert got.state == want.state == "data_drift"
+        for name in want.inputs:
+            assert got.inputs[name].psi == want.inputs[name].psi, name
+
+
 def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path) -> None:
     state = tmp_path / "state"
     first = _read(SummaryChecks(state), rolling_world, AT)
@@ -729,7 +778,7 @@ def _digests_one_by_one(files: list[FileStat], starts: np.ndarray, step: int) ->
                 or (f.oldest_ns < b + step and f.newest_ns >= b)
             ):
                 tail = f"\0{f.deletes}" if f.deletes else ""
-                h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}{tail}\n".encode())
+                h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}{tail}\n".encode())
         out.append(h.hexdigest())
     return out
 
@@ -749,7 +798,8 @@ def test_bucket_digests_equal_digests_made_one_by_one() -> None:
         lo = first + int(rng.integers(-3 * step, 50 * step))
         hi = lo + int(rng.integers(0, 3 * step))
         deletes = "2:abcd" if rng.random() < 0.1 else ""
-        return FileStat(f"/s/f{i:04d}", 100 + i, mtime, lo, hi, 10 + i, deletes)
+        ctime = int(rng.integers(1, 10**18)) if rng.random() < 0.5 else 0  # local files'
+        return FileStat(f"/s/f{i:04d}", 100 + i, mtime, lo, hi, 10 + i, deletes, ctime)
 
     files = [made(i) for i in range(80)]
     for round_ in range(6):

@@ -12,10 +12,10 @@ of every ``summary.bucket`` of its reference and current windows on one frozen g
              settings change. Stored as ``<state_dir>/summaries/<name>/grid.npz`` (a replay
              keeps its grids in memory).
     buckets  one summary per (segment, bucket), keyed by the grid and by the bucket's files
-             (path, size, mtime of every file whose row-group timestamps overlap it): a late or
-             rewritten file changes the key of its buckets only. Cached in memory and as
-             ``<state_dir>/summaries/<name>/<grid>/<bucket start ns>.bucket`` (raw cells
-             behind a JSON header, ``Bucket.to_bytes``; atomic writes;
+             (path, size, mtime, ctime of every file whose row-group timestamps overlap
+             it): a late or rewritten file changes the key of its buckets only. Cached in
+             memory and as ``<state_dir>/summaries/<name>/<grid>/<bucket start ns>.bucket``
+             (raw cells behind a JSON header, ``Bucket.to_bytes``; atomic writes;
              a corrupt entry is logged and recomputed; the oldest buckets are evicted beyond
              ``summary.cache_max_bytes``), as their non-zero cells. An hourly check then reads
              only the new hour, and each window's totals are rolled across checks (the

@@ -472,12 +472,13 @@ def _one_print(table: FileTable, start: int, step: int) -> str:
 
 def _digest(group: Iterable[FileStat]) -> str:
     """The digest of a bucket's files (in path order): blake2b-128 of each file's path, size,
-    mtime and deleted rows."""
+    mtime, ctime (local files) and deleted rows. The ctime catches a rewrite of the same size
+    whose mtime was set back, which would otherwise keep its bucket on disk for good."""
     h = hashlib.blake2b(digest_size=16)
     for f in group:
         # a file without deleted rows digests as it did before ``deletes`` existed
         tail = f"\0{f.deletes}" if f.deletes else ""
-        h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}{tail}\n".encode())
+        h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}{tail}\n".encode())
     return h.hexdigest()
 
 

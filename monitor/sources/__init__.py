@@ -21,8 +21,9 @@ demo world and the tests. The data contract is in ``docs/data-contract.md``; in 
   read by the same reader (``monitor.sources.tables``; what is refused is said there).
 * Every pyarrow failure becomes a ``SourceError`` subclass that names the file and column.
 
-Footers and row-group statistics are cached per ``(path, size, mtime)``, so a daemon or a backtest
-that reads window after window lists only the partitions it needs and never re-reads a footer.
+Footers and row-group statistics are cached per ``(path, size, mtime, ctime)``, so a daemon or a
+backtest that reads window after window lists only the partitions it needs and never re-reads a
+footer.
 
 The package, in the order data flows through it::
 

@@ -1,4 +1,4 @@
-"""Parquet footers and row-group timestamp statistics, cached per ``(path, size, mtime)``."""
+"""Parquet footers and row-group timestamp statistics, cached per ``(path, size, mtime, ctime)``."""
 
 from __future__ import annotations
 
@@ -81,16 +81,17 @@ class _Footer:
 
 
 class _FooterCache:
-    """LRU cache of parquet footers keyed by filesystem, path, size and modification time."""
+    """LRU cache of parquet footers keyed by filesystem, path, size, modification time and (local
+    files) status change time."""
 
     def __init__(self, max_files: int) -> None:
         self._max = max_files
-        self._entries: OrderedDict[tuple[str, str, int, int], _Footer] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str, int, int, int], _Footer] = OrderedDict()
         self._lock = threading.Lock()
         self.opened = 0  # footers read from storage, for tests and benchmarks
 
     def get(self, source: _Source, f: _File) -> _Footer:
-        key = (source.fs.type_name, f.path, f.size, f.mtime_ns)
+        key = (source.fs.type_name, f.path, f.size, f.mtime_ns, f.ctime_ns)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -134,7 +135,7 @@ class _GroupCache:
 
     @staticmethod
     def key(source: _Source, f: _File, group: int, columns: Sequence[str]) -> tuple[object, ...]:
-        return (source.fs.type_name, f.path, f.size, f.mtime_ns, group, tuple(columns))
+        return (source.fs.type_name, f.path, f.size, f.mtime_ns, f.ctime_ns, group, tuple(columns))
 
     def get(self, key: tuple[object, ...]) -> tuple[pa.Table, dict[object, Any]] | None:
         with self._lock:

@@ -304,7 +304,7 @@ def judged_window_key(spec: OutcomeSpec, window: Window) -> tuple[tuple[object, 
     """What a window's judged outcomes are a function of, and the newest run's time (ns).
 
     The key holds ``clear_cache``'s count, the judgments' path and version, then each file
-    that may hold rows of the window, by identity (path, size, mtime, a table's deleted rows),
+    that may hold rows of the window, by identity (path, size, mtime, ctime, deleted rows),
     with the rows of it the window holds: for a parquet row group wholly inside the window (by
     its footer statistics) its index; for one the window cuts, a digest of its rows'
     in-window mask (timestamps read, and kept, as ``read_run_times`` reads them); for a TREC
@@ -319,7 +319,8 @@ def judged_window_key(spec: OutcomeSpec, window: Window) -> tuple[tuple[object, 
     judgments = _load_judgments(judged)
     parts: list[object] = [footers.CLEARED, judgments.path, judgments.version]
     if _is_trec(source, window):
-        parts += [(f.path, f.size, f.mtime_ns, t) for f, t in _trec_files(source, window)]
+        trec = _trec_files(source, window)
+        parts += [(f.path, f.size, f.mtime_ns, f.ctime_ns, t) for f, t in trec]
         return tuple(parts), newest
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     parts += _rows_key(source, plans, window, spec.timestamp_column)

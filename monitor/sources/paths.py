@@ -53,6 +53,10 @@ class _File:
     problem: SourceError | None = None  # a table file that must not be read (raised if planned)
     # a table's row-level deletes: the file's deleted row positions, sorted (None: none)
     deleted: npt.NDArray[np.int64] | None = field(default=None, compare=False)
+    # a local file's status change time (0 elsewhere): with size and mtime, what says the file
+    # is the one read before; a rewrite of the same size whose mtime was set back (os.utime,
+    # cp -p) still moves it, and nothing can set it back
+    ctime_ns: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,6 +191,7 @@ class _Entry:
     identity: tuple[int, int] | None = None
     problem: SourceError | None = None
     link: bool = False  # the name is a symlink (local filesystems)
+    ctime_ns: int = 0  # local filesystems (``_File.ctime_ns``)
 
 
 def _list_dir(source: _Source, directory: str) -> list[_Entry]:
@@ -249,6 +254,7 @@ def _local_entry(path: str, name: str, link: bool) -> _Entry:
         st.st_mtime_ns,
         identity=(st.st_dev, st.st_ino),
         link=link,
+        ctime_ns=st.st_ctime_ns,
     )
 
 
@@ -530,7 +536,9 @@ def _children(
         elif entry.is_file and (
             source.pattern is None or fnmatch.fnmatchcase(entry.path, source.pattern)
         ):
-            f = _File(entry.path, entry.size, entry.mtime_ns, parts, interval)
+            f = _File(
+                entry.path, entry.size, entry.mtime_ns, parts, interval, ctime_ns=entry.ctime_ns
+            )
             found.append((f, entry.identity))
     children = tuple(subdirs)
     if reusable and signature is not None and listed_ns - signature[2] > _RACY_NS:
@@ -544,7 +552,7 @@ def _children(
 def _restat(
     files: list[_Found], parts: tuple[tuple[str, str], ...], interval: _Interval
 ) -> tuple[list[_Found], bool] | None:
-    """``files`` looked up again (a new size or mtime: a new ``_File``), and whether one has
+    """``files`` looked up again (a new size, mtime or ctime: a new ``_File``), and whether one has
     more than one link; None when one is no longer a regular file (the directory is then listed
     again)."""
     out: list[_Found] = []
@@ -556,8 +564,8 @@ def _restat(
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
-        if st.st_size != f.size or st.st_mtime_ns != f.mtime_ns:
-            f = _File(f.path, st.st_size, st.st_mtime_ns, parts, interval)
+        if st.st_size != f.size or st.st_mtime_ns != f.mtime_ns or st.st_ctime_ns != f.ctime_ns:
+            f = _File(f.path, st.st_size, st.st_mtime_ns, parts, interval, ctime_ns=st.st_ctime_ns)
         out.append((f, (st.st_dev, st.st_ino)))
         linked = linked or st.st_nlink > 1
     return out, linked

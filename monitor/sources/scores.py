@@ -342,7 +342,7 @@ class SummaryPart:
 
 @dataclass(frozen=True, slots=True)
 class FileStat:
-    """A file that may hold rows of a window: its identity (path, size, mtime: a late or
+    """A file that may hold rows of a window: its identity (path, size, mtime, ctime: a late or
     rewritten file changes it, as does a table's new deletion vector of it: ``deletes``), the
     span of its planned row groups' timestamps from their statistics (``oldest_ns`` /
     ``newest_ns``; None: unknown, it may hold any time) and their row count (an upper bound of
@@ -355,6 +355,7 @@ class FileStat:
     newest_ns: int | None
     rows: int
     deletes: str = ""  # a table's deleted rows of the file (a digest; "" when none)
+    ctime_ns: int = 0  # a local file's status change time (``_File.ctime_ns``; 0 elsewhere)
 
 
 def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
@@ -421,7 +422,7 @@ def _file_stat(
         deletes = hit.deletes
     else:
         deletes = "" if f.deleted is None else _digest(f.deleted)
-        whole = _WHOLE.get((*planned, f.path, f.size, f.mtime_ns, deletes))
+        whole = _WHOLE.get((*planned, f.path, f.size, f.mtime_ns, f.ctime_ns, deletes))
     if whole is not None:
         assert whole.oldest_ns is not None
         assert whole.newest_ns is not None
@@ -438,11 +439,18 @@ def _file_stat(
     stats = plan.stats
     if stats.clean and len(plan.groups) == len(stats.rows):  # the whole file
         stat = FileStat(
-            f.path, f.size, f.mtime_ns, stats.oldest, stats.newest, plan.capacity, deletes
+            f.path,
+            f.size,
+            f.mtime_ns,
+            stats.oldest,
+            stats.newest,
+            plan.capacity,
+            deletes,
+            f.ctime_ns,
         )
         if len(_WHOLE) >= _WHOLE_MAX:
             _WHOLE.clear()
-        _WHOLE[(*planned, f.path, f.size, f.mtime_ns, deletes)] = stat
+        _WHOLE[(*planned, f.path, f.size, f.mtime_ns, f.ctime_ns, deletes)] = stat
         return stat, False
     lo = [stats.lo[g] for g in plan.groups]
     hi = [stats.hi[g] for g in plan.groups]
@@ -456,6 +464,7 @@ def _file_stat(
             max(x for x in hi if x is not None) if known else None,
             plan.capacity,
             deletes,
+            f.ctime_ns,
         ),
         False,
     )

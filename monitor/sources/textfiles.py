@@ -30,11 +30,11 @@ _STAMP = re.compile(
     r"(\d{4})-?(\d{2})-?(\d{2})T(\d{2}):?(\d{2})(?::?(\d{2}))?Z?", flags=re.IGNORECASE
 )
 _KINDS_LOCK = threading.Lock()
-_KINDS: dict[tuple[str, int, int], bool] = {}
+_KINDS: dict[tuple[str, int, int, int], bool] = {}
 
 
 def _is_parquet(source: _Source, f: _File) -> bool:
-    key = (f.path, f.size, f.mtime_ns)
+    key = (f.path, f.size, f.mtime_ns, f.ctime_ns)
     with _KINDS_LOCK:
         hit = _KINDS.get(key)
     if hit is not None:
