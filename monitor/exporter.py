@@ -137,7 +137,10 @@ class MonitorCollector(Collector):
             "state_since_timestamp_seconds", "When the current state began.", ["monitor"]
         )
         interval = _gauge(
-            "schedule_interval_seconds", "Nominal seconds between checks.", ["monitor"]
+            "schedule_interval_seconds",
+            "Seconds between checks: the interval, or for a cron schedule the longest gap between "
+            "two slots (its nights or weekend), which the stale alerts take twice.",
+            ["monitor"],
         )
         tolerance = _gauge(
             "psi_tolerance", "PSI the monitor ignores (tolerance null).", ["monitor"]
@@ -235,7 +238,7 @@ class MonitorCollector(Collector):
                 since.add_metric([name], snap.state.state_since.timestamp())
             interval.add_metric(
                 [name],
-                snap.monitor.schedule.nominal_interval(snap.monitor.budget.period).total_seconds(),
+                snap.monitor.schedule.longest_gap().total_seconds(),
             )
             tolerance.add_metric([name], snap.monitor.drift.tolerance)
             margin.add_metric([name], snap.monitor.decay.margin)

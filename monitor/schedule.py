@@ -275,6 +275,30 @@ class Schedule:
             return self.interval
         return period / self.checks_per(period)
 
+    def longest_gap(self) -> timedelta:
+        """The longest time between two consecutive slots: the interval, or for cron the
+        longest gap from 2026-01-01 over 400 days or 20,000 slots, whichever ends first (a
+        weekday schedule's weekend, a daytime one's night; 400 days hold every monthly and
+        yearly pattern but 29 February's, whose longest gap is itself past 400 days)."""
+        if self.interval is not None:
+            return self.interval
+        return _cron_longest_gap(self)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cron_longest_gap(schedule: Schedule) -> timedelta:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    end = start + timedelta(days=400)
+    t = schedule.next_slot(start)
+    longest = timedelta(0)
+    for _ in range(20_000):
+        after = schedule.next_slot(t)
+        longest = max(longest, after - t)
+        if after > end:
+            break
+        t = after
+    return longest
+
 
 @functools.lru_cache(maxsize=1024)
 def _cron_checks(schedule: Schedule, period: timedelta) -> int:

@@ -138,3 +138,18 @@ def test_persistence_metrics() -> None:
     assert get("retrieval_monitor_state_save_failures_total", {"monitor": "b"}) is None
     text = render(make_registry(board)).decode()
     assert "# TYPE retrieval_monitor_state_resets_total counter" in text
+
+
+def test_a_cron_monitor_exports_its_longest_gap_for_the_stale_alerts() -> None:
+    """RetrievalMonitorStale fires past twice ``schedule_interval_seconds``. For a weekday
+    schedule the exported value was the average gap (1d 8h 44m), whose double is shorter
+    than the weekend: the alert fired every Monday before the first check was due."""
+    paths = {"scores": {"path": "s"}, "outcomes": {"path": "o"}}
+    docs = [
+        {"name": "weekday", "schedule": "0 9 * * MON-FRI", **paths},
+        {"name": "hourly", "schedule": "1h", **paths},
+    ]
+    weekday, hourly = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
+    get = make_registry(Board([weekday, hourly], {})).get_sample_value
+    assert get("retrieval_monitor_schedule_interval_seconds", {"monitor": "weekday"}) == 3 * 86400
+    assert get("retrieval_monitor_schedule_interval_seconds", {"monitor": "hourly"}) == 3600

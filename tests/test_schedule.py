@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -341,3 +342,34 @@ def test_cron_never_fires_agrees_with_croniter(days: str, months: str) -> None:
     else:
         with pytest.raises(ValueError, match="never fires"):
             parse_schedule(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "hours"),
+    [
+        ("1h", 1),
+        ("0 9 * * MON-FRI", 72),  # Friday 09:00 to Monday 09:00
+        ("0 9-17 * * *", 16),  # 17:00 to 09:00
+        ("*/5 9-17 * * MON-FRI", 63 + 5 / 60),  # Friday 17:55 to Monday 09:00
+        ("0 0 1 * *", 31 * 24),
+        ("@weekly", 7 * 24),
+    ],
+)
+def test_longest_gap_is_what_the_stale_alerts_double(text: str, hours: float) -> None:
+    """``schedule_interval_seconds`` (doubled by RetrievalMonitorStale) is the longest gap
+    between two slots: a weekday schedule's average (1d 8h 44m) doubled is less than its
+    weekend, and every Monday the alert fired before the first check was due."""
+    assert parse_schedule(text).longest_gap() == timedelta(hours=hours)
+
+
+@pytest.mark.parametrize(
+    "text", ["0 9 * * MON-FRI", "0 9-17 * * *", "17 3 * * 1,4", "0 6,18 1-7 * *", "30 2 * 2 *"]
+)
+def test_longest_gap_against_croniter(text: str) -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    it = croniter(text, start)
+    times = [it.get_next(datetime) for _ in range(3000)]
+    times = [t for t in times if t <= start + timedelta(days=400)]
+    times.append(croniter(text, times[-1]).get_next(datetime))
+    widest = max(b - a for a, b in itertools.pairwise(times))
+    assert parse_schedule(text).longest_gap() == widest
