@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -22,7 +24,14 @@ from tests.deploy.contract import (
     load_rules,
     metric_names,
 )
-from tests.deploy.stack import binary
+from tests.deploy.stack import (
+    ALERTMANAGER_CANDIDATES,
+    Process,
+    binary,
+    free_port,
+    http_get,
+    wait_for,
+)
 
 RULES = {r["alert"]: r for r in load_rules()}
 REQUIRED = {
@@ -180,3 +189,89 @@ def test_kubernetes_job_label_is_the_mixin_job() -> None:
     docs = yaml.safe_load_all((REPO / "deploy" / "kubernetes" / "service.yaml").read_text())
     services = [d for d in docs if d and d["kind"] == "Service"]
     assert [s["metadata"]["name"] for s in services] == [load().job]
+
+
+def test_the_shipped_inhibitions_mute_only_what_they_describe(tmp_path: Path) -> None:
+    """The real Alertmanager with the shipped config: a stale monitor mutes its own run
+    failures, not another monitor's (it once muted every monitor on the daemon); a down
+    daemon mutes all of its monitors'; a model decay mutes the same segment's drift only."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    am = Process(
+        "alertmanager",
+        [
+            binary(*ALERTMANAGER_CANDIDATES),
+            f"--config.file={REPO / 'deploy' / 'alertmanager' / 'alertmanager.yml'}",
+            f"--storage.path={tmp_path / 'am'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--cluster.listen-address=",
+            "--log.level=warn",
+        ],
+        tmp_path / "am.log",
+    )
+
+    def alert(name: str, instance: str = "a:9464", **labels: str) -> dict[str, object]:
+        return {"labels": {"alertname": name, "job": JOB, "instance": instance, **labels}}
+
+    def post(alerts: list[dict[str, object]]) -> None:
+        req = urllib.request.Request(
+            f"{url}/api/v2/alerts",
+            data=json.dumps(alerts).encode(),
+            headers={"Content-Type": "application/json"},
+            method="POST",
+        )
+        with urllib.request.urlopen(req, timeout=5) as resp:
+            assert resp.status == 200
+
+    def states() -> dict[tuple[str, str, str], str]:
+        with urllib.request.urlopen(f"{url}/api/v2/alerts", timeout=5) as resp:
+            got = json.load(resp)
+        return {
+            (
+                a["labels"]["alertname"],
+                a["labels"].get("instance", ""),
+                a["labels"].get("monitor", "") + a["labels"].get("segment", ""),
+            ): a["status"]["state"]
+            for a in got
+        }
+
+    try:
+        wait_for(
+            lambda: http_get(f"{url}/-/ready")[0] == 200,
+            timeout=30,
+            what="alertmanager ready",
+            log=am.log,
+        )
+        post(
+            [
+                alert("RetrievalMonitorStale", monitor="slow", severity="warning"),
+                alert("RetrievalMonitorRunFailures", monitor="slow", severity="warning"),
+                alert("RetrievalMonitorRunFailures", monitor="other", severity="warning"),
+                alert("RetrievalMonitorInsufficientData", monitor="third", severity="warning"),
+                alert("RetrievalMonitorDown", instance="b:9464", severity="critical"),
+                alert("RetrievalMonitorRunFailures", instance="b:9464", monitor="x"),
+                alert("RetrievalModelDecay", monitor="m", segment="fr", severity="critical"),
+                alert("RetrievalDataDrift", monitor="m", segment="fr", severity="warning"),
+                alert("RetrievalDataDrift", monitor="m", segment="de", severity="warning"),
+            ]
+        )
+        expected = {
+            ("RetrievalMonitorStale", "a:9464", "slow"): "active",
+            ("RetrievalMonitorRunFailures", "a:9464", "slow"): "suppressed",
+            ("RetrievalMonitorRunFailures", "a:9464", "other"): "active",
+            ("RetrievalMonitorInsufficientData", "a:9464", "third"): "active",
+            ("RetrievalMonitorDown", "b:9464", ""): "active",
+            ("RetrievalMonitorRunFailures", "b:9464", "x"): "suppressed",
+            ("RetrievalModelDecay", "a:9464", "mfr"): "active",
+            ("RetrievalDataDrift", "a:9464", "mfr"): "suppressed",
+            ("RetrievalDataDrift", "a:9464", "mde"): "active",
+        }
+        got = wait_for(
+            lambda: (s := states()) == expected and s,
+            timeout=30,
+            what="the inhibitions applied",
+            log=lambda: json.dumps(sorted(map(list, states().items()))),
+        )
+        assert got == expected
+    finally:
+        am.stop()
