@@ -499,11 +499,12 @@ class Runner:
         """The complete evaluation runs in the lookback (``max(windows.current, outcomes.max_lag)``
         before ``at``) not looked at yet.
 
-        Runs are the outcome timestamps split at gaps longer than ``decay.run_gap``; a run is
-        complete once no outcome arrived for ``decay.settle`` before ``at``. Everything that
-        landed after the previous look up to the end of the newest complete run is pooled into one
-        window (runs closer together than ``run_gap``, e.g. hourly evaluations, merge into one
-        cluster; the pooling is the same).
+        Runs are the outcome timestamps split at gaps longer than ``decay.run_gap``; what landed
+        up to a row that was followed by a quiet ``decay.settle`` (or by nothing, ``settle``
+        before ``at``) is complete. Everything that landed after the previous look up to the
+        newest complete row is pooled into one window (runs closer together than ``run_gap``,
+        e.g. hourly evaluations, merge into one cluster; the pooling is the same, and a run in
+        progress at the check leaves those before it complete).
         """
         cfg = monitor.decay
         # far enough back to find the newest outcome for the freshness rule, and every run
@@ -515,13 +516,20 @@ class Runner:
             return _Runs(count=0, new=None, end=None, newest=None)
         ts = np.sort(times)
         newest = _from_ns(int(ts[-1]))
-        cuts = np.flatnonzero(np.diff(ts) > cfg.run_gap // timedelta(microseconds=1) * 1000)
+        gaps = np.diff(ts)
+        cuts = np.flatnonzero(gaps > cfg.run_gap // timedelta(microseconds=1) * 1000)
         ends = np.concatenate((cuts, [ts.size - 1]))
+        # complete: everything up to the newest row that is older than `settle` and was
+        # followed by a quiet `settle` (or by nothing yet). Not only at a run_gap cut: hourly
+        # runs merge into one cluster, and a check off the hour (at :05) always finds the next
+        # run in progress; waiting for the cluster to go quiet, it never looked at any.
         limit = _ns(at - cfg.settle)
-        complete = [int(ts[b]) for b in ends if ts[b] <= limit]
-        if not complete:
+        quiet = np.flatnonzero(gaps > cfg.settle // timedelta(microseconds=1) * 1000)
+        done = np.concatenate((quiet, [ts.size - 1]))
+        done = done[ts[done] <= limit]
+        if done.size == 0:
             return _Runs(count=0, new=None, end=None, newest=newest)
-        last = complete[-1]
+        last = int(ts[done[-1]])
         seen = state.decay.runs_end
         # everything that landed after the previous look, up to the end of the newest complete
         # run (runs closer together than run_gap merge into one; the pooling is the same)

@@ -593,3 +593,37 @@ def test_hourly_evaluations_are_looked_at_one_by_one(tmp_path: Path) -> None:
     assert states[onset + 2 * HOUR] == "model_decay"  # the 00:00 run, looked at by 02:00
     runs = [v.outcome.runs for v in result.verdicts[1:] if v.outcome is not None]
     assert max(runs) == 1  # one run per look after the first
+
+
+@pytest.mark.parametrize("schedule", ["5 * * * *", "30 * * * *", "1h"])
+def test_hourly_evaluation_runs_are_looked_at_whatever_the_minute_of_the_checks(
+    tmp_path: Path, schedule: str
+) -> None:
+    """24 evaluation runs a day (each about 20 minutes of rows) merge into one cluster of runs
+    closer than run_gap. A check at :05 or :30 always finds the next run in progress: waiting
+    for the whole cluster to go quiet, it never looked at a run (insufficient_data for good).
+    The runs before the one in progress are complete (a quiet `settle` followed them): each
+    check looks at the run that landed since the last, and the decay is named."""
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    scenario = replace(
+        SCENARIOS["abrupt_decay"],
+        scores_per_hour=200,
+        evaluations_per_day=24,
+        decay_start=timedelta(days=9),
+    )
+    world = write_world(
+        tmp_path, scenario, start=start, end=start + timedelta(days=10), seed=2, schedule=schedule
+    )
+    config = load_config(world.config_path)
+    runner = Runner(config, clock=lambda: start + timedelta(days=10))
+    slots = config.monitors[0].schedule.slots(
+        start + timedelta(days=9, hours=4), start + timedelta(days=9, hours=10)
+    )
+    looks, states = 0, []
+    for at in slots:
+        verdict = runner.run("demo", at).verdict
+        report = verdict.outcomes.get("")
+        looks += bool(report is not None and report.new_look)
+        states.append(verdict.state)
+    assert looks >= len(slots) - 1  # the first may pool what landed before it
+    assert states[-1] == "model_decay", states
