@@ -424,3 +424,21 @@ def test_reasons_name_the_phase_the_block_was_matched_on() -> None:
     daily = make_monitor(drift={"seasonality": "daily"})
     v, _ = evaluate(daily, AT, check_data(AT, {"": seg}), MonitorState())
     assert any("at the same hour of day" in r for r in v.reasons), v.reasons
+
+
+@pytest.mark.parametrize("k", [1, 21, 25])
+def test_a_decay_in_every_one_of_many_segments_can_be_raised(k: int) -> None:
+    """Holm's first step asks p <= alpha / k. A sign-flip p is at least 1 / (R + 1); with R =
+    ceil(20 / alpha) for any k, 21 segments each with 40 of 40 pairs worse by 0.10 were 'no
+    evidence of decay' (p floor 8.06e-05 > 0.0016 / 21). R now grows with the segments."""
+    m = make_monitor(max_segments=30)
+    rng = np.random.default_rng(1)
+    segs = {
+        f"s{i:02d}": segment(rng, AT, n_ref=2000, n_cur=300, decay=0.10, n_pairs=40)
+        for i in range(k)
+    }
+    verdict, _ = evaluate(m, AT, check_data(AT, segs), MonitorState())
+    assert verdict.state == "model_decay"
+    assert all(r.decay for r in verdict.outcomes.values())
+    floor = 1.0 / (verdict.outcomes["s00"].n_resamples + 1)
+    assert floor <= verdict.outcomes["s00"].alpha / (20 * k)

@@ -132,7 +132,11 @@ def _evaluate_outcomes(
         return carried, decay
     since = None if decay.last_look_at is None else at - decay.last_look_at
     alpha = plan.look_alpha(monitor, since)
-    n_resamples = cfg.n_resamples or min(MAX_RESAMPLES, max(9999, math.ceil(20.0 / alpha)))
+    # Holm's first step asks p <= alpha / k of k segments: a sign-flip p is at least
+    # 1 / (R + 1), so R grows with k (20 resamples a unit of the smallest level Holm may ask;
+    # with 21 segments and R = ceil(20 / alpha), no decay could ever be raised)
+    tested = max(1, len(data.segments))
+    n_resamples = cfg.n_resamples or min(MAX_RESAMPLES, max(9999, math.ceil(20.0 * tested / alpha)))
     needed = max(cfg.min_pairs, math.ceil(math.log2(1.0 / alpha)))
     look = {
         "alpha": alpha,
