@@ -149,7 +149,13 @@ class MonitorCollector(Collector):
             "drift_cusum_threshold", "CUSUM threshold h that holds the drift budget.", ["monitor"]
         )
         zthr = _gauge("drift_z_threshold", "Immediate (abrupt drift) z threshold.", ["monitor"])
-        alpha = _gauge("outcome_alpha", "Per-look alpha that holds the decay budget.", ["monitor"])
+        alpha = _gauge(
+            "outcome_alpha",
+            "Alpha of the latest decay look, which the adjusted p-values are held against (a look "
+            "sooner after the previous spends less); before any look, a look's one cadence after "
+            "the previous.",
+            ["monitor"],
+        )
         margin = _gauge("outcome_margin", "Tolerated decay of the mean outcome.", ["monitor"])
         inputs = {s: _gauge(s, d, seg) for s, d, _ in _INPUT_GAUGES}
         outcomes = {s: _gauge(s, d, seg) for s, d, _ in _OUTCOME_GAUGES}
@@ -259,7 +265,8 @@ class MonitorCollector(Collector):
             if v.plan is not None:
                 h.add_metric([name], v.plan.drift_h)
                 zthr.add_metric([name], v.plan.drift_z)
-                alpha.add_metric([name], v.plan.decay_alpha)
+                looked = [o.alpha for o in v.outcomes.values() if o.alpha is not None]
+                alpha.add_metric([name], looked[0] if looked else v.plan.decay_alpha)
             for (source, window), n in run.window_samples.items():
                 samples.add_metric([name, source, window], float(n))
             for source, t in (("scores", v.newest_score), ("outcomes", v.newest_outcome)):

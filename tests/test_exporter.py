@@ -153,3 +153,26 @@ def test_a_cron_monitor_exports_its_longest_gap_for_the_stale_alerts() -> None:
     get = make_registry(Board([weekday, hourly], {})).get_sample_value
     assert get("retrieval_monitor_schedule_interval_seconds", {"monitor": "weekday"}) == 3 * 86400
     assert get("retrieval_monitor_schedule_interval_seconds", {"monitor": "hourly"}) == 3600
+
+
+def test_the_exported_alpha_is_the_latest_looks() -> None:
+    """A look sooner after the previous spends less alpha (hourly evaluation runs: 6.7e-5
+    against the plan's 1.6e-3 for a look a day after the last). outcome_alpha, which the
+    adjusted p-value is read against, is the look's, not the plan's."""
+    from dataclasses import replace
+
+    (a,) = monitors("a")
+    board = Board([a], {})
+    record_decay(board, a)
+    run = board.snapshot()[0].latest
+    assert run is not None
+    planned = run.verdict.plan
+    assert planned is not None
+    looked = {
+        k: replace(o, alpha=planned.decay_alpha / 24) for k, o in run.verdict.outcomes.items()
+    }
+    board.record(replace(run, verdict=replace(run.verdict, outcomes=looked)), board.state("a"))
+    get = make_registry(board).get_sample_value
+    assert get("retrieval_monitor_outcome_alpha", {"monitor": "a"}) == pytest.approx(
+        planned.decay_alpha / 24
+    )
