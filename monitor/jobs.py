@@ -508,8 +508,13 @@ class Runner:
         """
         cfg = monitor.decay
         # far enough back to find the newest outcome for the freshness rule, and every run
-        # that could have landed since the previous check
+        # that could have landed since the previous check; after an outage, back to the end of
+        # the previous look's runs (within a budget period), so that the runs that landed
+        # meanwhile are pooled into the next look, not dropped
         lookback = max(monitor.windows.current, monitor.outcome_lag_limit)
+        seen = state.decay.runs_end
+        if seen is not None and at - lookback > seen:
+            lookback = min(at - seen, monitor.budget.period)
         window = Window(start=at - lookback, end=at)
         times = self.reader.outcome_times(monitor.outcomes, window)
         if times.size == 0:
@@ -530,7 +535,6 @@ class Runner:
         if done.size == 0:
             return _Runs(count=0, new=None, end=None, newest=newest)
         last = int(ts[done[-1]])
-        seen = state.decay.runs_end
         # everything that landed after the previous look, up to the end of the newest complete
         # run (runs closer together than run_gap merge into one; the pooling is the same)
         floor = _ns(seen) if seen is not None else None

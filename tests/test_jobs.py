@@ -627,3 +627,28 @@ def test_hourly_evaluation_runs_are_looked_at_whatever_the_minute_of_the_checks(
         states.append(verdict.state)
     assert looks >= len(slots) - 1  # the first may pool what landed before it
     assert states[-1] == "model_decay", states
+
+
+def test_the_runs_that_landed_during_an_outage_are_pooled_into_the_next_look(
+    tmp_path: Path,
+) -> None:
+    """Checks at day 8 and then, after an outage, at day 12: the runs of days 9 to 12 all
+    landed since the last look and are pooled into the next one. The outcome times were read
+    only max(windows.current, outcomes.max_lag) back, and the runs before that were dropped."""
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    world = write_world(
+        tmp_path, SCENARIOS["stationary"], start=start, end=start + timedelta(days=13), seed=4
+    )
+    config = load_config(world.config_path)
+    runner = Runner(config, clock=lambda: start + timedelta(days=13))
+    first = runner.run("demo", start + timedelta(days=8, hours=3)).verdict.outcomes[""]
+    after = runner.run("demo", start + timedelta(days=12, hours=3)).verdict.outcomes[""]
+    assert first.runs_end is not None
+    assert after.new_look
+    assert after.runs == 4
+    assert after.runs_start is not None
+
+    def when(text: str) -> datetime:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    assert when(first.runs_end) < when(after.runs_start) < start + timedelta(days=9, hours=3)
