@@ -444,3 +444,17 @@ def test_a_decay_in_every_one_of_many_segments_can_be_raised(k: int) -> None:
     assert first.n_resamples is not None
     assert first.alpha is not None
     assert 1.0 / (first.n_resamples + 1) <= first.alpha / (20 * k)  # the p floor
+
+
+def test_the_reason_states_the_immediate_rule_as_it_is_applied() -> None:
+    """The immediate drift rule holds the Holm-adjusted block p-value to the plan's
+    drift_alpha; with fewer tracks compared that hour it fires a little below z = drift_z.
+    The reason once said only 'immediate z > 4.34', which an alarm at z 4.29 contradicted."""
+    m = make_monitor()
+    v, _ = evaluate(
+        m, AT, check_data(AT, {"": segment(np.random.default_rng(1), AT)}), MonitorState()
+    )
+    assert v.plan is not None
+    (text,) = [r for r in v.reasons if "CUSUM" in r]
+    assert f"immediate at adjusted p <= {v.plan.drift_alpha:.3g} " in text
+    assert f"(z > {v.plan.drift_z:.2f} with every track compared)" in text

@@ -87,7 +87,12 @@ def _input_reason(
     cusum = f"CUSUM {ir.cusum:.2f}"
     if ir.anchor_cusum is not None:
         cusum += f" (anchor {ir.anchor_cusum:.2f})"
-    cusum += f" / h {plan.drift_h:.2f}, immediate z > {plan.drift_z:.2f}"
+    # the immediate rule holds the Holm-adjusted p to drift_alpha: z > drift_z when every
+    # segment's tracks have a block this hour, a little less when fewer do
+    cusum += (
+        f" / h {plan.drift_h:.2f}, immediate at adjusted p <= {plan.drift_alpha:.3g} "
+        f"(z > {plan.drift_z:.2f} with every track compared)"
+    )
     window = (
         f"window PSI {_fmt(ir.psi)} (noise floor {_fmt(ir.psi_noise_floor)}, tolerance "
         f"{cfg.tolerance:g}), KS D {_fmt(ir.ks_statistic)}, zero-score rate "
