@@ -103,7 +103,7 @@ def _landing_row(snap: MonitorSnapshot) -> LandingRow:
     verdict = run.verdict if run else None
     return LandingRow(
         name=snap.monitor.name,
-        state=str(snap.state.state),
+        state=snap.state.state or "pending",  # no check has finished yet
         since=snap.state.state_since,
         reason=verdict.reasons[0] if verdict and verdict.reasons else None,
         data_age={

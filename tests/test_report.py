@@ -862,3 +862,55 @@ def test_a_check_with_its_page_sorts_the_current_window_once(
     d = drawn.detail.inputs[""]
     assert int(d.current_counts.sum()) == report.n_current
     assert d.current_range is not None
+
+
+def test_largest_losses_and_gains_are_each_of_their_sign() -> None:
+    """Sorted by difference, the first rows are the losses and the last the gains, but only
+    of their sign: 9 pairs all worse once showed the same 9 under "Largest gains", and 300
+    ties under "Largest losses"."""
+    from monitor.report.page import largest_changes
+
+    def pairs(current: list[float]) -> Pairs:
+        n = len(current)
+        ids = np.array([f"q{i}" for i in range(n)])
+        return Pairs(np.zeros(n), np.array(current), query_ids=ids)
+
+    worse = outcome_detail(pairs([-1.0 - i for i in range(9)]))
+    assert largest_changes(worse) == (list(range(9)), [])
+    ties = outcome_detail(pairs([0.0, 0.0, 0.0]))
+    assert largest_changes(ties) == ([], [])
+    mixed = outcome_detail(pairs([-0.2, 0.0, 0.1, 0.3]))
+    losses, gains = largest_changes(mixed, most=3)
+    assert [mixed.difference[i] for i in losses] == [-0.2]
+    assert [mixed.difference[i] for i in gains] == [0.3, 0.1]
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 4, 7])
+def test_the_strip_chart_counts_pairs_in_whole_numbers(n: int) -> None:
+    """With 3 pairs the axis once read 0, 0, 1, 2, 2 (ticks at 0.5 and 1.5 rounded)."""
+    from monitor.report.charts import strip_chart
+
+    ids = np.array([f"q{i}" for i in range(n)])
+    d = outcome_detail(Pairs(np.zeros(n), np.linspace(-1, 1, n), query_ids=ids))
+    svg = strip_chart(d, "", mean=0.0, ci=(-0.1, 0.1), margin=0.01)
+    labels = re.findall(r'<text[^>]*class="tick" text-anchor="middle">([^<]*)</text>', svg)
+    assert labels, svg[:400]
+    assert labels == sorted(set(labels), key=int)  # no label twice, in order
+    assert all(0 <= int(t) <= max(n - 1, 1) for t in labels)
+
+
+def test_the_landing_page_says_pending_before_a_monitors_first_check() -> None:
+    """Before the first check of a monitor finishes, its state is none yet: the landing page
+    once showed 'None' (and a state-None class)."""
+    from monitor.jobs import Board
+    from monitor.report import render_landing
+    from monitor.server import _landing_row
+
+    docs = [{"name": "fresh", "scores": {"path": "s"}, "outcomes": {"path": "o"}}]
+    (m,) = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
+    (snap,) = Board([m], {}).snapshot()
+    row = _landing_row(snap)
+    assert row.state == "pending"
+    page = render_landing([row], ReportConfig())
+    assert '<span class="state state-pending">pending</span>' in page
+    assert "None" not in page

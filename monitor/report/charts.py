@@ -207,7 +207,7 @@ def strip_chart(
         svg,
         xs,
         ys,
-        nice_ticks(0, max(n - 1, 1), 5),
+        [t for t in nice_ticks(0, max(n - 1, 1), 5) if t == int(t)],  # pairs are counted
         nice_ticks(lo - pad, hi + pad, 5),
         xlabel="pairs, sorted by difference",
         ylabel="current - reference",

@@ -21,7 +21,7 @@ from monitor import __version__
 from monitor.config import MonitorConfig, ReportConfig
 from monitor.report import charts
 from monitor.report.svg import esc
-from monitor.verdict import CheckDetail, InputReport, OutcomeReport, Verdict
+from monitor.verdict import CheckDetail, InputReport, OutcomeDetail, OutcomeReport, Verdict
 
 __all__ = ["LandingRow", "PageContext", "render_landing", "render_monitor_page", "runbook_anchor"]
 
@@ -565,9 +565,9 @@ def _outcome_section(
             + _link(_grafana(ctx.report, monitor.name, panel="decay", segment=seg), "Grafana")
             + "</figcaption></figure>"
         )
-        k = min(WORST, d.n)
-        worst = [(i, "worst") for i in range(k)]
-        best = [(d.n - 1 - i, "best") for i in range(k)]
+        losses, gains = largest_changes(d)
+        worst = [(i, "worst") for i in losses]
+        best = [(i, "best") for i in gains]
 
         def qrows(items: Sequence[tuple[int, str]]) -> list[list[str]]:
             return [
@@ -582,11 +582,15 @@ def _outcome_section(
 
         head = ["query", "reference", "current", "difference"]
         num = [False, True, True, True]
+
+        def listed(items: Sequence[tuple[int, str]], none: str) -> str:
+            return _table(head, qrows(items), numeric=num) if items else f"<p>{none}</p>"
+
         out.append(
             '<div class="grid2"><div><h3>Largest losses</h3>'
-            + _table(head, qrows(worst), numeric=num)
+            + listed(worst, "No query did worse.")
             + "</div><div><h3>Largest gains</h3>"
-            + _table(head, qrows(best), numeric=num)
+            + listed(best, "No query did better.")
             + "</div></div>"
         )
     looks = [e for e in history if e.get("mean") is not None and e.get("new_look")]
@@ -599,6 +603,16 @@ def _outcome_section(
         )
     out.append("</section>")
     return "".join(out)
+
+
+def largest_changes(d: OutcomeDetail, most: int = WORST) -> tuple[list[int], list[int]]:
+    """The rows of the largest losses (most negative first) and gains (most positive first)
+    of ``d`` (sorted by difference), at most ``most`` each and each only of its sign: 9 pairs
+    all worse once listed the same 9 under "Largest gains", and ties under "losses"."""
+    k = min(most, d.n)
+    losses = [i for i in range(k) if d.difference[i] < 0]
+    gains = [d.n - 1 - i for i in range(k) if d.difference[d.n - 1 - i] > 0]
+    return losses, gains
 
 
 def _evidence_key(name: str, verdict: Verdict) -> tuple[bool, float, float, str]:
