@@ -56,6 +56,7 @@ _MONTH_MAX_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 # A valid expression fires at least once in every 400-year Gregorian cycle (the calendar repeats
 # with its weekdays after 400 years), so a search that passes this many years has a bug.
 _SEARCH_YEARS = 401
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def parse_duration(text: str) -> timedelta:
@@ -64,9 +65,13 @@ def parse_duration(text: str) -> timedelta:
     if match is None:
         raise ValueError(f"must be a duration like '30s', '15m', '1h', '1d' or '1w'; got {text!r}")
     seconds = float(match.group(1)) * _UNITS[match.group(2)]
-    if seconds <= 0:
-        raise ValueError(f"must be a positive duration; got {text!r}")
-    return timedelta(seconds=seconds)
+    try:
+        delta = timedelta(seconds=seconds)  # rounded to the microsecond
+    except OverflowError:
+        raise ValueError(f"must be at most 999999999 days; got {text!r}") from None
+    if delta <= timedelta(0):  # a positive number under half a microsecond rounds to zero
+        raise ValueError(f"must be a positive duration (at least 1 microsecond); got {text!r}")
+    return delta
 
 
 def format_duration(delta: timedelta) -> str:
@@ -236,10 +241,12 @@ class Schedule:
     def latest_slot(self, now: datetime) -> datetime:
         """The latest slot at or before ``now`` (UTC-aware)."""
         now = _utc(now)
-        if self.interval is not None:
-            step = self.interval.total_seconds()
-            elapsed = (now - _EPOCH).total_seconds()
-            return _EPOCH + timedelta(seconds=(elapsed // step) * step)
+        if self.interval is not None:  # in whole microseconds: exact for any interval
+            # (in float seconds, 1.1s slots floored to the slot before, and next_slot of a
+            # slot returned the slot itself: a replay never ended)
+            step = self.interval // _MICROSECOND
+            elapsed = (now - _EPOCH) // _MICROSECOND
+            return _EPOCH + (elapsed // step) * step * _MICROSECOND
         return self._last_at_or_before(now.replace(second=0, microsecond=0))
 
     def next_slot(self, after: datetime) -> datetime:

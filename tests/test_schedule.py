@@ -373,3 +373,33 @@ def test_longest_gap_against_croniter(text: str) -> None:
     times.append(croniter(text, times[-1]).get_next(datetime))
     widest = max(b - a for a, b in itertools.pairwise(times))
     assert parse_schedule(text).longest_gap() == widest
+
+
+@pytest.mark.parametrize("text", ["1.1s", "1.2s", "1.7s", "2.2s", "12.3s", "7.5m"])
+def test_fractional_intervals_step_forward_exactly(text: str) -> None:
+    """Slots of a fractional interval are multiples of it since the epoch, in whole
+    microseconds. In float seconds, 1.1s floored a slot to the one before it, next_slot
+    returned its argument, and a backtest over a minute never ended."""
+    s = parse_schedule(text)
+    step = s.nominal_interval()
+    start = T0
+    slots = s.slots(start, start + 40 * step)
+    assert len(slots) in (40, 41)
+    assert all(b - a == step for a, b in itertools.pairwise(slots))
+    for t in slots:
+        assert s.latest_slot(t) == t
+        assert s.next_slot(t) == t + step
+        assert (t - datetime(1970, 1, 1, tzinfo=UTC)) % step == timedelta(0)
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("0.0000001s", "at least 1 microsecond"),  # rounded to zero: once a ZeroDivisionError
+        ("0.0000004s", "at least 1 microsecond"),
+        ("99999999999d", "at most 999999999 days"),  # once an OverflowError, exit 1
+    ],
+)
+def test_durations_that_timedelta_cannot_hold_are_refused(text: str, problem: str) -> None:
+    with pytest.raises(ValueError, match=problem):
+        parse_duration(text)
