@@ -724,8 +724,7 @@ def _check_buckets(
                 f"engine.summary.bucket {text}: checks would end inside a bucket",
             )
     else:
-        t = datetime(2026, 1, 1, tzinfo=UTC)
-        for slot in schedule.slots(t, t + timedelta(days=35))[:2000]:
+        for slot in _cron_times(schedule, b):
             if (slot - _EPOCH) % b:
                 c.add(
                     f"{path}.schedule",
@@ -1175,6 +1174,19 @@ def _fitting_decay(schedule: Schedule, decay: DecayConfig, budget: BudgetConfig)
         if _implied_resamples(schedule, decay, fits) <= _MAX_RESAMPLES:
             return candidate
         digits += 1
+
+
+def _cron_times(schedule: Schedule, bucket: timedelta) -> list[datetime]:
+    """Times a cron schedule fires at, enough to tell whether each is on a bucket boundary.
+    A bucket that divides a day sees only the time of day: every allowed hour and minute
+    (whatever the days: a time that fires only in June once passed a check of 35 days from
+    1 January). Otherwise the slots of 400 days (at most 20,000)."""
+    if schedule.cron_fields is not None and timedelta(days=1) % bucket == timedelta(0):
+        minutes, hours = schedule.cron_fields[0], schedule.cron_fields[1]
+        day = datetime(2026, 1, 1, tzinfo=UTC)
+        return [day.replace(hour=h, minute=m) for h in sorted(hours) for m in sorted(minutes)]
+    t = datetime(2026, 1, 1, tzinfo=UTC)
+    return schedule.slots(t, t + timedelta(days=400))[:20_000]
 
 
 def _parse_budget(c: _Collector, data: Any, path: str) -> BudgetConfig:

@@ -564,6 +564,8 @@ def _config(monitor: str, engine: str = 'kind = "local"') -> dict[str, object]:
     [
         ('schedule = "90m"', 'kind = "local"', "is not a multiple of engine.summary.bucket"),
         ('schedule = "30 * * * *"', 'kind = "local"', "inside a bucket"),
+        # a time that fires only from June on (a check of 35 days from 1 January missed it)
+        ('schedule = "30 0 1 6 *"', 'kind = "local"', "fires at 00:30, inside a bucket"),
         ('windows.current = "36h30m"', 'kind = "local"', "windows.current"),
         (
             'drift.seasonality = "daily"',
