@@ -676,19 +676,22 @@ def _parse_monitor(
                 f"{path}.engine",
                 "'auto' needs engine.dask.address or engine.spark.master/remote to move to",
             )
+    # parsed before the early return, so that every problem of the table is reported at once
+    seed = c.get(t, "seed", path, 0, _int(0))
+    max_segments = c.get(t, "max_segments", path, 20, _int(1, 1000))
     if len(c.problems) > before or scores is None or outcomes is None:
         return None
     return MonitorConfig(
         name=name,
         schedule=schedule,
-        seed=c.get(t, "seed", path, 0, _int(0)),
+        seed=seed,
         scores=scores,
         outcomes=outcomes,
         windows=windows,
         drift=drift,
         decay=decay,
         budget=budget,
-        max_segments=c.get(t, "max_segments", path, 20, _int(1, 1000)),
+        max_segments=max_segments,
         max_invalid_share=max_invalid,
         run_timeout=run_timeout,
         misfire_grace=misfire,

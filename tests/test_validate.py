@@ -301,3 +301,15 @@ def test_check_is_error_on_a_dangling_partition_and_exact_through_a_loop(
     assert code == 3
     assert dangling["state"] == "error"
     assert f"{partition}: is a dangling symlink" in dangling["error"]
+
+
+def test_every_problem_of_a_monitor_is_reported_at_once() -> None:
+    """configuration.md: validate reports every problem at once. A windows problem once
+    returned before seed and max_segments were read, which then surfaced one fix later."""
+    problems = _problems(_monitor(seed=-1, max_segments=0, windows={"current": "5m"}))
+    assert len(problems) == 3, problems
+    assert {p.split(":")[0] for p in problems} == {
+        "monitors[0].windows.current",
+        "monitors[0].seed",
+        "monitors[0].max_segments",
+    }
