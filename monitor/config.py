@@ -405,7 +405,10 @@ def _duration(value: Any) -> timedelta:
 
 
 def _nonneg_duration(value: Any) -> timedelta:
-    if value in ("0", "0s", 0):
+    """A duration that may be zero: ``0``, or zero of any unit (``"0s"``, ``"0m"``, ``"0.0h"``)."""
+    if value == 0 or value == "0":
+        return timedelta(0)
+    if isinstance(value, str) and re.fullmatch(r"0+(\.0*)?[smhdw]", value.strip()):
         return timedelta(0)
     return _duration(value)
 
@@ -415,7 +418,7 @@ def _timestamp(value: Any) -> datetime:
         parsed = value
     elif isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
         except ValueError:
             raise ValueError(f"must be an RFC 3339 timestamp; got {value!r}") from None
     else:

@@ -169,3 +169,20 @@ def test_validate_command_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixtu
     err = capsys.readouterr().err
     assert "monitors[0].name:" in err
     assert "monitors[0].schedule:" in err
+
+
+@pytest.mark.parametrize("gap", ['"0s"', '"0m"', '"0h"', '"0.0d"', "0"])
+def test_a_zero_gap_may_be_spelt_in_any_unit(tmp_path: Path, gap: str) -> None:
+    """windows.gap defaults to "0s"; "0m" was refused as not a positive duration."""
+    config = load_config(_write(tmp_path, MINIMAL + f"windows.gap = {gap}\n"))
+    assert config.monitors[0].windows.gap == timedelta(0)
+
+
+def test_a_fixed_reference_may_end_in_a_lowercase_z(tmp_path: Path) -> None:
+    """RFC 3339 allows 'z' for UTC as well as 'Z'."""
+    text = MINIMAL + (
+        'windows.reference_start = "2026-03-01T00:00:00z"\n'
+        'windows.reference_end = "2026-03-08T00:00:00Z"\n'
+    )
+    windows = load_config(_write(tmp_path, text)).monitors[0].windows
+    assert windows.reference_start == datetime(2026, 3, 1, tzinfo=UTC)
