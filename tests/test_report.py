@@ -914,3 +914,23 @@ def test_the_landing_page_says_pending_before_a_monitors_first_check() -> None:
     page = render_landing([row], ReportConfig())
     assert '<span class="state state-pending">pending</span>' in page
     assert "None" not in page
+
+
+def test_a_replayed_page_dates_its_state_from_its_history() -> None:
+    """Without the daemon's record (a replay, backtest --report), the header once said 'no
+    earlier record of this state' above a history of checks in that state. The state began
+    at the first check of the run of checks in it that ends with this one."""
+    docs = [{"name": "m", "scores": {"path": "s"}, "outcomes": {"path": "o"}}]
+    (m,) = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
+    at = AT
+    states = ["error", "ok", "ok", "ok"]  # oldest first
+    history = [
+        {"at": (at - timedelta(hours=len(states) - i)).isoformat(), "state": s}
+        for i, s in enumerate(states)
+    ]
+    page = render_monitor_page(m, _verdict(at), None, history, PageContext(ReportConfig()))
+    began = at - timedelta(hours=3)
+    assert f"since {began:%Y-%m-%d %H:%M} UTC (3.0 h before this check)" in page
+    assert "no earlier record" not in page
+    first = render_monitor_page(m, _verdict(at), None, [], PageContext(ReportConfig()))
+    assert "no earlier record of this state" in first

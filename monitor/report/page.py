@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
@@ -759,6 +759,8 @@ def render_monitor_page(
 ) -> str:
     """One monitor's page for one check (see the module docstring)."""
     now = ctx.generated_at or datetime.now(UTC)
+    if ctx.state_since is None:  # a replay: the daemon's record is not this state's
+        ctx = replace(ctx, state_since=_since_in_history(verdict, history))
     body = (
         _header(monitor, verdict, ctx, now)
         + "<main>"
@@ -770,6 +772,24 @@ def render_monitor_page(
         + f'<footer class="mute"><p>Generated {esc(_iso(now))}.</p></footer>'
     )
     return _document(f"{verdict.state}: {monitor.name} · retrieval-monitor", body)
+
+
+def _since_in_history(verdict: Verdict, history: Sequence[Mapping[str, Any]]) -> datetime | None:
+    """The first check of the run of checks in ``verdict``'s state that ends with it, by the
+    page's history (None: the history holds no earlier check in that state). A replay's page
+    once said 'no earlier record of this state' above a history of checks in that state."""
+    since = None
+    for e in sorted(history, key=lambda e: str(e.get("at", "")), reverse=True):
+        at = e.get("at")
+        if not at:
+            continue
+        t = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
+        if t > verdict.at:
+            continue
+        if e.get("state") != verdict.state:
+            break
+        since = t
+    return since if since is not None and since < verdict.at else None
 
 
 @dataclass(frozen=True, slots=True)
