@@ -934,3 +934,28 @@ def test_a_replayed_page_dates_its_state_from_its_history() -> None:
     assert "no earlier record" not in page
     first = render_monitor_page(m, _verdict(at), None, [], PageContext(ReportConfig()))
     assert "no earlier record of this state" in first
+
+
+def test_the_cusum_line_breaks_where_the_deciding_segment_changes() -> None:
+    """The history keeps the deciding segment's S at each check. Drawn as one line, a switch
+    from a segment at S 7.7 to another at 0 read as a reset of the first. The line now breaks
+    at each change of the deciding segment, and the chart's text says so."""
+    from monitor.report.charts import cusum_chart
+
+    segments = ["en", "en", "fr", "fr", "fr", "en"]
+    history = [
+        {
+            "at": (AT + timedelta(hours=k)).isoformat(),
+            "state": "ok",
+            "input_segment": seg,
+            "cusum": float(k),
+            "cusum_threshold": 12.8,
+        }
+        for k, seg in enumerate(segments)
+    ]
+    svg = cusum_chart(history)
+    assert svg.count('class="line-ref"') == 3  # en, fr, en
+    assert svg.count('class="threshold"') == 1
+    assert "breaks at each of 2 change(s) of that segment" in svg
+    one = cusum_chart([{**e, "input_segment": "en"} for e in history])
+    assert one.count('class="line-ref"') == 1

@@ -8,6 +8,7 @@ Mark classes the browser tests count: ``bar-ref`` / ``bar-cur`` (one per PSI bin
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
@@ -279,6 +280,11 @@ def _changes(svg: Svg, history: Sequence[Mapping[str, Any]], ts: Sequence[float]
     return count
 
 
+def _runs_of(labels: Sequence[Any]) -> list[int]:
+    """The start of each run of equal consecutive labels."""
+    return [k for k in range(len(labels)) if k == 0 or labels[k] != labels[k - 1]]
+
+
 def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     """The drift CUSUM S (reference track) at every check against its threshold h, the z of
     every evidence block (one dot per check that had a new block), with the checks whose state
@@ -303,21 +309,31 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     label = (
         f"Drift evidence over the last {len(history)} checks: CUSUM S (blue) against the alarm "
         f"threshold h (black dashed), the z of each of {len(blocks)} evidence blocks (orange "
-        f"dots); {changes} change(s) of state marked by grey lines."
+        f"dots); {changes} change(s) of state marked by grey lines"
+        + (
+            f"; S is the deciding segment's, and its line breaks at each of {len(breaks) - 1} "
+            "change(s) of that segment."
+            if len(breaks := _runs_of([e.get("input_segment") for e in history])) > 1
+            else "."
+        )
     )
     svg = Svg(W, H, label=label, chart="cusum")
     _time_axis(svg, xs, t0, t1, ys, "CUSUM S, block z", nice_ticks(bottom, top, 4))
     _changes(svg, history, ts, xs)
     if bottom < 0:
         svg.line(_L, ys(0), W - _R, ys(0), cls="zero")
-    for series, cls in ((h, "threshold"), (s, "line-ref")):
-        pts = [
-            (xs(t), ys(float(v)))
-            for t, v in zip(ts, series, strict=True)
-            if isinstance(v, (int, float))
-        ]
-        if pts:
-            svg.polyline(pts, cls=cls)
+    # S is the deciding segment's: one line a run of checks with the same deciding segment,
+    # broken where it changes (joined, another segment's reset read as this one's)
+    segment = [e.get("input_segment") for e in history]
+    for series, cls, runs in ((h, "threshold", [0]), (s, "line-ref", _runs_of(segment))):
+        for lo, hi in itertools.pairwise([*runs, len(history)]):
+            pts = [
+                (xs(t), ys(float(v)))
+                for t, v in zip(ts[lo:hi], series[lo:hi], strict=True)
+                if isinstance(v, (int, float))
+            ]
+            if pts:
+                svg.polyline(pts, cls=cls)
     svg.circles([(xs(t), ys(z)) for t, z in blocks], r=2.2, cls="block")
     _legend(
         svg,
