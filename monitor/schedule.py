@@ -28,7 +28,7 @@ from datetime import UTC, date, datetime, timedelta
 __all__ = ["Schedule", "format_duration", "parse_duration", "parse_schedule"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw])\s*$")  # ASCII digits only
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 # (low, high) for minute, hour, day of month, month, day of week
@@ -86,7 +86,7 @@ def format_duration(delta: timedelta) -> str:
 
 def _cron_number(text: str, index: int, whole: str) -> int:
     """One value of a cron field: digits, or (month, day-of-week) a 3-letter English name."""
-    if text.isdigit():
+    if text.isascii() and text.isdigit():  # not '٣' or '³', which str.isdigit accepts
         return int(text)
     names = _FIELD_NAMES.get(index)
     if names is not None and text.upper() in names:
@@ -105,7 +105,7 @@ def _parse_cron_field(text: str, index: int) -> frozenset[int]:
         step, stepped = 1, "/" in part
         if stepped:
             part, step_text = part.split("/", 1)
-            if not step_text.isdigit() or int(step_text) < 1:
+            if not (step_text.isascii() and step_text.isdigit()) or int(step_text) < 1:
                 raise ValueError(f"{_CRON_NAMES[index]} step must be a positive integer")
             step = int(step_text)
         if part == "*":

@@ -403,3 +403,15 @@ def test_fractional_intervals_step_forward_exactly(text: str) -> None:
 def test_durations_that_timedelta_cannot_hold_are_refused(text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         parse_duration(text)
+
+
+@pytest.mark.parametrize("text", ["0 0 \u0663 * *", "0 0 */\u0663 * *", "\u00b3 * * * *"])
+def test_cron_fields_take_ascii_digits_only(text: str) -> None:
+    """str.isdigit accepts Arabic-Indic and superscript digits: '٣' was read as day 3."""
+    with pytest.raises(ValueError, match=r"not understood|step"):
+        parse_schedule(text)
+
+
+def test_durations_take_ascii_digits_only() -> None:
+    with pytest.raises(ValueError, match="must be a duration"):
+        parse_duration("\u0663h")
