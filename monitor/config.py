@@ -265,16 +265,18 @@ class MonitorConfig:
         day) when it spans at least 2 days, else none. Weekly is the default because weekend
         traffic differs from weekday traffic in most products (measured in docs/detection.md).
         """
-        mode = self.drift.seasonality
-        if mode == "auto":
-            span = self.windows.reference_span
-            if span >= timedelta(days=7):
-                mode = "weekly"
-            elif span >= timedelta(days=2):
-                mode = "daily"
-            else:
-                mode = "none"
+        mode = _seasonal_mode(self.drift.seasonality, self.windows.reference_span)
         return {"daily": timedelta(days=1), "weekly": timedelta(days=7)}.get(mode)
+
+
+def _seasonal_mode(seasonality: str, reference_span: timedelta) -> str:
+    """``seasonality`` with ``auto`` resolved by the reference's span (7 days: weekly; 2 days:
+    daily; else none)."""
+    if seasonality != "auto":
+        return seasonality
+    if reference_span >= timedelta(days=7):
+        return "weekly"
+    return "daily" if reference_span >= timedelta(days=2) else "none"
 
 
 @dataclass(frozen=True, slots=True)
@@ -757,7 +759,9 @@ def _check_buckets(
                 f"{path}.windows.{key}",
                 f"{at.isoformat()} is not on a boundary of engine.summary.bucket {text}",
             )
-    if drift.seasonality != "none" and timedelta(hours=1) % b:
+    if _seasonal_mode(drift.seasonality, windows.reference_span) != "none" and (
+        timedelta(hours=1) % b
+    ):
         c.add(
             f"{path}.drift.seasonality",
             f"phase-matched blocks (hour of day or week) need engine.summary.bucket to divide "

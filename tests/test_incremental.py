@@ -584,6 +584,20 @@ def test_validate_names_the_bucket_rules(monitor: str, engine: str, problem: str
     assert problem in str(err.value)
 
 
+def test_auto_seasonality_of_a_short_reference_needs_no_hourly_buckets() -> None:
+    """seasonality 'auto' is none under a 2-day reference, so a 2 h bucket with a 2 h
+    schedule and a 1-day reference has no phase-matched blocks to serve: it was refused as
+    if it had ('need engine.summary.bucket to divide 1h')."""
+    monitor = 'schedule = "2h"\nwindows.current = "2h"\nwindows.reference = "1d"\n'
+    config = parse_config(_config(monitor, 'kind = "local"\nsummary.bucket = "2h"'), base=Path("."))
+    assert config.monitors[0].seasonal_period is None
+    with pytest.raises(ConfigError, match=r"need engine\.summary\.bucket to divide 1h"):
+        parse_config(
+            _config(monitor.replace('"1d"', '"2d"'), 'kind = "local"\nsummary.bucket = "2h"'),
+            base=Path("."),
+        )
+
+
 def test_a_monitor_override_needs_no_engine_table() -> None:
     import tomllib
 
