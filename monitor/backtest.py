@@ -40,7 +40,7 @@ import numpy.typing as npt
 from monitor.config import Config, MonitorConfig
 from monitor.epoch import from_ns as _from_ns
 from monitor.epoch import to_ns as _ns
-from monitor.errors import MonitorError
+from monitor.errors import MonitorError, ReplayRangeError
 from monitor.incremental import SummaryChecks
 from monitor.jobs import (
     DataReader,
@@ -652,7 +652,7 @@ def replay_record(
     replayed check history (``monitor report --at``)."""
     start, at = start.astimezone(UTC), at.astimezone(UTC)
     if not start <= at:
-        raise ValueError(f"--replay-from {_iso(start)} must not be after --at {_iso(at)}")
+        raise ReplayRangeError(str(_iso(start)), str(_iso(at)))
     monitor = config.monitor(name)
     slots = [t for t in monitor.schedule.slots(start, at) if t < at]
     if len(slots) >= _LONG_REPLAY:

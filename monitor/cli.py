@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from monitor import __version__
-from monitor.errors import ConfigError
+from monitor.errors import ConfigError, ReplayRangeError
 
 if TYPE_CHECKING:
     from monitor.config import Config
@@ -77,10 +77,6 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.print_usage(sys.stderr)
         self.exit(3, f"{self.prog}: error: {message}\n")
-
-
-class _UsageError(Exception):
-    """Arguments that parse but cannot go together (``--replay-from`` after ``--at``)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -324,19 +320,7 @@ def _check_one(
     if start is None:
         first = state.first_at
         start = first if first is not None and first <= at else at - monitor.budget.period
-    _replay_order(start, at)
     return replay_check(config, name, at, start)
-
-
-def _replay_order(start: datetime, at: datetime) -> None:
-    if start > at:
-        raise _UsageError(
-            f"--replay-from {_iso(start)} must not be after the slot checked, {_iso(at)}"
-        )
-
-
-def _iso(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _cmd_report(args: argparse.Namespace) -> int:
@@ -433,7 +417,6 @@ def _report_one(
             if start is None:
                 first = state.first_at
                 start = first if first is not None and first <= at else at - monitor.budget.period
-            _replay_order(start, at)
             from monitor.backtest import replay_record  # only a replay needs it
 
             record = replay_record(config, name, at, start, detail=True)
@@ -523,6 +506,6 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         return commands[args.command](args)
-    except _UsageError as exc:
+    except ReplayRangeError as exc:  # a usage error, raised before any slot is replayed
         print(f"monitor {args.command}: error: {exc}", file=sys.stderr)
         return 3

@@ -8,6 +8,7 @@
     │   └── ConflictingJudgmentsError  one (query, document) judged twice with different grades
     ├── InsufficientDataError  too little data to decide: a state (`insufficient_data`), not a bug
     ├── EngineUnavailableError an engine (Dask, Spark) cannot be reached or is not installed
+    ├── ReplayRangeError       a replay asked to start after the slot it checks
     └── SourceError            a log could not be read as the data contract says (state `error`)
         ├── SourceNotFoundError    path, glob or URI matches nothing
         ├── SourcePermissionError  a file exists but may not be read
@@ -15,7 +16,8 @@
         ├── SchemaError            a column is missing, has the wrong type, or schemas clash
         └── BadValuesError         too many NaN/inf/null values in a window
 
-``StatsInputError`` is also a ``ValueError`` so that callers treating it as one keep working.
+``StatsInputError`` and ``ReplayRangeError`` are also ``ValueError``s, so that callers treating
+them as one keep working.
 Each class builds its message from the data it carries.
 """
 
@@ -29,6 +31,7 @@ __all__ = [
     "EngineUnavailableError",
     "InsufficientDataError",
     "MonitorError",
+    "ReplayRangeError",
     "SchemaError",
     "SourceError",
     "SourceNotFoundError",
@@ -92,6 +95,15 @@ class EngineUnavailableError(MonitorError):
         self.address = address
         self.reason = reason
         super().__init__(f"{kind} engine at {address!r} is unavailable: {reason}")
+
+
+class ReplayRangeError(MonitorError, ValueError):
+    """A replay (``check --at``, ``report --at``) whose ``--replay-from`` is after the slot it
+    checks: a usage error (``monitor`` exits 3)."""
+
+    def __init__(self, start: str, at: str) -> None:
+        self.start, self.at = start, at
+        super().__init__(f"--replay-from {start} must not be after the slot checked, {at}")
 
 
 class SourceError(MonitorError):
