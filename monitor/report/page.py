@@ -779,16 +779,12 @@ def _since_in_history(verdict: Verdict, history: Sequence[Mapping[str, Any]]) ->
     page's history (None: the history holds no earlier check in that state). A replay's page
     once said 'no earlier record of this state' above a history of checks in that state."""
     since = None
-    for e in sorted(history, key=lambda e: str(e.get("at", "")), reverse=True):
-        at = e.get("at")
-        if not at:
-            continue
-        t = datetime.fromisoformat(str(at).replace("Z", "+00:00"))
-        if t > verdict.at:
+    for e in sorted((e for e in history if e.get("at")), key=_at, reverse=True):
+        if _at(e) > verdict.at:
             continue
         if e.get("state") != verdict.state:
             break
-        since = t
+        since = _at(e)
     return since if since is not None and since < verdict.at else None
 
 
