@@ -497,7 +497,7 @@ class Runner:
 
     def _runs(self, monitor: MonitorConfig, at: datetime, state: MonitorState) -> _Runs:
         """The complete evaluation runs in the lookback (``max(windows.current, outcomes.max_lag)``
-        before ``at``) not looked at yet.
+        before ``at``, or back to the previous look's runs after an outage) not looked at yet.
 
         Runs are the outcome timestamps split at gaps longer than ``decay.run_gap``; what landed
         up to a row that was followed by a quiet ``decay.settle`` (or by nothing, ``settle``

@@ -206,7 +206,7 @@ def _rows_key(
         f = plan.file
         deleted = None if f.deleted is None else _digest(f.deleted.tobytes())
         if False not in plan.inside:  # every planned group wholly inside: by index
-            parts.append((f.path, f.size, f.mtime_ns, f.ctime_ns, deleted, plan.unit, plan.groups))
+            parts.append((*f.identity, deleted, plan.unit, plan.groups))
             continue
         cut = [g for g, inside in zip(plan.groups, plan.inside, strict=True) if not inside]
         tables = {}
@@ -223,7 +223,7 @@ def _rows_key(
             stamps = _memo(memo, ("stamps", plan.unit), _ts_native, table.column(column), plan.unit)
             mask = (stamps >= lo) & (stamps < hi)
             rows.append((g, mask.size, _digest(np.packbits(mask).tobytes())))
-        parts.append((f.path, f.size, f.mtime_ns, f.ctime_ns, deleted, plan.unit, tuple(rows)))
+        parts.append((*f.identity, deleted, plan.unit, tuple(rows)))
     return tuple(parts)
 
 

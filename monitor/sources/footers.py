@@ -91,7 +91,7 @@ class _FooterCache:
         self.opened = 0  # footers read from storage, for tests and benchmarks
 
     def get(self, source: _Source, f: _File) -> _Footer:
-        key = (source.fs.type_name, f.path, f.size, f.mtime_ns, f.ctime_ns)
+        key = (source.fs.type_name, *f.identity)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None:
@@ -135,7 +135,7 @@ class _GroupCache:
 
     @staticmethod
     def key(source: _Source, f: _File, group: int, columns: Sequence[str]) -> tuple[object, ...]:
-        return (source.fs.type_name, f.path, f.size, f.mtime_ns, f.ctime_ns, group, tuple(columns))
+        return (source.fs.type_name, *f.identity, group, tuple(columns))
 
     def get(self, key: tuple[object, ...]) -> tuple[pa.Table, dict[object, Any]] | None:
         with self._lock:

@@ -319,8 +319,7 @@ def judged_window_key(spec: OutcomeSpec, window: Window) -> tuple[tuple[object, 
     judgments = _load_judgments(judged)
     parts: list[object] = [footers.CLEARED, judgments.path, judgments.version]
     if _is_trec(source, window):
-        trec = _trec_files(source, window)
-        parts += [(f.path, f.size, f.mtime_ns, f.ctime_ns, t) for f, t in trec]
+        parts += [(*f.identity, t) for f, t in _trec_files(source, window)]
         return tuple(parts), newest
     plans = _plan(source, window, spec.timestamp_column, spec.timestamp_unit)
     parts += _rows_key(source, plans, window, spec.timestamp_column)

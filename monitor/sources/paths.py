@@ -58,6 +58,12 @@ class _File:
     # cp -p) still moves it, and nothing can set it back
     ctime_ns: int = 0
 
+    @property
+    def identity(self) -> tuple[str, int, int, int]:
+        """``(path, size, mtime_ns, ctime_ns)``: what every cache of a file's contents keys on
+        (footers, row groups, planned files, kept windows); any rewrite changes it."""
+        return (self.path, self.size, self.mtime_ns, self.ctime_ns)
+
 
 @dataclass(frozen=True, slots=True)
 class _Source:

@@ -422,7 +422,7 @@ def _file_stat(
         deletes = hit.deletes
     else:
         deletes = "" if f.deleted is None else _digest(f.deleted)
-        whole = _WHOLE.get((*planned, f.path, f.size, f.mtime_ns, f.ctime_ns, deletes))
+        whole = _WHOLE.get((*planned, *f.identity, deletes))
     if whole is not None:
         assert whole.oldest_ns is not None
         assert whole.newest_ns is not None
@@ -450,7 +450,7 @@ def _file_stat(
         )
         if len(_WHOLE) >= _WHOLE_MAX:
             _WHOLE.clear()
-        _WHOLE[(*planned, f.path, f.size, f.mtime_ns, f.ctime_ns, deletes)] = stat
+        _WHOLE[(*planned, *f.identity, deletes)] = stat
         return stat, False
     lo = [stats.lo[g] for g in plan.groups]
     hi = [stats.hi[g] for g in plan.groups]

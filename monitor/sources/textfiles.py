@@ -34,7 +34,7 @@ _KINDS: dict[tuple[str, int, int, int], bool] = {}
 
 
 def _is_parquet(source: _Source, f: _File) -> bool:
-    key = (f.path, f.size, f.mtime_ns, f.ctime_ns)
+    key = f.identity
     with _KINDS_LOCK:
         hit = _KINDS.get(key)
     if hit is not None:
