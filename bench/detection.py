@@ -10,7 +10,8 @@ Worlds (``WORLDS``): null worlds, where every alarm is false: ``stationary``, ``
 share 10 %/30 % day/night, weekend mix +0.05), ``strong_seasonality`` (5 %/40 %, weekends +0.05
 zeros and +0.10 hard share), ``segments_20`` (20 locales sharing a 300-query golden set); the same
 seasonal worlds with ``drift.seasonality = "none"`` (the phase-blind rule the monitor had before);
-effect worlds: ``step_drift`` (hard share +0.35 at day 15, true PSI ~0.14, persists), ``creep``
+effect worlds: ``step_drift`` (hard share +0.35 at day 15, true PSI ~0.14, persists),
+``step_drift_0.05_300/h`` (true PSI 0.05 = 2.5 x the tolerance on 300 scores an hour), ``creep``
 (hard share ramping by +0.30 over 14 days from day 10), ``decay_h<H>`` (an abrupt -0.04 decay
 whose onset is at hour H of day 15: the daily golden-set run is at 02:00), ``dead_feed`` (scores
 stop at day 15 10:00).
@@ -121,6 +122,16 @@ def _creep(level: float) -> Scenario:
     return dataclasses.replace(base, name=f"creep_{level:g}", drift_strength=strength)
 
 
+@functools.lru_cache(maxsize=8)
+def _step(level: float, scores_per_hour: float) -> Scenario:
+    """An abrupt drift at day 15 whose true PSI against the week before it is ``level``."""
+    base = dataclasses.replace(
+        SCENARIOS["covariate_shift"], drift_start=ONSET, scores_per_hour=scores_per_hour
+    )
+    name = f"step_{level:g}_{scores_per_hour:g}/h"
+    return dataclasses.replace(base, name=name, drift_strength=edge_strength(base, level))
+
+
 def _crossing(level: float) -> Callable[[Scenario, datetime], datetime | None]:
     """When the trailing day's true PSI against the first reference week reaches ``level``."""
 
@@ -167,6 +178,13 @@ WORLDS: dict[str, WorldSpec] = {
             lambda: _base("covariate_shift"),
             expected="data_drift",
             onset=ONSET,
+        ),
+        WorldSpec(  # few scores a block: a point estimate dips below the clearing band
+            "step_drift_0.05_300/h",
+            lambda: _step(0.05, 300.0),
+            expected="data_drift",
+            onset=ONSET,
+            cost=0.6,
         ),
         *(
             WorldSpec(
@@ -253,11 +271,13 @@ WORLDS: dict[str, WorldSpec] = {
 
 
 #: The worlds ``make bench`` replays (one month each, a few minutes on 2 cores): the seasonal null
-#: with its phase-blind contrast, a step drift, a decay at an awkward hour and a dead feed.
+#: with its phase-blind contrast, a step drift (and one on few scores an hour, which must not
+#: flap), a decay at an awkward hour and a dead feed.
 QUICK = (
     "strong_seasonality",
     "strong_seasonality/phase-blind",
     "step_drift",
+    "step_drift_0.05_300/h",
     "decay_h13",
     "dead_feed",
 )

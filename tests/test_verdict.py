@@ -15,6 +15,7 @@ from monitor.config import MonitorConfig, parse_config
 from monitor.stats import cusum_threshold_shared, shewhart_threshold_shared
 from monitor.verdict import (
     CheckData,
+    DriftTrack,
     MonitorState,
     Pairs,
     SegmentData,
@@ -22,6 +23,7 @@ from monitor.verdict import (
     alarm_plan,
     evaluate,
 )
+from monitor.verdict.plan import clear_threshold
 
 AT = datetime(2026, 11, 30, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -290,6 +292,36 @@ def test_drift_clears_after_quiet_blocks() -> None:
         seen.append(v.state)
     assert seen[: m.drift.clear_after - 1] == ["data_drift"] * (m.drift.clear_after - 1)
     assert seen[-1] == "ok"
+
+
+def test_a_few_blocks_in_the_band_do_not_clear_without_the_clearing_evidence() -> None:
+    # A raised track whose last blocks sat in the clearing band by chance (small blocks, a
+    # drift at 2.5 x the tolerance): one more block in the band must not clear it on its own;
+    # the clearing CUSUM (-z - k per block) must also have crossed h.
+    m = make_monitor()
+    plan = alarm_plan(m)
+    rng = np.random.default_rng(11)
+    reference = scores(rng, 20_000)
+    raised = DriftTrack(active=True, active_since=AT, quiet=m.drift.clear_after - 1)
+    state = MonitorState(drift={"": SegmentDrift(reference=raised, evidence_end=AT)})
+    at = AT + timedelta(hours=1)
+    seg = replace(segment(rng, at, n_cur=24 * 2_000), reference=reference)
+    v, after = evaluate(m, at, check_data(at, {"": seg}), state)
+    assert v.input is not None
+    assert v.input.z is not None
+    track = after.drift[""].reference
+    assert track.quiet == m.drift.clear_after  # the block was in the band ...
+    assert track.clear_cusum == pytest.approx(max(0.0, -v.input.z - m.drift.cusum_k))
+    assert track.clear_cusum <= clear_threshold(plan, m.drift.cusum_k)  # not evidence enough
+    assert track.active
+    assert v.state == "data_drift"
+    # with the clearing CUSUM already at its threshold, the same block clears it
+    near = replace(raised, clear_cusum=clear_threshold(plan, m.drift.cusum_k))
+    state = MonitorState(drift={"": SegmentDrift(reference=near, evidence_end=AT)})
+    v, after = evaluate(m, at, check_data(at, {"": seg}), state)
+    assert not after.drift[""].reference.active
+    assert v.state == "ok"
+    assert after.drift[""].reference.clear_cusum == 0.0
 
 
 def test_decay_is_named_at_the_first_look_and_clears_only_on_recovery() -> None:

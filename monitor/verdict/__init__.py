@@ -18,9 +18,14 @@ README's "How a check decides":
   track ``anchor`` compares with a frozen *anchor* (the reference as it was when the monitor
   started or was last re-anchored, kept as per-phase bin counts), so drift that creeps past the
   tolerance over weeks alarms, and an alarm stays raised while the change persists. A raised
-  track clears only after ``clear_after`` consecutive blocks whose debiased PSI against *that
-  track's* reference is below ``clear_share * tolerance`` (half, by default: a band between
-  the two keeps a drift near the edge from flapping). The anchor is refreshed after
+  track clears only when (a) its last ``clear_after`` consecutive blocks had a debiased PSI
+  against *that track's* reference below ``clear_share * tolerance`` (half, by default: a band
+  between the two keeps a drift near the edge from flapping) and (b) its clearing CUSUM
+  ``C = max(0, C - z - k)``, the alarm's recursion on the same z's run the other way, is above
+  ``clear_threshold`` (in-control ARL = the checks in a budget period: a drift exactly at the
+  tolerance, z ~ N(0, 1), is cleared falsely about once a period while raised; one past it,
+  less often). Without (b) a drift of 2.5 x the tolerance on 300 scores an hour cleared and
+  re-raised in 19 of 20 months (2-10 state changes). The anchor is refreshed after
   ``anchor_refresh`` only while no alarm is raised and the rolling reference is within half the
   tolerance of it.
 * **Model decay** (per segment). A one-sided sign-flip test of ``mean(current - reference) <

@@ -26,9 +26,15 @@ from monitor.stats import (
 )
 from monitor.verdict._common import _HOUR_NS, TRACKS, _iso
 from monitor.verdict.data import CheckData, SegmentData
-from monitor.verdict.plan import AlarmPlan, _bin_counts, phase_counts, phase_of
+from monitor.verdict.plan import (
+    AlarmPlan,
+    _bin_counts,
+    clear_threshold,
+    phase_counts,
+    phase_of,
+)
 from monitor.verdict.reports import InputReport
-from monitor.verdict.state import Anchor, SegmentDrift
+from monitor.verdict.state import Anchor, DriftTrack, SegmentDrift
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +363,11 @@ def _evaluate_input(
         z = z_from_pvalue(test.pvalue)
         track = state.track(name)
         quiet = track.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
-        track = replace(track, cusum=cusum_step(track.cusum, z, k=cfg.cusum_k), quiet=quiet)
+        # a raised track's clearing CUSUM: the alarm's, run the other way on the same z's
+        clear = cusum_step(track.clear_cusum, -z, k=cfg.cusum_k) if track.active else 0.0
+        track = replace(
+            track, cusum=cusum_step(track.cusum, z, k=cfg.cusum_k), quiet=quiet, clear_cusum=clear
+        )
         state = state.with_track(name, track)
         if name == "reference":
             more.update(
@@ -431,13 +441,18 @@ def _settle_drift(
                     alarm = "cusum"
             if alarm is not None:
                 track = replace(
-                    track, cusum=0.0, active=True, active_since=track.active_since or at, quiet=0
+                    track,
+                    cusum=0.0,
+                    active=True,
+                    active_since=track.active_since or at,
+                    quiet=0,
+                    clear_cusum=0.0,
                 )
                 fired.append((alarm, track_name))
-            elif track.active and track.quiet >= monitor.drift.clear_after:
-                track = replace(track, active=False, active_since=None, quiet=0)
+            elif track.active and _cleared(track, monitor, plan):
+                track = replace(track, active=False, active_since=None, quiet=0, clear_cusum=0.0)
             elif not track.active:
-                track = replace(track, quiet=0)
+                track = replace(track, quiet=0, clear_cusum=0.0)
             state = state.with_track(track_name, track)
         states[name] = state
         first = fired[0] if fired else (None, None)
@@ -454,6 +469,14 @@ def _settle_drift(
             cusum=state.reference.cusum,
             anchor_cusum=state.anchor.cusum if plan.tracks == 2 else None,
         )
+
+
+def _cleared(track: DriftTrack, monitor: MonitorConfig, plan: AlarmPlan) -> bool:
+    """A raised track clears when its last ``clear_after`` blocks were all in the clearing band
+    and its clearing CUSUM has crossed ``clear_threshold``: evidence that the drift is back
+    within the tolerance, not a few block estimates that dipped into the band by chance."""
+    cfg = monitor.drift
+    return track.quiet >= cfg.clear_after and track.clear_cusum > clear_threshold(plan, cfg.cusum_k)
 
 
 def _get(d: Mapping[tuple[str, str], float], key: tuple[str, str]) -> float | None:

@@ -14,6 +14,7 @@ from scipy import special
 from monitor.config import MonitorConfig
 from monitor.memo import ByIdentity
 from monitor.stats import (
+    cusum_threshold,
     cusum_threshold_shared,
     shewhart_threshold_shared,
 )
@@ -151,6 +152,20 @@ def _cusum_h(checks: int, p: float, k: float, rho: float, phases: int) -> float:
         threshold_key("cusum", checks, p, k, rho, phases, 100),
         lambda: cusum_threshold_shared(checks, p, k=k, rho=rho, phases=phases, states=100),
     )
+
+
+def clear_threshold(plan: AlarmPlan, k: float) -> float:
+    """``h`` of a raised drift track's clearing CUSUM ``C = max(0, C - z - k)``: in-control ARL
+    = the checks in one budget period (``cusum_threshold``; 4.75 for hourly checks over 30
+    days, k = 0.5), so a drift exactly at the tolerance (block z ~ N(0, 1)) is cleared falsely
+    about once a period while it is raised, and one past the tolerance less often. Searched on
+    first use, so a check that clears nothing never pays for it; cached like the alarm's."""
+    return _clear_h(plan.checks, k)
+
+
+@functools.lru_cache(maxsize=64)
+def _clear_h(checks: int, k: float) -> float:
+    return _known(threshold_key("clear", checks, k), lambda: cusum_threshold(float(checks), k=k))
 
 
 @functools.lru_cache(maxsize=256)

@@ -111,7 +111,8 @@ def _input_reason(
         return (
             f"{where}data drift since {ir.drift_since} against {which} (clears after "
             f"{cfg.clear_after} blocks with debiased PSI below "
-            f"{cfg.clear_share * cfg.tolerance:g}): {stem}"
+            f"{cfg.clear_share * cfg.tolerance:g} and the clearing CUSUM past its threshold): "
+            f"{stem}"
         )
     return f"{where}no input drift alarm: {stem}"
 

@@ -27,12 +27,17 @@ def _kept_json(obj: Anchor | DecayTrack) -> str:
 
 @dataclass(frozen=True, slots=True)
 class DriftTrack:
-    """Sequential state of one drift track of one segment: CUSUM and alarm."""
+    """Sequential state of one drift track of one segment: CUSUM and alarm.
+
+    ``quiet`` counts the consecutive blocks whose debiased PSI is in the clearing band;
+    ``clear_cusum`` is the clearing CUSUM of a raised track, ``max(0, C - z - k)`` over the same
+    block z's the alarm's CUSUM adds (0 while the track is not raised)."""
 
     cusum: float = 0.0
     active: bool = False
     active_since: datetime | None = None
     quiet: int = 0
+    clear_cusum: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -40,6 +45,7 @@ class DriftTrack:
             "active": self.active,
             "active_since": _iso(self.active_since),
             "quiet": self.quiet,
+            "clear_cusum": self.clear_cusum,
         }
 
     @classmethod
@@ -47,11 +53,15 @@ class DriftTrack:
         cusum = float(d.get("cusum", 0.0))
         if not math.isfinite(cusum) or cusum < 0:
             raise ValueError(f"drift CUSUM must be a finite number >= 0; got {cusum!r}")
+        clear = float(d.get("clear_cusum", 0.0))  # absent in state files written before it
+        if not math.isfinite(clear) or clear < 0:
+            raise ValueError(f"clearing CUSUM must be a finite number >= 0; got {clear!r}")
         return cls(
             cusum=cusum,
             active=bool(d.get("active", False)),
             active_since=_parse_iso(d.get("active_since")),
             quiet=int(d.get("quiet", 0)),
+            clear_cusum=clear,
         )
 
 
@@ -201,7 +211,7 @@ class DecayTrack:
         )
 
 
-_TRACK_KEYS = {"cusum", "active", "active_since", "quiet"}
+_TRACK_KEYS = {"cusum", "active", "active_since", "quiet", "clear_cusum"}
 _SEGMENT_KEYS = {"evidence_end", "reference", "anchor", "anchor_ref"}
 _DECAY_KEYS = {"looks", "runs_end", "active", "reference_start", "reference_end", "reports"}
 
@@ -268,6 +278,9 @@ def _check_state_doc(d: Any) -> None:
             _need(not unknown, tw[:-1], f"an object with keys {sorted(_TRACK_KEYS)}", unknown)
             _check_number(track.get("cusum", 0.0), f"{tw}cusum")
             _need(track.get("cusum", 0.0) >= 0, f"{tw}cusum", "a number >= 0", track.get("cusum"))
+            clear = track.get("clear_cusum", 0.0)
+            _check_number(clear, f"{tw}clear_cusum")
+            _need(clear >= 0, f"{tw}clear_cusum", "a number >= 0", clear)
             quiet = track.get("quiet", 0)
             _need(
                 isinstance(quiet, int) and not isinstance(quiet, bool) and quiet >= 0,
