@@ -57,18 +57,23 @@ _MONTH_MAX_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 # with its weekdays after 400 years), so a search that passes this many years has a bug.
 _SEARCH_YEARS = 401
 _MICROSECOND = timedelta(microseconds=1)
+# The longest duration a setting may have. A check computes ``at - window`` and ``at + interval``
+# and its data's timestamps are int64 nanoseconds (1677-2262): every window, period, timeout and
+# interval longer than a century is a typo that would once overflow at the first check or
+# backtest (``windows.reference = "1000000d"`` passed `validate`, then crashed `check`).
+LONGEST = timedelta(days=36525)
 
 
 def parse_duration(text: str) -> timedelta:
-    """Parse ``"<number><unit>"`` with unit s, m, h, d or w into a positive ``timedelta``."""
+    """Parse ``"<number><unit>"`` with unit s, m, h, d or w into a positive ``timedelta`` of
+    at most ``LONGEST`` (100 years)."""
     match = _DURATION.match(text) if isinstance(text, str) else None
     if match is None:
         raise ValueError(f"must be a duration like '30s', '15m', '1h', '1d' or '1w'; got {text!r}")
     seconds = float(match.group(1)) * _UNITS[match.group(2)]
-    try:
-        delta = timedelta(seconds=seconds)  # rounded to the microsecond
-    except OverflowError:
-        raise ValueError(f"must be at most 999999999 days; got {text!r}") from None
+    if seconds > LONGEST.total_seconds():
+        raise ValueError(f"must be at most 36525d (100 years); got {text!r}")
+    delta = timedelta(seconds=seconds)  # rounded to the microsecond
     if delta <= timedelta(0):  # a positive number under half a microsecond rounds to zero
         raise ValueError(f"must be a positive duration (at least 1 microsecond); got {text!r}")
     return delta

@@ -178,6 +178,23 @@ def test_a_zero_gap_may_be_spelt_in_any_unit(tmp_path: Path, gap: str) -> None:
     assert config.monitors[0].windows.gap == timedelta(0)
 
 
+@pytest.mark.parametrize(
+    "line",
+    [
+        'windows.reference = "1000000d"',
+        'windows.current = "36526d"',
+        'schedule = "1000000d"',
+        'budget.period = "99999w"',
+    ],
+)
+def test_durations_past_a_century_are_refused_naming_the_key(tmp_path: Path, line: str) -> None:
+    """``windows.reference = "1000000d"`` passed validate, then check and backtest died on
+    ``OverflowError: date value out of range`` (a traceback, exit 1)."""
+    key = line.split(" = ")[0].replace(".", r"\.")
+    with pytest.raises(ConfigError, match=rf"monitors\[0\]\.{key}: .*at most 36525d"):
+        load_config(_write(tmp_path, MINIMAL + line + "\n"))
+
+
 def test_a_fixed_reference_may_end_in_a_lowercase_z(tmp_path: Path) -> None:
     """RFC 3339 allows 'z' for UTC as well as 'Z'."""
     text = MINIMAL + (

@@ -397,7 +397,10 @@ def test_fractional_intervals_step_forward_exactly(text: str) -> None:
     [
         ("0.0000001s", "at least 1 microsecond"),  # rounded to zero: once a ZeroDivisionError
         ("0.0000004s", "at least 1 microsecond"),
-        ("99999999999d", "at most 999999999 days"),  # once an OverflowError, exit 1
+        ("99999999999d", r"at most 36525d \(100 years\)"),  # once an OverflowError, exit 1
+        ("1000000d", r"at most 36525d"),  # passed validate, then overflowed in check
+        ("36526d", r"at most 36525d"),
+        ("5218w", r"at most 36525d"),
     ],
 )
 def test_durations_that_timedelta_cannot_hold_are_refused(text: str, problem: str) -> None:
