@@ -203,6 +203,14 @@ def _good(**changes: object) -> dict[str, object]:
         (json.dumps(_good(drift={"": {"reference": {"cusum": "1"}}})).encode(), "shape"),
         (json.dumps(_good(drift={"": {"anchor": {"cusum": True}}})).encode(), "shape"),
         (json.dumps(_good(drift={"": {"reference": {"quiet": 1.5}}})).encode(), "shape"),
+        (json.dumps(_good(drift={"": {"reference": {"clear_cusum": -0.5}}})).encode(), "shape"),
+        (json.dumps(_good(drift={"": {"anchor": {"clear_cusum": "2"}}})).encode(), "shape"),
+        # an integer past float's range: OverflowError from math.isfinite, not set aside
+        (b'{"version": 2, "drift": {"": {"reference": {"cusum": 1' + b"0" * 400 + b"}}}}", "shape"),
+        (
+            b'{"version": 2, "drift": {"": {"anchor": {"clear_cusum": 1' + b"0" * 400 + b"}}}}",
+            "shape",
+        ),
         (json.dumps(_good(drift={"": {"extra": 1}})).encode(), "shape"),
         (json.dumps(_good(state="sideways")).encode(), "shape"),
         (json.dumps(_good(last_at="2026-11-30T00:00:00")).encode(), "shape"),  # no offset

@@ -237,12 +237,12 @@ def _check_time(d: Mapping[str, Any], key: str, where: str) -> None:
 
 
 def _check_number(value: Any, where: str) -> None:
-    _need(
-        isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value),
-        where,
-        "a finite number",
-        value,
-    )
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    try:
+        ok = ok and math.isfinite(value)
+    except OverflowError:  # an integer past float's range (JSON allows 1 followed by 400 zeros)
+        ok = False
+    _need(ok, where, "a finite number", value)
 
 
 def _check_state_doc(d: Any) -> None:
