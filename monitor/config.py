@@ -1079,7 +1079,9 @@ def _parse_drift(c: _Collector, data: Any, path: str) -> DriftConfig:
         ),
         min_current_samples=c.get(t, "min_current_samples", path, d.min_current_samples, _int(2)),
         min_block_samples=c.get(t, "min_block_samples", path, d.min_block_samples, _int(2)),
-        cusum_k=c.get(t, "cusum_k", path, d.cusum_k, _float(0.0, 5.0, open_low=True)),
+        # past 2 (a sustained shift of 4 z units) the immediate rule is the test for it, and the
+        # shared-reference threshold search fails (k = 2.5: no sign change; 3: singular chain)
+        cusum_k=c.get(t, "cusum_k", path, d.cusum_k, _float(0.0, 2.0, open_low=True)),
         cusum_share=c.get(t, "cusum_share", path, d.cusum_share, _float(0.0, 1.0)),
         clear_after=c.get(t, "clear_after", path, d.clear_after, _int(1)),
         clear_share=c.get(t, "clear_share", path, d.clear_share, _float(0.0, 1.0, open_low=True)),

@@ -163,11 +163,16 @@ def cusum_threshold_shared(
     Given U the increments are N(sqrt(r) U, 1 - r) with r = rho / phases; standardising by
     s = sqrt(1 - r) gives a CUSUM with reference k / s, threshold h / s and shift sqrt(r) U / s,
     whose ARL is ``cusum_arl``'s Brook-Evans chain. ``rho = 0`` gives exactly
-    ``cusum_threshold(arl_for_budget(T, p), k=k)``.
+    ``cusum_threshold(arl_for_budget(T, p), k=k)``. Usually h is above that (a shared
+    reference adds false alarms); with few looks and a large k it can be below it. 0 when even
+    h -> 0 holds the budget independently (then also with a shared reference: P(any alarm)
+    = E_U[1 - (1 - q(U))^T] <= 1 - (1 - E q)^T, concave in the per-look rate q).
     """
     looks, p, rho, phases = _check_shared(looks, false_alarm_probability, rho, phases)
     k = v.real(k, "k", low=0.0)
     states = v.integer(states, "states", minimum=2)
+    if arl_for_budget(looks, p) <= _arl(1e-6, k, 0.0, states):
+        return 0.0  # even h -> 0 holds the budget independently, so with rho > 0 too (below)
     if rho == 0.0:
         return cusum_threshold(arl_for_budget(looks, p), k=k, states=states)
     r = rho / phases
@@ -179,11 +184,22 @@ def cusum_threshold_shared(
         for shift, w in zip(shifts, _GH_WEIGHTS, strict=True):
             if w < 1e-12:
                 continue
-            arl = _arl(h / s, k / s, float(shift), states)
+            try:
+                arl = _arl(h / s, k / s, float(shift), states)
+            except np.linalg.LinAlgError:  # I - P singular in floats: the chain never alarms
+                continue
             fa += w * -math.expm1(-looks / arl)
         return math.log(fa) - math.log(p)
 
     low = cusum_threshold(arl_for_budget(looks, p), k=k, states=states)
+    if gap(low) <= 0:
+        # The shared reference lowers P(any alarm) at the independent threshold (few looks
+        # and a large k: 1 - (1 - q)^T is concave in the per-look rate q), so h is below it;
+        # when even h -> 0 holds the budget, 0.
+        tiny = 1e-6
+        if gap(tiny) <= 0:
+            return 0.0
+        return float(_brentq(gap, tiny, low, xtol=1e-6))
     high = low * 1.5 + 1.0
     while gap(high) > 0:
         high *= 1.5

@@ -75,6 +75,26 @@ def test_cusum_threshold_holds_the_budget_by_simulation() -> None:
     assert _wilson(k_naive, streams)[0] > budget  # ignoring the shared term breaks the budget
 
 
+def test_few_looks_and_a_large_k_put_the_shared_threshold_below_the_independent_one() -> None:
+    # a monthly-ish schedule (3 looks a period) with k = 2: the shared reference lowers
+    # P(any alarm) at the independent h, whose bracket then had no sign change (ValueError)
+    looks, budget, rho, k, streams = 3, 0.02, 0.1045, 2.0, 400_000
+    h = cusum_threshold_shared(looks, budget, k=k, rho=rho)
+    assert 0.0 < h < cusum_threshold(arl_for_budget(looks, budget), k=k)
+    rng = np.random.default_rng(3)
+    u = rng.standard_normal(streams)
+    s = np.zeros(streams)
+    fired = np.zeros(streams, dtype=bool)
+    for _ in range(looks):
+        z = math.sqrt(rho) * u + math.sqrt(1 - rho) * rng.standard_normal(streams)
+        s = np.maximum(0.0, s + z - k)
+        fired |= s > h
+    low, high = _wilson(int(fired.sum()), streams)
+    assert low <= budget <= high + 0.002
+    # one look at k = 2.5: even h -> 0 (P(z > 2.5) = 0.6 %) holds a 2 % budget
+    assert cusum_threshold_shared(1, budget, k=2.5, rho=rho) == 0.0
+
+
 def test_shewhart_threshold_holds_the_budget_by_simulation() -> None:
     looks, budget, rho, phases, streams = 96, 0.1, 0.3, 4, 20000
     c = shewhart_threshold_shared(looks, budget, rho=rho, phases=phases)
