@@ -22,6 +22,7 @@ SCRIPTS = [
     "bench_check.py",
     "bench_summary.py",
     "detection.py",
+    "clearing.py",
     "realworld.py",
 ]
 

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from monitor.config import MonitorConfig, parse_config
+from monitor.errors import ConfigError
 from monitor.stats import cusum_threshold_shared, shewhart_threshold_shared
 from monitor.verdict import (
     CheckData,
@@ -312,7 +313,13 @@ def test_a_few_blocks_in_the_band_do_not_clear_without_the_clearing_evidence() -
     track = after.drift[""].reference
     assert track.quiet == m.drift.clear_after  # the block was in the band ...
     assert track.clear_cusum == pytest.approx(max(0.0, -v.input.z - m.drift.cusum_k))
-    assert track.clear_cusum <= clear_threshold(plan, m.drift.cusum_k)  # not evidence enough
+    h = clear_threshold(plan, m.drift.cusum_k)
+    assert track.clear_cusum <= h  # not evidence enough
+    # on-call sees how close it is: in the JSON and in the reason
+    assert v.input.clear_cusum == track.clear_cusum
+    assert v.input.anchor_clear_cusum is None  # that track is not raised
+    assert v.input.clear_threshold == h
+    assert f"clearing CUSUM (now {track.clear_cusum:.2f}) past {h:.2f}" in " ".join(v.reasons)
     assert track.active
     assert v.state == "data_drift"
     # with the clearing CUSUM already at its threshold, the same block clears it
@@ -322,6 +329,67 @@ def test_a_few_blocks_in_the_band_do_not_clear_without_the_clearing_evidence() -
     assert not after.drift[""].reference.active
     assert v.state == "ok"
     assert after.drift[""].reference.clear_cusum == 0.0
+
+
+@pytest.mark.parametrize(
+    ("schedule", "windows", "drift"),
+    [
+        ("10d", {"current": "10d", "reference": "60d"}, {}),  # 3 checks in the budget period
+        ("0 0 1 * *", {"current": "30d", "reference": "60d"}, {}),  # a monthly cron: 1
+        ("1d", {}, {"cusum_k": 2.0}),  # 30 checks, under the run length at h -> 0 for k = 2
+    ],
+)
+def test_schedules_with_few_checks_clear_a_drift(
+    schedule: str, windows: dict[str, str], drift: dict[str, float]
+) -> None:
+    # the clearing CUSUM's ARL target (the checks in a budget period) is below what any h
+    # gives: its threshold is 0, not an error at every check that would clear
+    m = make_monitor(schedule, windows=windows, drift=drift)
+    plan = alarm_plan(m)
+    assert clear_threshold(plan, m.drift.cusum_k) == 0.0
+    rng = np.random.default_rng(11)
+    raised = DriftTrack(active=True, active_since=AT, quiet=m.drift.clear_after - 1)
+    state = MonitorState(drift={"": SegmentDrift(reference=raised, evidence_end=AT)})
+    at = AT + timedelta(hours=1)
+    seg = replace(segment(rng, at, n_cur=48_000), reference=scores(rng, 20_000))
+    v, after = evaluate(m, at, check_data(at, {"": seg}), state)
+    assert v.state == "ok"
+    assert not after.drift[""].reference.active
+
+
+@pytest.mark.parametrize(
+    ("schedule", "windows"),
+    [("10d", {"current": "10d", "reference": "60d"}), ("0 0 1 * *", {"current": "30d"})],
+)
+def test_alarm_plans_exist_for_few_checks_and_the_largest_k(
+    schedule: str, windows: dict[str, str]
+) -> None:
+    # cusum_k = 2 on 3 (or 1) checks a period: the threshold search raised ValueError, so
+    # every check of such a monitor was an error
+    m = make_monitor(schedule, windows=windows, drift={"cusum_k": 2.0})
+    plan = alarm_plan(m)
+    assert 0.0 <= plan.drift_h < 1.0
+    assert math.isfinite(plan.drift_z)
+
+
+def test_a_zero_tolerance_drift_clears_when_the_change_is_gone() -> None:
+    # the band is 0 and a block's debiased PSI is floored at 0: "< 0" never held, so a
+    # tolerance-0 monitor stayed data_drift for ever
+    m = make_monitor(drift={"tolerance": 0.0})
+    rng = np.random.default_rng(8)
+    v, state = evaluate(m, AT, check_data(AT, {"": segment(rng, AT, shift=1.0)}), MonitorState())
+    assert v.state == "data_drift"
+    seen = []
+    for k in range(1, 25):
+        at = AT + timedelta(hours=k)
+        v, state = evaluate(m, at, check_data(at, {"": segment(rng, at, n_cur=48_000)}), state)
+        seen.append(v.state)
+    assert seen[-1] == "ok"
+
+
+def test_cusum_k_above_two_is_refused() -> None:
+    with pytest.raises(ConfigError, match=r"monitors\[0\]\.drift\.cusum_k"):
+        make_monitor(drift={"cusum_k": 2.5})
 
 
 def test_decay_is_named_at_the_first_look_and_clears_only_on_recovery() -> None:

@@ -351,6 +351,23 @@ def _input_section(
             ),
         ),
     ]
+    if inp.clear_threshold is not None:  # a track is raised: how close it is to clearing
+        raised = [
+            (track, key, now)
+            for track, key, now in (
+                ("reference", "input.clear_cusum", inp.clear_cusum),
+                ("anchor", "input.anchor_clear_cusum", inp.anchor_clear_cusum),
+            )
+            if now is not None
+        ]
+        rows.append(
+            (
+                f"clearing CUSUM, {' / '.join(t for t, _, _ in raised)} (clears above the "
+                f"threshold once {monitor.drift.clear_after} blocks in a row are in the band)",
+                "".join(_cell(key, now, _g(now, 3)) for _, key, now in raised)
+                + _cell("input.clear_threshold", inp.clear_threshold, _g(inp.clear_threshold, 3)),
+            )
+        )
     if inp.anchor_cusum is not None:
         rows.append(
             (

@@ -362,7 +362,8 @@ def _evaluate_input(
             continue
         z = z_from_pvalue(test.pvalue)
         track = state.track(name)
-        quiet = track.quiet + 1 if test.debiased < cfg.clear_share * cfg.tolerance else 0
+        # <=: with tolerance 0 a block at or under its noise floor (debiased 0) is in the band
+        quiet = track.quiet + 1 if test.debiased <= cfg.clear_share * cfg.tolerance else 0
         # a raised track's clearing CUSUM: the alarm's, run the other way on the same z's
         clear = cusum_step(track.clear_cusum, -z, k=cfg.cusum_k) if track.active else 0.0
         track = replace(
@@ -468,15 +469,26 @@ def _settle_drift(
             drift_tracks=tuple(t for t in TRACKS if state.track(t).active),
             cusum=state.reference.cusum,
             anchor_cusum=state.anchor.cusum if plan.tracks == 2 else None,
+            clear_cusum=state.reference.clear_cusum if state.reference.active else None,
+            anchor_clear_cusum=state.anchor.clear_cusum if state.anchor.active else None,
+            clear_threshold=(
+                clear_threshold(plan, monitor.drift.cusum_k)
+                if state.active and monitor.drift.tolerance > 0
+                else None
+            ),
         )
 
 
 def _cleared(track: DriftTrack, monitor: MonitorConfig, plan: AlarmPlan) -> bool:
     """A raised track clears when its last ``clear_after`` blocks were all in the clearing band
     and its clearing CUSUM has crossed ``clear_threshold``: evidence that the drift is back
-    within the tolerance, not a few block estimates that dipped into the band by chance."""
+    within the tolerance, not a few block estimates that dipped into the band by chance. With
+    ``tolerance = 0`` no block can show that (every block without a change is at the edge of
+    its null), so the band alone clears: blocks at or under their noise floor."""
     cfg = monitor.drift
-    return track.quiet >= cfg.clear_after and track.clear_cusum > clear_threshold(plan, cfg.cusum_k)
+    if track.quiet < cfg.clear_after:
+        return False
+    return cfg.tolerance <= 0 or track.clear_cusum > clear_threshold(plan, cfg.cusum_k)
 
 
 def _get(d: Mapping[tuple[str, str], float], key: tuple[str, str]) -> float | None:

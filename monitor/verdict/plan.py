@@ -14,6 +14,7 @@ from scipy import special
 from monitor.config import MonitorConfig
 from monitor.memo import ByIdentity
 from monitor.stats import (
+    cusum_arl,
     cusum_threshold,
     cusum_threshold_shared,
     shewhart_threshold_shared,
@@ -143,7 +144,8 @@ def _known(key: str, solve: Callable[[], float]) -> float:
 
 @functools.lru_cache(maxsize=256)
 def _cusum_h(checks: int, p: float, k: float, rho: float, phases: int) -> float:
-    """Markov-chain root search (up to a second with a shared reference): cached."""
+    """Markov-chain root search (up to a second with a shared reference): cached. 0 when even
+    h -> 0 (an alarm at any z > k) holds the budget (few checks a period and a large k)."""
     if rho == 0.0:
         return _known(
             threshold_key("cusum", checks, p, k), lambda: cusum_threshold_shared(checks, p, k=k)
@@ -155,17 +157,27 @@ def _cusum_h(checks: int, p: float, k: float, rho: float, phases: int) -> float:
 
 
 def clear_threshold(plan: AlarmPlan, k: float) -> float:
-    """``h`` of a raised drift track's clearing CUSUM ``C = max(0, C - z - k)``: in-control ARL
-    = the checks in one budget period (``cusum_threshold``; 4.75 for hourly checks over 30
-    days, k = 0.5), so a drift exactly at the tolerance (block z ~ N(0, 1)) is cleared falsely
-    about once a period while it is raised, and one past the tolerance less often. Searched on
-    first use, so a check that clears nothing never pays for it; cached like the alarm's."""
+    """``h`` of a raised drift track's clearing CUSUM ``C = max(0, C - z - k)``, set so that its
+    in-control ARL is the checks in one budget period (``cusum_threshold``: h = 4.75 for 720
+    hourly checks over 30 days, k = 0.5). A drift exactly at the tolerance (block z ~ N(0, 1))
+    is then cleared falsely about once a period while it is raised (``bench/clearing.py``:
+    1.3-1.6 per 720 blocks of 200-300 scores, 0.8 of 1,000, almost never on larger blocks, where
+    the band holds it), one past the tolerance far less often. With no more checks a period
+    than the run length at h -> 0 (3.24 at k = 0.5: a ``10d`` schedule, a monthly cron) h is
+    0: one block of evidence, -z > k, with the band. Searched when a check finds a track
+    raised (for its rule and its report), so a monitor that never raises never pays for it;
+    cached like the alarm's thresholds."""
     return _clear_h(plan.checks, k)
 
 
 @functools.lru_cache(maxsize=64)
 def _clear_h(checks: int, k: float) -> float:
-    return _known(threshold_key("clear", checks, k), lambda: cusum_threshold(float(checks), k=k))
+    def solve() -> float:
+        if checks <= cusum_arl(1e-6, k=k):  # cusum_threshold's lower end
+            return 0.0
+        return cusum_threshold(float(checks), k=k)
+
+    return _known(threshold_key("clear", checks, k), solve)
 
 
 @functools.lru_cache(maxsize=256)

@@ -111,10 +111,20 @@ def _input_reason(
         return (
             f"{where}data drift since {ir.drift_since} against {which} (clears after "
             f"{cfg.clear_after} blocks with debiased PSI below "
-            f"{cfg.clear_share * cfg.tolerance:g} and the clearing CUSUM past its threshold): "
-            f"{stem}"
+            f"{cfg.clear_share * cfg.tolerance:g}{_clearing(ir)}): {stem}"
         )
     return f"{where}no input drift alarm: {stem}"
+
+
+def _clearing(ir: InputReport) -> str:
+    """The raised tracks' clearing CUSUMs and their threshold: " and the clearing CUSUM (now
+    1.20, anchor 0.40) past 4.75" ("" with tolerance 0: the band alone clears)."""
+    if ir.clear_threshold is None:
+        return ""
+    now = [f"{ir.clear_cusum:.2f}"] if ir.clear_cusum is not None else []
+    if ir.anchor_clear_cusum is not None:
+        now.append(f"anchor {ir.anchor_clear_cusum:.2f}")
+    return f" and the clearing CUSUM (now {', '.join(now)}) past {ir.clear_threshold:.2f}"
 
 
 def _reasons(

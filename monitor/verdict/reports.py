@@ -18,8 +18,11 @@ class InputReport:
     ``psi`` ... ``out_of_range_rate``: the current window against the reference. ``block_*``: the
     newest evidence block ``[block_start, block_end)`` against the reference of the same phases
     (track ``reference``) and against the anchor (``anchor_*``); ``alarm`` says which rule fired
-    (``immediate`` / ``cusum``) on which track (``alarm_track``). Through summaries on a grid
-    that does not resolve D: ``ks_statistic`` is the bracket's D_lo and ``ks_pvalue`` its p,
+    (``immediate`` / ``cusum``) on which track (``alarm_track``); while a track is raised,
+    ``clear_cusum`` / ``anchor_clear_cusum`` is its clearing CUSUM, which must pass
+    ``clear_threshold`` (with ``clear_after`` blocks in the band) to clear it. Through
+    summaries on a grid that does not resolve D: ``ks_statistic`` is the bracket's D_lo and
+    ``ks_pvalue`` its p,
     ``ks_statistic_high`` D_hi and ``ks_pvalue_low`` p(D_hi) (None when exact); ``grid_points``
     the frozen grid's size (None: the windows were read whole).
     """
@@ -65,6 +68,9 @@ class InputReport:
     anchor_drift: bool = False
     cusum_threshold: float | None = None
     z_threshold: float | None = None
+    clear_cusum: float | None = None
+    anchor_clear_cusum: float | None = None
+    clear_threshold: float | None = None
     alarm: str | None = None
     alarm_track: str | None = None
     drift_since: str | None = None
