@@ -2,9 +2,9 @@
 
 The clearing rule (README, "How a check decides"): a raised track clears once its last
 ``clear_after`` blocks had a debiased PSI in the band (``clear_share * tolerance``) and its
-clearing CUSUM ``C = max(0, C - z - k)`` is above ``clear_threshold`` (4.75 for hourly checks
+clearing CUSUM ``C = max(0, C - z - k)`` is above ``clear_threshold`` (4.77 for hourly checks
 over 30 days). This replays that rule on blocks drawn from a model of the shipped defaults,
-through the monitor's own ``psi_test_counts``, ``z_from_pvalue`` and ``clear_threshold``: 10
+through the monitor's own ``psi_test_counts``, ``z_from_pvalue`` and alarm plan (``clear_h``): 10
 equal-share bins (the PSI edges are reference deciles), a reference of as many scores as the
 block (weekly phases of a 7-day reference hold one copy of each hour), and a block whose true
 PSI against it is ``psi`` (bin shares ``(1 + a s) / 10``, ``s`` alternating +-1). Blocks are
@@ -30,7 +30,6 @@ import numpy as np
 from monitor.config import parse_config
 from monitor.stats import psi_test_counts, z_from_pvalue
 from monitor.verdict import alarm_plan
-from monitor.verdict.plan import clear_threshold
 
 BINS = 10
 POOL = 4000  # distinct simulated blocks per setting, drawn from with replacement
@@ -118,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         base=Path("."),
     ).monitors[0]
     cfg = monitor.drift
-    h = clear_threshold(alarm_plan(monitor), cfg.cusum_k)
+    h = alarm_plan(monitor).clear_h
     band = cfg.clear_share * cfg.tolerance
     print(
         f"clearing rule: {cfg.clear_after} blocks with debiased PSI <= {band:g} and the clearing "

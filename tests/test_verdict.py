@@ -24,7 +24,6 @@ from monitor.verdict import (
     alarm_plan,
     evaluate,
 )
-from monitor.verdict.plan import clear_threshold
 
 AT = datetime(2026, 11, 30, tzinfo=UTC)
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -313,7 +312,7 @@ def test_a_few_blocks_in_the_band_do_not_clear_without_the_clearing_evidence() -
     track = after.drift[""].reference
     assert track.quiet == m.drift.clear_after  # the block was in the band ...
     assert track.clear_cusum == pytest.approx(max(0.0, -v.input.z - m.drift.cusum_k))
-    h = clear_threshold(plan, m.drift.cusum_k)
+    h = plan.clear_h
     assert track.clear_cusum <= h  # not evidence enough
     # on-call sees how close it is: in the JSON and in the reason
     assert v.input.clear_cusum == track.clear_cusum
@@ -323,7 +322,7 @@ def test_a_few_blocks_in_the_band_do_not_clear_without_the_clearing_evidence() -
     assert track.active
     assert v.state == "data_drift"
     # with the clearing CUSUM already at its threshold, the same block clears it
-    near = replace(raised, clear_cusum=clear_threshold(plan, m.drift.cusum_k))
+    near = replace(raised, clear_cusum=plan.clear_h)
     state = MonitorState(drift={"": SegmentDrift(reference=near, evidence_end=AT)})
     v, after = evaluate(m, at, check_data(at, {"": seg}), state)
     assert not after.drift[""].reference.active
@@ -346,7 +345,7 @@ def test_schedules_with_few_checks_clear_a_drift(
     # gives: its threshold is 0, not an error at every check that would clear
     m = make_monitor(schedule, windows=windows, drift=drift)
     plan = alarm_plan(m)
-    assert clear_threshold(plan, m.drift.cusum_k) == 0.0
+    assert plan.clear_h == 0.0
     rng = np.random.default_rng(11)
     raised = DriftTrack(active=True, active_since=AT, quiet=m.drift.clear_after - 1)
     state = MonitorState(drift={"": SegmentDrift(reference=raised, evidence_end=AT)})

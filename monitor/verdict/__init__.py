@@ -23,7 +23,7 @@ README's "How a check decides":
   between the two keeps a drift near the edge from flapping) and (b) its clearing CUSUM
   ``C = max(0, C - z - k)``, the alarm's recursion on the same z's run the other way, is above
   ``clear_threshold`` (in-control ARL = the checks in a budget period: a drift exactly at the
-  tolerance, z ~ N(0, 1), is cleared falsely about once a period while raised, 1.3-1.6 times
+  tolerance, z ~ N(0, 1), is cleared falsely about once a period while raised, 1.3-1.35 times
   on blocks of 200-300 scores in ``bench/clearing.py``'s model; one past it, far less often).
   Without (b) a drift of 2.5 x the tolerance on 300 scores an hour cleared and re-raised in
   19 of 20 months (2-10 state changes). With ``tolerance = 0`` (a) alone clears: no block can

@@ -29,7 +29,6 @@ from monitor.verdict.data import CheckData, SegmentData
 from monitor.verdict.plan import (
     AlarmPlan,
     _bin_counts,
-    clear_threshold,
     phase_counts,
     phase_of,
 )
@@ -472,23 +471,22 @@ def _settle_drift(
             clear_cusum=state.reference.clear_cusum if state.reference.active else None,
             anchor_clear_cusum=state.anchor.clear_cusum if state.anchor.active else None,
             clear_threshold=(
-                clear_threshold(plan, monitor.drift.cusum_k)
-                if state.active and monitor.drift.tolerance > 0
-                else None
+                plan.clear_h if state.active and monitor.drift.tolerance > 0 else None
             ),
         )
 
 
 def _cleared(track: DriftTrack, monitor: MonitorConfig, plan: AlarmPlan) -> bool:
     """A raised track clears when its last ``clear_after`` blocks were all in the clearing band
-    and its clearing CUSUM has crossed ``clear_threshold``: evidence that the drift is back
-    within the tolerance, not a few block estimates that dipped into the band by chance. With
-    ``tolerance = 0`` no block can show that (every block without a change is at the edge of
-    its null), so the band alone clears: blocks at or under their noise floor."""
+    and its clearing CUSUM has crossed ``plan.clear_h`` (``plan.clear_threshold``): evidence
+    that the drift is back within the tolerance, not a few block estimates that dipped into
+    the band by chance. With ``tolerance = 0`` no block can show that (every block without a
+    change is at the edge of its null), so the band alone clears: blocks at or under their
+    noise floor."""
     cfg = monitor.drift
     if track.quiet < cfg.clear_after:
         return False
-    return cfg.tolerance <= 0 or track.clear_cusum > clear_threshold(plan, cfg.cusum_k)
+    return cfg.tolerance <= 0 or track.clear_cusum > plan.clear_h
 
 
 def _get(d: Mapping[tuple[str, str], float], key: tuple[str, str]) -> float | None:

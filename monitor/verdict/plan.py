@@ -89,7 +89,10 @@ class AlarmPlan:
     reference (correlation ``rho = 1 / (1 + reference cycles per phase)``, ``phases`` independent
     phase references a CUSUM cycles through); decay: ``decay_alpha`` spent by a look one
     ``cadence`` after the previous one (``budget * cadence / (period + cadence)``),
-    ``decay_looks`` such looks fit in a period.
+    ``decay_looks`` such looks fit in a period. ``clear_h``: a raised drift track's clearing
+    threshold (``clear_threshold``), searched with the others so that the daemon's threshold
+    cache holds it before any alarm (a one-shot check that had to search it would import
+    ``scipy.optimize``, 0.15 s).
     """
 
     checks: int
@@ -101,6 +104,7 @@ class AlarmPlan:
     drift_h: float
     drift_alpha: float
     drift_z: float
+    clear_h: float
     decay_looks: int
     decay_alpha: float
     cadence: timedelta
@@ -156,28 +160,28 @@ def _cusum_h(checks: int, p: float, k: float, rho: float, phases: int) -> float:
     )
 
 
-def clear_threshold(plan: AlarmPlan, k: float) -> float:
+def clear_threshold(checks: int, k: float) -> float:
     """``h`` of a raised drift track's clearing CUSUM ``C = max(0, C - z - k)``, set so that its
-    in-control ARL is the checks in one budget period (``cusum_threshold``: h = 4.75 for 720
-    hourly checks over 30 days, k = 0.5). A drift exactly at the tolerance (block z ~ N(0, 1))
-    is then cleared falsely about once a period while it is raised (``bench/clearing.py``:
-    1.3-1.6 per 720 blocks of 200-300 scores, 0.8 of 1,000, almost never on larger blocks, where
-    the band holds it), one past the tolerance far less often. With no more checks a period
-    than the run length at h -> 0 (3.24 at k = 0.5: a ``10d`` schedule, a monthly cron) h is
-    0: one block of evidence, -z > k, with the band. Searched when a check finds a track
-    raised (for its rule and its report), so a monitor that never raises never pays for it;
-    cached like the alarm's thresholds."""
-    return _clear_h(plan.checks, k)
+    in-control ARL is the ``checks`` in one budget period (``cusum_threshold`` on a 100-state
+    chain, 4 ms, as the shared-reference search: h = 4.77 for 720 hourly checks over 30 days,
+    k = 0.5; 400 states give 4.75 in 0.23 s). A drift exactly at the tolerance (block
+    z ~ N(0, 1)) is then cleared falsely about once a period while it is raised
+    (``bench/clearing.py``: 1.3-1.35 per 720 blocks of 200-300 scores, 0.76 of 1,000, almost
+    never on larger blocks, where the band holds it), one past the tolerance far less often.
+    With no more checks a period than the run length at h -> 0 (3.24 at k = 0.5: a ``10d``
+    schedule, a monthly cron) h is 0: one block of evidence, -z > k, with the band. Cached like
+    the alarm's thresholds."""
+    return _clear_h(checks, k)
 
 
 @functools.lru_cache(maxsize=64)
 def _clear_h(checks: int, k: float) -> float:
     def solve() -> float:
-        if checks <= cusum_arl(1e-6, k=k):  # cusum_threshold's lower end
+        if checks <= cusum_arl(1e-6, k=k, states=100):  # cusum_threshold's lower end
             return 0.0
-        return cusum_threshold(float(checks), k=k)
+        return cusum_threshold(float(checks), k=k, states=100)
 
-    return _known(threshold_key("clear", checks, k), solve)
+    return _known(threshold_key("clear", checks, k, 100), solve)
 
 
 @functools.lru_cache(maxsize=256)
@@ -254,6 +258,7 @@ def _alarm_plan(monitor: MonitorConfig, segments: int) -> AlarmPlan:
         drift_h=h,
         drift_alpha=drift_alpha,
         drift_z=drift_z,
+        clear_h=clear_threshold(checks, monitor.drift.cusum_k),
         decay_looks=looks,
         decay_alpha=decay_alpha,
         cadence=cadence,

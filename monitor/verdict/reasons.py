@@ -118,7 +118,7 @@ def _input_reason(
 
 def _clearing(ir: InputReport) -> str:
     """The raised tracks' clearing CUSUMs and their threshold: " and the clearing CUSUM (now
-    1.20, anchor 0.40) past 4.75" ("" with tolerance 0: the band alone clears)."""
+    1.20, anchor 0.40) past 4.77" ("" with tolerance 0: the band alone clears)."""
     if ir.clear_threshold is None:
         return ""
     now = [f"{ir.clear_cusum:.2f}"] if ir.clear_cusum is not None else []
