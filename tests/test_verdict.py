@@ -280,16 +280,27 @@ def test_same_slot_twice_adds_no_evidence() -> None:
     assert s2.drift[""].reference.cusum == s1.drift[""].reference.cusum
 
 
-def test_drift_clears_after_quiet_blocks() -> None:
-    m = make_monitor()
+def _raise_then_quiet(m: MonitorConfig, hours: int) -> list[str]:
+    """The states of ``hours`` hourly checks without a change after one that raised a drift."""
     rng = np.random.default_rng(8)
     v, state = evaluate(m, AT, check_data(AT, {"": segment(rng, AT, shift=1.0)}), MonitorState())
     assert v.state == "data_drift"
     seen = []
-    for k in range(1, 6):
+    for k in range(1, hours + 1):
         at = AT + timedelta(hours=k)
         v, state = evaluate(m, at, check_data(at, {"": segment(rng, at, n_cur=48_000)}), state)
         seen.append(v.state)
+    return seen
+
+
+def _raised(track: DriftTrack) -> MonitorState:
+    """A state whose one segment has ``track`` as its reference track, evidence up to AT."""
+    return MonitorState(drift={"": SegmentDrift(reference=track, evidence_end=AT)})
+
+
+def test_drift_clears_after_quiet_blocks() -> None:
+    m = make_monitor()
+    seen = _raise_then_quiet(m, 5)
     assert seen[: m.drift.clear_after - 1] == ["data_drift"] * (m.drift.clear_after - 1)
     assert seen[-1] == "ok"
 
@@ -303,7 +314,7 @@ def test_a_few_blocks_in_the_band_do_not_clear_without_the_clearing_evidence() -
     rng = np.random.default_rng(11)
     reference = scores(rng, 20_000)
     raised = DriftTrack(active=True, active_since=AT, quiet=m.drift.clear_after - 1)
-    state = MonitorState(drift={"": SegmentDrift(reference=raised, evidence_end=AT)})
+    state = _raised(raised)
     at = AT + timedelta(hours=1)
     seg = replace(segment(rng, at, n_cur=24 * 2_000), reference=reference)
     v, after = evaluate(m, at, check_data(at, {"": seg}), state)
@@ -323,7 +334,7 @@ def test_a_few_blocks_in_the_band_do_not_clear_without_the_clearing_evidence() -
     assert v.state == "data_drift"
     # with the clearing CUSUM already at its threshold, the same block clears it
     near = replace(raised, clear_cusum=plan.clear_h)
-    state = MonitorState(drift={"": SegmentDrift(reference=near, evidence_end=AT)})
+    state = _raised(near)
     v, after = evaluate(m, at, check_data(at, {"": seg}), state)
     assert not after.drift[""].reference.active
     assert v.state == "ok"
@@ -348,7 +359,7 @@ def test_schedules_with_few_checks_clear_a_drift(
     assert plan.clear_h == 0.0
     rng = np.random.default_rng(11)
     raised = DriftTrack(active=True, active_since=AT, quiet=m.drift.clear_after - 1)
-    state = MonitorState(drift={"": SegmentDrift(reference=raised, evidence_end=AT)})
+    state = _raised(raised)
     at = AT + timedelta(hours=1)
     seg = replace(segment(rng, at, n_cur=48_000), reference=scores(rng, 20_000))
     v, after = evaluate(m, at, check_data(at, {"": seg}), state)
@@ -375,14 +386,7 @@ def test_a_zero_tolerance_drift_clears_when_the_change_is_gone() -> None:
     # the band is 0 and a block's debiased PSI is floored at 0: "< 0" never held, so a
     # tolerance-0 monitor stayed data_drift for ever
     m = make_monitor(drift={"tolerance": 0.0})
-    rng = np.random.default_rng(8)
-    v, state = evaluate(m, AT, check_data(AT, {"": segment(rng, AT, shift=1.0)}), MonitorState())
-    assert v.state == "data_drift"
-    seen = []
-    for k in range(1, 25):
-        at = AT + timedelta(hours=k)
-        v, state = evaluate(m, at, check_data(at, {"": segment(rng, at, n_cur=48_000)}), state)
-        seen.append(v.state)
+    seen = _raise_then_quiet(m, 24)
     assert seen[-1] == "ok"
 
 
