@@ -26,12 +26,7 @@ from monitor.stats import (
 )
 from monitor.verdict._common import _HOUR_NS, TRACKS, _iso
 from monitor.verdict.data import CheckData, SegmentData
-from monitor.verdict.plan import (
-    AlarmPlan,
-    _bin_counts,
-    phase_counts,
-    phase_of,
-)
+from monitor.verdict.plan import AlarmPlan, _bin_counts, phase_counts, phase_of
 from monitor.verdict.reports import InputReport
 from monitor.verdict.state import Anchor, DriftTrack, SegmentDrift
 
@@ -478,7 +473,7 @@ def _settle_drift(
 
 def _cleared(track: DriftTrack, monitor: MonitorConfig, plan: AlarmPlan) -> bool:
     """A raised track clears when its last ``clear_after`` blocks were all in the clearing band
-    and its clearing CUSUM has crossed ``plan.clear_h`` (``plan.clear_threshold``): evidence
+    and its clearing CUSUM has crossed ``plan.clear_h`` (``verdict.plan.clear_threshold``): evidence
     that the drift is back within the tolerance, not a few block estimates that dipped into
     the band by chance. With ``tolerance = 0`` no block can show that (every block without a
     change is at the edge of its null), so the band alone clears: blocks at or under their

@@ -14,8 +14,6 @@ from scipy import special
 from monitor.config import MonitorConfig
 from monitor.memo import ByIdentity
 from monitor.stats import (
-    cusum_arl,
-    cusum_threshold,
     cusum_threshold_shared,
     shewhart_threshold_shared,
 )
@@ -160,9 +158,11 @@ def _cusum_h(checks: int, p: float, k: float, rho: float, phases: int) -> float:
     )
 
 
+@functools.lru_cache(maxsize=64)
 def clear_threshold(checks: int, k: float) -> float:
     """``h`` of a raised drift track's clearing CUSUM ``C = max(0, C - z - k)``, set so that its
-    in-control ARL is the ``checks`` in one budget period (``cusum_threshold`` on a 100-state
+    in-control ARL is the ``checks`` in one budget period (``cusum_threshold_shared`` without a
+    shared term, whose budget p = 1 - 1/e gives ARL0 = T / -ln(1 - p) = T; on a 100-state
     chain, 4 ms, as the shared-reference search: h = 4.77 for 720 hourly checks over 30 days,
     k = 0.5; 400 states give 4.75 in 0.23 s). A drift exactly at the tolerance (block
     z ~ N(0, 1)) is then cleared falsely about once a period while it is raised
@@ -171,17 +171,10 @@ def clear_threshold(checks: int, k: float) -> float:
     With no more checks a period than the run length at h -> 0 (3.24 at k = 0.5: a ``10d``
     schedule, a monthly cron) h is 0: one block of evidence, -z > k, with the band. Cached like
     the alarm's thresholds."""
-    return _clear_h(checks, k)
-
-
-@functools.lru_cache(maxsize=64)
-def _clear_h(checks: int, k: float) -> float:
-    def solve() -> float:
-        if checks <= cusum_arl(1e-6, k=k, states=100):  # cusum_threshold's lower end
-            return 0.0
-        return cusum_threshold(float(checks), k=k, states=100)
-
-    return _known(threshold_key("clear", checks, k, 100), solve)
+    return _known(
+        threshold_key("clear", checks, k, 100),
+        lambda: cusum_threshold_shared(checks, -math.expm1(-1.0), k=k, states=100),
+    )
 
 
 @functools.lru_cache(maxsize=256)

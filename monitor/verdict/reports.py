@@ -22,9 +22,8 @@ class InputReport:
     ``clear_cusum`` / ``anchor_clear_cusum`` is its clearing CUSUM, which must pass
     ``clear_threshold`` (with ``clear_after`` blocks in the band) to clear it. Through
     summaries on a grid that does not resolve D: ``ks_statistic`` is the bracket's D_lo and
-    ``ks_pvalue`` its p,
-    ``ks_statistic_high`` D_hi and ``ks_pvalue_low`` p(D_hi) (None when exact); ``grid_points``
-    the frozen grid's size (None: the windows were read whole).
+    ``ks_pvalue`` its p, ``ks_statistic_high`` D_hi and ``ks_pvalue_low`` p(D_hi) (None when
+    exact); ``grid_points`` the frozen grid's size (None: the windows were read whole).
     """
 
     n_reference: int
