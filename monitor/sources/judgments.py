@@ -73,7 +73,7 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
         raise SourceNotFoundError(
             "holds no judgment file", path=chosen.display, hint="check outcomes.judgments"
         )
-    listing = "\n".join(f"{f.path}\t{f.size}\t{f.mtime_ns}\t{f.ctime_ns}" for f in files)
+    listing = "\n".join("\t".join(map(str, f.identity)) for f in files)
     print_ = hashlib.sha256(listing.encode()).hexdigest()[:12]
     key = (chosen.display, print_)
     with _CACHE_LOCK:

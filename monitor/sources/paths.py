@@ -570,7 +570,7 @@ def _restat(
             return None
         if not stat.S_ISREG(st.st_mode):
             return None
-        if st.st_size != f.size or st.st_mtime_ns != f.mtime_ns or st.st_ctime_ns != f.ctime_ns:
+        if (f.path, st.st_size, st.st_mtime_ns, st.st_ctime_ns) != f.identity:
             f = _File(f.path, st.st_size, st.st_mtime_ns, parts, interval, ctime_ns=st.st_ctime_ns)
         out.append((f, (st.st_dev, st.st_ino)))
         linked = linked or st.st_nlink > 1
