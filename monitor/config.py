@@ -43,7 +43,7 @@ from monitor.schedule import Schedule, format_duration, parse_duration, parse_sc
 from monitor.sources import JudgedSpec, OutcomeSpec, ScoreSpec
 from monitor.sources.model import GainKind
 from monitor.stats import parse_metric
-from monitor.webconfig import TlsConfig, WebConfig, check_tls_files, load_web_config
+from monitor.webconfig import TlsConfig, WebConfig, check_tls_files, load_web_config, unreadable
 
 __all__ = [
     "BudgetConfig",
@@ -410,9 +410,9 @@ def _nonneg_duration(value: Any) -> timedelta:
     """A duration that may be zero: ``0``, or zero of any unit (``"0s"``, ``"0m"``, ``"0.0h"``)."""
     if value == 0 or value == "0":
         return timedelta(0)
-    if isinstance(value, str) and re.fullmatch(r"0+(\.0*)?[smhdw]", value.strip()):
-        return timedelta(0)
-    return _duration(value)
+    if not isinstance(value, str):
+        raise ValueError(f"must be a duration string like '1h'; got {value!r}")
+    return parse_duration(value, zero=True)
 
 
 def _timestamp(value: Any) -> datetime:
@@ -1254,9 +1254,8 @@ def load_config(path: str | Path) -> Config:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:  # as the web config file
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise ConfigError([f"cannot read the file: {reason}"], source=str(p)) from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError([unreadable(exc)], source=str(p)) from exc
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -64,10 +64,12 @@ _MICROSECOND = timedelta(microseconds=1)
 LONGEST = timedelta(days=36525)
 
 
-def parse_duration(text: str) -> timedelta:
+def parse_duration(text: str, *, zero: bool = False) -> timedelta:
     """Parse ``"<number><unit>"`` with unit s, m, h, d or w into a positive ``timedelta`` of
-    at most ``LONGEST`` (100 years)."""
+    at most ``LONGEST`` (100 years); with ``zero``, a zero of any unit is 0."""
     match = _DURATION.match(text) if isinstance(text, str) else None
+    if zero and match is not None and float(match.group(1)) == 0:
+        return timedelta(0)
     if match is None:
         raise ValueError(f"must be a duration like '30s', '15m', '1h', '1d' or '1w'; got {text!r}")
     seconds = float(match.group(1)) * _UNITS[match.group(2)]
