@@ -43,6 +43,7 @@ __all__ = [
     "build_ssl_context",
     "check_tls_files",
     "load_web_config",
+    "unreadable",
 ]
 
 TLS_VERSIONS = {
@@ -293,6 +294,13 @@ def _parse_users(p: _Problems, data: Any) -> dict[str, bytes]:
     return out
 
 
+def unreadable(exc: OSError | UnicodeDecodeError) -> str:
+    """The problem line for a configuration file that cannot be read (its OS reason or the
+    decoding error): "cannot read the file: No such file or directory"."""
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+    return f"cannot read the file: {reason}"
+
+
 def load_web_config(path: Path) -> tuple[WebConfig | None, list[str]]:
     """Parse and check a web config file: ``(config, [])`` or ``(None, problems)``.
 
@@ -301,8 +309,7 @@ def load_web_config(path: Path) -> tuple[WebConfig | None, list[str]]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        return None, [f"cannot read the file: {reason}"]
+        return None, [unreadable(exc)]
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
