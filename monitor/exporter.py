@@ -265,8 +265,8 @@ class MonitorCollector(Collector):
             if v.plan is not None:
                 h.add_metric([name], v.plan.drift_h)
                 zthr.add_metric([name], v.plan.drift_z)
-                looked = [o.alpha for o in v.outcomes.values() if o.alpha is not None]
-                alpha.add_metric([name], looked[0] if looked else v.plan.decay_alpha)
+                looked = (o.alpha for o in v.outcomes.values() if o.alpha is not None)
+                alpha.add_metric([name], next(looked, v.plan.decay_alpha))
             for (source, window), n in run.window_samples.items():
                 samples.add_metric([name, source, window], float(n))
             for source, t in (("scores", v.newest_score), ("outcomes", v.newest_outcome)):

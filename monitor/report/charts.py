@@ -306,6 +306,9 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     changes = sum(
         1 for k in range(1, len(history)) if history[k]["state"] != history[k - 1]["state"]
     )
+    # S is the deciding segment's: one line a run of checks with the same deciding segment,
+    # broken where it changes (joined, another segment's reset read as this one's)
+    breaks = _runs_of([e.get("input_segment") for e in history])
     label = (
         f"Drift evidence over the last {len(history)} checks: CUSUM S (blue) against the alarm "
         f"threshold h (black dashed), the z of each of {len(blocks)} evidence blocks (orange "
@@ -313,7 +316,7 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
         + (
             f"; S is the deciding segment's, and its line breaks at each of {len(breaks) - 1} "
             "change(s) of that segment."
-            if len(breaks := _runs_of([e.get("input_segment") for e in history])) > 1
+            if len(breaks) > 1
             else "."
         )
     )
@@ -322,10 +325,7 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     _changes(svg, history, ts, xs)
     if bottom < 0:
         svg.line(_L, ys(0), W - _R, ys(0), cls="zero")
-    # S is the deciding segment's: one line a run of checks with the same deciding segment,
-    # broken where it changes (joined, another segment's reset read as this one's)
-    segment = [e.get("input_segment") for e in history]
-    for series, cls, runs in ((h, "threshold", [0]), (s, "line-ref", _runs_of(segment))):
+    for series, cls, runs in ((h, "threshold", [0]), (s, "line-ref", breaks)):
         for lo, hi in itertools.pairwise([*runs, len(history)]):
             pts = [
                 (xs(t), ys(float(v)))
