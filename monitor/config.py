@@ -39,7 +39,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from monitor.errors import ConfigError, StatsInputError
-from monitor.schedule import Schedule, format_duration, parse_duration, parse_schedule
+from monitor.schedule import (
+    Schedule,
+    cron_walk,
+    format_duration,
+    parse_duration,
+    parse_schedule,
+)
 from monitor.sources import JudgedSpec, OutcomeSpec, ScoreSpec
 from monitor.sources.model import GainKind
 from monitor.stats import parse_metric
@@ -1193,12 +1199,12 @@ def _cron_times(schedule: Schedule, bucket: timedelta) -> list[datetime]:
     A bucket that divides a day sees only the time of day: every allowed hour and minute
     (whatever the days: a time that fires only in June once passed a check of 35 days from
     1 January). Otherwise the slots of 400 days (at most 20,000)."""
+    day = datetime(2026, 1, 1, tzinfo=UTC)
     if schedule.cron_fields is not None and timedelta(days=1) % bucket == timedelta(0):
         minutes, hours = schedule.cron_fields[0], schedule.cron_fields[1]
-        day = datetime(2026, 1, 1, tzinfo=UTC)
         return [day.replace(hour=h, minute=m) for h in sorted(hours) for m in sorted(minutes)]
-    t = datetime(2026, 1, 1, tzinfo=UTC)
-    return schedule.slots(t, t + timedelta(days=400))[:20_000]
+    end = day + timedelta(days=400)
+    return [t for t in cron_walk(schedule) if t <= end][:20_000]
 
 
 def _parse_budget(c: _Collector, data: Any, path: str) -> BudgetConfig:

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import calendar
 import functools
+import itertools
 import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-__all__ = ["Schedule", "format_duration", "parse_duration", "parse_schedule"]
+__all__ = ["Schedule", "cron_walk", "format_duration", "parse_duration", "parse_schedule"]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw])\s*$")  # ASCII digits only
@@ -57,6 +58,7 @@ _MONTH_MAX_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 # with its weekdays after 400 years), so a search that passes this many years has a bug.
 _SEARCH_YEARS = 401
 _MICROSECOND = timedelta(microseconds=1)
+_WALK_START = datetime(2026, 1, 1, tzinfo=UTC)  # where cron_walk (and the slot counts) begin
 # The longest duration a setting may have. A check computes ``at - window`` and ``at + interval``
 # and its data's timestamps are int64 nanoseconds (1677-2262): every window, period, timeout and
 # interval longer than a century is a typo that would once overflow at the first check or
@@ -300,18 +302,25 @@ class Schedule:
 
 
 @functools.lru_cache(maxsize=1024)
-def _cron_longest_gap(schedule: Schedule) -> timedelta:
-    start = datetime(2026, 1, 1, tzinfo=UTC)
+def cron_walk(schedule: Schedule) -> tuple[datetime, ...]:
+    """A cron schedule's slots from 2026-01-01 (that instant included): those of the next 400
+    days and the first one past them, at most 20,002 (the walk the longest gap and the bucket
+    check of ``validate`` share; cached, as a reload asks again)."""
+    start = _WALK_START
     end = start + timedelta(days=400)
-    t = schedule.next_slot(start)
-    longest = timedelta(0)
-    for _ in range(20_000):
-        after = schedule.next_slot(t)
-        longest = max(longest, after - t)
-        if after > end:
+    slots = [schedule.next_slot(start - _MICROSECOND)]
+    for _ in range(20_001):
+        slots.append(schedule.next_slot(slots[-1]))
+        if slots[-1] > end:
             break
-        t = after
-    return longest
+    return tuple(slots)
+
+
+def _cron_longest_gap(schedule: Schedule) -> timedelta:
+    walk = cron_walk(schedule)
+    if walk[0] == _WALK_START:  # the gaps from the first slot after the walk's start
+        walk = walk[1:]
+    return max(b - a for a, b in itertools.pairwise(walk[:20_001]))
 
 
 @functools.lru_cache(maxsize=1024)
