@@ -30,6 +30,8 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
+from monitor.stats import ordinal_codes
+
 IntArray = npt.NDArray[np.int64]
 UIntArray = npt.NDArray[np.uint64]
 FloatArray = npt.NDArray[np.float64]
@@ -376,26 +378,14 @@ def join(
 # --------------------------------------------------------------------------- placement
 
 
-_EXACT_INT = float(2**53)  # integers up to this are exact as float64 and fit int64
-
-
 def _ordinal(x: FloatArray) -> tuple[IntArray, int]:
     """Order-preserving codes of ``x`` (NaN last, equal values equal codes) and their count."""
     if x.size == 0:
         return np.zeros(0, dtype=np.int64), 1
     finite = np.isfinite(x)
     if finite.all():
-        low, high = float(x.min()), float(x.max())
-        if (
-            high - low <= 4 * x.size + 1024
-            and low > -_EXACT_INT
-            and high < _EXACT_INT  # int64 codes, exact (1e20 overflowed the cast)
-            and np.array_equal(x, np.floor(x))
-        ):
-            codes = x.astype(np.int64)
-            codes -= int(low)
-            return codes, int(high - low) + 2  # the last code is free for NaN
-    nan_code = None
+        codes, n, _ = ordinal_codes(x, keep_values=False)
+        return codes, n + 1  # the last code is free for NaN
     values = np.where(finite, x, np.inf)
     uniq, codes = np.unique(values, return_inverse=True)
     codes = codes.astype(np.int64).ravel()

@@ -37,6 +37,7 @@ __all__ = [
     "MetricSpec",
     "RankingMetrics",
     "judgment_summary",
+    "ordinal_codes",
     "parse_metric",
     "placed_metrics",
     "ranking_metrics",
@@ -282,7 +283,7 @@ def judgment_summary(
     g = v.sample(grade, "grade", min_size=0)
     _same_length(g, "grade", jq, "judged_query", "one per judgment row")
     _non_negative(g)
-    codes, n_grades, values = _ordinal(g)
+    codes, n_grades, values = ordinal_codes(g)
     return _summary(jq, codes, n_grades, values, n_queries, relevant_grade, gain, _cutoffs(specs))
 
 
@@ -414,7 +415,7 @@ Part: TypeAlias = tuple[IntArray | None, int, bool]
 _EMPTY = np.zeros(0, dtype=np.int64)
 
 
-def _ordinal(x: FloatArray, *, keep_values: bool = True) -> tuple[IntArray, int, FloatArray]:
+def ordinal_codes(x: FloatArray, *, keep_values: bool = True) -> tuple[IntArray, int, FloatArray]:
     """Order-preserving codes 0 .. u - 1 of ``x`` (equal values equal codes), u, and the values.
 
     Integral values in a short range (ranks, grades) are shifted, not sorted. ``values[code]``
@@ -568,7 +569,7 @@ class _Judgments:
         cutoffs: set[int | None],
     ) -> _Judgments:
         m = jq.size
-        codes, n_grades, values = _ordinal(g)
+        codes, n_grades, values = ordinal_codes(g)
         pair = jq * n_docs
         pair += jd
         key, code = _sorted_parts(
@@ -680,11 +681,11 @@ class _Run:
         # Placement: query, rank ascending, score descending, docno descending.
         parts: list[Part] = [(rq, n_queries, False)]
         if rank is not None:
-            codes, n_ranks, _ = _ordinal(rank, keep_values=False)
+            codes, n_ranks, _ = ordinal_codes(rank, keep_values=False)
             parts.append((codes, n_ranks, False))
             del codes
         if score is not None:
-            codes, n_scores, _ = _ordinal(score, keep_values=False)
+            codes, n_scores, _ = ordinal_codes(score, keep_values=False)
             parts.append((codes, n_scores, True))
             del codes
         parts.append((rd, n_docs, True))
