@@ -30,7 +30,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from monitor.stats import ordinal_codes
+from monitor.stats.ranking import ordinal_codes
 
 IntArray = npt.NDArray[np.int64]
 UIntArray = npt.NDArray[np.uint64]
