@@ -33,6 +33,7 @@ from monitor.errors import ConfigError, ReplayRangeError
 
 if TYPE_CHECKING:
     from monitor.config import Config
+    from monitor.verdict import MonitorState, Verdict
 
 __all__ = ["EXIT_CODES", "exit_code", "main"]
 
@@ -323,6 +324,17 @@ def _check_one(
     return replay_check(config, name, at, start)
 
 
+def _recorded_since(state: MonitorState, verdict: Verdict) -> datetime | None:
+    """The daemon's record of when the page's state began, where it is this state's: the same
+    state, begun at or before the page's check. A page of an earlier run of the same state
+    (``--at`` before the record began) gets None and dates the state from its history; the
+    record's date would be after the check it heads."""
+    since = state.state_since
+    if state.state != verdict.state or state.last_at is None or since is None:
+        return None
+    return since if since <= verdict.at else None
+
+
 def _cmd_report(args: argparse.Namespace) -> int:
     import hashlib
 
@@ -361,8 +373,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
         verdict, detail, entries = _report_one(
             config, runner, store, history, name, args.at, args.replay_from
         )
-        state = store.load(name)
-        since = state.state_since if state.state == verdict.state and state.last_at else None
+        since = _recorded_since(store.load(name), verdict)
         at_text = verdict.at.isoformat().replace("+00:00", "Z")
         command = f"monitor report --config {args.config} --monitor {name} --at {at_text}"
         if verdict.replay_from is not None:

@@ -28,7 +28,7 @@ from monitor.report.history import MemoryHistory, _thin
 from monitor.report.svg import Svg, esc, num
 from monitor.simulate import SCENARIOS, World, write_world
 from monitor.stats import build_baseline, drift_tests
-from monitor.verdict import Pairs, Verdict
+from monitor.verdict import MonitorState, Pairs, Verdict
 from monitor.verdict.detail import input_detail, outcome_detail
 
 START = datetime(2026, 10, 1, tzinfo=UTC)
@@ -934,6 +934,20 @@ def test_a_replayed_page_dates_its_state_from_its_history() -> None:
     assert "no earlier record" not in page
     first = render_monitor_page(m, _verdict(at), None, [], PageContext(ReportConfig()))
     assert "no earlier record of this state" in first
+
+
+def test_a_page_of_an_earlier_run_of_the_same_state_does_not_take_the_daemons_date() -> None:
+    """monitor report --at T took the daemon's state_since whenever the states matched: a page
+    of an earlier data_drift said it began after the check it heads."""
+    from monitor.cli import _recorded_since
+
+    began = AT - timedelta(hours=5)
+    daemon = MonitorState(state="data_drift", state_since=began, last_at=AT)
+    assert _recorded_since(daemon, _verdict(AT, "data_drift")) == began
+    assert _recorded_since(daemon, _verdict(began, "data_drift")) == began
+    assert _recorded_since(daemon, _verdict(AT - timedelta(days=2), "data_drift")) is None
+    assert _recorded_since(daemon, _verdict(AT, "ok")) is None
+    assert _recorded_since(MonitorState(), _verdict(AT, "ok")) is None
 
 
 def test_the_cusum_line_breaks_where_the_deciding_segment_changes() -> None:
