@@ -6,11 +6,13 @@ the ratios; this runner only sequences them so that they do not compete for the 
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))
 SCRIPTS = [
     "bench_stats.py",
     "bench_sources.py",
@@ -28,6 +30,12 @@ SCRIPTS = [
 
 
 def main() -> int:
+    from monitor.cpu import VARIABLE, prefer_avx2
+
+    # every benchmark runs on numpy's kernels as the `monitor` command picks them on this
+    # processor (monitor.cpu: AVX2 on AMD Zen 4), whose children inherit the environment
+    prefer_avx2()
+    print(f"numpy kernels: {VARIABLE}={os.environ.get(VARIABLE, '(unset)')!r}", flush=True)
     failures = 0
     for name in SCRIPTS:
         script = HERE / name

@@ -2,6 +2,6 @@
 
 import sys
 
-from monitor.cli import main
+from monitor.entry import main
 
 sys.exit(main())

@@ -451,12 +451,24 @@ def _exit_hard_if_stuck(code: int, *, stuck: bool = False) -> int:
     return code
 
 
+def _log_numpy_kernels() -> None:
+    """Log numpy's kernels where ``monitor.entry`` chose them (``monitor.cpu``)."""
+    from monitor import cpu
+
+    if cpu.chosen is not None:
+        logging.getLogger("monitor").info(
+            "numpy's AVX-512 kernels off",
+            extra={"reason": cpu.REASON, cpu.VARIABLE: cpu.chosen},
+        )
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     from monitor.config import with_server_flags
     from monitor.daemon import Daemon
     from monitor.logs import configure_logging
 
     configure_logging(args.log_level, args.log_format)
+    _log_numpy_kernels()
     config = _load(args.config)
     if config is None:
         return 3

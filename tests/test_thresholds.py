@@ -32,7 +32,15 @@ def test_saved_thresholds_are_the_searched_ones(fresh: None, tmp_path: Path) -> 
     assert save_thresholds(tmp_path, known=0) == 2
     doc = json.loads((tmp_path / "cache" / "thresholds.json").read_text())
     assert doc["format"] == 1
-    assert set(doc["versions"]) == {"monitor", "numpy", "scipy", "cpu", "blas_threads", "cpus"}
+    assert set(doc["versions"]) == {
+        "monitor",
+        "numpy",
+        "scipy",
+        "cpu",
+        "blas_threads",
+        "numpy_kernels",
+        "cpus",
+    }
     plan._THRESHOLDS.clear()
     plan._cusum_h.cache_clear()
     plan._shewhart_z.cache_clear()
@@ -84,6 +92,20 @@ def test_other_blas_threads_do_not_use_the_file(
     save_thresholds(tmp_path, known=0)
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert load_thresholds(tmp_path) == 0
+
+
+@pytest.mark.parametrize("value", ["X86_V4 AVX512_ICL AVX512_SPR", ""])
+def test_other_numpy_kernels_do_not_use_the_file(
+    fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    """numpy's loops (NPY_DISABLE_CPU_FEATURES, set by monitor.cpu on Zen 4) move last bits:
+    a file written under another setting searches again."""
+    monkeypatch.delenv("NPY_DISABLE_CPU_FEATURES", raising=False)
+    _search()
+    save_thresholds(tmp_path, known=0)
+    assert load_thresholds(tmp_path) > 0
+    monkeypatch.setenv("NPY_DISABLE_CPU_FEATURES", value)
     assert load_thresholds(tmp_path) == 0
 
 
