@@ -51,8 +51,13 @@ def exit_code(states: Sequence[str]) -> int:
 
 
 def _parse_at(text: str) -> datetime:
+    """An RFC 3339 time (``Z`` or ``z`` for UTC; without an offset, UTC) as an aware UTC time."""
+    if text[-1:] in ("Z", "z"):
+        text = text[:-1] + "+00:00"
     try:
-        t = datetime.fromisoformat(text.replace("Z", "+00:00"))
+        if "z" in text.lower():  # one suffix only (fromisoformat takes "00:00z+00:00")
+            raise ValueError(text)
+        t = datetime.fromisoformat(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"--at must be an RFC 3339 time like 2026-11-30T00:00:00Z; got {text!r}"

@@ -270,3 +270,28 @@ def test_check_leaves_even_a_corrupt_state_file_alone(
         assert corrupt.read_text() == "{not json"
     finally:
         corrupt.unlink()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "2026-11-30T06:00:00Z",
+        "2026-11-30t06:00:00z",
+        "2026-11-30T07:00:00+01:00",
+        "2026-11-30T06:00",
+    ],
+)
+def test_at_takes_rfc_3339_times_in_either_case(text: str) -> None:
+    from monitor.cli import _parse_at
+
+    assert _parse_at(text) == datetime(2026, 11, 30, 6, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("text", ["soon", "2026-11-30T06:00:00zz", "z"])
+def test_at_refuses_what_is_not_a_time(text: str) -> None:
+    import argparse
+
+    from monitor.cli import _parse_at
+
+    with pytest.raises(argparse.ArgumentTypeError, match="RFC 3339"):
+        _parse_at(text)

@@ -1030,3 +1030,26 @@ def test_an_entry_of_the_format_before_the_checksum_is_recomputed_quietly(
     got = cache.get("m", "k", _GRID, 0, "fp")
     assert got is not None
     assert np.array_equal(got.summaries["a"].count, [2, 5])
+
+
+@pytest.mark.parametrize("persist", [True, False])
+def test_a_corrupt_grid_is_rebuilt_and_the_log_says_what_became_of_the_file(
+    rolling_world: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture, persist: bool
+) -> None:
+    """The daemon (``persist_grids``) removes a corrupt grid file and writes the new grid; a
+    read-only process (check, report) builds its own and leaves the file as it found it."""
+    state = tmp_path / "state"
+    _read(SummaryChecks(state), rolling_world, AT)
+    grid = state / "summaries" / "demo" / "grid.npz"
+    grid.write_bytes(b"not a grid")
+    checks = SummaryChecks(state, persist_grids=persist)
+    with caplog.at_level("WARNING", logger="monitor.incremental"):
+        read = _read(checks, rolling_world, AT)
+    assert read.n_current > 0
+    (record,) = [r for r in caplog.records if "corrupt summary grid" in r.getMessage()]
+    if persist:
+        assert record.getMessage() == "corrupt summary grid removed; building a new one"
+        assert grid.read_bytes() != b"not a grid"
+    else:
+        assert "ignored (left for the daemon)" in record.getMessage()
+        assert grid.read_bytes() == b"not a grid"

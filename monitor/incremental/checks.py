@@ -164,8 +164,12 @@ class SummaryChecks:
                 if held.key != _grid_key(held.grid, want):
                     held = None  # built under other score or summary settings
             except _CORRUPT as exc:
+                # removed where this process owns the grids (the daemon writes the new one);
+                # a read-only process (check, report) leaves the file to the daemon
                 log.warning(
-                    "corrupt summary grid set aside; building a new one",
+                    "corrupt summary grid removed; building a new one"
+                    if self.persist_grids
+                    else "corrupt summary grid ignored (left for the daemon); building a new one",
                     extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
                 )
                 if self.persist_grids:
