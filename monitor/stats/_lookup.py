@@ -2,7 +2,8 @@
 
 ``Grid.cells`` binary-searches each value among the G grid points; ``summarize`` used to sort a
 chunk first so the searches stay in cache, and the sort bounded it (18-22M rows/s on the Zen 4
-VM we measure on, where numpy's AVX-512 sort is not used; 94-206M where it is). This counts
+VM we measure on, whose AVX-512 sort numpy uses but Zen 4 runs slowly; 110-120M there with
+numpy's AVX2 kernels, ``monitor.cpu``; 94-206M on the first machine's AVX-512). This counts
 cells in a few passes over the chunk instead:
 
 1. a slot s = f(x) in [0, S) from a function f that is monotone non-decreasing in the float order
