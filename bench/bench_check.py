@@ -226,13 +226,17 @@ def main(argv: list[str] | None = None) -> int:
             f"{time.perf_counter() - t0:.1f} s",
             flush=True,
         )
+    from monitor.config import load_config
+    from monitor.thresholds import load_thresholds
+
     state = root / "state" / "bench.json"
-    if not state.exists():
-        from monitor.config import load_config
+    loaded = load_config(config)
+    # seeded again when a reused --workdir's threshold cache is of other versions or kernels
+    if not state.exists() or load_thresholds(loaded.server.state_dir) == 0:
         from monitor.jobs import Runner
         from monitor.thresholds import save_thresholds
 
-        loaded = load_config(config)
+        state.unlink(missing_ok=True)
         Runner(loaded).run("bench", DAY0 + timedelta(days=1, hours=1))
         save_thresholds(loaded.server.state_dir, known=0)  # as the daemon does after a run
     if args.steps:

@@ -43,6 +43,12 @@ from pathlib import Path
 for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
+from monitor.cpu import prefer_avx2  # noqa: E402
+
+# numpy's kernels as the `monitor` command picks them on this processor, before numpy loads:
+# the threshold cache seeded here is keyed by them, and the timed commands make the same choice
+prefer_avx2()
+
 import numpy as np  # noqa: E402
 
 from monitor.config import load_config  # noqa: E402

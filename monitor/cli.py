@@ -52,12 +52,11 @@ def exit_code(states: Sequence[str]) -> int:
 
 def _parse_at(text: str) -> datetime:
     """An RFC 3339 time (``Z`` or ``z`` for UTC; without an offset, UTC) as an aware UTC time."""
-    if text[-1:] in ("Z", "z"):
-        text = text[:-1] + "+00:00"
+    utc = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
     try:
-        if "z" in text.lower():  # one suffix only (fromisoformat takes "00:00z+00:00")
+        if "z" in utc.lower():  # one suffix only (fromisoformat takes "00:00z+00:00")
             raise ValueError(text)
-        t = datetime.fromisoformat(text)
+        t = datetime.fromisoformat(utc)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"--at must be an RFC 3339 time like 2026-11-30T00:00:00Z; got {text!r}"
@@ -464,6 +463,11 @@ def _log_numpy_kernels() -> None:
         logging.getLogger("monitor").info(
             "numpy's AVX-512 kernels off",
             extra={"reason": cpu.REASON, cpu.VARIABLE: cpu.chosen},
+        )
+    if cpu.problem is not None:
+        logging.getLogger("monitor").warning(
+            "numpy's kernels left as numpy chose them: the processor could not be told",
+            extra={"error": cpu.problem},
         )
 
 

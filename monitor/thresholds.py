@@ -9,25 +9,25 @@ by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``f
 values exact. ``check`` and ``report`` only read it (they write nothing).
 
 The file is used only when it was written by the same monitor, numpy and scipy versions on the
-same processor (model and feature flags) with the same BLAS thread settings, CPU count and
-numpy kernel variables (``NPY_DISABLE_CPU_FEATURES``, which ``monitor.cpu`` may set): the
-linear solves' summation order and numpy's loops, and so a search's last bits, depend on them
-(on the bench world ``OMP_NUM_THREADS=1`` moves h = 17.6909225875815 to 17.690922587601438,
-and valgrind's CPU to 17.690922587600923), so a threshold from the cache is the one the
-search gives here. It is written atomically into an existing ``state_dir``, and only when the
-process learned a threshold it did not read; a missing, unreadable or foreign file is ignored
-(logged at debug), and a failed write is logged at debug, leaves neither a temp file nor a new
-empty directory (a full ``state_dir`` holds what it held) and never fails a run.
+same processor (vendor, family, model and feature numbers from the kernel's CPU modalias, which
+systemd's ``ProcSubset=pid`` leaves readable; else ``/proc/cpuinfo``) with the same BLAS thread
+settings, CPU count and numpy kernel variables (``NPY_DISABLE_CPU_FEATURES``, which
+``monitor.cpu`` may set): the linear solves' summation order and numpy's loops, and so a
+search's last bits, depend on them (on the bench world ``OMP_NUM_THREADS=1`` moves h =
+17.6909225875815 to 17.690922587601438, and valgrind's CPU to 17.690922587600923), so a
+threshold from the cache is the one the search gives here. It is written atomically into an
+existing ``state_dir``, and only when the process learned a threshold it did not read; a
+missing, unreadable or foreign file is ignored (logged at debug), and a failed write is logged
+at debug, leaves neither a temp file nor a new empty directory (a full ``state_dir`` holds what
+it held) and never fails a run.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import os
-import platform
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import numpy as np
 import scipy
 
 from monitor import __version__
-from monitor.cpu import cpuinfo, processor
+from monitor.cpu import processor_key
 from monitor.store import atomic_write
 from monitor.verdict.plan import known_thresholds, remember_thresholds
 
@@ -62,16 +62,6 @@ _THREAD_VARIABLES = (
 _NUMPY_VARIABLES = ("NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES")
 
 
-def _cpu() -> str:
-    """The processor: its model and a digest of its feature flags (which SIMD kernels the BLAS
-    picks), from /proc/cpuinfo where there is one."""
-    info = cpuinfo()
-    if not info:
-        return platform.machine()
-    model, flags = processor(info)
-    return f"{model} {hashlib.sha256(flags.encode()).hexdigest()[:16]}"
-
-
 def _versions() -> dict[str, Any]:
     """What a threshold's last bits depend on: the code, the processor (the BLAS kernels), the
     BLAS threads its linear solves run on (the thread variables and the CPUs this process may
@@ -81,9 +71,10 @@ def _versions() -> dict[str, Any]:
         "monitor": __version__,
         "numpy": np.__version__,
         "scipy": scipy.__version__,
-        "cpu": _cpu(),
+        "cpu": processor_key(),
         "blas_threads": {name: os.environ.get(name) for name in _THREAD_VARIABLES},
-        "numpy_kernels": {name: os.environ.get(name) for name in _NUMPY_VARIABLES},
+        # unset and empty choose the same kernels
+        "numpy_kernels": {name: os.environ.get(name) or None for name in _NUMPY_VARIABLES},
         "cpus": cpus,
     }
 

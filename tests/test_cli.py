@@ -293,5 +293,6 @@ def test_at_refuses_what_is_not_a_time(text: str) -> None:
 
     from monitor.cli import _parse_at
 
-    with pytest.raises(argparse.ArgumentTypeError, match="RFC 3339"):
+    with pytest.raises(argparse.ArgumentTypeError, match="RFC 3339") as raised:
         _parse_at(text)
+    assert str(raised.value).endswith(f"got {text!r}")  # what was typed, not a rewrite

@@ -95,18 +95,31 @@ def test_other_blas_threads_do_not_use_the_file(
     assert load_thresholds(tmp_path) == 0
 
 
-@pytest.mark.parametrize("value", ["X86_V4 AVX512_ICL AVX512_SPR", ""])
+@pytest.mark.parametrize(
+    ("name", "value", "kept"),
+    [
+        ("NPY_DISABLE_CPU_FEATURES", "X86_V4 AVX512_ICL AVX512_SPR", False),
+        ("NPY_ENABLE_CPU_FEATURES", "X86_V2 X86_V3", False),
+        ("NPY_DISABLE_CPU_FEATURES", "", True),  # empty chooses what unset chooses
+    ],
+)
 def test_other_numpy_kernels_do_not_use_the_file(
-    fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+    fresh: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    value: str,
+    kept: bool,
 ) -> None:
     """numpy's loops (NPY_DISABLE_CPU_FEATURES, set by monitor.cpu on Zen 4) move last bits:
     a file written under another setting searches again."""
     monkeypatch.delenv("NPY_DISABLE_CPU_FEATURES", raising=False)
+    monkeypatch.delenv("NPY_ENABLE_CPU_FEATURES", raising=False)
     _search()
     save_thresholds(tmp_path, known=0)
     assert load_thresholds(tmp_path) > 0
-    monkeypatch.setenv("NPY_DISABLE_CPU_FEATURES", value)
-    assert load_thresholds(tmp_path) == 0
+    monkeypatch.setenv(name, value)
+    assert (load_thresholds(tmp_path) > 0) is kept
 
 
 def test_a_failed_write_leaves_no_new_directory(

@@ -166,14 +166,17 @@ class SummaryChecks:
             except _CORRUPT as exc:
                 # removed where this process owns the grids (the daemon writes the new one);
                 # a read-only process (check, report) leaves the file to the daemon
+                fate = "ignored (left for the daemon)"
+                if self.persist_grids:
+                    try:
+                        path.unlink(missing_ok=True)
+                        fate = "removed"
+                    except OSError as gone:
+                        fate = f"kept (cannot remove it: {gone.strerror or gone})"
                 log.warning(
-                    "corrupt summary grid removed; building a new one"
-                    if self.persist_grids
-                    else "corrupt summary grid ignored (left for the daemon); building a new one",
+                    f"corrupt summary grid {fate}; building a new one",
                     extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
                 )
-                if self.persist_grids:
-                    path.unlink(missing_ok=True)
                 held = None
         if held is not None and not _stale(held, monitor, settings, at, reference, rows[0]):
             self._grids[monitor.name] = (want, held)
