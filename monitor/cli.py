@@ -466,7 +466,7 @@ def _log_numpy_kernels() -> None:
         )
     if cpu.problem is not None:
         logging.getLogger("monitor").warning(
-            "numpy's kernels left as numpy chose them: the processor could not be told",
+            "numpy's kernels left as numpy chose them: could not decide",
             extra={"error": cpu.problem},
         )
 

@@ -487,7 +487,7 @@ def duplicates(row_list: IntArray, n_lists: int, docs: Ids) -> BoolArray | None:
     # only whether two keys are equal counts here, not their order among equals: numpy's SIMD
     # quicksort (measured on 1M keys in 100-row lists, Zen 4: 9.4 ms with the AVX2 kernels the
     # monitor command picks there, against timsort's 15.7 ms, which exploits the lists' ascending
-    # order; with numpy's AVX-512 kernels on Zen 4 quicksort takes 49 ms: monitor.cpu)
+    # order; with numpy's AVX-512 kernels on Zen 4 quicksort takes 49-61 ms: monitor.cpu)
     key.sort()
     if not bool(np.any(key[1:] == key[:-1])):
         return None  # equal documents have equal keys: no equal keys, no duplicates

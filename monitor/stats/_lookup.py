@@ -2,7 +2,7 @@
 
 ``Grid.cells`` binary-searches each value among the G grid points; ``summarize`` used to sort a
 chunk first so the searches stay in cache, and the sort bounded it (18-22M rows/s on the Zen 4
-VM we measure on, whose AVX-512 sort numpy uses but Zen 4 runs slowly; 110-120M there with
+VM we measure on, whose AVX-512 sort numpy uses but Zen 4 runs slowly; 119-122M there with
 numpy's AVX2 kernels, ``monitor.cpu``; 94-206M on the first machine's AVX-512). This counts
 cells in a few passes over the chunk instead:
 
