@@ -189,6 +189,7 @@ def test_the_daemon_logs_the_choice(
     from monitor.cli import _log_numpy_kernels
 
     monkeypatch.setattr(cpu, "chosen", None)
+    monkeypatch.setattr(cpu, "problem", None)
     with caplog.at_level("INFO", logger="monitor"):
         _log_numpy_kernels()
     assert not caplog.records
@@ -199,6 +200,15 @@ def test_the_daemon_logs_the_choice(
     assert record.getMessage() == "numpy's AVX-512 kernels off"
     assert record.__dict__["NPY_DISABLE_CPU_FEATURES"] == cpu.AVX512_GROUPS
     assert "Zen 4" in record.__dict__["reason"]
+    caplog.clear()
+    monkeypatch.setattr(cpu, "chosen", None)
+    monkeypatch.setattr(cpu, "problem", "OSError: unreadable dist-info")
+    with caplog.at_level("INFO", logger="monitor"):
+        _log_numpy_kernels()
+    (warned,) = caplog.records
+    assert warned.levelname == "WARNING"
+    assert warned.getMessage() == "numpy's kernels left as numpy chose them: could not decide"
+    assert warned.__dict__["error"] == "OSError: unreadable dist-info"
 
 
 @pytest.mark.parametrize("failure", ["none", "raises"])
