@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 
 from monitor import __version__
 from monitor.errors import ConfigError, ReplayRangeError
+from monitor.schedule import parse_rfc3339
 
 if TYPE_CHECKING:
     from monitor.config import Config
@@ -52,11 +53,8 @@ def exit_code(states: Sequence[str]) -> int:
 
 def _parse_at(text: str) -> datetime:
     """An RFC 3339 time (``Z`` or ``z`` for UTC; without an offset, UTC) as an aware UTC time."""
-    utc = text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text
     try:
-        if "z" in utc.lower():  # one suffix only (fromisoformat takes "00:00z+00:00")
-            raise ValueError(text)
-        t = datetime.fromisoformat(utc)
+        t = parse_rfc3339(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
             f"--at must be an RFC 3339 time like 2026-11-30T00:00:00Z; got {text!r}"

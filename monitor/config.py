@@ -44,6 +44,7 @@ from monitor.schedule import (
     cron_walk,
     format_duration,
     parse_duration,
+    parse_rfc3339,
     parse_schedule,
 )
 from monitor.sources import JudgedSpec, OutcomeSpec, ScoreSpec
@@ -426,7 +427,7 @@ def _timestamp(value: Any) -> datetime:
         parsed = value
     elif isinstance(value, str):
         try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00").replace("z", "+00:00"))
+            parsed = parse_rfc3339(value)
         except ValueError:
             raise ValueError(f"must be an RFC 3339 timestamp; got {value!r}") from None
     else:

@@ -26,7 +26,14 @@ from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 
-__all__ = ["Schedule", "cron_walk", "format_duration", "parse_duration", "parse_schedule"]
+__all__ = [
+    "Schedule",
+    "cron_walk",
+    "format_duration",
+    "parse_duration",
+    "parse_rfc3339",
+    "parse_schedule",
+]
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 _DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([smhdw])\s*$")  # ASCII digits only
@@ -64,6 +71,13 @@ _WALK_START = datetime(2026, 1, 1, tzinfo=UTC)  # where cron_walk (and the slot 
 # interval longer than a century is a typo that would once overflow at the first check or
 # backtest (``windows.reference = "1000000d"`` passed `validate`, then crashed `check`).
 LONGEST = timedelta(days=36525)
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """An RFC 3339 time, ``Z`` or ``z`` for UTC (without an offset: a naive time, which the
+    caller refuses or reads as UTC); ``ValueError`` otherwise. Every ``z`` becomes an offset,
+    so a second suffix is refused (``fromisoformat`` alone takes ``"00:00z+00:00"``)."""
+    return datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
 
 
 def parse_duration(text: str, *, zero: bool = False) -> timedelta:
