@@ -50,12 +50,14 @@ class DriftTrack:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> DriftTrack:
-        cusum = float(d.get("cusum", 0.0))
-        if not math.isfinite(cusum) or cusum < 0:
-            raise ValueError(f"drift CUSUM must be a finite number >= 0; got {cusum!r}")
-        clear = float(d.get("clear_cusum", 0.0))  # absent in state files written before it
-        if not math.isfinite(clear) or clear < 0:
-            raise ValueError(f"clearing CUSUM must be a finite number >= 0; got {clear!r}")
+        def statistic(key: str, what: str) -> float:  # a CUSUM: finite, >= 0, 0 when absent
+            value = float(d.get(key, 0.0))
+            if not math.isfinite(value) or value < 0:
+                raise ValueError(f"{what} must be a finite number >= 0; got {value!r}")
+            return value
+
+        cusum = statistic("cusum", "drift CUSUM")
+        clear = statistic("clear_cusum", "clearing CUSUM")  # absent in files written before it
         return cls(
             cusum=cusum,
             active=bool(d.get("active", False)),
