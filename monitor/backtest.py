@@ -267,11 +267,18 @@ class CachedReader:
             self._load(spec, span)
         return span
 
-    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
+    def scores(
+        self,
+        spec: ScoreSpec,
+        window: Window,
+        *,
+        with_timestamps: bool,
+        cuts: Sequence[int] | None = None,
+    ) -> ScoreWindow:
         span = self._span(spec, window)
         if span is None or not span.exact:
             self.fallback_reads += 1
-            return self.fallback.scores(spec, window, with_timestamps=with_timestamps)
+            return self.fallback.scores(spec, window, with_timestamps=with_timestamps, cuts=cuts)
         ts = span.timestamps
         lo = int(np.searchsorted(ts, _ns(window.start), side="left"))
         hi = int(np.searchsorted(ts, _ns(window.end), side="left"))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
@@ -56,6 +56,7 @@ from monitor.verdict import (
     Pairs,
     SegmentData,
     Verdict,
+    check_coarse,
     describe,
     error_verdict,
     evaluate,
@@ -106,7 +107,17 @@ def check_windows(monitor: MonitorConfig, at: datetime) -> tuple[Window, Window]
 class DataReader(Protocol):
     """Where a runner gets its windows (parquet by default; the backtest slices a cache)."""
 
-    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow: ...
+    def scores(
+        self,
+        spec: ScoreSpec,
+        window: Window,
+        *,
+        with_timestamps: bool,
+        cuts: Sequence[int] | None = None,
+    ) -> ScoreWindow:
+        """The scores of ``window``; ``cuts``: the only instants (ns) the check compares their
+        timestamps with, which lets a reader skip decoding them (``read_scores``)."""
+        ...
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow: ...
 
@@ -125,8 +136,15 @@ class DataReader(Protocol):
 class ParquetReader:
     """Reads every window from parquet through ``monitor.sources``."""
 
-    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
-        return read_scores(spec, window, with_timestamps=with_timestamps)
+    def scores(
+        self,
+        spec: ScoreSpec,
+        window: Window,
+        *,
+        with_timestamps: bool,
+        cuts: Sequence[int] | None = None,
+    ) -> ScoreWindow:
+        return read_scores(spec, window, with_timestamps=with_timestamps, cuts=cuts)
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
         if spec.judged is not None:
@@ -157,6 +175,24 @@ def _no_scores(window: Window) -> ScoreWindow:
         newest_timestamp=None,
         files_read=0,
     )
+
+
+def _block_starts(current: Window, state: MonitorState) -> list[int]:
+    """Every instant (ns) the verdict compares the current window's timestamps with: the
+    evidence block's start of each segment, max(window start, the segment's evidence end)
+    (``verdict.drift``; a segment without state starts at the window's start)."""
+    start = _ns(current.start)
+    ends = (_ns(d.evidence_end) for d in state.drift.values() if d.evidence_end is not None)
+    return sorted({start, *(e for e in ends if e > start)})
+
+
+_HOUR_NS = 3_600 * 10**9
+
+
+def _hours(window: Window) -> list[int]:
+    """The whole UTC hours (ns) inside ``window``: where seasonal phases change."""
+    first = _ns(window.start) // _HOUR_NS + 1
+    return [h * _HOUR_NS for h in range(first, -(-_ns(window.end) // _HOUR_NS))]
 
 
 def _split_scores(window: ScoreWindow) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
@@ -376,9 +412,22 @@ class Runner:
             )
             ref = cur = _no_scores(reference_w)
         else:
+            # the timestamps are compared with the evidence blocks' starts and, for seasonal
+            # phases, the hours: only the row groups those split are decoded (read_scores)
             seasonal = monitor.seasonal_period is not None
-            ref = self.reader.scores(monitor.scores, reference_w, with_timestamps=seasonal)
-            cur = self.reader.scores(monitor.scores, current_w, with_timestamps=True)
+            ref = self.reader.scores(
+                monitor.scores,
+                reference_w,
+                with_timestamps=seasonal,
+                cuts=_hours(reference_w) if seasonal else None,
+            )
+            starts = _block_starts(current_w, state)
+            cur = self.reader.scores(
+                monitor.scores,
+                current_w,
+                with_timestamps=True,
+                cuts=sorted({*starts, *_hours(current_w)}) if seasonal else starts,
+            )
         runs = self._runs(monitor, at, state)
         out_ref_w = reference_w
         if state.decay.active and state.decay.reference_start and state.decay.reference_end:
@@ -430,6 +479,7 @@ class Runner:
                 cached = self._baselines.get(key)
                 if cached is None:
                     baseline = build_baseline(ref_values, bins=monitor.drift.bins)
+                    check_coarse(ref.coarse_spans, hourly=monitor.seasonal_period is not None)
                     phases = phase_counts(
                         ref_values, ref_ts, baseline.edges, monitor.seasonal_period
                     )
@@ -450,6 +500,8 @@ class Runner:
                 reference=ref_values,
                 current=cur_values,
                 current_timestamps=cur_ts if cur_ts is not None else _EMPTY_TS,
+                current_coarse=cur.coarse_spans,
+                reference_coarse=ref.coarse_spans,
                 pairs=_pairs(pairs)
                 if pairs is not None
                 else Pairs(reference=_EMPTY, current=_EMPTY),

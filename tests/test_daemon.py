@@ -166,10 +166,12 @@ class HangingReader(ParquetReader):
         self.release = threading.Event()
         self.entered = threading.Event()
 
-    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
+    def scores(
+        self, spec: ScoreSpec, window: Window, *, with_timestamps: bool, cuts: Any = None
+    ) -> ScoreWindow:
         self.entered.set()
         self.release.wait(timeout=30)
-        return super().scores(spec, window, with_timestamps=with_timestamps)
+        return super().scores(spec, window, with_timestamps=with_timestamps, cuts=cuts)
 
 
 def test_hung_source_is_abandoned_and_its_late_result_discarded(tmp_path: Path) -> None:
@@ -210,10 +212,12 @@ class HangOne(ParquetReader):
         self.path = path
         self.release = threading.Event()
 
-    def scores(self, spec: ScoreSpec, window: Window, *, with_timestamps: bool) -> ScoreWindow:
+    def scores(
+        self, spec: ScoreSpec, window: Window, *, with_timestamps: bool, cuts: Any = None
+    ) -> ScoreWindow:
         if spec.path == self.path:
             self.release.wait(timeout=30)
-        return super().scores(spec, window, with_timestamps=with_timestamps)
+        return super().scores(spec, window, with_timestamps=with_timestamps, cuts=cuts)
 
 
 def _two_monitor_world(tmp_path: Path) -> tuple[Path, datetime]:

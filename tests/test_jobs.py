@@ -136,6 +136,75 @@ def test_kept_outcome_windows_decide_what_reading_afresh_decides(tmp_path: Path)
     assert {"model_decay"} <= {v["state"] for v in kept}
 
 
+def test_the_current_windows_timestamps_are_decoded_only_where_a_block_starts(
+    tmp_path: Path,
+) -> None:
+    """A check reads the current window's timestamps only in the row groups an evidence block
+    starts inside (``read_scores``'s ``cuts``): at every slot its verdict is the one a check
+    that decodes every timestamp reaches, and most groups were left undecoded. A reader that
+    hides a block start from the cuts makes the check an error, never a wrong block."""
+    import dataclasses
+    from typing import Any
+
+    import pyarrow.parquet as pq
+
+    from monitor.epoch import to_ns
+    from monitor.jobs import ParquetReader
+    from monitor.sources import ScoreSpec, ScoreWindow, Window
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    scenario = dataclasses.replace(
+        SCENARIOS["covariate_shift"], scores_per_hour=200, drift_start=timedelta(days=9, hours=6)
+    )
+    world = write_world(tmp_path, scenario, start=start, end=start + timedelta(days=12), seed=9)
+    for f in (tmp_path / "scores").rglob("*.parquet"):  # groups of ~20 min: hours split some
+        pq.write_table(pq.read_table(f), f, row_group_size=70)
+    config = load_config(world.config_path)
+    slots = config.monitors[0].schedule.slots(
+        start + timedelta(days=9), start + timedelta(days=10, hours=12)
+    )
+    coarse: list[int] = []
+
+    class Every(ParquetReader):
+        def scores(
+            self, spec: ScoreSpec, window: Window, *, with_timestamps: bool, cuts: Any = None
+        ) -> ScoreWindow:
+            return super().scores(spec, window, with_timestamps=with_timestamps)
+
+    class Cut(ParquetReader):
+        def scores(
+            self, spec: ScoreSpec, window: Window, *, with_timestamps: bool, cuts: Any = None
+        ) -> ScoreWindow:
+            got = super().scores(spec, window, with_timestamps=with_timestamps, cuts=cuts)
+            coarse.append(len(got.coarse_spans))
+            return got
+
+    verdicts = []
+    for reader in (Every(), Cut()):
+        runner = Runner(config, reader=reader, store=StateStore(tmp_path / type(reader).__name__))
+        verdicts.append([runner.run("demo", at).verdict.to_dict() for at in slots])
+    assert verdicts[0] == verdicts[1]
+    assert {"data_drift"} <= {v["state"] for v in verdicts[0]}
+    assert min(coarse) >= 24  # groups left undecoded in every window read (a day: 72)
+
+    class Hiding(ParquetReader):  # gives only the current window's start as a cut
+        def scores(
+            self, spec: ScoreSpec, window: Window, *, with_timestamps: bool, cuts: Any = None
+        ) -> ScoreWindow:
+            hidden = None if cuts is None else [to_ns(window.start)]
+            return super().scores(spec, window, with_timestamps=with_timestamps, cuts=hidden)
+
+    flat = tmp_path / "flat.toml"  # no seasonal phases: the block starts are the only cuts
+    flat.write_text(world.config_path.read_text() + 'drift.seasonality = "none"\n')
+    for path, first in ((world.config_path, "error"), (flat, "ok")):
+        runner = Runner(load_config(path), reader=Hiding(), store=StateStore(tmp_path / path.stem))
+        states = [runner.run("demo", at).verdict for at in slots[:8]]
+        assert states[0].state == first  # hours hidden: wrong at once; a block start: later
+        failed = [v for v in states if v.state == "error"]
+        assert failed
+        assert all("runner's cuts were incomplete" in v.reasons[0] for v in failed)
+
+
 def test_check_at_any_past_slot_replays_what_the_daemon_decided(tmp_path: Path) -> None:
     """``monitor check --at T`` for earlier slots rebuilds the sequential state by replaying
     from the daemon's first slot: same verdict as the daemon for every slot of the history."""

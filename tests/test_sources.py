@@ -136,6 +136,48 @@ def test_many_row_groups_match_a_plain_mask(tmp_path: Path) -> None:
     np.testing.assert_array_equal(got.values, values[(stamps >= lo) & (stamps < hi)])
 
 
+def test_cuts_leave_the_timestamps_of_row_groups_no_cut_splits_undecoded(tmp_path: Path) -> None:
+    """With ``cuts``, a row group inside the window that no cut splits carries its newest
+    timestamp on every row and is listed in ``coarse_spans``; t >= c and the newest timestamp
+    are the decoded read's for every cut. A group a cut splits, one straddling the window's
+    edge and one with a NaN score are decoded."""
+    rng = np.random.default_rng(4)
+    n = 3_000
+    offsets = np.sort(rng.integers(0, 2 * 86_400 * 10**6, n))
+    stamps = np.datetime64(T0.replace(tzinfo=None), "us") + offsets.astype("timedelta64[us]")
+    values = rng.random(n)
+    values[2_500] = np.nan  # its group is decoded: the kept rows' own timestamps
+    write_parquet(
+        tmp_path / "a.parquet", {"timestamp": stamps, "score": values}, row_group_size=250
+    )
+    spec = ScoreSpec(str(tmp_path), max_invalid_share=0.01)
+    w = Window(T0 + 3 * HOUR, T0 + 2 * DAY)  # the first group straddles its start
+    full = read_scores(spec, w, with_timestamps=True)
+    split = int(offsets[1_100]) * 1_000 + to_ns(T0)  # inside the fifth group
+    cuts = [to_ns(w.start), split, to_ns(T0 + DAY + 7 * HOUR)]
+    got = read_scores(spec, w, with_timestamps=True, cuts=cuts)
+    assert full.timestamps is not None
+    assert got.timestamps is not None
+    assert full.coarse_spans.shape == (0, 2)
+    np.testing.assert_array_equal(got.values, full.values)
+    assert (got.rows, got.dropped_nan) == (full.rows, full.dropped_nan) == (got.rows, 1)
+    for c in cuts:
+        np.testing.assert_array_equal(got.timestamps >= c, full.timestamps >= c)
+    assert got.timestamps.max() == full.timestamps.max()
+    spans = got.coarse_spans
+    assert 0 < len(spans) <= 12 - 4  # 12 groups: not the straddling, split or NaN ones
+    for lo, hi in spans:
+        assert not any(lo < c <= hi for c in cuts)
+        rows = (full.timestamps >= lo) & (full.timestamps <= hi)
+        assert np.all(got.timestamps[rows] == hi)  # the group's newest on each of its rows
+    decoded = np.ones(full.timestamps.size, dtype=bool)
+    for lo, hi in spans:
+        decoded &= ~((full.timestamps >= lo) & (full.timestamps <= hi))
+    np.testing.assert_array_equal(got.timestamps[decoded], full.timestamps[decoded])
+    assert np.any(decoded & (full.timestamps < split))  # the split group, both sides
+    assert np.any(decoded & (full.timestamps >= split))
+
+
 def test_directory_is_recursive_and_skips_hidden_and_underscore(tmp_path: Path) -> None:
     _scores(tmp_path / "a" / "1.parquet", [T0], [1.0])
     _scores(tmp_path / "a" / "b" / "2.parquet", [T0 + HOUR], [2.0])

@@ -266,6 +266,11 @@ class ScoreWindow:
     Rows with a null timestamp belong to no window. ``segment_names`` lists, sorted, the segments
     with at least one value; ``segment_codes[i]`` indexes it. ``newest_timestamp`` is the newest
     timestamp in the whole source (``None`` if it holds none), for freshness alerts.
+
+    ``coarse_spans`` (k x 2, int64 ns; empty when every timestamp was decoded): the
+    [oldest, newest] of the row groups whose timestamps ``read_scores`` did not decode (its
+    ``cuts``): each of their rows carries its group's newest timestamp, which answers t >= c as
+    the row's own does for every c outside (oldest, newest], and gives the same newest.
     """
 
     window: Window
@@ -279,6 +284,7 @@ class ScoreWindow:
     dropped_null: int
     newest_timestamp: datetime | None
     files_read: int
+    coarse_spans: IntArray = field(default_factory=lambda: np.empty((0, 2), dtype=np.int64))
 
     @property
     def dropped(self) -> int:

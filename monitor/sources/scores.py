@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -237,12 +237,23 @@ def _thinned(spec: ScoreSpec, planned: _Planned, max_rows: int) -> _Planned:
     return _Planned(planned.source, plans, seg_sources, planned.newest)
 
 
+def _no_cut_within(cuts: Sequence[int]) -> Callable[[int, int], bool]:
+    """Whether no cut c has lo < c <= hi (the cuts at or below lo number those at or below hi)."""
+    at = np.asarray(sorted(cuts), dtype=np.int64)
+
+    def ok(lo: int, hi: int) -> bool:
+        return bool(np.searchsorted(at, lo, side="right") == np.searchsorted(at, hi, side="right"))
+
+    return ok
+
+
 def read_scores(
     spec: ScoreSpec,
     window: Window,
     *,
     with_timestamps: bool = False,
     sample_rows: int | None = None,
+    cuts: Sequence[int] | None = None,
 ) -> ScoreWindow:
     """Read the finite scores whose timestamp is in ``window`` (half-open, UTC).
 
@@ -253,7 +264,12 @@ def read_scores(
     ``dropped / rows > spec.max_invalid_share``. With ``spec.rank_column`` (a full result log)
     only the rows ranked ``spec.top_rank`` are scores, and only they count as rows.
     ``sample_rows``: read only every k-th row group so that about that many rows are read (a
-    sample for a summary grid; None: every row).
+    sample for a summary grid; None: every row). ``cuts`` (with ``with_timestamps``; int64 ns):
+    the only instants the caller compares the timestamps with (t >= c). A row group wholly in
+    the window that no cut splits (no c in (oldest, newest] of its statistics), without
+    segments, rank or deleted rows and with every score valid, is read without its timestamp
+    column, whose decoding costs several times the score column's; its rows carry its newest
+    timestamp and ``coarse_spans`` lists it (``ScoreWindow``).
     """
     planned = _prepare(spec, window)
     if sample_rows is not None:
@@ -266,7 +282,11 @@ def read_scores(
     labels = _Labels()
     n = rows = n_null = n_nan = n_inf = 0
     per_file: dict[str, int] = {}
-    for chunk in _chunks(spec, window, planned, labels, with_timestamps=with_timestamps):
+    span_ok = _no_cut_within(cuts) if with_timestamps and cuts is not None else None
+    coarse: list[tuple[int, int]] = []
+    for chunk in _chunks(
+        spec, window, planned, labels, with_timestamps=with_timestamps, span_ok=span_ok
+    ):
         rows += chunk.rows
         n_null += chunk.null
         n_nan += chunk.nan
@@ -277,6 +297,9 @@ def read_scores(
         values[n : n + m] = chunk.values
         if chunk.stamps is not None:
             stamps[n : n + m] = chunk.stamps
+        elif with_timestamps and chunk.span is not None:
+            stamps[n : n + m] = chunk.span[1]
+            coarse.append(chunk.span)
         if chunk.codes is not None:
             codes[n : n + m] = chunk.codes
         n += m
@@ -298,6 +321,7 @@ def read_scores(
         dropped_null=n_null,
         newest_timestamp=None if planned.newest is None else _from_ns(planned.newest),
         files_read=len(planned.plans),
+        coarse_spans=np.array(coarse, dtype=np.int64).reshape(-1, 2),
     )
 
 

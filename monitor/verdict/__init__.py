@@ -59,7 +59,7 @@ from typing import Any
 
 from monitor.config import MonitorConfig
 from monitor.verdict._common import STATES, TRACKS, _iso
-from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData
+from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData, check_coarse
 from monitor.verdict.decay import _evaluate_outcomes, calibration_summary
 from monitor.verdict.detail import CheckDetail, InputDetail, OutcomeDetail, describe
 from monitor.verdict.drift import _evaluate_input, _settle_drift
@@ -88,6 +88,7 @@ __all__ = [
     "SegmentDrift",
     "Verdict",
     "alarm_plan",
+    "check_coarse",
     "describe",
     "error_verdict",
     "evaluate",

@@ -9,12 +9,36 @@ from typing import Any
 
 import numpy as np
 
+from monitor.errors import MonitorError
 from monitor.stats import (
     BaselinePositions,
     DriftBaseline,
     Grid,
     ScoreSummary,
 )
+from monitor.verdict._common import _HOUR_NS
+
+
+def check_coarse(spans: np.ndarray | None, *, cut: int | None = None, hourly: bool = False) -> None:
+    """Refuse timestamps a reader did not decode where they matter. ``spans`` (k x 2, ns) are
+    ``ScoreWindow.coarse_spans``: row groups whose rows carry their newest timestamp, which is
+    exact for t >= c only at the instants the runner named as cuts. Raises ``MonitorError``
+    when ``cut`` splits one (oldest < cut <= newest) or, with ``hourly`` (seasonal phases are
+    UTC hours), one crosses an hour boundary: a runner bug, reported as the check's error
+    instead of a block or phase counted wrong."""
+    if spans is None or not len(spans):
+        return
+    lo, hi = spans[:, 0], spans[:, 1]
+    bad = np.zeros(lo.size, dtype=bool)
+    if cut is not None:
+        bad |= (lo < cut) & (cut <= hi)
+    if hourly:
+        bad |= lo // _HOUR_NS != hi // _HOUR_NS
+    if bad.any():
+        raise MonitorError(
+            f"{int(bad.sum())} row group(s) whose timestamps were not read span an instant the "
+            "check compares them with (a block start or an hour): the runner's cuts were incomplete"
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +112,8 @@ class SegmentData:
     reference_phases: np.ndarray | None = None
     summaries: SegmentSummaries | None = None
     current_sorted: np.ndarray | None = None
+    current_coarse: np.ndarray | None = None  # ``ScoreWindow.coarse_spans`` (check_coarse)
+    reference_coarse: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,7 +25,7 @@ from monitor.stats import (
     z_from_pvalue,
 )
 from monitor.verdict._common import _HOUR_NS, TRACKS, _iso
-from monitor.verdict.data import CheckData, SegmentData
+from monitor.verdict.data import CheckData, SegmentData, check_coarse
 from monitor.verdict.plan import AlarmPlan, _bin_counts, phase_counts, phase_of
 from monitor.verdict.reports import InputReport
 from monitor.verdict.state import Anchor, DriftTrack, SegmentDrift
@@ -180,13 +180,16 @@ class _ArrayInputs(_Inputs):
             and edges is self.baseline.edges
         ):
             return seg.reference_phases  # cached by the runner for a fixed reference
+        check_coarse(seg.reference_coarse, hourly=period is not None)
         return phase_counts(seg.reference, seg.reference_timestamps, edges, period)
 
     def block(
         self, start: datetime, edges: np.ndarray, period: timedelta | None, phases: int
     ) -> np.ndarray:
         seg = self.seg
-        inside = seg.current_timestamps >= _ns(start)
+        cut = _ns(start)
+        check_coarse(seg.current_coarse, cut=cut, hourly=phases > 1)
+        inside = seg.current_timestamps >= cut
         values = seg.current[inside]
         bins = int(edges.size) + 1
         if phases == 1:  # counted chunk by chunk, not searched value by value (10x faster)
