@@ -8,6 +8,7 @@ board's and the store's names are re-exported here.
 
 from __future__ import annotations
 
+import inspect
 import logging
 import threading
 import time
@@ -186,6 +187,16 @@ def _block_starts(current: Window, state: MonitorState) -> list[int]:
     return sorted({start, *(e for e in ends if e > start)})
 
 
+def _takes_cuts(reader: DataReader) -> bool:
+    """Whether ``reader.scores`` takes ``cuts`` (a reader written before it does not; it is
+    then asked for every timestamp, as before)."""
+    try:
+        params = inspect.signature(reader.scores).parameters
+    except (TypeError, ValueError):  # no signature to read: the old call is the safe one
+        return False
+    return "cuts" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 _HOUR_NS = 3_600 * 10**9
 
 
@@ -293,6 +304,7 @@ class Runner:
         self.history = history
         self.clock = clock
         self.reader: DataReader = reader or ParquetReader()
+        self._reader_cuts = _takes_cuts(self.reader)
         self.store = (
             store
             if store is not None
@@ -415,19 +427,21 @@ class Runner:
             # the timestamps are compared with the evidence blocks' starts and, for seasonal
             # phases, the hours: only the row groups those split are decoded (read_scores)
             seasonal = monitor.seasonal_period is not None
-            ref = self.reader.scores(
-                monitor.scores,
-                reference_w,
-                with_timestamps=seasonal,
-                cuts=_hours(reference_w) if seasonal else None,
-            )
             starts = _block_starts(current_w, state)
-            cur = self.reader.scores(
-                monitor.scores,
-                current_w,
-                with_timestamps=True,
-                cuts=sorted({*starts, *_hours(current_w)}) if seasonal else starts,
+            cuts = (
+                (_hours(reference_w) if seasonal else None),
+                (sorted({*starts, *_hours(current_w)}) if seasonal else starts),
             )
+            if not self._reader_cuts:  # a reader written before ``cuts``: every row decoded
+                ref = self.reader.scores(monitor.scores, reference_w, with_timestamps=seasonal)
+                cur = self.reader.scores(monitor.scores, current_w, with_timestamps=True)
+            else:
+                ref = self.reader.scores(
+                    monitor.scores, reference_w, with_timestamps=seasonal, cuts=cuts[0]
+                )
+                cur = self.reader.scores(
+                    monitor.scores, current_w, with_timestamps=True, cuts=cuts[1]
+                )
         runs = self._runs(monitor, at, state)
         out_ref_w = reference_w
         if state.decay.active and state.decay.reference_start and state.decay.reference_end:

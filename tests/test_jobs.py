@@ -139,10 +139,12 @@ def test_kept_outcome_windows_decide_what_reading_afresh_decides(tmp_path: Path)
 def test_the_current_windows_timestamps_are_decoded_only_where_a_block_starts(
     tmp_path: Path,
 ) -> None:
-    """A check reads the current window's timestamps only in the row groups an evidence block
-    starts inside (``read_scores``'s ``cuts``): at every slot its verdict is the one a check
-    that decodes every timestamp reaches, and most groups were left undecoded. A reader that
-    hides a block start from the cuts makes the check an error, never a wrong block."""
+    """A check reads its windows' timestamps only in the row groups an evidence block starts
+    inside or (seasonal phases) an hour splits (``read_scores``'s ``cuts``). With and without
+    phases, at every slot and in read-only checks of earlier and later slots, its verdicts are
+    those of a reader written before ``cuts`` (every timestamp decoded, which the runner still
+    accepts), with most groups left undecoded. A reader that hides a block start or the hours
+    from the cuts makes the check an error, never a wrong block."""
     import dataclasses
     from typing import Any
 
@@ -159,15 +161,18 @@ def test_the_current_windows_timestamps_are_decoded_only_where_a_block_starts(
     world = write_world(tmp_path, scenario, start=start, end=start + timedelta(days=12), seed=9)
     for f in (tmp_path / "scores").rglob("*.parquet"):  # groups of ~20 min: hours split some
         pq.write_table(pq.read_table(f), f, row_group_size=70)
-    config = load_config(world.config_path)
-    slots = config.monitors[0].schedule.slots(
-        start + timedelta(days=9), start + timedelta(days=10, hours=12)
+    flat = tmp_path / "flat.toml"  # no seasonal phases: the block starts are the only cuts
+    flat.write_text(world.config_path.read_text() + 'drift.seasonality = "none"\n')
+    slots = (
+        load_config(flat)
+        .monitors[0]
+        .schedule.slots(start + timedelta(days=9), start + timedelta(days=10, hours=12))
     )
     coarse: list[int] = []
 
-    class Every(ParquetReader):
-        def scores(
-            self, spec: ScoreSpec, window: Window, *, with_timestamps: bool, cuts: Any = None
+    class Before(ParquetReader):  # the signature of a reader written before ``cuts``
+        def scores(  # type: ignore[override]
+            self, spec: ScoreSpec, window: Window, *, with_timestamps: bool
         ) -> ScoreWindow:
             return super().scores(spec, window, with_timestamps=with_timestamps)
 
@@ -176,15 +181,23 @@ def test_the_current_windows_timestamps_are_decoded_only_where_a_block_starts(
             self, spec: ScoreSpec, window: Window, *, with_timestamps: bool, cuts: Any = None
         ) -> ScoreWindow:
             got = super().scores(spec, window, with_timestamps=with_timestamps, cuts=cuts)
-            coarse.append(len(got.coarse_spans))
+            if with_timestamps:  # a flat monitor's reference is read without them
+                coarse.append(len(got.coarse_spans))
             return got
 
-    verdicts = []
-    for reader in (Every(), Cut()):
-        runner = Runner(config, reader=reader, store=StateStore(tmp_path / type(reader).__name__))
-        verdicts.append([runner.run("demo", at).verdict.to_dict() for at in slots])
-    assert verdicts[0] == verdicts[1]
-    assert {"data_drift"} <= {v["state"] for v in verdicts[0]}
+    for path in (world.config_path, flat):
+        config = load_config(path)
+        verdicts = []
+        for reader in (Before(), Cut()):
+            store = StateStore(tmp_path / f"{path.stem}-{type(reader).__name__}")
+            runner = Runner(config, reader=reader, store=store)  # type: ignore[arg-type]
+            ran = [runner.run("demo", at).verdict.to_dict() for at in slots]
+            later = slots[-1] + timedelta(minutes=37)  # past the last slot, and before it
+            looked = [runner.check("demo", at).to_dict() for at in [later, *slots[3:30:9]]]
+            verdicts.append((ran, looked))
+        assert verdicts[0] == verdicts[1]
+        assert {"data_drift"} <= {v["state"] for v in verdicts[0][0]}
+        assert not any(v["sequential"] for v in verdicts[0][1][1:])
     assert min(coarse) >= 24  # groups left undecoded in every window read (a day: 72)
 
     class Hiding(ParquetReader):  # gives only the current window's start as a cut
@@ -194,10 +207,9 @@ def test_the_current_windows_timestamps_are_decoded_only_where_a_block_starts(
             hidden = None if cuts is None else [to_ns(window.start)]
             return super().scores(spec, window, with_timestamps=with_timestamps, cuts=hidden)
 
-    flat = tmp_path / "flat.toml"  # no seasonal phases: the block starts are the only cuts
-    flat.write_text(world.config_path.read_text() + 'drift.seasonality = "none"\n')
     for path, first in ((world.config_path, "error"), (flat, "ok")):
-        runner = Runner(load_config(path), reader=Hiding(), store=StateStore(tmp_path / path.stem))
+        store = StateStore(tmp_path / f"hiding-{path.stem}")
+        runner = Runner(load_config(path), reader=Hiding(), store=store)
         states = [runner.run("demo", at).verdict for at in slots[:8]]
         assert states[0].state == first  # hours hidden: wrong at once; a block start: later
         failed = [v for v in states if v.state == "error"]

@@ -10,7 +10,8 @@ cells in a few passes over the chunk instead:
    of x (with -0.0 = 0.0), over a span [a, b] of the points (the first or second to the last or
    the one before; values beyond clip to the end slots): either ``linear``,
    f(x) = trunc(clip(x c, o, o + S - 1) - o) with c = (S - 1) / (b - a) and o = a c - 1 (slot 0
-   holds what is below a; each step rounds monotonically and the result is in [0, S)), or
+   holds what is below a; each step rounds monotonically; the result is in [0, S], S only where
+   o + S - 1 rounds up, |o| far above S), or
    ``bits``, the top bits of the order-preserving integer key of the float
    (k xor ((k >> 63) & 0x7fff...)) less a's key, clipped to b's: logarithmic slots for grids
    that span orders of magnitude;
@@ -151,7 +152,8 @@ class Lookup:
         cells, index = scratch.cells[:m], scratch.index[:m]
         p, flags, above = scratch.p[:m], scratch.flags[:m], scratch.above[:m]
         slots = self._slots(part, scratch.work[:m], index)
-        # the slots are in [0, S) already: "clip" only skips the bounds check of "raise"
+        # a value's slot can pass the table's end where o + S - 1 rounded up (module docstring);
+        # the last entry is then its cell's, as no point lies above it ("raise" would refuse)
         np.take(self.table, slots, out=cells, mode="clip")
         np.right_shift(cells, 1, out=index)  # lo(s); MULTI's is past the end: clipped to inf
         np.take(self.ext, index, out=p, mode="clip")
