@@ -22,9 +22,28 @@ pytestmark = [pytest.mark.engines, pytest.mark.integration]
 @pytest.fixture(scope="module")
 def dask_engine():  # type: ignore[no-untyped-def]
     pytest.importorskip("distributed", reason="the optional extra .[dask] is not installed")
-    engine = make_engine("dask", dask_address="local")
+    # Dask's default HTTP port held while the cluster starts (as another cluster or dashboard on
+    # the machine would hold it): the engine must start without it, and without a warning
+    held = socket.socket()
+    try:
+        held.bind(("127.0.0.1", 8787))
+        held.listen()
+    except OSError:  # something else holds it already: the same case
+        pass
+    try:
+        engine = make_engine("dask", dask_address="local")
+    finally:
+        held.close()
     yield engine
     engine.close()
+
+
+def test_a_local_cluster_serves_http_on_a_free_loopback_port(dask_engine) -> None:  # type: ignore[no-untyped-def]
+    """The LocalCluster's scheduler binds its HTTP routes to 127.0.0.1 on a port of its own,
+    not 8787 (held while it started), so two clusters on one machine do not collide."""
+    http = dask_engine._cluster.scheduler.http_server
+    assert http.address == "127.0.0.1"
+    assert http.port not in (0, 8787)
 
 
 def test_dask_summaries_equal_local_ones(tmp_path: Path, dask_engine) -> None:  # type: ignore[no-untyped-def]

@@ -64,7 +64,10 @@ class DaskEngine:
                     threads_per_worker=1,
                     processes=True,
                     host="127.0.0.1",
-                    dashboard_address=None,
+                    # the scheduler serves its HTTP routes whatever this says; None means port
+                    # 8787, taken by any other cluster or dashboard on the machine (a warning,
+                    # then another port): a free loopback port from the start instead
+                    dashboard_address="127.0.0.1:0",
                 )
                 self._client = client_cls(self._cluster, timeout=timeout)
             else:
