@@ -40,6 +40,7 @@ from importlib import metadata
 
 __all__ = [
     "AVX512_GROUPS",
+    "ENABLE",
     "REASON",
     "VARIABLE",
     "avx2_choice",

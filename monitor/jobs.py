@@ -62,6 +62,7 @@ from monitor.verdict import (
     error_verdict,
     evaluate,
     phase_counts,
+    timestamp_cuts,
 )
 
 if TYPE_CHECKING:
@@ -178,15 +179,6 @@ def _no_scores(window: Window) -> ScoreWindow:
     )
 
 
-def _block_starts(current: Window, state: MonitorState) -> list[int]:
-    """Every instant (ns) the verdict compares the current window's timestamps with: the
-    evidence block's start of each segment, max(window start, the segment's evidence end)
-    (``verdict.drift``; a segment without state starts at the window's start)."""
-    start = _ns(current.start)
-    ends = (_ns(d.evidence_end) for d in state.drift.values() if d.evidence_end is not None)
-    return sorted({start, *(e for e in ends if e > start)})
-
-
 def _takes_cuts(reader: DataReader) -> bool:
     """Whether ``reader.scores`` takes ``cuts`` (a reader written before it does not; it is
     then asked for every timestamp, as before)."""
@@ -195,15 +187,6 @@ def _takes_cuts(reader: DataReader) -> bool:
     except (TypeError, ValueError):  # no signature to read: the old call is the safe one
         return False
     return "cuts" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
-_HOUR_NS = 3_600 * 10**9
-
-
-def _hours(window: Window) -> list[int]:
-    """The whole UTC hours (ns) inside ``window``: where seasonal phases change."""
-    first = _ns(window.start) // _HOUR_NS + 1
-    return [h * _HOUR_NS for h in range(first, -(-_ns(window.end) // _HOUR_NS))]
 
 
 def _split_scores(window: ScoreWindow) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
@@ -409,6 +392,20 @@ class Runner:
 
     # -- data -------------------------------------------------------------------------------
 
+    def _scores(
+        self,
+        monitor: MonitorConfig,
+        window: Window,
+        *,
+        with_timestamps: bool,
+        cuts: list[int] | None,
+    ) -> ScoreWindow:
+        if not self._reader_cuts:  # a reader written before ``cuts``: every row decoded
+            return self.reader.scores(monitor.scores, window, with_timestamps=with_timestamps)
+        return self.reader.scores(
+            monitor.scores, window, with_timestamps=with_timestamps, cuts=cuts
+        )
+
     def _read(
         self, monitor: MonitorConfig, at: datetime, state: MonitorState, *, detail: bool = False
     ) -> tuple[CheckData, int, dict[tuple[str, str], int]]:
@@ -424,24 +421,16 @@ class Runner:
             )
             ref = cur = _no_scores(reference_w)
         else:
-            # the timestamps are compared with the evidence blocks' starts and, for seasonal
-            # phases, the hours: only the row groups those split are decoded (read_scores)
+            # only the row groups the verdict's instants split are decoded (read_scores)
             seasonal = monitor.seasonal_period is not None
-            starts = _block_starts(current_w, state)
-            cuts = (
-                (_hours(reference_w) if seasonal else None),
-                (sorted({*starts, *_hours(current_w)}) if seasonal else starts),
+            ref_cuts, cur_cuts = timestamp_cuts(
+                (reference_w.start, reference_w.end),
+                (current_w.start, current_w.end),
+                state.drift.values(),
+                seasonal=seasonal,
             )
-            if not self._reader_cuts:  # a reader written before ``cuts``: every row decoded
-                ref = self.reader.scores(monitor.scores, reference_w, with_timestamps=seasonal)
-                cur = self.reader.scores(monitor.scores, current_w, with_timestamps=True)
-            else:
-                ref = self.reader.scores(
-                    monitor.scores, reference_w, with_timestamps=seasonal, cuts=cuts[0]
-                )
-                cur = self.reader.scores(
-                    monitor.scores, current_w, with_timestamps=True, cuts=cuts[1]
-                )
+            ref = self._scores(monitor, reference_w, with_timestamps=seasonal, cuts=ref_cuts)
+            cur = self._scores(monitor, current_w, with_timestamps=True, cuts=cur_cuts)
         runs = self._runs(monitor, at, state)
         out_ref_w = reference_w
         if state.decay.active and state.decay.reference_start and state.decay.reference_end:

@@ -35,7 +35,7 @@ import numpy as np
 import scipy
 
 from monitor import __version__
-from monitor.cpu import processor_key
+from monitor.cpu import ENABLE, VARIABLE, processor_key
 from monitor.store import atomic_write
 from monitor.verdict.plan import known_thresholds, remember_thresholds
 
@@ -59,7 +59,7 @@ _THREAD_VARIABLES = (
 
 
 # numpy reads these at import: which of its SIMD loops run (``monitor.cpu``)
-_NUMPY_VARIABLES = ("NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES")
+_NUMPY_VARIABLES = (VARIABLE, ENABLE)
 
 
 def _versions() -> dict[str, Any]:

@@ -23,6 +23,7 @@ from monitor.verdict import (
     SegmentDrift,
     alarm_plan,
     evaluate,
+    timestamp_cuts,
 )
 
 AT = datetime(2026, 11, 30, tzinfo=UTC)
@@ -561,3 +562,30 @@ def test_the_reason_states_the_immediate_rule_as_it_is_applied() -> None:
     (text,) = [r for r in v.reasons if "CUSUM" in r]
     assert f"immediate at adjusted p <= {v.plan.drift_alpha:.3g} " in text
     assert f"(z > {v.plan.drift_z:.2f} with every track compared)" in text
+
+
+def test_timestamp_cuts_are_the_block_starts_and_with_phases_the_hours() -> None:
+    """The instants a verdict compares timestamps with: each segment's block start (an
+    evidence end after the window's start, else the start), and the whole UTC hours inside
+    both windows when phases are seasonal."""
+    ns = 10**9
+    start, end = AT - timedelta(hours=3, minutes=30), AT
+    ref = (start - timedelta(hours=2), start)
+    drift = [
+        SegmentDrift(evidence_end=AT - timedelta(hours=1, minutes=10)),  # inside: a cut
+        SegmentDrift(evidence_end=start - timedelta(hours=5)),  # before the window: its start
+        SegmentDrift(),
+    ]
+    at = int((AT - EPOCH).total_seconds()) * ns
+
+    def hour(k: int) -> int:
+        return at - k * 3600 * ns
+
+    block = at - 70 * 60 * ns
+    assert timestamp_cuts(ref, (start, end), drift, seasonal=False) == (
+        None,
+        [hour(3) - 1800 * ns, block],
+    )
+    ref_cuts, cur_cuts = timestamp_cuts(ref, (start, end), drift, seasonal=True)
+    assert ref_cuts == [hour(5), hour(4)]  # (start - 2 h, start - 30 min]: whole hours inside
+    assert cur_cuts == sorted([hour(3) - 1800 * ns, hour(3), hour(2), block, hour(1)])

@@ -62,7 +62,7 @@ from monitor.verdict._common import STATES, TRACKS, _iso
 from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData, check_coarse
 from monitor.verdict.decay import _evaluate_outcomes, calibration_summary
 from monitor.verdict.detail import CheckDetail, InputDetail, OutcomeDetail, describe
-from monitor.verdict.drift import _evaluate_input, _settle_drift
+from monitor.verdict.drift import _evaluate_input, _settle_drift, timestamp_cuts
 from monitor.verdict.plan import AlarmPlan, alarm_plan, phase_counts, phase_of
 from monitor.verdict.reasons import _reasons
 from monitor.verdict.reports import InputReport, OutcomeReport, Verdict, error_verdict
@@ -94,6 +94,7 @@ __all__ = [
     "evaluate",
     "phase_counts",
     "phase_of",
+    "timestamp_cuts",
 ]
 
 

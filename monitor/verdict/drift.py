@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -114,6 +114,37 @@ class _Ks:
     location: float | None
     statistic_high: float | None = None  # a bracket's D_hi (None: exact)
     pvalue_low: float | None = None
+
+
+def _block_start(current_start: datetime, prior: SegmentDrift) -> datetime:
+    """The evidence block's start: the window's, or the end of the evidence counted before."""
+    if prior.evidence_end is not None and prior.evidence_end > current_start:
+        return prior.evidence_end
+    return current_start
+
+
+def timestamp_cuts(
+    reference: tuple[datetime, datetime],
+    current: tuple[datetime, datetime],
+    drift: Iterable[SegmentDrift],
+    *,
+    seasonal: bool,
+) -> tuple[list[int] | None, list[int]]:
+    """Every instant (ns) the verdict compares the windows' timestamps with, for a reader that
+    decodes them only where these split a row group (``read_scores``'s ``cuts``): for the
+    current window each segment's evidence block start (``_block_start``, from the same prior
+    ``drift`` states the verdict gets; a segment without one starts at the window's start),
+    and with seasonal phases both windows' whole UTC hours. The reference: None without phases
+    (its timestamps are not compared)."""
+
+    def hours(window: tuple[datetime, datetime]) -> list[int]:
+        first, end = _ns(window[0]) // _HOUR_NS + 1, -(-_ns(window[1]) // _HOUR_NS)
+        return [h * _HOUR_NS for h in range(first, end)]
+
+    starts = {_ns(current[0])} | {_ns(_block_start(current[0], d)) for d in drift}
+    if not seasonal:
+        return None, sorted(starts)
+    return hours(reference), sorted(starts | set(hours(current)))
 
 
 class _Inputs:
@@ -281,9 +312,7 @@ def _evaluate_input(
     period = plan.seasonal_period
     counts = inputs.reference_counts(edges, period)
 
-    block_start = data.current_start
-    if prior.evidence_end is not None and prior.evidence_end > block_start:
-        block_start = prior.evidence_end
+    block_start = _block_start(data.current_start, prior)
     block = inputs.block(block_start, edges, period, counts.shape[0])
     block_size = int(block.sum())
     report = InputReport(
