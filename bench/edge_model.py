@@ -25,6 +25,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import monitor.simulate as sim
+from monitor.simulate.generate import _utc_us
+from monitor.simulate.truth import _drift_share, _mixture
 from monitor.stats import psi_test_counts, z_from_pvalue
 from monitor.verdict.plan import _cusum_h, _shewhart_z
 
@@ -36,20 +38,18 @@ def weekday_shares() -> list[tuple[np.ndarray, np.ndarray]]:
     from detection import _edge
 
     scenario = _edge(1e6 / 24)
-    o_us = int(sim._utc_us(sim.EDGE_ORIGIN, "origin").astype(np.int64))
-    share = sim._drift_share(scenario, None)
+    o_us = int(_utc_us(sim.EDGE_ORIGIN, "origin").astype(np.int64))
+    share = _drift_share(scenario, None)
     onset = o_us + (scenario.drift_start or timedelta(0)) // timedelta(microseconds=1)
     full = onset + scenario.drift_ramp // timedelta(microseconds=1)
-    week = sim._mixture(scenario, (onset - 7 * DAY_US, onset), o_us, share, "reference")
+    week = _mixture(scenario, (onset - 7 * DAY_US, onset), o_us, share, "reference")
     edges = np.unique([week.quantile(k / 10) for k in range(1, 10)])
     out = []
     for day in range(7):
-        ref = sim._mixture(
+        ref = _mixture(
             scenario, (onset - (7 - day) * DAY_US, onset - (6 - day) * DAY_US), o_us, share, "r"
         )
-        cur = sim._mixture(
-            scenario, (full + day * DAY_US, full + (day + 1) * DAY_US), o_us, share, "c"
-        )
+        cur = _mixture(scenario, (full + day * DAY_US, full + (day + 1) * DAY_US), o_us, share, "c")
         p = np.diff(np.concatenate([[0.0], ref.cdf(edges), [1.0]]))
         q = np.diff(np.concatenate([[0.0], cur.cdf(edges), [1.0]]))
         out.append((p, q))
