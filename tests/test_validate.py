@@ -20,7 +20,8 @@ import pytest
 
 from monitor import sources
 from monitor.cli import main
-from monitor.config import _MAX_RESAMPLES, _implied_resamples, parse_config
+from monitor.config import parse_config
+from monitor.config.checks import _MAX_RESAMPLES, _implied_resamples
 from monitor.errors import ConfigError, CorruptFileError
 from monitor.simulate import SCENARIOS, World, write_world
 from monitor.sources import (

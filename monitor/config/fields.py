@@ -1,0 +1,268 @@
+"""Reading single TOML values: ``_Collector`` gathers problems with their paths, and each
+converter turns one value into its Python type or raises ``ValueError`` naming the constraint
+and the bad value (``parse_listen`` is also the ``--web.listen-address`` parser).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import re
+import socket
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeVar
+
+from monitor.config.model import ENGINE_KINDS
+from monitor.errors import StatsInputError
+from monitor.schedule import Schedule, parse_duration, parse_rfc3339, parse_schedule
+from monitor.sources.model import GainKind
+from monitor.stats import parse_metric
+
+T = TypeVar("T")
+
+
+class _Collector:
+    """Gathers problems while reading a TOML table, each prefixed with its path."""
+
+    def __init__(self) -> None:
+        self.problems: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        self.problems.append(f"{path}: {message}")
+
+    def table(self, data: Any, path: str) -> dict[str, Any]:
+        if data is None:
+            return {}
+        if not isinstance(data, dict):
+            self.add(path, f"must be a table; got {type(data).__name__}")
+            return {}
+        return data
+
+    def unknown(self, data: dict[str, Any], path: str, known: set[str]) -> None:
+        for key in sorted(set(data) - known):
+            where = f"{path}.{key}" if path else key
+            self.add(where, f"unknown key (known: {', '.join(sorted(known))})")
+
+    def get(
+        self,
+        data: dict[str, Any],
+        key: str,
+        path: str,
+        default: T,
+        convert: Callable[[Any], T],
+    ) -> T:
+        if key not in data:
+            return default
+        where = f"{path}.{key}" if path else key
+        try:
+            return convert(data[key])
+        except (ValueError, TypeError) as exc:
+            self.add(where, str(exc))
+            return default
+
+
+def _string(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"must be a non-empty string; got {value!r}")
+    return value
+
+
+def _optional_string(value: Any) -> str | None:
+    return _string(value)
+
+
+def _int(low: int, high: int | None = None) -> Callable[[Any], int]:
+    def convert(value: Any) -> int:
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int)
+            or value < low
+            or (high is not None and value > high)
+        ):
+            bound = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise ValueError(f"must be an integer {bound}; got {value!r}")
+        return value
+
+    return convert
+
+
+def _float(
+    low: float, high: float, *, open_low: bool = False, open_high: bool = False
+) -> Callable[[Any], float]:
+    def convert(value: Any) -> float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        if ok:
+            v = float(value)
+            ok = math.isfinite(v) and (v > low if open_low else v >= low)
+            ok = ok and (v < high if open_high else v <= high)
+        if not ok:
+            lo = "(" if open_low else "["
+            hi = ")" if open_high else "]"
+            raise ValueError(f"must be a number in {lo}{low}, {high}{hi}; got {value!r}")
+        return float(value)
+
+    return convert
+
+
+def _gain(value: Any) -> GainKind:
+    if value == "linear":
+        return "linear"
+    if value == "exponential":
+        return "exponential"
+    raise ValueError(f"must be 'linear' or 'exponential'; got {value!r}")
+
+
+def _duration(value: Any) -> timedelta:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a duration string like '1h'; got {value!r}")
+    return parse_duration(value)
+
+
+def _nonneg_duration(value: Any) -> timedelta:
+    """A duration that may be zero: ``0``, or zero of any unit (``"0s"``, ``"0m"``, ``"0.0h"``)."""
+    if value == 0 or value == "0":
+        return timedelta(0)
+    if not isinstance(value, str):
+        raise ValueError(f"must be a duration string like '1h'; got {value!r}")
+    return parse_duration(value, zero=True)
+
+
+def _timestamp(value: Any) -> datetime:
+    if isinstance(value, datetime):
+        parsed = value
+    elif isinstance(value, str):
+        try:
+            parsed = parse_rfc3339(value)
+        except ValueError:
+            raise ValueError(f"must be an RFC 3339 timestamp; got {value!r}") from None
+    else:
+        raise ValueError(f"must be an RFC 3339 timestamp; got {value!r}")
+    if parsed.tzinfo is None:
+        raise ValueError(f"must carry a timezone (e.g. 'Z'); got {value!r}")
+    return parsed.astimezone(UTC)
+
+
+def _unit(value: Any) -> Any:
+    if value not in ("s", "ms", "us", "ns"):
+        raise ValueError(f"must be one of 's', 'ms', 'us', 'ns'; got {value!r}")
+    return str(value)
+
+
+def _resolve(base: Path, text: str) -> str:
+    if "://" in text or Path(text).is_absolute():
+        return text
+    return str(base / text)
+
+
+_LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME = re.compile(rf"^(?=.{{1,253}}$){_LABEL}(\.{_LABEL})*\.?$")
+
+
+def parse_listen(text: Any) -> tuple[str, int]:
+    """``(host, port)`` of ``host:port``, ``[IPv6]:port`` or ``:port`` (loopback); ``ValueError``.
+
+    A hostname must resolve (``getaddrinfo``), since binding it would fail at start-up otherwise.
+    """
+    shape = "must be 'host:port', '[IPv6]:port' or ':port' with a port in [0, 65535]"
+    if not isinstance(text, str):
+        raise ValueError(f"{shape}; got {text!r}")
+    match = re.fullmatch(r"(?:\[([^\]]+)\]|([^\[\]:]*)):(\d{1,5})", text)
+    if match is None:
+        if text.count(":") > 1 and not text.startswith("["):
+            raise ValueError(f"{shape} (put an IPv6 address in brackets); got {text!r}")
+        raise ValueError(f"{shape}; got {text!r}")
+    v6, host, port_text = match.groups()
+    port = int(port_text)
+    if port > 65535:
+        raise ValueError(f"{shape}; got {text!r}")
+    if v6 is not None:
+        try:
+            if ipaddress.ip_address(v6.split("%", 1)[0]).version != 6:
+                raise ValueError
+        except ValueError:
+            raise ValueError(f"'[{v6}]' is not an IPv6 address; got {text!r}") from None
+        return v6, port
+    if not host:
+        return "127.0.0.1", port
+    try:
+        ipaddress.IPv4Address(host)
+    except ValueError:
+        pass
+    else:
+        return host, port
+    if re.fullmatch(r"[0-9.]+", host) or not _HOSTNAME.match(host):
+        raise ValueError(f"{host!r} is neither an IPv4 address nor a hostname; got {text!r}")
+    try:
+        socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError as exc:
+        raise ValueError(f"hostname {host!r} does not resolve ({exc}); got {text!r}") from None
+    return host, port
+
+
+def _url(value: Any) -> str:
+    text = _string(value)
+    if not re.match(r"^https?://[^\s/?#]+[^\s]*$", text):
+        raise ValueError(f"must be an http:// or https:// URL without spaces; got {text!r}")
+    return text.rstrip("/") if "#" not in text else text
+
+
+def _engine_kind(value: Any) -> str:
+    if value not in ENGINE_KINDS:
+        raise ValueError(f"must be one of {', '.join(map(repr, ENGINE_KINDS))}; got {value!r}")
+    return str(value)
+
+
+def _grid_kind(value: Any) -> str:
+    if value not in ("auto", "full"):
+        raise ValueError(f"must be 'auto' or 'full'; got {value!r}")
+    return str(value)
+
+
+def _format(value: Any) -> str:
+    if value not in ("parquet", "delta", "iceberg"):
+        raise ValueError(f"must be 'parquet', 'delta' or 'iceberg'; got {value!r}")
+    return str(value)
+
+
+def _catalog(value: Any) -> tuple[tuple[str, str], ...]:
+    """``catalog.*``: pyiceberg ``load_catalog`` properties (strings), ``name`` among them."""
+    if not isinstance(value, dict) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in value.items()
+    ):
+        raise ValueError(f"must be a table of strings (catalog properties); got {value!r}")
+    return tuple(sorted(value.items()))
+
+
+def _metric(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"must be a metric name such as 'ndcg@10'; got {value!r}")
+    try:
+        return parse_metric(value).name
+    except StatsInputError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _metrics(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list):
+        raise ValueError(f"must be a list of metric names; got {value!r}")
+    return tuple(_metric(v) for v in value)
+
+
+def _bool(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"must be true or false; got {value!r}")
+    return value
+
+
+def _schedule(value: Any) -> Schedule:
+    if not isinstance(value, str):
+        raise ValueError(f"must be an interval like '1h' or a 5-field cron string; got {value!r}")
+    return parse_schedule(value)
+
+
+def _seasonality(value: Any) -> str:
+    if value not in ("auto", "none", "daily", "weekly"):
+        raise ValueError(f"must be one of 'auto', 'none', 'daily', 'weekly'; got {value!r}")
+    return str(value)
