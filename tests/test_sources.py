@@ -273,6 +273,27 @@ def test_footer_cache_means_out_of_window_files_are_not_reopened(tmp_path: Path)
         read_scores(spec, Window(T0 + 2 * DAY, T0 + 3 * DAY))
 
 
+def test_a_single_file_source_sees_a_rewrite_whose_mtime_was_set_back(tmp_path: Path) -> None:
+    # a source that names one file keys its caches on the same identity as a walked file
+    # (path, size, mtime, ctime): it once left the ctime out, kept the old footer, and
+    # counted the new rows in the old rows' window
+    path = tmp_path / "scores.parquet"
+
+    def write(day: int) -> None:
+        when = np.datetime64(T0.replace(tzinfo=None), "us") + np.arange(50).astype("timedelta64[m]")
+        table = pa.table({"timestamp": when + np.timedelta64(day, "D"), "score": np.ones(50)})
+        pq.write_table(table, path, compression="none", use_dictionary=False)
+
+    write(0)
+    spec, first, second = ScoreSpec(str(path)), Window(T0, T0 + DAY), Window(T0 + DAY, T0 + 2 * DAY)
+    assert (read_scores(spec, first).rows, read_scores(spec, second).rows) == (50, 0)
+    before = path.stat()
+    write(1)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (before.st_size, before.st_mtime_ns)
+    assert (read_scores(spec, first).rows, read_scores(spec, second).rows) == (0, 50)
+
+
 # --- Timestamps and types -------------------------------------------------------------------------
 
 

@@ -379,6 +379,20 @@ def _walk(
             yield item
 
 
+def _single_file(source: _Source) -> _File:
+    """The one file of a source that names a file. On a local filesystem its identity carries
+    the ctime as a walked file's does: a rewrite of the same size whose mtime was set back is
+    a new file to every cache, here too."""
+    if isinstance(source.fs, pafs.LocalFileSystem):
+        try:
+            st = os.stat(source.root)
+        except OSError as exc:
+            raise _translate(exc, source.display, "looking the path up") from exc
+        return _File(source.root, st.st_size, st.st_mtime_ns, (), None, ctime_ns=st.st_ctime_ns)
+    info = _info(source.fs, source.root, source.display)
+    return _File(info.path, info.size or 0, info.mtime_ns or 0, (), None)
+
+
 def _walk_parts(
     source: _Source,
     keep: Callable[[_Interval], bool],
@@ -406,8 +420,7 @@ def _walk_parts(
         yield from _table_files(source.files, keep, newest_first, on_problem)
         return
     if source.is_file:
-        info = _info(source.fs, source.root, source.display)
-        yield _File(info.path, info.size or 0, info.mtime_ns or 0, (), None)
+        yield _single_file(source)
         return
     seen = _Seen(source)
     notify = None
