@@ -37,6 +37,7 @@ from monitor.sources import (
     read_outcomes,
     read_run_times,
     read_scores,
+    window_file_stats,
     write_parquet,
 )
 from tests.outcome_windows import assert_same_window
@@ -365,6 +366,7 @@ def test_integer_epoch_columns(tmp_path: Path, unit: str) -> None:
         (pa.int64(), "s", 2**63 - 1),  # INT64_MAX seconds: times 1e9 wrapped to 1969
         (pa.int64(), "s", 10**12),  # year 33658: wrapped to 2092
         (pa.int64(), "us", -(2**62)),  # long before 1678
+        (pa.int64(), "s", -(2**63)),  # INT64_MIN seconds: its statistic once kept unconverted
         (pa.uint32(), "s", 2**32 - 1),  # after 2038, a uint32 epoch: a real time (2106)
     ],
 )
@@ -378,13 +380,24 @@ def test_integer_epochs_past_int64_nanoseconds_belong_to_no_window(
     per = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}[unit]
     start = int(T0.timestamp()) * per
     column = pa.array([start + per, start + 2 * per, sentinel], dtype)
-    pq.write_table(
-        pa.table({"ts": column, "score": [0.1, 0.2, 0.3]}),
-        tmp_path / "e.parquet",
-        write_statistics=statistics,
-    )
-    spec = ScoreSpec(str(tmp_path), timestamp_column="ts", timestamp_unit=unit)  # type: ignore[arg-type]
+    table = pa.table({"ts": column, "score": [0.1, 0.2, 0.3]})
+    (tmp_path / "flat").mkdir()
+    pq.write_table(table, tmp_path / "flat" / "e.parquet", write_statistics=statistics)
+    spec = ScoreSpec(str(tmp_path / "flat"), timestamp_column="ts", timestamp_unit=unit)  # type: ignore[arg-type]
     assert read_scores(spec, Window(T0, T0 + HOUR)).rows == 2
+    # the file's span from its statistics stays an int64 of ns (the summaries' file table),
+    # and a partitioned copy checks its rows against the partition without overflowing
+    (span,) = window_file_stats(spec, Window(T0, T0 + HOUR))
+    assert span.oldest_ns is None or -(2**63) < span.oldest_ns <= span.newest_ns < 2**63  # type: ignore[operator]
+    hive = tmp_path / "hive" / f"date={T0:%Y-%m-%d}"
+    hive.mkdir(parents=True)
+    pq.write_table(table, hive / "e.parquet", write_statistics=statistics)
+    parted = ScoreSpec(str(tmp_path / "hive"), timestamp_column="ts", timestamp_unit=unit)  # type: ignore[arg-type]
+    if dtype == pa.uint32():  # 2106 is a real time, outside the partition
+        with pytest.raises(SchemaError, match=r"e.parquet: column 'ts': .* outside its partition"):
+            read_scores(parted, Window(T0, T0 + HOUR))
+    else:
+        assert read_scores(parted, Window(T0, T0 + HOUR)).rows == 2
     everything = Window(datetime(1678, 1, 1, tzinfo=UTC), datetime(2262, 4, 1, tzinfo=UTC))
     real = dtype == pa.uint32()  # 2106-02-07: a time inside the wide window
     assert read_scores(spec, everything).rows == 2 + real

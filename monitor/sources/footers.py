@@ -314,7 +314,8 @@ def _footer_stats(
         st = rg.column(leaf).statistics if leaf is not None else None
         # an unsigned column's raw statistics read signed (UINT64_MAX as -1: the group pruned
         # as lying before every window); its logical ones are the values, and a value past
-        # int64 nanoseconds (a sentinel) leaves the group's span unknown: it is read
+        # int64 nanoseconds either way (a sentinel: INT64_MAX or INT64_MIN seconds) leaves the
+        # group's span unknown: it is read, and such values are null (``_ts_to_ns``)
         lo_hi = (
             None
             if raw_unit is None or st is None or not st.has_min_max
@@ -323,7 +324,7 @@ def _footer_stats(
             else (int(st.min_raw), int(st.max_raw))
         )
         factor = _NS_PER[raw_unit] if raw_unit is not None else 1
-        if lo_hi is not None and lo_hi[1] * factor <= _I64_MAX:
+        if lo_hi is not None and -_I64_MAX <= lo_hi[0] * factor and lo_hi[1] * factor <= _I64_MAX:
             los.append(lo_hi[0] * factor)
             his.append(lo_hi[1] * factor)
             nulls.append(int(st.null_count) if st is not None and st.has_null_count else None)
