@@ -363,19 +363,30 @@ def test_a_late_file_rereads_exactly_its_bucket(rolling_world: Path, tmp_path: P
     assert web_after.current.n == int(np.count_nonzero(whole.segment_codes == web))
 
 
+@pytest.mark.parametrize("mixed", [False, True])
 @pytest.mark.parametrize("fixed", [True, False])
-def test_an_hour_of_invalid_scores_stays_in_its_hour(tmp_path: Path, fixed: bool) -> None:
-    """A row group without one valid score (an hour of NaN from a broken feed) counts its rows
-    in its own hour's bucket: the current window holds them until that hour leaves it, as a
-    whole-window read does, warm or cold. They once went to the first bucket of the run read
-    (the window's oldest hour after a cold start), and left the window an hour later: error,
-    then ok, then error again after a rebuild."""
+def test_an_hour_of_invalid_scores_stays_in_its_hour(
+    tmp_path: Path, fixed: bool, mixed: bool
+) -> None:
+    """Invalid scores (an hour of NaN from a broken feed) count in their own hour's bucket:
+    the current window holds them until that hour leaves it, as a whole-window read does, warm
+    or cold. A row group without one valid score once counted in the first bucket of the run
+    read (the window's oldest hour after a cold start), and left the window an hour later:
+    error, then ok, then error again after a rebuild. ``mixed``: the NaN hour inside a day-long
+    row group of valid scores (one row group a daily file, pyarrow's default size), whose
+    invalid rows once all counted in the row group's first bucket, the same way."""
     root = _world(tmp_path, engine='kind = "local"\n', fixed=fixed)
     n = 1500  # 3 % of the day's 51k scores (the bound: 1 %), within 20:00-20:50
     stamps = np.datetime64("2026-11-09T20:00:00", "us") + 2 * np.arange(n).astype("timedelta64[s]")
+    scores = np.full(n, np.nan)
+    if mixed:  # and a valid score every minute of the day, in the same row group
+        day = np.datetime64("2026-11-09T00:00:00", "us") + np.arange(1440).astype("timedelta64[m]")
+        order = np.argsort(np.concatenate((stamps, day)), kind="stable")
+        stamps = np.concatenate((stamps, day))[order]
+        scores = np.concatenate((scores, np.full(day.size, 2.0)))[order]
     write_parquet(
         root / "scores" / "date=2026-11-09" / "nan.parquet",
-        {"timestamp": stamps, "score": np.full(n, np.nan), "segment": np.array(["web"] * n)},
+        {"timestamp": stamps, "score": scores, "segment": np.array(["web"] * stamps.size)},
     )
     arrays = Runner(load_config(root / "arrays.toml"))
     warm = Runner(load_config(root / "summaries.toml"))
@@ -994,12 +1005,13 @@ def test_a_reload_that_changes_a_monitor_drops_what_was_read_for_it(
     assert not runner.summaries.holds("demo")
 
 
-def test_an_entry_of_the_format_before_the_checksum_is_recomputed_quietly(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+@pytest.mark.parametrize("version", [2, 3])
+def test_an_entry_of_an_earlier_format_is_recomputed_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, version: int
 ) -> None:
-    """Entries written before the checksum (format 2) are met once after an upgrade: they
-    are dropped and recomputed without a 'corrupt' warning each; a damaged current entry is
-    still warned of."""
+    """Entries written before the checksum (format 2) or before each invalid score counted in
+    its own bucket (format 3) are met once after an upgrade: they are dropped and recomputed
+    without a 'corrupt' warning each; a damaged current entry is still warned of."""
     import logging
     import struct
 
@@ -1010,8 +1022,9 @@ def test_an_entry_of_the_format_before_the_checksum_is_recomputed_quietly(
     data = bucket.to_bytes("k", "fp")
     size = struct.unpack("<I", data[8:12])[0]
     meta = json.loads(data[12 : 12 + size])
-    meta.pop("sum")
-    head = json.dumps({**meta, "format": 2}).encode()
+    if version == 2:
+        meta.pop("sum")
+    head = json.dumps({**meta, "format": version}).encode()
     old = data[:8] + struct.pack("<I", len(head)) + head + data[12 + size :]
     cache = BucketCache(tmp_path, 1 << 20)
     path = tmp_path / "m" / "k" / "0.bucket"

@@ -19,6 +19,7 @@ from monitor.sources import (
     clear_cache,
     read_scores,
     read_summaries,
+    read_summary_part,
     write_parquet,
 )
 from monitor.stats import Grid, build_baseline, summarize, summary_grid
@@ -126,6 +127,28 @@ def test_hourly_buckets_hold_their_hours_and_sum_to_the_window(tree: Path) -> No
     merged = sum(got.values(), start=summarize(np.zeros(0), grid))
     np.testing.assert_array_equal(merged.counts, whole.counts)
     assert (merged.rows, merged.invalid) == (whole.rows, whole.invalid)
+
+
+@pytest.mark.parametrize("segment_column", [None, "segment"])
+def test_each_hours_invalid_scores_count_in_that_hour(
+    tree: Path, segment_column: str | None
+) -> None:
+    """Rows and invalid scores per hourly bucket (its summaries' plus its unplaced rows) are
+    the hour's own, as ``read_scores`` of the hour counts them, although each row group spans
+    two hours: they once all counted in the row group's first bucket."""
+    spec = ScoreSpec(path=str(tree), segment_column=segment_column, max_invalid_share=0.1)
+    window = Window(start=T0 + 2 * HOUR, end=T0 + 20 * HOUR)
+    part = read_summary_part(spec, window, _grid(spec, window), bucket=HOUR)
+    for k in range(18):
+        start = window.start_ns + k * 3_600_000_000_000
+        hour = Window(start=T0 + (2 + k) * HOUR, end=T0 + (3 + k) * HOUR)
+        want = read_scores(spec, hour)
+        held = [s for (_, b), s in part.summaries.items() if b == start]
+        unplaced = part.unplaced_at.get(start, 0)
+        assert sum(s.rows for s in held) + unplaced == want.rows, k
+        bad = want.dropped_null + want.dropped_nan + want.dropped_inf
+        assert sum(s.invalid for s in held) + unplaced == bad, k
+    assert part.unplaced == sum(part.unplaced_at.values())
 
 
 def test_a_late_file_changes_only_its_bucket(tree: Path) -> None:

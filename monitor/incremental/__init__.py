@@ -24,9 +24,8 @@ of every ``summary.bucket`` of its reference and current windows on one frozen g
              configured cluster engine when the rows to read, from the footers, reach
              ``auto_rows``); an unreachable engine is an error, never a fall back.
 
-A row group's invalid (null, NaN, infinite) scores count in the first bucket of it that a read
-holds (``monitor.sources.read_summaries``), so a window's invalid share can differ from the
-whole-window reader's by one straddling row group at each end.
+Each invalid (null, NaN, infinite) score counts in its own bucket, by its timestamp
+(``monitor.sources.read_summaries``), so a window's invalid share is the whole-window reader's.
 """
 
 from monitor.incremental.checks import SummaryCheckError, SummaryChecks

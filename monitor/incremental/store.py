@@ -29,9 +29,11 @@ from monitor.store import atomic_write
 log = logging.getLogger("monitor.incremental")
 
 _FORMAT = 1  # the grid file's
-# a bucket entry's (1: .npz files, removed when a cache opens; 2: without the checksum,
-# dropped without a warning when met, as an entry of another grid would be)
-_BUCKET_FORMAT = 3
+# a bucket entry's (1: .npz files, removed when a cache opens; 2: without the checksum; 3: a
+# row group's invalid scores in its first bucket, not each in its own; 2 and 3 are dropped
+# without a warning when met, as an entry of another grid would be)
+_BUCKET_FORMAT = 4
+_OLD_BUCKET_FORMATS = (2, 3)
 _MAGIC = b"RMBUCKET"
 _SUFFIX = ".bucket"
 # what numpy (a grid file) or a bucket entry's reader raises on a damaged or foreign file
@@ -158,8 +160,8 @@ class Bucket:
         at += size
         if not isinstance(meta, dict):
             raise ValueError("a header that is not an object")
-        if meta.get("format") == _BUCKET_FORMAT - 1 and meta.get("grid") == key:
-            raise _OldEntry("an entry of the format before the checksum")
+        if meta.get("format") in _OLD_BUCKET_FORMATS and meta.get("grid") == key:
+            raise _OldEntry(f"an entry of format {meta.get('format')}")
         if meta.get("format") != _BUCKET_FORMAT or meta.get("grid") != key:
             raise ValueError("not an entry of this grid")
         cells_at = at
@@ -204,7 +206,8 @@ class Bucket:
 
 
 class _OldEntry(ValueError):
-    """A whole bucket entry of the previous format (no checksum): not damage, an upgrade."""
+    """A whole bucket entry of an earlier format (``_OLD_BUCKET_FORMATS``): not damage, an
+    upgrade."""
 
 
 def _checksum(meta: Mapping[str, object], cells: bytes) -> str:

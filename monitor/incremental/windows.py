@@ -495,9 +495,9 @@ def _runs(lack: list[tuple[int, str]], step: int) -> list[list[tuple[int, str]]]
 
 def _split(part: SummaryPart, starts: list[int]) -> dict[int, Bucket]:
     """A run's part as one Bucket per bucket start (empty buckets included); its unplaced
-    invalid rows (row groups without a valid score) count in the bucket of their row group's
-    oldest row in the window, as ``read_summary_part`` attributes them (``unplaced_at``): in
-    the run's first bucket, those it could not attribute (none: every engine gives them)."""
+    invalid rows (in a bucket where their row group has no valid score) count in their own
+    bucket, as ``read_summary_part`` attributes them (``unplaced_at``): in the run's first
+    bucket, those it could not attribute (none: every engine gives them)."""
     by: dict[int, dict[str, Cells]] = {b: {} for b in starts}
     for (name, b), s in part.summaries.items():
         by[b][name] = Cells.of(s)

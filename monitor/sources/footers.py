@@ -324,7 +324,7 @@ def _footer_stats(
             else (int(st.min_raw), int(st.max_raw))
         )
         factor = _NS_PER[raw_unit] if raw_unit is not None else 1
-        if lo_hi is not None and -_I64_MAX <= lo_hi[0] * factor and lo_hi[1] * factor <= _I64_MAX:
+        if lo_hi is not None and lo_hi[0] * factor >= -_I64_MAX and lo_hi[1] * factor <= _I64_MAX:
             los.append(lo_hi[0] * factor)
             his.append(lo_hi[1] * factor)
             nulls.append(int(st.null_count) if st is not None and st.has_null_count else None)

@@ -60,9 +60,9 @@ class _Chunk:
     # the row group's [oldest, newest] timestamp (ns) from its statistics, given instead of
     # ``stamps`` when every row of it is kept (see ``_chunks``'s ``span_ok``)
     span: tuple[int, int] | None = None
-    # when no row is kept (every score invalid) but rows are in the window: the oldest such
-    # row's timestamp (ns), which says the bucket its invalid rows count in
-    first_ns: int | None = None
+    # with timestamps, when rows in the window were dropped (a null, NaN or infinite score,
+    # or a null segment): their timestamps (ns), which say the buckets they count in
+    dropped: npt.NDArray[np.int64] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,16 +177,30 @@ def _chunks(
                 if span is not None and (keep is not None or take is not None):
                     span = None  # a score is not valid: the kept rows' own timestamps
                     table = _read_group(pf, plan, g, [spec.timestamp_column])
-                first_ns = None
+                dropped = None
                 if with_timestamps and span is None:
                     ns = _ts_to_ns(table.column(spec.timestamp_column), plan.unit)
                     stamps = _select(ns, keep, take)
-                    if kept.size == 0 and in_rows:
-                        first_ns = int((ns if mask is None else ns[mask]).min())
+                    if kept.size < in_rows:
+                        dropped = _dropped(ns, mask, keep, take)
                 codes = None if seg is None else _select(seg, keep, take)
                 yield _Chunk(
-                    plan.file.path, in_rows, null, nan, inf, kept, stamps, codes, span, first_ns
+                    plan.file.path, in_rows, null, nan, inf, kept, stamps, codes, span, dropped
                 )
+
+
+def _dropped(
+    ns: npt.NDArray[np.int64],
+    mask: npt.NDArray[np.bool_] | None,
+    keep: npt.NDArray[np.bool_] | None,
+    take: npt.NDArray[np.bool_] | None,
+) -> npt.NDArray[np.int64]:
+    """The timestamps of a row group's rows in the window (``mask``; None: all) that were not
+    kept (``keep``, then ``take`` of those: what ``_select`` keeps)."""
+    good = np.zeros(ns.size, dtype=bool)
+    kept_at = np.flatnonzero(keep) if keep is not None else np.arange(ns.size)
+    good[kept_at if take is None else kept_at[take]] = True
+    return ns[~good if mask is None else mask & ~good]
 
 
 def _check_invalid(
@@ -337,9 +351,10 @@ class SummaryPart:
     nan: int
     inf: int
     per_file: dict[str, int]
-    unplaced: int = 0  # invalid rows of row groups without one valid score: in no summary
-    # ``unplaced`` by the bucket (its start, ns) of each such row group's oldest row in the
-    # window: a cached bucket carries its own, and leaves the window with its hour
+    # invalid rows in no summary: those in a bucket where their row group has no valid score
+    unplaced: int = 0
+    # ``unplaced`` by the bucket (its start, ns) each row falls in: a cached bucket carries its
+    # own, and leaves the window with its hour
     unplaced_at: dict[int, int] = field(default_factory=dict)
 
     def __add__(self, other: SummaryPart) -> SummaryPart:
@@ -512,11 +527,11 @@ def read_summaries(
     (memory is a row group's, whatever the window's length): one per (segment, bucket start in
     ns since the epoch), the buckets being ``bucket``-long slices of the window from its start
     (None: one bucket, the whole window); segment "" without a segment column. The same rows,
-    invalid counts and ``BadValuesError`` as ``read_scores``. A row group's null, NaN and
-    infinite scores count in the ``rows`` and ``invalid`` of its first (segment name, bucket),
-    the same whichever engine or partitioning reads it (a row group without one valid score
-    counts in none: ``read_summary_part``'s ``unplaced``); ``newest_ns`` is a summary's newest
-    score's timestamp.
+    invalid counts and ``BadValuesError`` as ``read_scores``. A null, NaN or infinite score
+    counts in the ``rows`` and ``invalid`` of its own bucket, in its row group's first segment
+    name there, the same whichever engine or partitioning reads it (in a bucket where its row
+    group has no valid score it counts in none: ``read_summary_part``'s ``unplaced``);
+    ``newest_ns`` is a summary's newest score's timestamp.
     """
     part = read_summary_part(spec, window, grid, bucket=bucket)
     check_summary_part(spec, window, part)
@@ -620,13 +635,17 @@ def read_summary_part(
         n_null += chunk.null
         n_nan += chunk.nan
         n_inf += chunk.inf
+        # each invalid row counts in its own bucket (a row group may span a day of them)
+        bad_at: dict[int, int] = {}
         if bad:
             per_file[chunk.path] = per_file.get(chunk.path, 0) + bad
+            assert chunk.dropped is not None
+            assert chunk.dropped.size == bad
+            at_b = np.zeros(bad, np.int64) if step is None else (chunk.dropped - start) // step
+            b_of, b_counts = np.unique(at_b, return_counts=True)
+            bad_at = dict(zip(b_of.tolist(), b_counts.tolist(), strict=True))
         if chunk.values.size == 0:  # every row invalid: in no summary (``SummaryPart.unplaced``)
-            orphan += bad
-            if bad and chunk.first_ns is not None:
-                at = start if step is None else start + (chunk.first_ns - start) // step * step
-                unplaced_at[at] = unplaced_at.get(at, 0) + bad
+            orphan += _unplace(bad_at, unplaced_at, start, step)
             continue
         if chunk.codes is None:
             if chunk.span is not None:  # every row kept: the statistics' span is theirs
@@ -636,8 +655,10 @@ def read_summary_part(
                 oldest, newest = int(chunk.stamps.min()), int(chunk.stamps.max())
             if one_bucket(oldest, newest):  # one part: nothing to split
                 first_b = 0 if step is None else (oldest - start) // step
+                invalid = bad_at.pop(first_b, 0)
+                orphan += _unplace(bad_at, unplaced_at, start, step)
                 parts.setdefault((0, first_b), []).append(
-                    summarize(chunk.values, grid, invalid=bad, newest_ns=newest)
+                    summarize(chunk.values, grid, invalid=invalid, newest_ns=newest)
                 )
                 continue
         assert chunk.stamps is not None  # a span is given only for a row group of one part
@@ -658,20 +679,27 @@ def read_summary_part(
             order = np.argsort(key, kind="stable")
             values, stamps = values[order], stamps[order]
         ends = np.cumsum(sizes[sizes > 0])
-        # the row group's invalid scores count in its first (segment name, bucket): an order
-        # of names, not of codes, so every engine's tasks attribute them alike
-        names_now = labels.names()
-        first = min(
-            uniq.tolist(),
-            key=lambda k: (names_now[k // slots] if spec.segment_column is not None else "", k),
-        )
+        # a bucket's invalid scores count in the row group's first segment name there: an
+        # order of names, not of codes, so every engine's tasks attribute them alike
+        invalid_of: dict[int, int] = {}
+        if bad_at:
+            names_now = labels.names()
+            firsts: dict[int, tuple[str, int]] = {}
+            for k in uniq.tolist():
+                name = names_now[k // slots] if spec.segment_column is not None else ""
+                b = k % slots
+                if b not in firsts or (name, k) < firsts[b]:
+                    firsts[b] = (name, k)
+            for b in [b for b in bad_at if b in firsts]:
+                invalid_of[firsts[b][1]] = bad_at.pop(b)
+            orphan += _unplace(bad_at, unplaced_at, start, step)
         for k, end in zip(uniq.tolist(), ends.tolist(), strict=True):
             sel = slice(end - int(sizes[k - low]), end)  # the rows of key k, grouped
             s_code, b = divmod(int(k), slots)
             part = summarize(
                 values[sel],
                 grid,
-                invalid=bad if k == first else 0,
+                invalid=invalid_of.get(k, 0),
                 newest_ns=int(stamps[sel].max()),
             )
             parts.setdefault((s_code, b), []).append(part)
@@ -693,6 +721,17 @@ def read_summary_part(
         orphan,
         dict(sorted(unplaced_at.items())),
     )
+
+
+def _unplace(
+    bad_at: dict[int, int], unplaced_at: dict[int, int], start: int, step: int | None
+) -> int:
+    """Count the invalid rows of ``bad_at`` (by bucket index) as unplaced, by their bucket's
+    start (ns); returns how many."""
+    for b, n in bad_at.items():
+        at = start + b * (step or 0)
+        unplaced_at[at] = unplaced_at.get(at, 0) + n
+    return sum(bad_at.values())
 
 
 def summary_part_batches(
