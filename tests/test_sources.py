@@ -260,6 +260,31 @@ def test_misfiled_partition_is_an_error_unless_pruning_is_off(tmp_path: Path) ->
     np.testing.assert_array_equal(got.values, [1.0, 2.0])
 
 
+@pytest.mark.parametrize(
+    ("layout", "moment", "outcome"),
+    [
+        # a level that is no period leaves the coarser one: the row outside it is an error in
+        # every window that reads the file, never a row in no window
+        ("date=2026-11-30/hour=24", T0 + DAY + HOUR / 2, "error"),
+        ("year=2026/month=13", T0 + 40 * DAY, "error"),
+        ("date=2026-11-30/hour=7", T0 + 7 * HOUR, "read"),
+        # a second date below the first (an ingest date) says nothing of the rows' times
+        ("date=2026-11-30/ingest=2026-12-02", T0 + 10 * HOUR, "read"),
+    ],
+)
+def test_a_partition_level_that_is_no_period_checks_against_the_coarser_one(
+    tmp_path: Path, layout: str, moment: datetime, outcome: str
+) -> None:
+    _scores(tmp_path / layout / "p.parquet", [moment], [1.0])
+    spec = ScoreSpec(str(tmp_path))
+    for w in (Window(T0, T0 + DAY), Window(T0 - 300 * DAY, T0 + 300 * DAY)):
+        if outcome == "error":
+            with pytest.raises(SchemaError, match=r"p.parquet: column 'timestamp': .* outside"):
+                read_scores(spec, w)
+        else:
+            assert read_scores(spec, w).values.tolist() == [1.0]
+
+
 def test_footer_cache_means_out_of_window_files_are_not_reopened(tmp_path: Path) -> None:
     for d in range(3):
         _scores(tmp_path / f"scores-{d}.parquet", [T0 + d * DAY], [float(d)])

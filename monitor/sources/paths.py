@@ -145,38 +145,44 @@ def _hive(name: str) -> tuple[str, str] | None:
 def _partition_interval(parts: tuple[tuple[str, str], ...]) -> _Interval:
     """The UTC period a chain of hive partitions spells, or None when it spells none.
 
-    ``<any>=YYYY-MM-DD`` sets year, month and day; ``year=``, ``month=``, ``day=``, ``hour=`` set
-    one field each (integers). The interval is the finest period whose coarser fields are all known.
+    ``<any>=YYYY-MM-DD`` sets year, month and day, unless an earlier key of the chain set them
+    (a second date below the first, such as an ingest date, says nothing of the rows' times);
+    ``year=``, ``month=``, ``day=``, ``hour=`` set one field each (integers). The interval is
+    the finest valid period whose coarser fields are all known: a level that is no period
+    (``hour=24``, ``month=13``) leaves the coarser one, so its files are still checked
+    against a period that holds them, never read as from no period at all.
     """
     fields: dict[str, int] = {}
+    dated = False
     for key, value in parts:
         m = _DATE_VALUE.match(value)
         if m:
-            fields.update(year=int(m[1]), month=int(m[2]), day=int(m[3]))
+            if not dated:
+                fields.update(year=int(m[1]), month=int(m[2]), day=int(m[3]))
+                dated = True
         elif key.lower() in ("year", "month", "day", "hour") and value.isdigit():
             fields[key.lower()] = int(value)
+    if "year" not in fields:
+        return None
+    period: tuple[datetime, datetime] | None = None
     try:
-        if "year" not in fields:
-            return None
         year = fields["year"]
-        if "month" not in fields:
-            lo, hi = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
-        elif "day" not in fields:
+        period = datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+        if "month" in fields:
             month = fields["month"]
             lo = datetime(year, month, 1, tzinfo=UTC)
-            hi = datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
-        else:
-            lo = datetime(year, fields["month"], fields["day"], tzinfo=UTC)
-            if "hour" in fields:
-                lo += timedelta(hours=fields["hour"])
-                if fields["hour"] > 23:
-                    return None
-                hi = lo + timedelta(hours=1)
-            else:
-                hi = lo + timedelta(days=1)
+            period = lo, datetime(year + month // 12, month % 12 + 1, 1, tzinfo=UTC)
+            if "day" in fields:
+                lo = datetime(year, month, fields["day"], tzinfo=UTC)
+                period = lo, lo + timedelta(days=1)
+                if "hour" in fields and fields["hour"] <= 23:
+                    lo += timedelta(hours=fields["hour"])
+                    period = lo, lo + timedelta(hours=1)
     except (ValueError, OverflowError):
+        pass  # the finest valid period found so far
+    if period is None:
         return None
-    return _to_ns(lo), _to_ns(hi)
+    return _to_ns(period[0]), _to_ns(period[1])
 
 
 @dataclass(frozen=True, slots=True)
