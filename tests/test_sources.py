@@ -484,6 +484,15 @@ def test_missing_column_names_the_columns_found(tmp_path: Path) -> None:
         latest_timestamp(ScoreSpec(str(tmp_path), timestamp_column="when"))
 
 
+def test_a_duplicated_column_is_named_duplicated_not_missing(tmp_path: Path) -> None:
+    table = pa.Table.from_arrays(
+        [pa.array(_ts(T0)), pa.array([1.0]), pa.array([2.0])], names=["timestamp", "score", "score"]
+    )
+    pq.write_table(table, tmp_path / "dup.parquet")
+    with pytest.raises(SchemaError, match=r"dup.parquet: column 'score': .* appears 2 times"):
+        read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY))
+
+
 def test_wrong_types_are_schema_errors(tmp_path: Path) -> None:
     _scores(tmp_path / "good.parquet", [T0], [1.0])
     write_parquet(tmp_path / "bad.parquet", {"timestamp": _ts(T0), "score": np.array(["0.5"])})

@@ -241,6 +241,14 @@ def _column_type(
     footer: _Footer, f: _File, column: str, role: str, spec_column_hint: str
 ) -> pa.DataType:
     idx = footer.schema.get_field_index(column)
+    if idx < 0 and footer.schema.names.count(column) > 1:  # pyarrow: -1 for a duplicate too
+        raise SchemaError(
+            f"the {role} column appears {footer.schema.names.count(column)} times; a column "
+            "name must be unique",
+            path=f.path,
+            column=column,
+            hint="write the file with one column of this name",
+        )
     if idx < 0:
         found = ", ".join(repr(n) for n in footer.schema.names)
         raise SchemaError(
