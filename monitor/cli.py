@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import threading
+import traceback
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
@@ -538,4 +539,8 @@ def main(argv: list[str] | None = None) -> int:
         return commands[args.command](args)
     except ReplayRangeError as exc:  # a usage error, raised before any slot is replayed
         print(f"monitor {args.command}: error: {exc}", file=sys.stderr)
+        return 3
+    except Exception:  # a bug: UNKNOWN (3) to a Nagios caller, not 1 (WARNING)
+        traceback.print_exc()
+        print(f"monitor {args.command}: unexpected error (the traceback above)", file=sys.stderr)
         return 3

@@ -177,12 +177,35 @@ class Daemon:
         if event.code == EVENT_JOB_MISSED:
             log.warning("run missed its misfire grace", extra={"job": event.job_id})
         elif event.code == EVENT_JOB_MAX_INSTANCES:
-            log.warning(
-                "slot skipped: the monitor's previous slot is still waiting for its run",
-                extra={"job": event.job_id},
-            )
+            self._skipped(event.job_id)
         else:
             log.error("job raised", extra={"job": event.job_id, "error": repr(event.exception)})
+
+    def _skipped(self, name: str) -> None:
+        """A slot the scheduler dropped because the monitor's job still waits for its previous
+        run (one that hangs, up to ``run_timeout``): recorded as ``error`` as a slot that finds
+        a run in flight is, never a warning alone that leaves the last verdict showing."""
+        try:
+            monitor = self.config.monitor(name)
+        except KeyError:  # removed by a reload meanwhile
+            return
+        at = self.slot_source(monitor) if self.slot_source else None
+        if self.slot_source is not None and at is None:
+            return
+        at = at or monitor.schedule.latest_slot(self.runner.clock())
+        with self._lock:
+            previous = self._inflight.get(name)
+        since = f" since {_iso(previous.since)} (slot {_iso(previous.at)})" if previous else ""
+        log.error(
+            "slot skipped: the monitor's previous slot is still waiting for its run",
+            extra={"monitor": name, "at": at.isoformat()},
+        )
+        self.runner.fail(
+            name,
+            at,
+            f"previous run still in flight{since}, within run_timeout="
+            f"{monitor.run_timeout.total_seconds():g}s (a source may hang); this slot was not run",
+        )
 
     # -- runs -------------------------------------------------------------------------------
 
@@ -244,6 +267,8 @@ class Daemon:
                 "run failed unexpectedly",
                 extra={"monitor": name, "at": at.isoformat(), "error": repr(run.error)},
             )
+            if run.record is None:  # the run recorded nothing: the monitor shows the failure
+                self.runner.fail(name, at, f"run failed unexpectedly: {run.error!r}")
         elif run.record is not None and self.on_run is not None:
             self.on_run(run.record)
 

@@ -637,6 +637,14 @@ class Runner:
             log.exception("check failed", extra={"monitor": monitor.name, "at": at.isoformat()})
             message = f"{type(exc).__name__}: {exc}"
             return error_verdict(monitor.name, at, message), state, 0, {}, None
+        except Exception as exc:  # an engine's own (Dask's KilledWorker, py4j's)
+            # or a bug: still this check's error verdict, with its traceback logged, never a
+            # run that leaves the previous verdict showing and counts no failure
+            log.exception(
+                "check failed unexpectedly", extra={"monitor": monitor.name, "at": at.isoformat()}
+            )
+            message = f"unexpected {type(exc).__name__}: {exc}"
+            return error_verdict(monitor.name, at, message), state, 0, {}, None
         return verdict, new_state, rows, samples, extra
 
     def _look_pairs(

@@ -212,6 +212,24 @@ def test_a_usage_error_exits_3_not_nagios_critical(
     assert "error:" in capsys.readouterr().err
 
 
+def test_an_unexpected_error_exits_3_not_nagios_warning(
+    worlds: dict[str, World], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug outside a check's verdict (here: the slot's replay) is UNKNOWN (3) with its
+    traceback, never Python's exit 1, which a Nagios caller reads as WARNING (data drift)."""
+    import monitor.cli
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(monitor.cli, "_check_one", broken)
+    config = str(worlds["stationary"].config_path)
+    assert main(["check", "--config", config, "--at", AT.isoformat()]) == 3
+    err = capsys.readouterr().err
+    assert "RuntimeError: a bug" in err
+    assert "monitor check: unexpected error" in err
+
+
 @pytest.mark.parametrize("command", ["check", "report"])
 def test_replay_from_after_at_is_a_usage_error(
     worlds: dict[str, World], command: str, capsys: pytest.CaptureFixture[str], tmp_path: Path

@@ -260,9 +260,44 @@ def test_a_hung_monitor_skips_its_own_slots_and_leaves_the_others_alone(tmp_path
         assert "previous run still in flight since" in snaps["hung"].latest.verdict.reasons[0]
         hung_threads = [t for t in threading.enumerate() if t.name == "check:hung"]
         assert len(hung_threads) == 1
+        # a slot the scheduler drops while the job still waits for its run (run_timeout at
+        # or past the interval) is recorded as error too; it was once a warning alone
+        from apscheduler.events import EVENT_JOB_MAX_INSTANCES, JobSubmissionEvent
+
+        daemon._on_event(JobSubmissionEvent(EVENT_JOB_MAX_INSTANCES, "hung", "default", [end]))
+        snaps = {s.monitor.name: s for s in runner.board.snapshot()}
+        assert snaps["hung"].failures_total == 7
+        assert snaps["hung"].latest is not None
+        (reason,) = snaps["hung"].latest.verdict.reasons
+        assert reason.startswith("previous run still in flight since ")
+        assert "within run_timeout=1s" in reason
     finally:
         reader.release.set()
         assert daemon.wait_idle(30) == []
+        daemon.http.stop()
+
+
+def test_a_run_that_raises_outside_its_check_is_recorded_as_error(tmp_path: Path) -> None:
+    """An exception that escapes ``Runner.run`` (a bug past the check's own error handling)
+    is logged and the slot recorded as ``error``, a failed run counted; it once left the last
+    verdict showing with nothing counted, so only the staleness alert could notice."""
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+
+    class Broken(Runner):
+        def run(self, name: str, at: datetime | None = None, *, token: int | None = None) -> Any:
+            raise RuntimeError("a bug")
+
+    runner = Broken(config)
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    try:
+        daemon.run_monitor("demo")
+        snaps = {s.monitor.name: s for s in runner.board.snapshot()}
+        assert snaps["demo"].failures_total == 1
+        assert snaps["demo"].latest is not None
+        assert snaps["demo"].latest.verdict.state == "error"
+        assert "RuntimeError('a bug')" in snaps["demo"].latest.verdict.reasons[0]
+    finally:
         daemon.http.stop()
 
 

@@ -12,6 +12,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -146,7 +147,6 @@ def test_the_current_windows_timestamps_are_decoded_only_where_a_block_starts(
     accepts), with most groups left undecoded. A reader that hides a block start or the hours
     from the cuts makes the check an error, never a wrong block."""
     import dataclasses
-    from typing import Any
 
     import pyarrow.parquet as pq
 
@@ -634,6 +634,40 @@ def test_a_failed_check_logs_its_error(
     assert bad.levelno == logging.WARNING
     assert bad.__dict__["error"] == "; ".join(record.verdict.reasons)
     assert str(newest) in bad.__dict__["error"]
+
+
+def test_an_unexpected_exception_is_the_checks_error_and_counts_as_a_failure(
+    world_config: Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An exception of no known kind (an engine's own, as Dask's KilledWorker, or a bug) is
+    the check's ``error`` verdict, logged with its traceback and counted as a failed run. It
+    once escaped the run: the board kept the previous verdict and counted nothing."""
+    from monitor.jobs import ParquetReader
+
+    class KilledWorker(Exception):  # as distributed's KilledWorker: a plain Exception
+        pass
+
+    class Lost(ParquetReader):
+        broken = False
+
+        def outcomes(self, *args: Any, **kwargs: Any) -> Any:
+            if self.broken:
+                raise KilledWorker("the worker holding the task died")
+            return super().outcomes(*args, **kwargs)
+
+    reader = Lost()
+    at = datetime(2026, 11, 20, tzinfo=UTC)
+    runner = Runner(world_config, reader=reader, clock=lambda: at)
+    assert runner.run("demo", at).verdict.state != "error"
+    reader.broken = True
+    caplog.set_level(logging.ERROR, logger="monitor")
+    record = runner.run("demo", at + HOUR)
+    assert record.verdict.state == "error"
+    assert record.verdict.reasons == ("unexpected KilledWorker: the worker holding the task died",)
+    (snap,) = runner.board.snapshot()
+    assert (snap.runs_total, snap.failures_total) == (2, 1)
+    (logged,) = [r for r in caplog.records if r.getMessage() == "check failed unexpectedly"]
+    assert logged.exc_info is not None
 
 
 def test_a_non_finite_cusum_is_reset_not_an_error_for_good(world_config: Config) -> None:
