@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from prometheus_client import (
@@ -30,7 +30,7 @@ from prometheus_client.registry import Collector
 from monitor import __version__
 from monitor.board import Board, MonitorSnapshot
 from monitor.store import RESET_REASONS
-from monitor.verdict import STATES, InputReport, OutcomeReport
+from monitor.verdict import STATES, InputReport, MonitorState, OutcomeReport
 
 __all__ = [
     "CONTENT_TYPE",
@@ -162,8 +162,19 @@ class MonitorCollector(Collector):
         zero = _gauge(
             "zero_score_ratio", "Share of top-1 scores exactly 0.", ["monitor", "segment", "window"]
         )
-        drift = _gauge("input_drift", "1 while a data drift alarm is active.", seg)
-        decay = _gauge("model_decay", "1 while model decay is established.", seg)
+        drift = _gauge(
+            "input_drift",
+            "1 while a data drift alarm is active (while the latest check is an error, or before "
+            "the first check after a start: the alarm as the monitor's state holds it).",
+            seg,
+        )
+        decay = _gauge(
+            "model_decay",
+            "1 while model decay is established (while the latest check is an error, or before "
+            "the first check after a start: as the monitor's state holds it, with its last "
+            "look's outcome gauges).",
+            seg,
+        )
         pairs = _gauge("outcome_pairs", "Queries paired by id between the windows.", seg)
         coverage = _gauge(
             "outcome_pairing_coverage_ratio",
@@ -257,7 +268,8 @@ class MonitorCollector(Collector):
             runs.add_metric([name], float(snap.runs_total))
             failures.add_metric([name], float(snap.failures_total))
             run = snap.latest
-            if run is None:
+            if run is None:  # after a start: the alarms the persisted state holds
+                self._add_carried(outcomes, drift, decay, pairs, coverage, name, snap.state)
                 continue
             duration.add_metric([name], run.duration_seconds)
             engine.add_metric([name, run.engine], 1.0)
@@ -282,6 +294,8 @@ class MonitorCollector(Collector):
             for segment, o in v.outcomes.items():
                 self._add_outcome(outcomes, decay, pairs, coverage, name, segment, o)
                 judged.add(name, segment, o)
+            if v.state == "error":  # no statistics: a raised alarm stays raised, not resolved
+                self._add_carried(outcomes, drift, decay, pairs, coverage, name, snap.state)
             if v.judgments is not None and v.judgments.get("version"):
                 judged.info.add_metric([name, str(v.judgments["version"])], 1.0)
         yield from (state, since, interval, tolerance, h, zthr, alpha, margin)
@@ -335,6 +349,31 @@ class MonitorCollector(Collector):
         ):
             if value is not None:
                 zero.add_metric([name, segment, window], float(value))
+
+    @classmethod
+    def _add_carried(
+        cls,
+        outcomes: dict[str, GaugeMetricFamily],
+        drift: GaugeMetricFamily,
+        decay: GaugeMetricFamily,
+        pairs: GaugeMetricFamily,
+        coverage: GaugeMetricFamily,
+        name: str,
+        state: MonitorState,
+    ) -> None:
+        """The alarms of a monitor whose latest check gave no statistics (an error, or none
+        yet since a start), as its sequential state holds them: each segment's drift alarm,
+        and its decay with the last look's report. Without them an errored check or a restart
+        resolved a raised alert and paged again when the next check raised it."""
+        for segment, track in state.drift.items():
+            drift.add_metric([name, segment], 1.0 if track.active else 0.0)
+        raised = state.decay.active
+        for segment, report in state.decay.reports.items():
+            report = replace(report, decay=segment in raised)
+            cls._add_outcome(outcomes, decay, pairs, coverage, name, segment, report)
+        for segment in raised:
+            if segment not in state.decay.reports:
+                decay.add_metric([name, segment], 1.0)
 
     @staticmethod
     def _add_outcome(

@@ -101,6 +101,37 @@ def test_error_run_exports_no_statistics_and_counts_a_failure() -> None:
     assert get("retrieval_monitor_last_success_timestamp_seconds", {"monitor": "a"}) is None
 
 
+def test_a_raised_alarm_stays_exported_through_an_error_and_a_restart() -> None:
+    """A raised decay (and drift) alarm is exported from the monitor's state while the latest
+    check is an error and before the first check after a start, with the last look's outcome
+    gauges. They once disappeared: an errored check or a restart during a decay incident
+    resolved RetrievalModelDecay (which has no keep_firing_for) and paged again after it."""
+    from dataclasses import replace
+
+    (a,) = monitors("a")
+    board = Board([a], {})
+    record_decay(board, a)
+    raised = board.state("a")
+    assert raised.decay.active
+    label = {"monitor": "a", "segment": ""}
+    diff = make_registry(board).get_sample_value("retrieval_monitor_outcome_mean_difference", label)
+    started = AT + timedelta(hours=1)
+    board.record(
+        RunRecord(error_verdict("a", started, "scores: x.parquet unreadable"), started, 0.1),
+        replace(raised, state="error"),
+    )
+    restarted = Board([a], {"a": raised})  # a new process: the state file, no run yet
+    for b in (board, restarted):
+        get = make_registry(b).get_sample_value
+        assert get("retrieval_monitor_model_decay", label) == 1.0
+        assert get("retrieval_monitor_input_drift", label) == 0.0
+        assert get("retrieval_monitor_outcome_mean_difference", label) == diff
+        assert get("retrieval_monitor_psi", label) is None  # the latest check's alone
+    cleared = replace(raised, decay=replace(raised.decay, active={}))
+    get = make_registry(Board([a], {"a": cleared})).get_sample_value
+    assert get("retrieval_monitor_model_decay", label) == 0.0
+
+
 def test_removed_monitor_disappears_and_help_says_scheduled() -> None:
     (a, b) = monitors("a", "b")
     old = Board([a, b], {})
