@@ -97,18 +97,31 @@ def state_is_finite(state: MonitorState) -> bool:
     )
 
 
-def _state_times(state: MonitorState) -> Iterator[tuple[str, datetime | None]]:
+def _state_times(state: MonitorState, prefix: str = "") -> Iterator[tuple[str, datetime | None]]:
+    """Every time a state holds (its copy from before the last slot's too), by its key: one
+    in the future would stop what it times (a ``decay.runs_end`` ahead of now makes every
+    later decay look wait for runs after it)."""
+    decay = state.decay
     yield from (
-        ("last_at", state.last_at),
-        ("last_run", state.last_run),
-        ("last_success", state.last_success),
-        ("state_since", state.state_since),
-        ("decay.last_look_at", state.decay.last_look_at),
+        (f"{prefix}last_at", state.last_at),
+        (f"{prefix}first_at", state.first_at),
+        (f"{prefix}last_run", state.last_run),
+        (f"{prefix}last_success", state.last_success),
+        (f"{prefix}state_since", state.state_since),
+        (f"{prefix}decay.runs_end", decay.runs_end),
+        (f"{prefix}decay.reference_start", decay.reference_start),
+        (f"{prefix}decay.reference_end", decay.reference_end),
     )
+    for i, look in enumerate(decay.looks):
+        yield f"{prefix}decay.looks[{i}]", look
+    for segment, since in decay.active.items():
+        yield f"{prefix}decay.active[{segment!r}]", since
     for segment, seg in state.drift.items():
-        yield f"drift[{segment!r}].evidence_end", seg.evidence_end
-        yield f"drift[{segment!r}].reference.active_since", seg.reference.active_since
-        yield f"drift[{segment!r}].anchor.active_since", seg.anchor.active_since
+        yield f"{prefix}drift[{segment!r}].evidence_end", seg.evidence_end
+        yield f"{prefix}drift[{segment!r}].reference.active_since", seg.reference.active_since
+        yield f"{prefix}drift[{segment!r}].anchor.active_since", seg.anchor.active_since
+    if state.before_last is not None:
+        yield from _state_times(state.before_last, "before_last.")
 
 
 @dataclass(frozen=True, slots=True)

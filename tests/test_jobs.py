@@ -306,6 +306,11 @@ def _good(**changes: object) -> dict[str, object]:
             json.dumps(_good(drift={"": {"evidence_end": "2030-01-01T00:00:00Z"}})).encode(),
             "future",
         ),
+        # a decay look waits for runs after runs_end: one ahead of now stopped decay detection
+        (json.dumps(_good(decay={"runs_end": "2099-01-01T00:00:00Z"})).encode(), "future"),
+        (json.dumps(_good(decay={"looks": ["2099-01-01T00:00:00Z"]})).encode(), "future"),
+        (json.dumps(_good(first_at="2099-01-01T00:00:00Z")).encode(), "future"),
+        (json.dumps(_good(before_last=_good(last_at="2099-01-01T00:00:00Z"))).encode(), "future"),
         (json.dumps(_good(fingerprint="other")).encode(), "config_changed"),
     ],
 )
