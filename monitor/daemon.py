@@ -260,7 +260,8 @@ class Daemon:
             )
             log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
             run.abandoned = True
-            self.runner.abandon(run.token, name, at, reason)
+            ran = (self.runner.clock() - run.since).total_seconds()
+            self.runner.abandon(run.token, name, at, reason, duration_seconds=ran)
             return
         if run.error is not None:
             log.error(

@@ -787,23 +787,29 @@ class Runner:
         self.board.saved(name, self.clock())
         return None
 
-    def abandon(self, token: int, name: str, at: datetime, reason: str) -> RunRecord:
-        """Mark a run that exceeded its limit as abandoned and record an ``error`` verdict."""
+    def abandon(
+        self, token: int, name: str, at: datetime, reason: str, *, duration_seconds: float = 0.0
+    ) -> RunRecord:
+        """Mark a run that exceeded its limit as abandoned and record an ``error`` verdict whose
+        duration is how long the run had been going (``last_run_duration_seconds`` shows a
+        hang, not 0)."""
         self._abandoned.add(token)
-        return self.fail(name, at, reason)
+        return self.fail(name, at, reason, duration_seconds=duration_seconds)
 
     def discard(self, token: int) -> None:
         """Drop the late result of run ``token`` without recording anything (SIGHUP changed
         or removed its monitor while it ran)."""
         self._abandoned.add(token)
 
-    def fail(self, name: str, at: datetime, reason: str) -> RunRecord:
+    def fail(
+        self, name: str, at: datetime, reason: str, *, duration_seconds: float = 0.0
+    ) -> RunRecord:
         """Record an ``error`` verdict for slot ``at`` without running (an abandoned run, or a
         slot skipped because the previous run is still in flight); the state is persisted."""
         started = self.clock()
         prior = self.board.state(name)
         verdict = error_verdict(name, at, reason)
-        record = RunRecord(verdict=verdict, started=started, duration_seconds=0.0)
+        record = RunRecord(verdict=verdict, started=started, duration_seconds=duration_seconds)
         new_state = self._stamp(prior, prior, verdict, started, self._fingerprints.get(name))
         self._persist(name, new_state)
         if self.history is not None:

@@ -195,6 +195,8 @@ def test_hung_source_is_abandoned_and_its_late_result_discarded(tmp_path: Path) 
         assert snap.state.state == "error"
         assert snap.latest is not None
         assert "run_timeout" in snap.latest.verdict.reasons[0]
+        # the hang's length, not 0: the duration panel shows a hung source
+        assert snap.latest.duration_seconds >= 1.0
         reader.release.set()
         assert daemon.wait_idle(30) == []  # the abandoned run finishes: its result is discarded
         (snap,) = runner.board.snapshot()
