@@ -121,6 +121,8 @@ def test_systemd_unit_is_hardened() -> None:
     assert service["ExecStart"][0].endswith(
         "monitor run --config /etc/retrieval-monitor/config.toml"
     )
+    # systemctl reload sends the daemon's reload signal (it had no ExecReload: reload failed)
+    assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
