@@ -194,12 +194,12 @@ class MonitorCollector(Collector):
         )
         src_last = _gauge(
             "source_last_timestamp_seconds",
-            "Newest row before the latest check's slot, per source (scores, outcomes)." + _SCHED,
+            "Newest row before the latest check's slot, per source (scores, outcomes).",
             ["monitor", "source"],
         )
         stale = _gauge(
             "source_stale",
-            "1 when a source's newest row is older than its max_lag at the latest check." + _SCHED,
+            "1 when a source's newest row is older than its max_lag at the latest check.",
             ["monitor", "source"],
         )
         last_run = _gauge("last_run_timestamp_seconds", "When the latest run started.", ["monitor"])

@@ -143,6 +143,8 @@ def test_removed_monitor_disappears_and_help_says_scheduled() -> None:
     assert 'retrieval_monitor_state{monitor="a",state="ok"} 1.0' in text
     assert "# HELP retrieval_monitor_psi" in text
     assert "Computed on the monitor's schedule, not at scrape time." in text
+    helps = [line for line in text.splitlines() if line.startswith("# HELP")]
+    assert not [h for h in helps if h.count("Computed on the monitor's schedule") > 1]
 
 
 def test_persistence_metrics() -> None:
