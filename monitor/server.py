@@ -367,6 +367,23 @@ class _Handler(BaseHTTPRequestHandler):
     def do_HEAD(self) -> None:
         self.do_GET()
 
+    def _not_allowed(self) -> None:
+        """405 with ``Allow`` (RFC 9110 15.5.6) for a method the server knows but no resource
+        takes, not the 501 of a method it does not know; the connection closes, since a
+        request body is never read."""
+        self.close_connection = True
+        self._send(
+            405,
+            b"method not allowed\n",
+            [
+                ("Content-Type", "text/plain; charset=utf-8"),
+                ("Allow", "GET, HEAD"),
+                ("Connection", "close"),
+            ],
+        )
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_OPTIONS = _not_allowed
+
     def do_GET(self) -> None:
         self._conn.busy = True
         try:

@@ -184,6 +184,22 @@ def test_keep_alive_serves_several_requests_on_one_connection(serve: list[HttpSe
         conn.close()
 
 
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "OPTIONS"])
+def test_a_method_no_resource_takes_is_405_with_allow(serve: list[HttpServer], method: str) -> None:
+    """405 and ``Allow: GET, HEAD`` (RFC 9110), not the 501 of an unknown method; the body is
+    never read, so the connection closes."""
+    server = _start(serve, ServerConfig(port=0))
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=BOUND)
+    try:
+        conn.request(method, "/metrics", body=b"x" * 100)
+        resp = conn.getresponse()
+        assert (resp.status, resp.getheader("Allow")) == (405, "GET, HEAD")
+        assert resp.getheader("Connection") == "close"
+        resp.read()
+    finally:
+        conn.close()
+
+
 @pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
 def test_silent_client_does_not_stall_others(
     tls: bool, tmp_path: Path, serve: list[HttpServer]
