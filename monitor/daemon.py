@@ -254,6 +254,10 @@ class Daemon:
         )
         thread.start()
         if not run.done.wait(timeout=monitor.run_timeout.total_seconds()):
+            if not self._configured(name):  # removed by a reload meanwhile: nothing to record
+                run.abandoned = True
+                log.warning("run of a removed monitor abandoned", extra={"monitor": name})
+                return
             reason = (
                 f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and was "
                 f"abandoned (a source may hang); its late result will be discarded"
@@ -268,10 +272,13 @@ class Daemon:
                 "run failed unexpectedly",
                 extra={"monitor": name, "at": at.isoformat(), "error": repr(run.error)},
             )
-            if run.record is None:  # the run recorded nothing: the monitor shows the failure
+            if run.record is None and self._configured(name):  # it recorded nothing: show it
                 self.runner.fail(name, at, f"run failed unexpectedly: {run.error!r}")
         elif run.record is not None and self.on_run is not None:
             self.on_run(run.record)
+
+    def _configured(self, name: str) -> bool:
+        return any(m.name == name for m in self.config.monitors)
 
     def _execute(self, name: str, run: _Run) -> None:
         _block_stop_signals()

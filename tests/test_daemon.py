@@ -303,6 +303,40 @@ def test_a_run_that_raises_outside_its_check_is_recorded_as_error(tmp_path: Path
         daemon.http.stop()
 
 
+def test_a_hung_run_of_a_monitor_a_reload_removed_ends_quietly(tmp_path: Path) -> None:
+    """The job waiting for a hung run whose monitor a reload removed returns at run_timeout
+    without recording anything (the monitor is gone from the board); it once raised KeyError
+    out of the scheduler's job."""
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    reader = HangOne(config.monitor("hung").scores.path)
+    runner = Runner(config, reader=reader)
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    text = path.read_text()
+    errors: list[BaseException] = []
+
+    def job() -> None:
+        try:
+            daemon.run_monitor("hung")
+        except BaseException as exc:  # the assertion below reports it
+            errors.append(exc)
+
+    waiting = threading.Thread(target=job)
+    try:
+        waiting.start()
+        wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the hung run")
+        path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
+        assert daemon.reload() is True
+        waiting.join(timeout=30)
+        assert not waiting.is_alive()
+        assert errors == []
+        assert [s.monitor.name for s in runner.board.snapshot()] == ["demo"]
+    finally:
+        reader.release.set()
+        assert daemon.wait_idle(30) == []
+        daemon.http.stop()
+
+
 def test_reload_applies_a_valid_file_and_keeps_the_old_one_on_errors(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
