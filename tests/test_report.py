@@ -3,6 +3,7 @@ it is self-contained and small, and the configuration and history behave."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
@@ -973,3 +974,23 @@ def test_the_cusum_line_breaks_where_the_deciding_segment_changes() -> None:
     assert "breaks at each of 2 change(s) of that segment" in svg
     one = cusum_chart([{**e, "input_segment": "en"} for e in history])
     assert one.count('class="line-ref"') == 1
+
+
+@settings(max_examples=300)
+@given(
+    lo=st.floats(-1e12, 1e12, allow_nan=False, allow_infinity=False),
+    width=st.floats(0.0, 1e12, allow_nan=False, allow_infinity=False),
+)
+@example(lo=0.3, width=0.0)  # made hi = 0.1 + 0.2 below: a range a float step wide
+def test_nice_ticks_are_few_round_and_inside_the_range(lo: float, width: float) -> None:
+    """Ticks rise strictly, lie in the range and are at most count + 1; a range a few float
+    steps wide (0.3 to 0.1 + 0.2: one score summed in two orders) once looped forever, and
+    took the page's request thread with it."""
+    from monitor.report.svg import nice_ticks
+
+    hi = 0.1 + 0.2 if (lo, width) == (0.3, 0.0) else lo + width
+    ticks = nice_ticks(lo, hi)
+    assert 1 <= len(ticks) <= 6
+    assert all(a < b for a, b in itertools.pairwise(ticks))
+    slack = 1e-9 * max(abs(lo), abs(hi), 1e-300)
+    assert all(lo - slack <= t <= hi + slack for t in ticks), ticks

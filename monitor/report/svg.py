@@ -68,12 +68,16 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
     first = math.ceil(lo / step) * step
-    ticks = []
-    t = first
-    while t <= hi + step * 1e-9:
-        ticks.append(round(t, 12))
-        t += step
-    return ticks
+    # by index, not by adding the step: a range a few float steps wide has a step below the
+    # rounding gap of its values, and ``t += step`` then never moved (an endless loop)
+    n = math.floor((hi - first) / step * (1 + 1e-9)) + 1
+    digits = 2 - math.floor(math.log10(step))  # the step's precision: 0.6000000000000001 -> 0.6
+    ticks: list[float] = []
+    for i in range(max(n, 0)):
+        t = round(first + i * step, digits)
+        if not ticks or t > ticks[-1]:
+            ticks.append(t)
+    return ticks or [lo]
 
 
 class Svg:
