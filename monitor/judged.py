@@ -201,7 +201,14 @@ _SUMMARIES_LOCK = threading.Lock()
 
 def _summary(jr: JudgedRuns, judged: JudgedSpec, names: tuple[str, ...]) -> JudgmentSummary:
     """R and ideal DCG per judged query, computed once per judgment version and settings."""
-    key = (jr.judgments_path, jr.judgments_version, judged.relevant_grade, judged.gain, names)
+    key = (
+        jr.judgments_path,
+        jr.judgments_version,
+        (judged.judgment_query_column, judged.judgment_doc_column, judged.grade_column),
+        judged.relevant_grade,
+        judged.gain,
+        names,
+    )
     with _SUMMARIES_LOCK:
         hit = _SUMMARIES.get(key)
         if hit is not None:

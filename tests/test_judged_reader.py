@@ -239,3 +239,33 @@ def test_integer_valued_scores_beyond_int64_are_placed(
     order = ranked.placement(np.zeros(3, dtype=np.int64), 1, None, np.array(scores), docs)
     placed = list(range(3)) if order is None else order.tolist()
     assert [ids[i].as_py() for i in placed] == expected
+
+
+def test_monitors_grading_from_other_columns_of_one_file_get_their_own(tmp_path: Path) -> None:
+    """Two monitors read one judgments file with different grade columns: each gets its own
+    grades, whichever reads first. The coded judgments were once cached by the files alone,
+    so the second monitor silently scored against the first one's grades."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(
+        "q1 Q0 a 1 3.0 t\nq1 Q0 b 2 2.0 t\n"
+    )
+    write_parquet(
+        tmp_path / "qrels.parquet",
+        {
+            "query_id": np.array(["q1", "q1"]),
+            "doc_id": np.array(["a", "b"]),
+            "editorial": np.array([1.0, 0.0]),
+            "llm": np.array([0.0, 1.0]),
+        },
+    )
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    expected = {"editorial": 1.0, "llm": 0.5}  # RR: a is first, b second
+    for order in (["editorial", "llm"], ["llm", "editorial"]):
+        clear_cache()
+        for column in order:
+            judged = JudgedSpec(
+                judgments=str(tmp_path / "qrels.parquet"), grade_column=column, metric="rr"
+            )
+            spec = OutcomeSpec(path=str(tmp_path / "runs"), judged=judged)
+            got = judged_outcomes(spec, window).outcomes
+            assert got.tolist() == [expected[column]], (order, column)

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from monitor.errors import SchemaError, SourceNotFoundError
+from monitor.sources import footers
 from monitor.sources.columns import (
     _floats,
     _require_label,
@@ -45,7 +46,7 @@ from monitor.sources.textfiles import _is_parquet, _numbers, _tokens
 from monitor.sources.translate import _translate
 
 _CACHE_LOCK = threading.Lock()
-_JUDGMENTS: OrderedDict[tuple[str, str], _Judgments] = OrderedDict()
+_JUDGMENTS: OrderedDict[tuple[str, str, tuple[str, str, str], int], _Judgments] = OrderedDict()
 _MAX_JUDGMENTS = 4
 
 
@@ -75,7 +76,9 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
         )
     listing = "\n".join("\t".join(map(str, f.identity)) for f in files)
     print_ = hashlib.sha256(listing.encode()).hexdigest()[:12]
-    key = (chosen.display, print_)
+    # what is read of the files too: two monitors may grade from other columns of one file
+    columns = (judged.judgment_query_column, judged.judgment_doc_column, judged.grade_column)
+    key = (chosen.display, print_, columns, footers.CLEARED)  # clear_cache forgets them too
     with _CACHE_LOCK:
         hit = _JUDGMENTS.get(key)
         if hit is not None:
