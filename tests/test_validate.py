@@ -135,6 +135,20 @@ def test_explicit_n_resamples_above_the_cap_is_refused() -> None:
     _parse(_monitor(decay={"n_resamples": _MAX_RESAMPLES}))
 
 
+def test_explicit_n_resamples_that_cannot_reach_the_look_alpha_is_refused() -> None:
+    """A sign-flip p is at least 1/(R+1): below the look alpha no decay could ever be raised,
+    and the monitor would say "no evidence of decay" forever. At the defaults the look alpha
+    is 0.05 * (1/31) = 0.00161: R = 500 gives 0.002."""
+    (problem,) = _problems(_monitor(decay={"n_resamples": 500}))
+    assert problem.startswith(
+        "monitors[0].decay.n_resamples: gives a smallest p of 1/(R+1) = 0.002, above the look "
+        "alpha 0.00161"
+    ), problem
+    assert "use at least 12,400 (20 / alpha)" in problem
+    _parse(_monitor(decay={"n_resamples": 12_400}))
+    _parse(_monitor(decay={"n_resamples": 620}))  # 1/621 < 1/620 = alpha: it can
+
+
 def test_schedules_validate_no_longer_crashes_on_or_wrongly_rejects() -> None:
     config = _parse(
         _monitor(name="leap", schedule="0 0 29 2 *"),

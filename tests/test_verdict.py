@@ -550,6 +550,39 @@ def test_a_decay_in_every_one_of_many_segments_can_be_raised(k: int) -> None:
     assert 1.0 / (first.n_resamples + 1) <= first.alpha / (20 * k)  # the p floor
 
 
+def test_a_look_no_test_can_decide_is_undecidable_not_no_evidence() -> None:
+    """A test whose smallest attainable p (2^-n of n pairs, 1/(R+1) of R resamples) cannot
+    reach Holm's first step (alpha / k) could never raise a decay: such a segment leaves the
+    look's family (undecidable, saying why), and the others are held to alpha / k of the
+    smaller family. Both once read decidable and said "no evidence of decay" with every
+    pair worse: R = 500 against a look alpha of 0.0016, and two segments of 10 pairs (2^-10 >
+    0.0016 / 2) of which neither could ever be raised."""
+    from dataclasses import replace
+
+    rng = np.random.default_rng(1)
+    worse = segment(rng, AT, n_ref=2000, n_cur=300, decay=0.3, n_pairs=300)
+    m = make_monitor()
+    few = replace(m, decay=replace(m.decay, n_resamples=500))  # validate refuses it in a file
+    verdict, _ = evaluate(few, AT, check_data(AT, {"": worse}), MonitorState())
+    assert verdict.state == "insufficient_data"
+    (report,) = verdict.outcomes.values()
+    assert not report.decidable
+    assert "cannot reach the look alpha" in (report.undecidable_reason or "")
+    assert not any("no evidence of decay" in r for r in verdict.reasons), verdict.reasons
+
+    two = make_monitor(decay={"min_pairs": 10}, max_segments=5)
+    segs = {
+        name: segment(rng, AT, n_ref=2000, n_cur=300, decay=0.3, n_pairs=10) for name in ("a", "b")
+    }
+    verdict, _ = evaluate(two, AT, check_data(AT, segs), MonitorState())
+    assert verdict.state == "model_decay"
+    a, b = verdict.outcomes["a"], verdict.outcomes["b"]
+    assert a.decay
+    assert a.decidable
+    assert not b.decidable  # the same floor, the same pairs: the name decides which leaves
+    assert "/ 2 segment(s)" in (b.undecidable_reason or "")
+
+
 def test_the_reason_states_the_immediate_rule_as_it_is_applied() -> None:
     """The immediate drift rule holds the Holm-adjusted block p-value to the plan's
     drift_alpha; with fewer tracks compared that hour it fires a little below z = drift_z.

@@ -149,6 +149,16 @@ def _check_resamples(
     c: _Collector, path: str, schedule: Schedule, decay: DecayConfig, budget: BudgetConfig
 ) -> None:
     n = _implied_resamples(schedule, decay, budget)
+    alpha = _nominal_alpha(decay, budget)
+    if decay.n_resamples is not None and (decay.n_resamples + 1) * alpha < 1.0:
+        c.add(
+            f"{path}.decay.n_resamples",
+            f"gives a smallest p of 1/(R+1) = {1.0 / (decay.n_resamples + 1):.3g}, above the "
+            f"look alpha {alpha:.3g} (a look one decay.cadence after the previous): no decay "
+            f"could ever be raised; use at least {math.ceil(20.0 / alpha):,} (20 / alpha) or "
+            f"leave it unset; got {decay.n_resamples:,}",
+        )
+        return
     if n <= _MAX_RESAMPLES:
         return
     if decay.n_resamples is not None:
@@ -157,7 +167,6 @@ def _check_resamples(
             f"must be at most {_MAX_RESAMPLES:,} (the resample cap); got {n:,}",
         )
         return
-    alpha = _nominal_alpha(decay, budget)
     enough = _fitting_decay(schedule, decay, budget)
     c.add(
         f"{path}.budget.decay",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from datetime import datetime
 from typing import Any
@@ -11,6 +12,7 @@ import numpy as np
 
 from monitor.config import MAX_RESAMPLES, MonitorConfig
 from monitor.stats import (
+    PairedResult,
     adjust_pvalues,
     paired_test,
 )
@@ -177,7 +179,7 @@ def _evaluate_outcomes(
                 power=cfg.power,
                 rng=np.random.default_rng(_rng_seed(monitor.seed, name)),
             )
-    decidable = sorted(n for n in results if base[n].decidable)
+    decidable = _reachable(base, results, alpha)
     adjusted = dict(
         zip(
             decidable,
@@ -236,6 +238,41 @@ def _evaluate_outcomes(
         reference_end=ref_end,
         reports=out,
     )
+
+
+def _reachable(
+    base: dict[str, OutcomeReport], results: Mapping[str, PairedResult], alpha: float
+) -> list[str]:
+    """The segments of the look's Holm family, marking the others of ``base`` undecidable.
+
+    Holm's first step asks the smallest p to be at most alpha / k of k tests; each test's
+    smallest attainable p is its design's (``min_pvalue``: 2^-n of n pairs enumerated, or
+    1 / (R + 1) of R resamples), known before any outcome is seen. While no test of the family
+    can reach that step no decay could ever be raised, yet the look would read decidable and
+    say "no evidence": the test with the largest floor (then the fewest pairs, then the name)
+    leaves the family until one can. Data-independent, so the family-wise bound holds."""
+    floors = {n: r.permutation.min_pvalue for n, r in results.items() if base[n].decidable}
+    family = sorted(floors)
+    while family and min(floors[n] for n in family) * len(family) > alpha:
+        k = len(family)
+        weakest = max(family, key=lambda n: (floors[n], -base[n].n_pairs, n))
+        family.remove(weakest)
+        r = results[weakest].permutation
+        design = (
+            f"2^-n of {base[weakest].n_pairs} pairs"
+            if r.exact
+            else f"1/(R+1) of R={r.n_resamples:,} resamples"
+        )
+        base[weakest] = replace(
+            base[weakest],
+            decidable=False,
+            undecidable_reason=(
+                f"its test's smallest p {floors[weakest]:.3g} ({design}) cannot reach the "
+                f"look alpha {alpha:.3g} / {k} segment(s) (Holm's first step): no decay could "
+                "be raised; more pairs (queries), or a larger decay.n_resamples"
+            ),
+        )
+    return family
 
 
 # --------------------------------------------------------------------------- reasons
