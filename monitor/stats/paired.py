@@ -40,6 +40,7 @@ __all__ = [
 ]
 
 _DECIMALS = 12
+_MAX_CUBES = 1e300  # n * max|d|^3: BCa's skew, variances, sums, the 1e12 rounding stay finite
 # Elements per chunk of the resampling loops (index matrices of at most ~8 MB).
 _CHUNK_ELEMENTS = 1 << 20
 # Elements per chunk of the bootstrap's index matrices: 2 MB, which stay in cache between
@@ -164,7 +165,9 @@ def paired_test(
             f"a paired test needs at least 2 pairs; got {ref.size}.", needed=2, got=int(ref.size)
         )
 
-    d = np.round(cur - ref, _DECIMALS)
+    with np.errstate(over="ignore"):  # an overflow is inf, which _summable refuses
+        raw = cur - ref
+    d = np.round(_summable(raw, "current - reference"), _DECIMALS)
     n = d.size
     mean, sd = _mean_sd(d)
     shift = {"less": margin, "greater": -margin}.get(alternative, 0.0)
@@ -285,8 +288,24 @@ def sign_flip_test(
     if batch is not None:
         batch = v.integer(batch, "batch", minimum=1)
     gen = v.generator(rng)
-    d = v.sample(differences, "differences")
+    d = _summable(v.sample(differences, "differences"), "differences")
     return _sign_flip(d, alternative, n_resamples, gen, batch)
+
+
+def _summable(d: NDArray[np.float64], name: str) -> NDArray[np.float64]:
+    """``d``, when its sums of cubes (the BCa acceleration), of squares (variances), its sums
+    (sign flips, bootstrap means) and its rounding to ``_DECIMALS`` (a 1e12 scaling) stay
+    finite: ``n * max|d|^3 <= _MAX_CUBES``. Past that they overflow to inf, whose NaN
+    comparisons count as 0: a silent NaN mean with p = 0 (below the design's own floor) and a
+    NaN interval."""
+    big = float(np.max(np.abs(d))) if d.size else 0.0
+    limit = (_MAX_CUBES / max(d.size, 1)) ** (1.0 / 3.0)
+    if not big <= limit:  # NaN-safe: an inf difference (an overflow) fails too
+        raise StatsInputError(
+            f"`{name}` must stay within {limit:.3g} in magnitude ({d.size} values: their "
+            f"sums of cubes must be finite); got {big:.3g}."
+        )
+    return d
 
 
 def _sign_flip(

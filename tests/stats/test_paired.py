@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -342,6 +343,26 @@ def test_paired_test_iv() -> None:
         paired_test(ok, [0.1, np.nan, 0.3])
     with pytest.raises(StatsInputError, match="`reference` must be 1-D"):
         paired_test([ok], [ok])
+    # finite values whose sums (of cubes: BCa's skew) overflow: once a silent NaN mean, NaN
+    # interval and p = 0, below the design's own floor
+    with pytest.raises(
+        StatsInputError, match=r"`current - reference` must stay within 4.37e\+99 .* got 1e\+297"
+    ):
+        paired_test([0.0] * 12, [1e297] * 6 + [-1e297] * 6)
+    with pytest.raises(StatsInputError, match=r"`current - reference` must stay within .* inf"):
+        paired_test([-1.7e308] * 3, [1.7e308] * 3)  # the difference itself overflows
+    scale = 1e98  # inside the bound (50 values): every number finite, no warning
+    r = paired_test(np.ones(50) * scale, (1.0 + np.linspace(-0.1, 0.05, 50)) * scale, rng=1)
+    assert all(
+        math.isfinite(x)
+        for x in (
+            r.mean_difference,
+            r.pvalue,
+            r.ttest.pvalue,
+            r.confidence_interval.low,
+            r.confidence_interval.high,
+        )
+    )
 
 
 def test_sign_flip_test_iv() -> None:
@@ -355,6 +376,8 @@ def test_sign_flip_test_iv() -> None:
         sign_flip_test([1.0], alternative=None)  # type: ignore[arg-type]
     with pytest.raises(StatsInputError, match="`rng` must be"):
         sign_flip_test([1.0], rng=True)
+    with pytest.raises(StatsInputError, match=r"`differences` must stay within"):
+        sign_flip_test([1.7e308] * 3)  # its sums overflowed: p 0 with a floor of 0.25
 
 
 def test_bca_interval_iv() -> None:
