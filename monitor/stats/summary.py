@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from monitor.errors import StatsInputError
+from monitor.errors import InsufficientDataError, StatsInputError
 from monitor.stats import _validation as v
 from monitor.stats._lookup import Lookup, build_lookup, search_cells
 from monitor.stats.drift import _KS_EXACT_MAX_N, PSIResult, _ks_asymp_sf, _ks_exact_sf, _result
@@ -400,6 +400,9 @@ def psi_from_summaries(
     its buckets' bin rows: B numbers a bucket, not 2G+1 cells a window, 0.15 ms less at
     G = 18k); ``StatsInputError`` unless each has B entries summing to its summary's ``n``."""
     _same_grid(reference, current)
+    for name, s in (("reference", reference), ("current", current)):
+        if s.n == 0:  # as psi() says of an empty sample (it once divided by zero)
+            raise InsufficientDataError(f"`{name}` holds no scores.", needed=1, got=0)
     ends = bin_ends(reference.grid, edges)
     tolerance = v.real(tolerance, "tolerance", low=0.0)
     smoothing = v.real(smoothing, "smoothing", low=0.0)

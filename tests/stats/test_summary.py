@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from monitor.errors import StatsInputError
+from monitor.errors import InsufficientDataError, StatsInputError
 from monitor.stats import (
     Cells,
     Grid,
@@ -206,6 +206,12 @@ def test_summary_iv() -> None:
         psi_from_summaries(one, two, [0.0], bins=([1], [0, 2]))
     with pytest.raises(StatsInputError, match="at least one score"):
         ks_bracket(summarize([], grid), summarize([1.0], grid))
+    for ref, cur, name in (
+        (one, summarize([], grid), "current"),
+        (summarize([], grid), one, "reference"),
+    ):
+        with pytest.raises(InsufficientDataError, match=f"`{name}` holds no scores"):
+            psi_from_summaries(ref, cur, [0.0])  # once a bare ZeroDivisionError
     with pytest.raises(StatsInputError, match="max_effect"):
         summary_grid(np.array([0.0, 1.0]), [0.5], n_current=3, max_effect=0.0)
 
