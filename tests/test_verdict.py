@@ -460,6 +460,13 @@ def test_flat_is_claimed_only_inside_the_margin() -> None:
     assert not v.outcome.flat
     assert not v.outcome.decay
     assert any("no evidence of decay (not proof of none" in r for r in v.reasons)
+    # the test is of mean(d) >= -margin: what may go unseen is the margin plus the MDE
+    loose = make_monitor(decay={"margin": 0.001})
+    v, _ = evaluate(loose, AT, check_data(AT, {"": seg}), MonitorState())
+    assert v.outcome is not None
+    assert v.outcome.mde is not None
+    unseen = f"a drop smaller than about {0.001 + v.outcome.mde:.4f}, the margin plus the MDE"
+    assert any(unseen in r for r in v.reasons), v.reasons
 
 
 def test_segments_are_holm_adjusted_and_bounded() -> None:

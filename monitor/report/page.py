@@ -556,12 +556,12 @@ def _outcome_section(
         ),
     ]
     out.append(_rows(rows))
-    mde = _g(o.mde, 3) if o.mde is not None else "unknown"
+    found = _g(o.mde + (o.margin or 0.0), 3) if o.mde is not None else "unknown"
     out.append(
         f'<p class="note-box">p above alpha means no evidence of a difference, not no '
         f"difference: with these {o.n_pairs:,} pairs this look could only reliably detect a "
-        f"mean decay of about {mde} or more (the minimum detectable effect); a smaller decay "
-        f"may be present and unseen.</p>"
+        f"mean decay of about {found} or more (the tolerated margin plus the minimum "
+        f"detectable effect); a smaller decay may be present and unseen.</p>"
     )
     if not o.decidable:
         out.append(

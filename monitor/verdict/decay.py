@@ -175,7 +175,7 @@ def _evaluate_outcomes(
                 margin=cfg.margin,
                 n_resamples=n_resamples,
                 confidence_level=cfg.confidence_level,
-                alpha=alpha,
+                alpha=alpha / tested,  # the MDE at Holm's first step: what the look can find
                 power=cfg.power,
                 rng=np.random.default_rng(_rng_seed(monitor.seed, name)),
             )

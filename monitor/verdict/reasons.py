@@ -53,7 +53,12 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
         return f"{where}decay cleared (recovered: interval above -margin): {stem}"
     if r.flat:
         return f"{where}outcome flat within +-{monitor.decay.margin:g}: {stem}"
-    return f"{where}no evidence of decay (not proof of none: MDE {_fmt(r.mde)}): {stem}"
+    unseen = None if r.mde is None else monitor.decay.margin + r.mde
+    return (
+        f"{where}no evidence of decay (not proof of none: a drop smaller than about "
+        f"{_fmt(unseen)}, the margin plus the MDE {_fmt(r.mde)}, may be present and unseen): "
+        f"{stem}"
+    )
 
 
 def _input_reason(
