@@ -183,28 +183,18 @@ class Daemon:
 
     def _skipped(self, name: str) -> None:
         """A slot the scheduler dropped because the monitor's job still waits for its previous
-        run (one that hangs, up to ``run_timeout``): recorded as ``error`` as a slot that finds
-        a run in flight is, never a warning alone that leaves the last verdict showing."""
-        try:
-            monitor = self.config.monitor(name)
-        except KeyError:  # removed by a reload meanwhile
-            return
-        at = self.slot_source(monitor) if self.slot_source else None
-        if self.slot_source is not None and at is None:
-            return
-        at = at or monitor.schedule.latest_slot(self.runner.clock())
+        run, which is within its ``run_timeout`` (a ``run_timeout`` at or past the interval
+        lets a slow check run on): a warning naming the monitor and the run it waits for, not
+        an error. That run is not known to hang until ``run_timeout``, when it is abandoned
+        and recorded as ``error``, and every later slot finds it in flight (``error``)."""
         with self._lock:
             previous = self._inflight.get(name)
-        since = f" since {_iso(previous.since)} (slot {_iso(previous.at)})" if previous else ""
-        log.error(
-            "slot skipped: the monitor's previous slot is still waiting for its run",
-            extra={"monitor": name, "at": at.isoformat()},
-        )
-        self.runner.fail(
-            name,
-            at,
-            f"previous run still in flight{since}, within run_timeout="
-            f"{monitor.run_timeout.total_seconds():g}s (a source may hang); this slot was not run",
+        extra: dict[str, str] = {"monitor": name}
+        if previous is not None:
+            extra.update(since=_iso(previous.since), waiting_for=_iso(previous.at))
+        log.warning(
+            "slot skipped: the monitor's previous run is still within its run_timeout",
+            extra=extra,
         )
 
     # -- runs -------------------------------------------------------------------------------
