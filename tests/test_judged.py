@@ -266,10 +266,20 @@ def test_conflicting_judgments_name_the_query_and_document(tmp_path: Path) -> No
 def test_bad_trec_line_names_file_and_line(tmp_path: Path) -> None:
     config = _world(tmp_path, RunsWorld(n_queries=5), fmt="trec")
     run = sorted((tmp_path / "runs").iterdir())[0]
-    run.write_text(run.read_text() + "q1 Q0 only-four 3\n")
-    with pytest.raises(SchemaError, match=r"line \d+ has 4 fields") as info:
+    good = run.read_text()
+    # blank lines count: the line named is the file's (they were once left out of the count)
+    body = "\n\n" + good.rstrip("\n") + "\n\n"
+    bad_line = body.count("\n") + 1
+    run.write_text(body + "q1 Q0 only-four 3\n")
+    with pytest.raises(SchemaError, match=rf"line {bad_line} has 4 fields") as info:
         _window(config, START, END)
     assert run.name in str(info.value)
+    run.write_text(body + "q1 Q0 d9 x 1.0 tag\n")
+    from monitor.sources import clear_cache
+
+    clear_cache()
+    with pytest.raises(SchemaError, match=rf"line {bad_line}: the rank 'x' is not a number"):
+        _window(config, START, END)
 
 
 def test_config_keys_are_validated_with_their_paths(tmp_path: Path) -> None:

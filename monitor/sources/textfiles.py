@@ -90,7 +90,9 @@ def _trec_files(source: _Source, window: Window | None) -> list[tuple[_File, int
 
 
 def _tokens(source: _Source, f: _File, width: int, shape: str) -> npt.NDArray[np.object_]:
-    """The whitespace-separated fields of a text file, one row per non-empty line."""
+    """The whitespace-separated fields of a text file, one row per non-empty line, and in a
+    last column (``width``) that line's number in the file (1-based, blank lines counted), as
+    errors name it."""
     try:
         with source.fs.open_input_stream(f.path) as handle:
             raw = handle.read()
@@ -104,16 +106,23 @@ def _tokens(source: _Source, f: _File, width: int, shape: str) -> npt.NDArray[np
             path=f.path,
             hint=f"a TREC file holds lines `{shape}`",
         ) from exc
-    lines = [line.split() for line in text.splitlines()]
-    lines = [parts for parts in lines if parts]
-    for i, parts in enumerate(lines):
+    rows: list[list[object]] = []
+    for number, line in enumerate(text.splitlines(), 1):
+        parts: list[object] = list(line.split())
+        if not parts:
+            continue
         if len(parts) != width:
             raise SchemaError(
-                f"line {i + 1} has {len(parts)} fields: {' '.join(parts)[:80]!r}; a TREC line "
-                f"holds `{shape}`",
+                f"line {number} has {len(parts)} fields: {' '.join(map(str, parts))[:80]!r}; "
+                f"a TREC line holds `{shape}`",
                 path=f.path,
             )
-    return np.array(lines, dtype=object).reshape(-1, width)
+        parts.append(number)
+        rows.append(parts)
+    out = np.empty((len(rows), width + 1), dtype=object)
+    if rows:
+        out[:] = rows
+    return out
 
 
 def _numbers(
@@ -127,7 +136,8 @@ def _numbers(
                 float(value)
             except ValueError:
                 raise SchemaError(
-                    f"line {i + 1}: the {role} {value!r} is not a number (query {fields[i, 0]!r})",
+                    f"line {fields[i, -1]}: the {role} {value!r} is not a number (query "
+                    f"{fields[i, 0]!r})",
                     path=f.path,
                 ) from None
         raise
