@@ -269,3 +269,32 @@ def test_monitors_grading_from_other_columns_of_one_file_get_their_own(tmp_path:
             spec = OutcomeSpec(path=str(tmp_path / "runs"), judged=judged)
             got = judged_outcomes(spec, window).outcomes
             assert got.tolist() == [expected[column]], (order, column)
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 1, 0, 2), (2, 3, 1, 0)])
+def test_infinite_scores_are_placed_as_trec_eval_places_them(
+    tmp_path: Path, order: tuple[int, ...]
+) -> None:
+    """A score of +inf is first and -inf last, whatever the order of the lines (ranks all 0,
+    so the score places): an infinite score was once a missing one on the sorting path (last)
+    and a value on the sorted rows' fast path (first)."""
+    import pytrec_eval
+
+    lines = ["q1 Q0 a 0 2.0 t", "q1 Q0 rel 0 inf t", "q1 Q0 b 0 1.0 t", "q1 Q0 c 0 -inf t"]
+    (tmp_path / "runs").mkdir()
+    text = "\n".join(lines[i] for i in order) + "\n"
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(text)
+    (tmp_path / "qrels.txt").write_text("q1 0 rel 1\nq1 0 a 0\nq1 0 c 1\n")
+    clear_cache()
+    got = {}
+    for metric, name in (("rr", "recip_rank"), ("ap", "map")):
+        judged = JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric=metric)
+        spec = OutcomeSpec(path=str(tmp_path / "runs"), judged=judged)
+        window = Window(
+            start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC)
+        )
+        got[name] = float(judged_outcomes(spec, window).outcomes[0])
+    run = {"q1": {"rel": float("inf"), "a": 2.0, "b": 1.0, "c": float("-inf")}}
+    qrels = {"q1": {"rel": 1, "a": 0, "c": 1}}
+    want = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "map"}).evaluate(run)["q1"]
+    assert got == pytest.approx(want, abs=1e-12)

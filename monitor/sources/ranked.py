@@ -379,18 +379,21 @@ def join(
 
 
 def _ordinal(x: FloatArray) -> tuple[IntArray, int]:
-    """Order-preserving codes of ``x`` (NaN last, equal values equal codes) and their count."""
+    """Order-preserving codes of ``x`` (NaN last, equal values equal codes) and their count.
+    An infinite rank or score is a value (a score of +inf first, as trec_eval and the sorted
+    rows' fast path order it), not a missing one: it once went last here and first there, so
+    one list scored differently by the order of its lines."""
     if x.size == 0:
         return np.zeros(0, dtype=np.int64), 1
-    finite = np.isfinite(x)
-    if finite.all():
+    if bool(np.isfinite(x).all()):
         codes, n, _ = ordinal_codes(x, keep_values=False)
         return codes, n + 1  # the last code is free for NaN
-    values = np.where(finite, x, np.inf)
-    uniq, codes = np.unique(values, return_inverse=True)
-    codes = codes.astype(np.int64).ravel()
+    missing = np.isnan(x)
+    uniq, inverse = np.unique(x[~missing], return_inverse=True)
+    codes = np.empty(x.size, dtype=np.int64)
+    codes[~missing] = inverse.ravel()
     nan_code = int(uniq.size)
-    codes[~finite] = nan_code
+    codes[missing] = nan_code
     return codes, nan_code + 1
 
 
