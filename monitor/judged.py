@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from monitor.errors import SchemaError
 from monitor.sources import OutcomeSpec, OutcomeWindow, Window
 from monitor.sources.judged import judged_window_key, read_judged_runs
 from monitor.sources.model import FloatArray, IntArray, JudgedRuns, JudgedSpec
@@ -148,6 +149,16 @@ def _judged_outcomes(spec: OutcomeSpec, judged: JudgedSpec, window: Window) -> O
     key_q = jr.list_query[first][keep]
     segments = None
     if spec.segment_column is not None:
+        if jr.list_segment is None and bool(keep.any()):
+            # the outcome window would hold outcomes beside no segments (a bare numpy
+            # broadcasting error when paired)
+            raise SchemaError(
+                f"{jr.runs_format} runs carry no segment, so outcomes.segment_column "
+                f"{spec.segment_column!r} cannot be read from them",
+                path=spec.path,
+                column=spec.segment_column,
+                hint="unset outcomes.segment_column, or log the runs as parquet with that column",
+            )
         seg_names = np.asarray(jr.segment_names, dtype=np.str_)
         segments = (
             seg_names[jr.list_segment[first][keep]]

@@ -298,3 +298,21 @@ def test_infinite_scores_are_placed_as_trec_eval_places_them(
     qrels = {"q1": {"rel": 1, "a": 0, "c": 1}}
     want = pytrec_eval.RelevanceEvaluator(qrels, {"recip_rank", "map"}).evaluate(run)["q1"]
     assert got == pytest.approx(want, abs=1e-12)
+
+
+def test_trec_runs_for_a_segmented_monitor_are_a_clear_error(tmp_path: Path) -> None:
+    """TREC runs have no segment field: a monitor with outcomes.segment_column gets an error
+    naming the runs and the column. It once got outcomes beside no segments, and pairing them
+    failed with a bare numpy broadcasting error."""
+    from monitor.errors import SchemaError
+
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(
+        "q1 Q0 a 1 3.0 t\nq2 Q0 b 1 2.0 t\n"
+    )
+    (tmp_path / "qrels.txt").write_text("q1 0 a 1\nq2 0 b 1\n")
+    judged = JudgedSpec(judgments=str(tmp_path / "qrels.txt"))
+    spec = OutcomeSpec(path=str(tmp_path / "runs"), segment_column="market", judged=judged)
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    with pytest.raises(SchemaError, match=r"runs: column 'market': trec runs carry no segment"):
+        judged_outcomes(spec, window)
