@@ -696,7 +696,7 @@ class _PageWriter:
         self.written: list[Path] = []
 
     def __call__(self, record: RunRecord, previous: RunRecord | None, last: bool) -> None:
-        from monitor.report import PageContext, render_monitor_page
+        from monitor.report import PageContext, page_file_name, render_monitor_page
 
         v = record.verdict
         changed = previous is not None and previous.verdict.state != v.state
@@ -714,7 +714,7 @@ class _PageWriter:
             PageContext(report=self.config.report, command=command, generated_at=v.at),
         )
         self.directory.mkdir(parents=True, exist_ok=True)
-        target = self.directory / f"{v.monitor}-{v.at.strftime('%Y%m%dT%H%MZ')}.html"
+        target = self.directory / page_file_name(v.monitor, v.at)
         target.write_text(page, encoding="utf-8")
         self.written.append(target)
 

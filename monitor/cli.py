@@ -343,7 +343,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
 
     from monitor.jobs import Runner, StateStore, state_fingerprint
     from monitor.logs import configure_logging
-    from monitor.report import HistoryStore, PageContext, render_monitor_page
+    from monitor.report import HistoryStore, PageContext, page_file_name, render_monitor_page
     from monitor.thresholds import load_thresholds
 
     configure_logging("WARNING")
@@ -394,7 +394,7 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 config_sha256=digest,
             ),
         )
-        target = out if single else out / f"{name}-{verdict.at.strftime('%Y%m%dT%H%MZ')}.html"
+        target = out if single else out / page_file_name(name, verdict.at)
         try:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(page, encoding="utf-8")

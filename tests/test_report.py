@@ -994,3 +994,18 @@ def test_nice_ticks_are_few_round_and_inside_the_range(lo: float, width: float) 
     assert all(a < b for a, b in itertools.pairwise(ticks))
     slack = 1e-9 * max(abs(lo), abs(hi), 1e-300)
     assert all(lo - slack <= t <= hi + slack for t in ticks), ticks
+
+
+def test_page_file_names_tell_apart_the_slots_of_one_minute() -> None:
+    """A slot's page is named to the minute, to the second inside a minute: a "30s"
+    schedule's two slots a minute once wrote one file, the later over the earlier."""
+    from monitor.report import page_file_name
+
+    at = datetime(2026, 3, 2, 0, 0, tzinfo=UTC)
+    names = [page_file_name("web", at + timedelta(seconds=s)) for s in (0, 30, 60, 90)]
+    assert names == [
+        "web-20260302T0000Z.html",
+        "web-20260302T000030Z.html",
+        "web-20260302T0001Z.html",
+        "web-20260302T000130Z.html",
+    ]

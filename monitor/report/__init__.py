@@ -10,6 +10,7 @@ from monitor.report.history import HistoryStore, MemoryHistory, history_entry
 from monitor.report.page import (
     LandingRow,
     PageContext,
+    page_file_name,
     render_landing,
     render_monitor_page,
     runbook_anchor,
@@ -21,6 +22,7 @@ __all__ = [
     "MemoryHistory",
     "PageContext",
     "history_entry",
+    "page_file_name",
     "render_landing",
     "render_monitor_page",
     "runbook_anchor",

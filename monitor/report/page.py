@@ -767,6 +767,15 @@ def _document(title: str, body: str) -> str:
     )
 
 
+def page_file_name(monitor: str, at: datetime) -> str:
+    """``<monitor>-<slot>.html`` of a slot's page: the slot to the minute
+    (``20260302T0000Z``), to the second when it falls inside a minute (a "30s" schedule's
+    two slots a minute once shared one file, the later page overwriting the earlier)."""
+    at = at.astimezone(UTC)
+    stamp = "%Y%m%dT%H%MZ" if at.second == 0 and at.microsecond == 0 else "%Y%m%dT%H%M%SZ"
+    return f"{monitor}-{at.strftime(stamp)}.html"
+
+
 def render_monitor_page(
     monitor: MonitorConfig,
     verdict: Verdict,
