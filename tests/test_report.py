@@ -368,6 +368,13 @@ def test_history_is_bounded_atomic_and_reloads(tmp_path: Path) -> None:
     for k in range(30):
         count.append("m", _verdict(t0 + timedelta(hours=k)))
     assert len(count.entries("m")) == 10
+    # reading applies the bound: a file written under a larger one reads bounded (it once
+    # came back whole until the next append), and the next append writes it so
+    assert len(HistoryStore(tmp_path / "h", max_entries=5, readonly=True).entries("m")) == 5
+    smaller = HistoryStore(tmp_path / "h", max_entries=5)
+    assert len(smaller.entries("m")) == 5
+    smaller.append("m", _verdict(t0 + timedelta(hours=100)))
+    assert len(HistoryStore(tmp_path / "h", max_entries=50).entries("m")) == 5
 
 
 def test_history_appends_a_line_a_check_and_reads_back_what_it_holds(tmp_path: Path) -> None:

@@ -264,7 +264,11 @@ class HistoryStore:
 
     def _get(self, name: str) -> list[dict[str, Any]]:
         if name not in self._entries:
-            self._entries[name] = self._read(name)
+            read = self._read(name)
+            bounded = self._bound(read)  # a file written under a larger bound reads bounded
+            if len(bounded) < len(read):
+                self._lines[name] = -1  # the next append writes the file whole
+            self._entries[name] = bounded
         return self._entries[name]
 
     def _read(self, name: str) -> list[dict[str, Any]]:
