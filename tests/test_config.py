@@ -59,7 +59,6 @@ outcomes.path = "/data/outcomes"
 outcomes.segment_column = "locale"
 outcomes.timestamp_unit = "ms"
 windows.current = "6h"
-decay.cadence = "6h"
 windows.reference_start = "2026-11-01T00:00:00Z"
 windows.reference_end = "2026-11-08T00:00:00+00:00"
 drift.tolerance = 0.05

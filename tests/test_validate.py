@@ -126,6 +126,22 @@ def test_the_budget_a_refusal_suggests_fits_and_is_the_smallest_that_does(
     assert _problems(_monitor(**dict(fields, budget=dict(budget, decay=lower))))
 
 
+def test_decay_looks_spells_the_cadence_everywhere_and_not_beside_it() -> None:
+    """``decay.looks`` is the old spelling of the cadence (period / looks): the outcome feed's
+    default max_lag follows it too (it once read decay.cadence's 1d default, so a golden set
+    evaluated every 7.5 days was stale after two); given with ``cadence`` one would be lost
+    silently, so both are refused; and a refusal whose budget cannot fit says what can."""
+    (weekly,) = _parse(_monitor(decay={"looks": 4})).monitors
+    assert weekly.decay_cadence == timedelta(days=7.5)
+    assert weekly.outcome_lag_limit == timedelta(days=15) + weekly.decay.settle
+    (both,) = _problems(_monitor(decay={"looks": 4, "cadence": "1h"}))
+    assert both.startswith("monitors[0].decay.looks: give decay.cadence or its old spelling")
+    (crowded,) = _problems(_monitor(decay={"looks": 40_000}))
+    assert "lower decay.looks (no budget.decay up to 0.5 fits)" in crowded, crowded
+    (often,) = _problems(_monitor(decay={"cadence": "1m"}))
+    assert "lengthen decay.cadence (no budget.decay up to 0.5 fits)" in often, often
+
+
 def test_explicit_n_resamples_above_the_cap_is_refused() -> None:
     (problem,) = _problems(_monitor(decay={"n_resamples": _MAX_RESAMPLES + 1}))
     assert problem == (

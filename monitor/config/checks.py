@@ -123,6 +123,7 @@ def _check_windows(
 # one core (docs/configuration.md). Without it, `budget.decay = 1e-6` asks for 6e8 and a check
 # runs for minutes.
 MAX_RESAMPLES = 1_000_000
+_MAX_BUDGET_DECAY = 0.5  # budget.decay's own upper limit (parse.py)
 _MAX_RESAMPLES = MAX_RESAMPLES
 
 
@@ -168,12 +169,17 @@ def _check_resamples(
         )
         return
     enough = _fitting_decay(schedule, decay, budget)
+    fewer = "lower decay.looks" if decay.looks else "lengthen decay.cadence"
+    remedy = (
+        f"raise budget.decay to at least {enough!r} or {fewer}"
+        if enough <= _MAX_BUDGET_DECAY
+        else f"{fewer} (no budget.decay up to {_MAX_BUDGET_DECAY} fits)"
+    )
     c.add(
         f"{path}.budget.decay",
         f"implies {n:,} sign-flip resamples per check (ceil(20 / alpha), alpha = "
-        f"{alpha:.3g} per look one decay.cadence after the previous), above the cap of "
-        f"{_MAX_RESAMPLES:,}; raise budget.decay to at least {enough!r} or lengthen "
-        f"decay.cadence; got {budget.decay!r}",
+        f"{alpha:.3g} per look one decay cadence after the previous), above the cap of "
+        f"{_MAX_RESAMPLES:,}; {remedy}; got {budget.decay!r}",
     )
 
 

@@ -201,11 +201,21 @@ class MonitorConfig:
         return min(max(2 * interval, timedelta(hours=1)), timedelta(hours=6))
 
     @property
+    def decay_cadence(self) -> timedelta:
+        """How often the golden set is looked at: ``decay.cadence``, or ``budget.period /
+        decay.looks`` when the old spelling ``looks`` is given (as the alarm plan takes it)."""
+        if self.decay.looks:
+            return self.budget.period / self.decay.looks
+        return self.decay.cadence
+
+    @property
     def outcome_lag_limit(self) -> timedelta:
-        """``outcomes.max_lag``, default ``2 x decay.cadence + decay.settle``."""
+        """``outcomes.max_lag``, default ``2 x the decay cadence + decay.settle`` (the cadence
+        that ``decay.looks`` spells too: it once read ``decay.cadence`` alone, and a golden set
+        evaluated weekly under ``looks = 4`` was stale after two days)."""
         if self.outcomes_max_lag is not None:
             return self.outcomes_max_lag
-        return 2 * self.decay.cadence + self.decay.settle
+        return 2 * self.decay_cadence + self.decay.settle
 
     @property
     def seasonal_period(self) -> timedelta | None:

@@ -11,7 +11,12 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from monitor.config.checks import _check_buckets, _check_resamples, _check_windows
+from monitor.config.checks import (
+    _MAX_BUDGET_DECAY,
+    _check_buckets,
+    _check_resamples,
+    _check_windows,
+)
 from monitor.config.fields import (
     _bool,
     _catalog,
@@ -507,6 +512,12 @@ def _parse_decay(c: _Collector, data: Any, path: str) -> DecayConfig:
     c.unknown(t, path, set(DecayConfig.__dataclass_fields__))
     n_resamples = c.get(t, "n_resamples", path, None, _int(99, 10_000_000))
     looks = c.get(t, "looks", path, None, _int(1))
+    if isinstance(t, dict) and "looks" in t and "cadence" in t:  # one would silently lose
+        c.add(
+            f"{path}.looks",
+            "give decay.cadence or its old spelling decay.looks (cadence = budget.period / "
+            "looks), not both",
+        )
     return DecayConfig(
         margin=c.get(t, "margin", path, d.margin, _float(0.0, 1.0)),
         min_pairs=c.get(t, "min_pairs", path, d.min_pairs, _int(2)),
@@ -531,7 +542,7 @@ def _parse_budget(c: _Collector, data: Any, path: str) -> BudgetConfig:
     t = c.table(data, path)
     d = BudgetConfig()
     c.unknown(t, path, {"period", "drift", "decay"})
-    unit = _float(0.0, 0.5, open_low=True)
+    unit = _float(0.0, _MAX_BUDGET_DECAY, open_low=True)
     return BudgetConfig(
         period=c.get(t, "period", path, d.period, _duration),
         drift=c.get(t, "drift", path, d.drift, unit),
