@@ -73,6 +73,18 @@ def _log_level(text: str) -> str:
     return text.lower()
 
 
+def _listen_address(text: str) -> str:
+    """``text`` when it is a listen address ``parse_listen`` takes (a usage error, not a
+    traceback, otherwise)."""
+    from monitor.config import parse_listen
+
+    try:
+        parse_listen(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error (an unknown flag, a bad value) exits 3, not 2: ``check``'s
     callers read exit codes as Nagios states, where 2 is CRITICAL (here: model decay) and a
@@ -138,7 +150,8 @@ def _parser() -> argparse.ArgumentParser:
         "--web.listen-address",
         dest="listen",
         metavar="HOST:PORT",
-        help="address to listen on ('[::1]:9464' for IPv6); overrides [server] listen",
+        help="address to listen on ('[::1]:9464' for IPv6; ':9464' is loopback only, unlike "
+        "node_exporter: give '0.0.0.0:9464' for every interface); overrides [server] listen",
     )
     r.add_argument(
         "--web.config.file",
@@ -166,10 +179,20 @@ def _parser() -> argparse.ArgumentParser:
 
     d = sub.add_parser("demo", help="write a synthetic world and run the daemon on it, fast")
     d.add_argument("--dir", type=Path, default=Path("demo-world"), help="where to write it")
-    d.add_argument("--listen", default="127.0.0.1:9464")
+    d.add_argument(
+        "--web.listen-address",
+        "--listen",
+        dest="listen",
+        type=_listen_address,
+        default="127.0.0.1:9464",
+        metavar="HOST:PORT",
+        help="address to listen on (default 127.0.0.1:9464)",
+    )
     d.add_argument("--tick", type=float, default=0.3, help="real seconds per simulated check")
     d.add_argument("--seed", type=int, default=7)
-    d.add_argument("--log-level", default="WARNING")
+    d.add_argument(
+        "--log.level", "--log-level", dest="log_level", type=_log_level, default="warning"
+    )
 
     b = sub.add_parser("backtest", help="replay scheduled checks over historical logs")
     b.add_argument("--config", required=True, type=Path)

@@ -199,6 +199,9 @@ def test_exit_code_convention() -> None:
         ["check", "--config", "monitor.toml", "--at", "yesterday"],
         ["report", "--config", "monitor.toml", "--replay-from", "soon"],
         ["nosuchcommand"],
+        # the demo's flags are checked as run's are (they once raised a traceback)
+        ["demo", "--web.listen-address", "bogus"],
+        ["demo", "--log-level", "loud"],
     ],
 )
 def test_a_usage_error_exits_3_not_nagios_critical(
