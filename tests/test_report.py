@@ -989,6 +989,7 @@ def test_the_cusum_line_breaks_where_the_deciding_segment_changes() -> None:
     width=st.floats(0.0, 1e12, allow_nan=False, allow_infinity=False),
 )
 @example(lo=0.3, width=0.0)  # made hi = 0.1 + 0.2 below: a range a float step wide
+@example(lo=0.0, width=5e-324)  # a subnormal span: log10 of its fifth (0) once raised
 def test_nice_ticks_are_few_round_and_inside_the_range(lo: float, width: float) -> None:
     """Ticks rise strictly, lie in the range and are at most count + 1; a range a few float
     steps wide (0.3 to 0.1 + 0.2: one score summed in two orders) once looped forever, and
