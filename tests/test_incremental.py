@@ -787,6 +787,62 @@ def test_a_cache_removes_entries_of_the_first_format_and_keeps_grids(tmp_path: P
     assert kept.exists()
 
 
+def test_a_cache_opening_leaves_a_live_writers_temp_file(tmp_path: Path) -> None:
+    """A cache that opens removes the temp files of writes a kill interrupted, never one a
+    live process is writing (the daemon's, while monitor check starts): it once removed every
+    one, the writer's rename failed, and the daemon wrote no bucket to disk for 10 minutes."""
+    import os
+    import subprocess
+    import sys
+
+    from monitor.incremental.store import BucketCache
+
+    folder = tmp_path / "demo" / "k1"
+    folder.mkdir(parents=True)
+    live = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    try:
+        writing = folder / f".bucket.{live.pid}_140001.tmp"
+        left = folder / f".bucket.{gone.pid}_140001.tmp"
+        mine = folder / f".bucket.{os.getpid()}_140001.tmp"
+        for f in (writing, left, mine):
+            f.write_bytes(b"RMBUCKET")
+        BucketCache(tmp_path, max_bytes=1 << 20)
+        assert writing.exists()
+        assert mine.exists()
+        assert not left.exists()
+    finally:
+        live.kill()
+        live.wait()
+
+
+def test_the_disk_bound_counts_every_writers_buckets_and_only_buckets(tmp_path: Path) -> None:
+    """Two processes' caches on one directory: the bound holds over both writers' files (a
+    cache once counted its own writes only, and the directory grew past the bound), and a
+    stray file among the entries (a copy) is neither counted nor removed (its name once made
+    every eviction raise)."""
+    from monitor.incremental.store import BucketCache
+    from monitor.stats import Cells
+
+    def bucket(start: int) -> Bucket:
+        return Bucket(start, {"a": Cells(np.array([3, 7]), np.array([2, 5]), 7, 0, 0)})
+
+    size = len(bucket(0).to_bytes("k", "fp"))
+    daemon = BucketCache(tmp_path, max_bytes=4 * size)
+    other = BucketCache(tmp_path, max_bytes=4 * size)
+    stray = tmp_path / "m" / "k" / "123 (copy).bucket"
+    daemon.put("m", "k", "fp", bucket(0))
+    stray.write_bytes(b"x" * size)
+    for start in range(1, 4):
+        other.put("m", "k", "fp", bucket(start))  # the daemon's cache never saw these
+    for start in range(4, 8):
+        daemon.put("m", "k", "fp", bucket(start))
+    entries = sorted(int(p.stem) for p in (tmp_path / "m" / "k").glob("*.bucket") if p != stray)
+    assert entries == [4, 5, 6, 7]  # the newest four of both writers'
+    assert stray.exists()
+
+
 def _digests_one_by_one(files: list[FileStat], starts: np.ndarray, step: int) -> list[str]:
     """The bucket digests as plainly as they can be written: each bucket's files in path
     order (a file of unknown span in every bucket)."""

@@ -6,6 +6,8 @@ import hashlib
 import io
 import json
 import logging
+import os
+import re
 import threading
 import time
 import zipfile
@@ -219,6 +221,31 @@ def _checksum(meta: Mapping[str, object], cells: bytes) -> str:
     return h.hexdigest()
 
 
+_BUCKET_STEM = re.compile(r"-?\d+")  # an entry's file name: its start, ns since the epoch
+_RELIST_SECONDS = 86_400.0  # how often the cache's files are listed again (other writers)
+_TMP_WRITER = re.compile(r"^\..+\.(\d+)_\d+\.tmp$")  # atomic_write's .<stem>.<pid>_<thread>.tmp
+
+
+def _writer_alive(name: str) -> bool:
+    """Whether the process that is writing temp file ``name`` (its pid in the name) still
+    runs: the daemon, a backtest and ``monitor check`` share a cache, and a reader starting up
+    once removed the daemon's write in flight (its rename then failed, and the daemon wrote no
+    bucket to disk for ten minutes). A name without a pid is a leftover."""
+    m = _TMP_WRITER.match(name)
+    if m is None:
+        return False
+    pid = int(m.group(1))
+    if pid == os.getpid():
+        return True  # another cache of this process may be writing it
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # EPERM: alive, another user's
+        return True
+    return True
+
+
 class BucketCache:
     """Bucket summaries in memory (LRU) and, with a ``directory``, on disk, each bounded by
     ``max_bytes`` (the oldest buckets go first on disk). Thread-safe."""
@@ -229,13 +256,15 @@ class BucketCache:
         self._memory: OrderedDict[tuple[str, str, int], tuple[str, Bucket]] = OrderedDict()
         self._memory_bytes = 0
         self._disk: dict[Path, int] | None = None
+        self._listed_at = 0.0
         self._lock = threading.Lock()
         self.hits = self.misses = self.corrupt = 0
         self.writable = directory is not None
         self._retry_at = 0.0
         if directory is not None and directory.is_dir():
             for tmp in directory.glob("*/*/.*.tmp"):  # a write a kill interrupted
-                tmp.unlink(missing_ok=True)
+                if not _writer_alive(tmp.name):  # never another process's write under way
+                    tmp.unlink(missing_ok=True)
             for old in directory.glob("*/*/*.npz"):  # entries of the first format
                 old.unlink(missing_ok=True)
 
@@ -349,24 +378,41 @@ class BucketCache:
                 self._memory_bytes -= gone.nbytes
 
     def _account(self, path: Path, size: int) -> None:
+        """Count a bucket written, and past ``max_bytes`` evict the oldest (by start) on disk.
+
+        Several processes write one cache (the daemon, a backtest): the files are listed again
+        before evicting and once a day, so what the others wrote or removed is counted (a
+        process once counted only its own writes, and the cache grew past its bound). Only
+        files named as buckets (``<start_ns>.bucket``) are counted or evicted."""
         assert self.directory is not None
         with self._lock:
-            if self._disk is None:
-                self._disk = {
-                    p: p.stat().st_size
-                    for p in self.directory.glob(f"*/*/*{_SUFFIX}")
-                    if p.is_file()
-                }
+            now = time.monotonic()
+            if self._disk is None or now - self._listed_at > _RELIST_SECONDS:
+                self._disk, self._listed_at = self._listing(), now
             self._disk[path] = size
             total = sum(self._disk.values())
             if total <= self.max_bytes:
                 return
-            # evict the oldest buckets (by start) until under the bound
+            self._disk, self._listed_at = self._listing(), now
+            self._disk[path] = size
+            total = sum(self._disk.values())
             for victim in sorted(self._disk, key=lambda p: int(p.stem)):
                 if total <= self.max_bytes or victim == path:
                     continue
                 total -= self._disk.pop(victim)
                 victim.unlink(missing_ok=True)
+
+    def _listing(self) -> dict[Path, int]:
+        assert self.directory is not None
+        out: dict[Path, int] = {}
+        for p in self.directory.glob(f"*/*/*{_SUFFIX}"):
+            if not _BUCKET_STEM.fullmatch(p.stem):
+                continue  # not an entry (a copy, a stray file): never counted or removed
+            try:
+                out[p] = p.stat().st_size
+            except OSError:  # removed meanwhile (another process evicted it)
+                continue
+        return out
 
     def holds(self, monitor: str) -> bool:
         """Whether a bucket of ``monitor`` is held in memory."""
