@@ -24,7 +24,7 @@ from monitor.engines.local import LocalEngine
 from monitor.sources import ScoreSpec, SummaryPart, Window
 from monitor.stats import Grid
 
-__all__ = ["Engine", "LocalEngine", "make_engine"]
+__all__ = ["Engine", "LocalEngine", "engine_alive", "make_engine"]
 
 
 class Engine(Protocol):
@@ -43,6 +43,12 @@ class Engine(Protocol):
     ) -> SummaryPart: ...
 
     def close(self) -> None: ...
+
+
+def engine_alive(engine: Engine) -> bool:
+    """Whether ``engine`` can still run a task: a Dask client whose scheduler went away is
+    closed for good (``DaskEngine.alive``); an engine without that notion always can."""
+    return bool(getattr(engine, "alive", True))
 
 
 def make_engine(

@@ -17,7 +17,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from monitor.errors import EngineUnavailableError
+from monitor.errors import EngineUnavailableError, MonitorError
 from monitor.sources import (
     ScoreSpec,
     SummaryPart,
@@ -72,9 +72,17 @@ class DaskEngine:
                 self._client = client_cls(self._cluster, timeout=timeout)
             else:
                 self._client = client_cls(address, timeout=timeout)
-        except (OSError, TimeoutError) as exc:
+        except (OSError, TimeoutError, ValueError, RuntimeError) as exc:
+            # refused, unresolvable, timed out; an address of no known scheme (ValueError);
+            # a LocalCluster whose nanny did not start (RuntimeError)
             self.close()
             raise EngineUnavailableError("dask", address, f"{type(exc).__name__}: {exc}") from exc
+
+    @property
+    def alive(self) -> bool:
+        """Whether the client still runs: once its scheduler goes away it is closed for good,
+        and the caller starts a new engine (which reconnects) instead of failing every check."""
+        return self._client is not None and self._client.status == "running"
 
     def summaries(
         self,
@@ -87,16 +95,25 @@ class DaskEngine:
     ) -> SummaryPart:
         spec = pin_snapshot(spec)  # a table: the tasks read the snapshot planned here
         tasks = window_tasks(spec, window)  # planned here: the workers list nothing
-        futures = self._client.map(
-            _part,
-            [spec] * len(tasks),
-            [window] * len(tasks),
-            [grid] * len(tasks),
-            [bucket] * len(tasks),
-            tasks,
-            pure=False,
-        )
-        parts = list(self._client.gather(futures)) if tasks else []
+        if self._client is None:
+            raise EngineUnavailableError("dask", self.address, "the engine was closed")
+        try:
+            futures = self._client.map(
+                _part,
+                [spec] * len(tasks),
+                [window] * len(tasks),
+                [grid] * len(tasks),
+                [bucket] * len(tasks),
+                tasks,
+                pure=False,
+            )
+            parts = list(self._client.gather(futures)) if tasks else []
+        except MonitorError:
+            raise  # a task's own (a file, a column): raised again as the reader raised it
+        except Exception as exc:  # the cluster's: a closed client, a lost scheduler or worker
+            raise EngineUnavailableError(
+                "dask", self.address, f"{type(exc).__name__}: {exc}"
+            ) from exc
         return merge_summary_parts(spec, window, grid, parts, bucket=bucket, check=check)
 
     def worker_cpu_seconds(self) -> float:

@@ -13,7 +13,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.config import EngineConfig, MonitorConfig
-from monitor.engines import Engine, make_engine
+from monitor.engines import Engine, engine_alive, make_engine
 from monitor.epoch import from_ns
 from monitor.errors import EngineUnavailableError, MonitorError
 from monitor.incremental.store import _CORRUPT, _FORMAT, Bucket, BucketCache, FrozenGrid, _grid_key
@@ -85,7 +85,20 @@ class SummaryChecks:
         }.get(kind)
         with self._lock:
             held = self._engines.get((kind, address))
+            if held is not None and not engine_alive(held):
+                # its scheduler went away (a restart): a new engine reconnects, where the
+                # closed one failed every later check until the daemon restarted
+                log.warning(
+                    "engine lost; starting it again", extra={"kind": kind, "address": address}
+                )
+                self._engines.pop((kind, address), None)
+                _close(held)
+                held = None
             if held is None:
+                # one engine of a kind: a reload that changed its address (spark.master) once
+                # got the old SparkSession back from getOrCreate and kept running on it
+                for other in [k for k in self._engines if k[0] == kind]:
+                    _close(self._engines.pop(other))
                 try:
                     held = make_engine(
                         kind,
@@ -102,6 +115,13 @@ class SummaryChecks:
                 log.info("engine started", extra={"kind": kind, "address": address})
                 self._engines[(kind, address)] = held
             return held
+
+    def _drop(self, engine: Engine) -> None:
+        """Forget and close a held engine that failed (the next ``engine`` starts another)."""
+        with self._lock:
+            for key in [k for k, held in self._engines.items() if held is engine]:
+                self._engines.pop(key)
+        _close(engine)
 
     def close(self) -> None:
         with self._lock:
@@ -317,13 +337,21 @@ class SummaryChecks:
             for order, lack, have in missing:
                 for run in _runs(lack, step):
                     lo, hi = run[0][0], run[-1][0] + step
-                    part = engine.summaries(
-                        spec,
-                        Window(start=from_ns(lo), end=from_ns(hi)),
-                        frozen.grid,
-                        bucket=settings.bucket,
-                        check=False,
-                    )
+                    run_window = Window(start=from_ns(lo), end=from_ns(hi))
+                    try:
+                        part = engine.summaries(
+                            spec, run_window, frozen.grid, bucket=settings.bucket, check=False
+                        )
+                    except EngineUnavailableError:
+                        if engine_used == "local":
+                            raise
+                        # the cluster went away under a held engine (a scheduler restart):
+                        # one new engine, once; a second failure is this check's error
+                        self._drop(engine)
+                        engine = self.engine(settings, engine_used)
+                        part = engine.summaries(
+                            spec, run_window, frozen.grid, bucket=settings.bucket, check=False
+                        )
                     made = _split(part, [b for b, _ in run])
                     for b, fp in run:
                         self.cache.put(monitor.name, frozen.key, fp, made[b])
@@ -391,6 +419,15 @@ class SummaryChecks:
             starts=(per_window[0][1], per_window[1][1]),
             rolling=(rolled[0], rolled[1]),
         )
+
+
+def _close(engine: Engine) -> None:
+    """Close an engine being replaced; a failure to (a client whose scheduler is gone) is
+    logged, not raised: the new engine is what the check needs."""
+    try:
+        engine.close()
+    except Exception as exc:  # the cluster library's own
+        log.warning("engine not closed cleanly", extra={"kind": engine.kind, "error": repr(exc)})
 
 
 def _check_invalid(
