@@ -17,6 +17,7 @@ from monitor.config.model import (
     EngineConfig,
     WindowConfig,
     _seasonal_mode,
+    look_cadence,
 )
 from monitor.schedule import Schedule, cron_walk, format_duration
 
@@ -142,7 +143,7 @@ def _implied_resamples(schedule: Schedule, decay: DecayConfig, budget: BudgetCon
 
 
 def _nominal_alpha(decay: DecayConfig, budget: BudgetConfig) -> float:
-    cadence = budget.period / decay.looks if decay.looks else decay.cadence
+    cadence = look_cadence(decay, budget)
     return budget.decay * (cadence / (budget.period + cadence))
 
 

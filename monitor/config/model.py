@@ -171,6 +171,13 @@ class BudgetConfig:
     decay: float = 0.05
 
 
+def look_cadence(decay: DecayConfig, budget: BudgetConfig) -> timedelta:
+    """How often the golden set is looked at: ``decay.cadence``, or ``budget.period /
+    decay.looks`` when its old spelling ``looks`` is given. The one rule the alarm plan,
+    ``validate`` and the outcome feed's default ``max_lag`` share."""
+    return budget.period / decay.looks if decay.looks else decay.cadence
+
+
 @dataclass(frozen=True, slots=True)
 class MonitorConfig:
     """One monitored retrieval system."""
@@ -202,11 +209,8 @@ class MonitorConfig:
 
     @property
     def decay_cadence(self) -> timedelta:
-        """How often the golden set is looked at: ``decay.cadence``, or ``budget.period /
-        decay.looks`` when the old spelling ``looks`` is given (as the alarm plan takes it)."""
-        if self.decay.looks:
-            return self.budget.period / self.decay.looks
-        return self.decay.cadence
+        """How often the golden set is looked at (``look_cadence``)."""
+        return look_cadence(self.decay, self.budget)
 
     @property
     def outcome_lag_limit(self) -> timedelta:

@@ -234,11 +234,8 @@ def _alarm_plan(monitor: MonitorConfig, segments: int) -> AlarmPlan:
         drift_alpha = float(special.ndtr(-drift_z)) * tests  # norm.sf; vs Holm-adjusted p
     else:
         drift_z, drift_alpha = math.inf, 0.0
-    cadence = monitor.decay.cadence
-    looks = max(1, math.floor(budget.period / cadence))
-    if monitor.decay.looks:
-        looks = monitor.decay.looks
-        cadence = budget.period / looks
+    cadence = monitor.decay_cadence
+    looks = monitor.decay.looks or max(1, math.floor(budget.period / cadence))
     decay_alpha = budget.decay * (cadence / (budget.period + cadence))
     n_resamples = monitor.decay.n_resamples or max(9999, math.ceil(20.0 / decay_alpha))
     return AlarmPlan(
