@@ -99,6 +99,79 @@ def test_an_unreachable_scheduler_is_an_error_naming_it() -> None:
     assert address in str(info.value)
 
 
+def test_an_engine_that_is_starting_does_not_hold_back_other_kinds(tmp_path: Path) -> None:
+    """A Dask connect waiting out its timeout on an unreachable scheduler holds only the Dask
+    monitors: a local-engine monitor's engine is handed out meanwhile, where one lock over
+    every kind once made it wait the whole connect timeout."""
+    pytest.importorskip("distributed", reason="the optional extra .[dask] is not installed")
+    import threading
+
+    from monitor.config import EngineConfig
+    from monitor.incremental import SummaryChecks
+
+    # a scheduler that accepts the connection and never answers: the connect waits its timeout
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    silent.settimeout(30)
+    port = silent.getsockname()[1]
+    settings = EngineConfig(kind="auto", dask_address=f"tcp://127.0.0.1:{port}")
+    checks = SummaryChecks(tmp_path)
+    outcome: list[BaseException] = []
+
+    def connect() -> None:
+        try:
+            checks.engine(settings, "dask")
+        except EngineUnavailableError as exc:
+            outcome.append(exc)
+
+    dask = threading.Thread(target=connect, daemon=True)
+    dask.start()
+    accepted: list[socket.socket] = []
+    try:
+        accepted.append(silent.accept()[0])  # the Dask engine is starting now
+        local = checks.engine(settings, "local")
+        assert isinstance(local, LocalEngine)
+        assert dask.is_alive()  # the local engine came while the connect still waited
+    finally:
+        for s in [*accepted, silent]:
+            s.close()  # the connect fails at once
+        dask.join(60)
+        checks.close()
+    assert not dask.is_alive()
+    assert len(outcome) == 1
+    assert f"127.0.0.1:{port}" in str(outcome[0])
+
+
+def test_a_scheduler_that_never_answers_is_an_error_naming_it() -> None:
+    """An address that accepts the connection and never answers (a paused scheduler, a proxy
+    with no backend) is an engine error after twice the connect timeout, where distributed's
+    unbounded handshake read once hung the check and, in flight for ever, every later check of
+    the monitor. While that connect still waits, the next attempt fails at once instead of
+    leaving another thread behind; once it ends, connects are tried again."""
+    pytest.importorskip("distributed", reason="the optional extra .[dask] is not installed")
+    import time
+
+    from monitor.engines.dask import DaskEngine
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen()
+    address = f"tcp://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        began = time.monotonic()
+        with pytest.raises(EngineUnavailableError, match="no answer within 2 s") as info:
+            DaskEngine(address, timeout=1.0)
+        assert 1.5 < time.monotonic() - began < 30
+        assert address in str(info.value)
+        with pytest.raises(EngineUnavailableError, match="still waits for an answer"):
+            DaskEngine(address, timeout=1.0)
+    finally:
+        silent.close()  # the waiting connect is refused now, and ends
+    with pytest.raises(EngineUnavailableError, match=r"Timed out|refused|still waits"):
+        DaskEngine(address, timeout=1.0)
+
+
 def test_an_address_of_no_known_scheme_is_an_error_naming_it() -> None:
     """A dashboard URL or a typo is an engine error naming the address, not a bare ValueError
     naming neither the engine nor the address."""

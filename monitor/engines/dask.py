@@ -7,12 +7,15 @@ invalid-share is checked once, as the local engine does. ``address = "local"`` s
 ``LocalCluster`` of two single-threaded worker processes bound to 127.0.0.1 with no dashboard
 (for trying it out and for the tests); any other address is a running scheduler, and one that
 cannot be reached within ``timeout`` is an ``EngineUnavailableError`` naming it, never a
-silent fall back to the local engine. This module is the only importer of dask and
-distributed (the optional extra ``.[dask]``).
+silent fall back to the local engine. One that accepts the connection and never answers (a
+paused scheduler, a proxy with no backend) is such an error after ``2 * timeout``; distributed
+bounds the connect but not the handshake after it, which waited forever. This module is the
+only importer of dask and distributed (the optional extra ``.[dask]``).
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 from typing import Any
@@ -32,6 +35,9 @@ from monitor.stats import Grid
 
 __all__ = ["DaskEngine"]
 
+_PENDING: dict[str, float] = {}  # address -> when a connect still waiting for its answer began
+_PENDING_LOCK = threading.Lock()
+
 
 def _part(
     spec: ScoreSpec, window: Window, grid: Grid, bucket: timedelta | None, task: SummaryTask
@@ -50,6 +56,10 @@ class DaskEngine:
         except ImportError as exc:  # the optional extra is missing
             raise EngineUnavailableError(
                 "dask", address, "dask and distributed are not installed: pip install '.[dask]'"
+            ) from exc
+        except OSError as exc:  # psutil reads /proc/meminfo on import (hidden by ProcSubset=pid)
+            raise EngineUnavailableError(
+                "dask", address, f"distributed cannot start here: {type(exc).__name__}: {exc}"
             ) from exc
         # distributed is only partly typed: its entry points are handled as Any
         client_cls: Any = distributed.Client
@@ -71,7 +81,7 @@ class DaskEngine:
                 )
                 self._client = client_cls(self._cluster, timeout=timeout)
             else:
-                self._client = client_cls(address, timeout=timeout)
+                self._client = _connect(client_cls, address, timeout)
         except (OSError, TimeoutError, ValueError, RuntimeError) as exc:
             # refused, unresolvable, timed out; an address of no known scheme (ValueError);
             # a LocalCluster whose nanny did not start (RuntimeError)
@@ -129,3 +139,51 @@ class DaskEngine:
         if self._cluster is not None:
             self._cluster.close()
             self._cluster = None
+
+
+def _connect(client_cls: Any, address: str, timeout: float) -> Any:
+    """``Client(address, timeout=timeout)`` awaited at most ``2 * timeout`` s.
+
+    distributed bounds reaching the address, but not the handshake read after it: an address
+    that accepts the connection and never answers waited forever, and with it the check and
+    every later one of the monitor (each found the last still in flight). The connect runs in a
+    thread of its own; one past the limit is left to finish and close the client it gets, and
+    no second connect to that address starts while it waits (one thread at most, not one a
+    check)."""
+    with _PENDING_LOCK:
+        since = _PENDING.get(address)
+        if since is not None:
+            raise TimeoutError(
+                f"a connect begun {time.monotonic() - since:.0f} s ago still waits for an answer"
+            )
+        _PENDING[address] = time.monotonic()
+    box: dict[str, Any] = {"client": None, "error": None, "abandoned": False}
+    done = threading.Event()
+
+    def attempt() -> None:
+        client, error = None, None
+        try:
+            client = client_cls(address, timeout=timeout)
+        except BaseException as exc:  # handed to the caller, which maps it
+            error = exc
+        with _PENDING_LOCK:
+            _PENDING.pop(address, None)
+            box.update(client=client, error=error)
+            late = box["abandoned"]
+            done.set()
+        if late and client is not None:
+            client.close()
+
+    threading.Thread(target=attempt, name=f"dask-connect:{address}", daemon=True).start()
+    if not done.wait(2 * timeout):
+        with _PENDING_LOCK:
+            if not done.is_set():
+                box["abandoned"] = True
+                raise TimeoutError(
+                    f"no answer within {2 * timeout:g} s: the address accepts connections but "
+                    "does not answer as a Dask scheduler (a paused scheduler, a proxy with no "
+                    "backend, another service's port)"
+                )
+    if box["error"] is not None:
+        raise box["error"]
+    return box["client"]

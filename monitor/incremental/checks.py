@@ -70,7 +70,8 @@ class SummaryChecks:
         self._given = dict(engines or {})
         self._rolling: dict[tuple[str, str], _Rolling] = {}
         self._plans: dict[str, BucketPlan] = {}  # per monitor: its last check's buckets
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the dicts of engines and of start locks
+        self._starting: dict[str, threading.Lock] = {}
         self.last_engine: dict[str, str] = {}
 
     # -- engines ----------------------------------------------------------------------------
@@ -84,21 +85,27 @@ class SummaryChecks:
             "spark": settings.spark_remote or settings.spark_master or "local[2]",
         }.get(kind)
         with self._lock:
-            held = self._engines.get((kind, address))
+            starting = self._starting.setdefault(kind, threading.Lock())
+        # one lock a kind, held while an engine starts: a connect that waits out its timeout on
+        # an unreachable scheduler no longer holds back the monitors of the other kinds
+        with starting:
+            with self._lock:
+                held = self._engines.get((kind, address))
             if held is not None and not engine_alive(held):
                 # its scheduler went away (a restart): a new engine reconnects, where the
                 # closed one failed every later check until the daemon restarted
                 log.warning(
                     "engine lost; starting it again", extra={"kind": kind, "address": address}
                 )
-                self._engines.pop((kind, address), None)
-                _close(held)
+                self._drop(held)
                 held = None
             if held is None:
                 # one engine of a kind: a reload that changed its address (spark.master) once
                 # got the old SparkSession back from getOrCreate and kept running on it
-                for other in [k for k in self._engines if k[0] == kind]:
-                    _close(self._engines.pop(other))
+                with self._lock:
+                    others = [self._engines.pop(k) for k in list(self._engines) if k[0] == kind]
+                for other in others:
+                    _close(other)
                 try:
                     held = make_engine(
                         kind,
@@ -113,7 +120,8 @@ class SummaryChecks:
                         f"{exc}; install it with pip install 'retrieval-monitor[{kind}]'",
                     ) from exc
                 log.info("engine started", extra={"kind": kind, "address": address})
-                self._engines[(kind, address)] = held
+                with self._lock:
+                    self._engines[(kind, address)] = held
             return held
 
     def _drop(self, engine: Engine) -> None:
