@@ -33,6 +33,7 @@ from monitor.sources import (
     ScoreSpec,
     ScoreWindow,
     Window,
+    latest_timestamp,
     pair_outcomes,
     read_outcomes,
     read_run_times,
@@ -242,6 +243,11 @@ def _newest(*arrays: np.ndarray | None) -> datetime | None:
         if arr is not None and arr.size:
             return _from_ns(int(arr.max()))
     return None
+
+
+def _before(at: datetime, when: datetime | None) -> datetime | None:
+    """``when`` if it is before ``at`` (a replay's source holds rows after its slot)."""
+    return when if when is not None and when < at else None
 
 
 def _empty_outcomes(like: OutcomeWindow, window: Window) -> OutcomeWindow:
@@ -521,12 +527,10 @@ class Runner:
             reference_start=reference_w.start,
             reference_end=reference_w.end,
             segments=segments,
-            newest_score=(
-                _newest(cur.timestamps, ref.timestamps)
-                if summarized is None
-                else (None if summarized.newest_ns is None else _from_ns(summarized.newest_ns))
-            ),
-            newest_outcome=runs.newest,
+            newest_score=self._newest_score(monitor, at, cur, ref, summarized),
+            # none in the lookback: the source's newest, so a feed dead for longer still says
+            # since when (it read "never", and its freshness series vanished)
+            newest_outcome=runs.newest or _before(at, ref_out.newest_timestamp),
             reference_outcome_queries=int(ref_out.query_ids.size),
             current_outcome_queries=int(cur_out.query_ids.size) if runs.new else 0,
             runs=runs.count,
@@ -549,6 +553,23 @@ class Runner:
             ("outcomes", "current"): int(cur_out.query_ids.size) if runs.new else 0,
         }
         return data, rows, samples
+
+    def _newest_score(
+        self,
+        monitor: MonitorConfig,
+        at: datetime,
+        cur: ScoreWindow,
+        ref: ScoreWindow,
+        summarized: SummaryRead | None,
+    ) -> datetime | None:
+        """The newest score row before ``at``: the windows' newest, else (both windows empty:
+        a feed dead for longer than them) the source's newest, when it is before ``at``."""
+        if summarized is not None:
+            if summarized.newest_ns is not None:
+                return _from_ns(summarized.newest_ns)
+            return _before(at, latest_timestamp(monitor.scores))
+        inside = _newest(cur.timestamps, ref.timestamps)
+        return inside or _before(at, cur.newest_timestamp)
 
     def _runs(self, monitor: MonitorConfig, at: datetime, state: MonitorState) -> _Runs:
         """The complete evaluation runs in the lookback (``max(windows.current, outcomes.max_lag)``

@@ -1122,3 +1122,36 @@ def test_a_corrupt_grid_is_rebuilt_and_the_log_says_what_became_of_the_file(
     else:
         assert "ignored (left for the daemon)" in record.getMessage()
         assert grid.read_bytes() == b"not a grid"
+
+
+def _newest_row(root: Path, feed: str) -> datetime:
+    """The newest timestamp of a feed's files, from their rows (not the monitor's lookup)."""
+    import pyarrow.parquet as pq
+
+    newest = max(
+        pq.read_table(f, columns=["timestamp"]).column("timestamp").to_numpy().max()
+        for f in (root / feed).rglob("*.parquet")
+    )
+    return datetime.fromtimestamp(int(newest.astype("datetime64[us]").astype(int)) / 1e6, UTC)
+
+
+@pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
+def test_a_feed_dead_longer_than_the_windows_says_since_when(
+    rolling_world: Path, config: str
+) -> None:
+    """Both feeds stopped 30 days before the check, longer than every window it reads: the
+    verdict still names their newest rows, where it read 'newest score never' and the
+    freshness series vanished exactly when a feed was most stale."""
+    late = T0 + timedelta(days=40)
+    v = Runner(load_config(rolling_world / config)).check("demo", late)
+    assert v.state == "insufficient_data"
+    score, outcome = _newest_row(rolling_world, "scores"), _newest_row(rolling_world, "outcomes")
+    assert v.newest_score == score
+    assert v.newest_outcome == outcome
+    stale = " ".join(v.stale)
+    assert f"score feed stale since {score.isoformat().replace('+00:00', 'Z')}" in stale
+    assert "never" not in " ".join(v.reasons)
+    # a replay before the feed's end: rows after the slot are not its freshness
+    mid = Runner(load_config(rolling_world / config)).check("demo", AT)
+    assert mid.newest_score is not None
+    assert mid.newest_score < AT

@@ -123,7 +123,8 @@ class CheckData:
     Outcomes: ``runs`` complete evaluation runs landed in ``[runs_start, runs_end]`` since the
     last look (0: nothing new to look at), paired with the reference period
     ``[outcome_reference_start, outcome_reference_end)``. ``newest_score`` / ``newest_outcome``
-    are the newest rows before ``at`` that the runner saw (None: none in the windows read).
+    are the newest rows before ``at``: the windows' (the outcome lookback's), else the source's
+    newest when it is before ``at`` (a feed dead for longer than the windows); None: none.
     """
 
     current_start: datetime
