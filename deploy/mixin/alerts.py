@@ -94,6 +94,7 @@ def _verdicts(c: MixinConfig) -> AlertGroup:
                 ),
                 expr=f"retrieval_monitor_model_decay{{{s}}} == 1",
                 for_=decay.for_,
+                keep_firing_for=decay.duration("keep_firing_for"),
                 severity=decay.severity,
                 summary="Retrieval quality dropped on monitor {{ $labels.monitor }}"
                 + _SEGMENT

@@ -20,7 +20,7 @@ SEVERITIES = ("critical", "warning", "info")
 
 # Each alert's own settings beyond severity and `for`: name -> kind ("duration" or "count").
 ALERT_PARAMS: dict[str, dict[str, str]] = {
-    "RetrievalModelDecay": {},
+    "RetrievalModelDecay": {"keep_firing_for": "duration"},
     "RetrievalDataDrift": {"keep_firing_for": "duration"},
     "RetrievalMonitorInsufficientData": {},
     "RetrievalMonitorStale": {"periods": "count"},

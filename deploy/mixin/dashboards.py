@@ -569,10 +569,14 @@ def drilldown(config: MixinConfig) -> dict[str, Any]:
         lay.place(
             _stat(
                 "Verdict flags",
-                f"retrieval_monitor_input_drift{{{ms}}} or retrieval_monitor_model_decay{{{ms}}}",
+                # a `flag` label each: `or` matches on every other label, and both series
+                # carry the same ones, so a plain `or` dropped every decay flag
+                f'label_replace(retrieval_monitor_input_drift{{{ms}}}, "flag", "input drift", '
+                f'"", "") or label_replace(retrieval_monitor_model_decay{{{ms}}}, "flag", '
+                f'"model decay", "", "")',
                 "none",
                 _thresholds(("green", None), ("red", 1)),
-                legend="{{__name__}} {{segment}}",
+                legend="{{flag}} {{segment}}",
                 text_mode="value_and_name",
             ),
             8,

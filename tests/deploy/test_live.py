@@ -134,6 +134,27 @@ def test_every_dashboard_expression_returns_data(live: Live, name: str) -> None:
     assert not empty
 
 
+def test_the_verdict_flags_show_drift_and_decay(live: Live) -> None:
+    """The drill-down's flag panel shows both flags of every segment. Its `a or b` once
+    dropped every decay flag: `or` matches on all labels but the name, which both share."""
+    (expr,) = [
+        e
+        for where, e in dashboard_exprs(load_dashboards()["drilldown.json"])
+        if "Verdict flags" in where
+    ]
+    for monitor in (DECAY, DRIFT):
+        got = live.stack.query(substitute(expr, monitor=monitor))
+        flags = sorted((s["metric"]["segment"], s["metric"]["flag"]) for s in got)
+        segments = sorted(
+            s["metric"]["segment"]
+            for s in live.stack.query(f'retrieval_monitor_model_decay{{monitor="{monitor}"}}')
+        )
+        want = sorted((seg, f) for seg in segments for f in ("input drift", "model decay"))
+        assert flags == want, monitor
+        decayed = [s for s in got if s["metric"]["flag"] == "model decay"]
+        assert any(float(s["value"][1]) == 1.0 for s in decayed) == (monitor == DECAY)
+
+
 @pytest.mark.parametrize("title", sorted(r["title"] for r in load_grafana_rules()))
 def test_every_grafana_rule_query_evaluates(live: Live, title: str) -> None:
     """Query A of each Grafana-managed rule runs on the real Prometheus without error, and every

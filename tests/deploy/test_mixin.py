@@ -107,7 +107,11 @@ def test_one_place_changes_every_artefact() -> None:
             links__runbook_base="https://wiki.example.org/rm",
             grafana__dashboard_uid_prefix="rmx",
             grafana__alert_uid_prefix="rmp",
-            alerts__RetrievalModelDecay={"severity": "warning", "for": "7m"},
+            alerts__RetrievalModelDecay={
+                "severity": "warning",
+                "for": "7m",
+                "keep_firing_for": "20m",
+            },
         )
     )
     files = outputs(config)
@@ -117,6 +121,7 @@ def test_one_place_changes_every_artefact() -> None:
     grules = {r["title"]: r for g in grafana["groups"] for r in g["rules"]}
     assert rules["RetrievalModelDecay"]["for"] == grules["RetrievalModelDecay"]["for"] == "7m"
     assert rules["RetrievalModelDecay"]["labels"] == {"severity": "warning"}
+    assert rules["RetrievalModelDecay"]["keep_firing_for"] == "20m"
     assert grules["RetrievalModelDecay"]["labels"] == {"severity": "warning"}
     for name, rule in rules.items():
         assert 'job="rm-prod"' in rule["expr"], name
@@ -163,7 +168,11 @@ def test_config_iv() -> None:
         links__runbook_base="runbook.md",
         grafana__alert_uid_prefix="has space",
         grafana__colour="blue",
-        alerts__RetrievalModelDecay={"severity": "page", "for": "5 minutes"},
+        alerts__RetrievalModelDecay={
+            "severity": "page",
+            "for": "5 minutes",
+            "keep_firing_for": "10m",
+        },
         alerts__RetrievalMonitorStale={"severity": "warning", "for": "5m", "periods": 0},
         alerts__RetrievalDataDrift=None,
         alerts__RetrievalSomethingElse={"severity": "info", "for": "1m"},

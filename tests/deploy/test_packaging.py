@@ -123,6 +123,10 @@ def test_systemd_unit_is_hardened() -> None:
     )
     # systemctl reload sends the daemon's reload signal (it had no ExecReload: reload failed)
     assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    # ProcSubset=pid hid /proc/stat (every process_* metric vanished: the collector reads the
+    # boot time there) and /proc/meminfo (`import distributed` failed: no Dask engine)
+    assert service.get("ProcSubset", ["all"]) == ["all"]
+    assert service["ProtectProc"] == ["invisible"]
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze not installed")
