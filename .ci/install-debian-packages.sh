@@ -2,7 +2,9 @@
 # Installs the Debian packages the integration tests need, when they are missing:
 # prometheus (prometheus, promtool), prometheus-alertmanager (alertmanager, amtool) and
 # chromium (the headless browser tests/test_browser.py loads the HTML pages in) and Java 17
-# (openjdk-17-jre-headless: the Spark engine's JVM, tests/test_engines.py).
+# (openjdk-17-jre-headless: the Spark engine's JVM, tests/test_engines.py); openssl, systemd
+# (systemd-analyze) and util-linux (unshare) for the TLS, unit and fault tests. A test whose tool
+# is missing is skipped on a developer's machine and fails under CI (tests/ci.py).
 set -euo pipefail
 missing=()
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
@@ -10,6 +12,9 @@ command -v prometheus-alertmanager >/dev/null 2>&1 || command -v alertmanager >/
   || missing+=(prometheus-alertmanager)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
+command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the TLS tests' certificates
+command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)  # the unit's verify
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)  # the state-dir fault tests
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

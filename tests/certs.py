@@ -1,4 +1,4 @@
-"""Self-signed certificates made with the real ``openssl`` binary (tests skip without it)."""
+"""Self-signed certificates made with the real ``openssl`` binary (tests/ci.py when missing)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
+from tests.ci import missing
 
 __all__ = ["self_signed"]
 
@@ -17,7 +17,7 @@ def self_signed(
     """``(cert, key)``: a fresh RSA-2048 self-signed certificate (127.0.0.1, ::1, localhost)."""
     openssl = shutil.which("openssl")
     if openssl is None:
-        pytest.skip("openssl is not installed")
+        missing("openssl is not installed: run .ci/install-debian-packages.sh (make debs)")
     directory.mkdir(parents=True, exist_ok=True)
     cert, key = directory / f"{name}.crt", directory / f"{name}.key"
     subprocess.run(

@@ -28,6 +28,7 @@ from PIL import Image
 
 from monitor.cli import main
 from monitor.simulate import SCENARIOS, World, write_world
+from tests.ci import missing
 from tests.deploy.stack import wait_for
 from tests.test_report import _json_value, parse
 
@@ -57,10 +58,7 @@ _FLAGS = [
 def _chromium() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
-        reason = "chromium is not installed: run .ci/install-debian-packages.sh (make debs)"
-        if os.environ.get("CI"):
-            pytest.fail(reason)
-        pytest.skip(reason)
+        missing("chromium is not installed: run .ci/install-debian-packages.sh (make debs)")
     return path
 
 

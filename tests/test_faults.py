@@ -27,6 +27,7 @@ from monitor.config import load_config
 from monitor.jobs import RESET_REASONS, StateStore, state_fingerprint
 from monitor.report import HistoryStore
 from monitor.verdict import MonitorState
+from tests.ci import missing
 from tests.deploy.stack import http_get, wait_for
 from tests.faults import (
     Daemon,
@@ -324,7 +325,7 @@ def test_kill_9_loop_keeps_state_valid_and_sweeps_temp_files(tmp_path: Path) -> 
 def _mounts_or_skip() -> None:
     reason = namespace_mounts_work()
     if reason is not None:
-        pytest.skip(reason)
+        missing(reason)
 
 
 def _ns_path(d: Daemon, path: Path) -> Path:
