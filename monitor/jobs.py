@@ -442,7 +442,15 @@ class Runner:
         if state.decay.active and state.decay.reference_start and state.decay.reference_end:
             # a raised decay is judged against the reference it was found against
             out_ref_w = Window(start=state.decay.reference_start, end=state.decay.reference_end)
+        # the runs looked at are never their own reference: a first look (or one after an
+        # outage) pools runs from as far back as the outcome feed's max_lag, which can reach
+        # into the reference window, and a run paired with itself pulls the look towards 0
+        overlap = runs.new is not None and runs.new.start < out_ref_w.end
+        if runs.new is not None and overlap and runs.new.start > out_ref_w.start:
+            out_ref_w = Window(start=out_ref_w.start, end=runs.new.start)
         ref_out = self.reader.outcomes(monitor.outcomes, out_ref_w)
+        if overlap and runs.new is not None and runs.new.start <= out_ref_w.start:
+            ref_out = _empty_outcomes(ref_out, out_ref_w)  # every reference run is looked at
         pair_split: Mapping[str, PairedOutcomes] = {}  # no new run: nothing to pair
         if runs.new is not None:
             cur_out = self.reader.outcomes(monitor.outcomes, runs.new)
