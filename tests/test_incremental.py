@@ -130,21 +130,21 @@ def test_an_hourly_check_reads_only_the_new_hour(rolling_world: Path, tmp_path: 
     again = _read(checks, rolling_world, AT)
     assert again.buckets_read == 0
     assert again.engine is None
-    nxt = _read(checks, rolling_world, AT + timedelta(hours=1))
+    nxt_at = AT + timedelta(hours=1)
+    nxt = _read(checks, rolling_world, nxt_at)
     # the hour leaving the current window joins the reference from the cache
     assert nxt.buckets_read == 1
     assert nxt.buckets_cached == 8 * 24 - 1
-    # the same numbers as a cold read of that slot (a new cache, same grid: it is on disk)
-    cold = _read(SummaryChecks(tmp_path / "other"), rolling_world, AT + timedelta(hours=1))
-    assert cold.grid.key != ""
+    # the same cells as a cold read of that slot (no cached bucket, the same grid on disk;
+    # a new state directory would build a grid of its own, and only totals could compare)
+    cold = _read(_grid_only(tmp_path / "state", tmp_path / "other"), rolling_world, nxt_at)
+    assert cold.grid.key == nxt.grid.key != ""
     assert cold.buckets_read == 8 * 24
+    assert _totals(nxt).keys() == _totals(cold).keys() == {"web", "app"}
     for name, (r, c) in _totals(nxt).items():
         cr, cc = _totals(cold)[name]
-        if cold.grid.key == nxt.grid.key:
-            assert np.array_equal(r, cr)
-            assert np.array_equal(c, cc)
-        assert r.sum() == cr.sum()
-        assert c.sum() == cc.sum()
+        assert np.array_equal(r, cr), name
+        assert np.array_equal(c, cc), name
 
 
 def _grid_only(state: Path, to: Path) -> SummaryChecks:
@@ -1155,3 +1155,45 @@ def test_a_feed_dead_longer_than_the_windows_says_since_when(
     mid = Runner(load_config(rolling_world / config)).check("demo", AT)
     assert mid.newest_score is not None
     assert mid.newest_score < AT
+
+
+def test_a_first_look_never_pairs_a_run_with_itself(rolling_world: Path) -> None:
+    """A first look pools the runs of the outcome feed's max_lag (2 days here), which reaches
+    into the reference window: the run that lies in both is looked at, and the reference ends
+    where the looked-at runs begin. Once it was in both, and the look paired it with itself.
+    The mean difference is checked against pairing by hand (per-query means, by query id)."""
+    import pyarrow.parquet as pq
+
+    v = Runner(load_config(rolling_world / "arrays.toml")).check("demo", AT)
+    rows = [
+        pq.read_table(f).to_pydict()
+        for f in sorted((rolling_world / "outcomes").rglob("*.parquet"))
+    ]
+
+    def when(text: str | None) -> datetime:
+        assert text is not None
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+    for segment, o in v.outcomes.items():
+        assert o.runs == 2
+        runs_start, reference_end = when(o.runs_start), when(o.reference_end)
+        assert runs_start < AT - DAY  # the pool reaches into the reference window
+        assert reference_end <= runs_start
+
+        def means(lo: datetime, hi: datetime, segment: str = segment) -> dict[str, float]:
+            acc: dict[str, list[float]] = {}
+            for table in rows:
+                for t, q, y, s in zip(
+                    *(table[c] for c in ("timestamp", "query_id", "outcome", "segment")),
+                    strict=True,
+                ):
+                    if s == segment and lo <= t < hi:
+                        acc.setdefault(q, []).append(y)
+            return {q: float(np.mean(ys)) for q, ys in acc.items()}
+
+        ref = means(when(o.reference_start), reference_end)
+        cur = means(runs_start, AT)
+        both = sorted(set(ref) & set(cur))
+        assert o.n_pairs == len(both)
+        want = float(np.mean([cur[q] - ref[q] for q in both]))
+        assert o.mean_difference == pytest.approx(want, abs=1e-12)

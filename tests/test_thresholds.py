@@ -41,12 +41,23 @@ def test_saved_thresholds_are_the_searched_ones(fresh: None, tmp_path: Path) -> 
         "numpy_kernels",
         "cpus",
     }
+    saved = {k: float.fromhex(v) for k, v in doc["thresholds"].items()}
+    assert sorted(saved.values()) == sorted(searched)
     plan._THRESHOLDS.clear()
     plan._cusum_h.cache_clear()
     plan._shewhart_z.cache_clear()
     assert load_thresholds(tmp_path) == 2
-    assert _search() == searched  # bit for bit, without a search
+    assert plan.known_thresholds() == saved  # handed to the alarm plan
+    assert _search() == searched  # bit for bit
     assert save_thresholds(tmp_path, known=2) == 2  # nothing new: not rewritten
+    # and used without a search: a file whose values were changed gives the changed values
+    doc["thresholds"] = {k: (v + 1.0).hex() for k, v in saved.items()}
+    (tmp_path / "cache" / "thresholds.json").write_text(json.dumps(doc))
+    plan._THRESHOLDS.clear()
+    plan._cusum_h.cache_clear()
+    plan._shewhart_z.cache_clear()
+    assert load_thresholds(tmp_path) == 2
+    assert _search() == (searched[0] + 1.0, searched[1] + 1.0)
 
 
 def test_a_remembered_threshold_is_used_instead_of_a_search(fresh: None) -> None:

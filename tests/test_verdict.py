@@ -493,6 +493,48 @@ def test_segments_are_holm_adjusted_and_bounded() -> None:
         evaluate(m, AT, check_data(AT, {**segs, "it": segs["de"]}), MonitorState())
 
 
+def _holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjustment, written out: sorted ascending, the i-th (from 0) of k is
+    max over j <= i of min(1, (k - j) p_(j))."""
+    k = len(pvalues)
+    order = sorted(range(k), key=lambda i: pvalues[i])
+    out, running = [0.0] * k, 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * pvalues[i]))
+        out[i] = running
+    return out
+
+
+def test_segments_are_holm_adjusted_not_bonferroni() -> None:
+    """Every segment's adjusted p-value is Holm's over the segments (decay) and over the
+    segments' block and anchor tracks (drift), checked against Holm written out, on p-values
+    where Holm and Bonferroni differ for the second smallest (the first is the same under
+    both, which is all the test above could see)."""
+    rng = np.random.default_rng(13)
+    m = make_monitor(max_segments=3)
+    segs = {
+        "de": segment(rng, AT),
+        "en": segment(rng, AT, shift=0.3, decay=0.007),
+        "fr": segment(rng, AT, shift=1.0, decay=0.05),
+    }
+    v, _ = evaluate(m, AT, check_data(AT, segs), MonitorState())
+    names = sorted(v.outcomes)
+    raw = [v.outcomes[n].pvalue for n in names]
+    assert all(p is not None for p in raw)
+    want = _holm([float(p) for p in raw if p is not None])
+    got = [v.outcomes[n].pvalue_adjusted for n in names]
+    assert got == pytest.approx(want, rel=1e-12)
+    bonferroni = [min(1.0, len(raw) * float(p)) for p in raw if p is not None]
+    assert got != pytest.approx(bonferroni, rel=1e-6)  # the case tells the two apart
+    tracks = [(n, t) for n in sorted(v.inputs) for t in ("block", "anchor")]
+    docs = {n: v.inputs[n].to_dict() for n in v.inputs}
+    raw_drift = [float(docs[n][f"{t}_pvalue"]) for n, t in tracks]
+    want_drift = _holm(raw_drift)
+    got_drift = [docs[n][f"{t}_pvalue_adjusted"] for n, t in tracks]
+    assert got_drift == pytest.approx(want_drift, rel=1e-12)
+    assert got_drift != pytest.approx([min(1.0, len(raw_drift) * p) for p in raw_drift], rel=1e-6)
+
+
 def test_state_round_trips_through_json() -> None:
     m = make_monitor()
     seg = segment(np.random.default_rng(14), AT, shift=1.0, decay=0.05)
