@@ -1093,7 +1093,7 @@ def test_an_entry_of_an_earlier_format_is_recomputed_quietly(
     path.write_bytes(data[:-1] + bytes([data[-1] ^ 1]))  # a flipped bit in the last count
     assert cache.get("m", "k", _GRID, 0, "fp") is None
     assert [r.getMessage() for r in caplog.records] == [
-        "corrupt cached bucket set aside; recomputing it"
+        "corrupt cached bucket removed; recomputing it"
     ]
     path.write_bytes(data)
     got = cache.get("m", "k", _GRID, 0, "fp")

@@ -329,7 +329,7 @@ class BucketCache:
             return None
         except _CORRUPT as exc:
             log.warning(
-                "corrupt cached bucket set aside; recomputing it",
+                "corrupt cached bucket removed; recomputing it",
                 extra={"monitor": monitor, "path": str(path), "error": str(exc)},
             )
             self.corrupt += 1
