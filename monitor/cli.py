@@ -115,7 +115,9 @@ def _parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="run every (or one) monitor once; read-only")
     c.add_argument("--config", required=True, type=Path)
     c.add_argument("--monitor", help="only this monitor")
-    c.add_argument("--at", type=_parse_at, help="evaluate the slot at this time (default the latest)")
+    c.add_argument(
+        "--at", type=_parse_at, help="evaluate the slot at this time (default the latest)"
+    )
     c.add_argument("--json", action="store_true", help="print the JSON contract")
     c.add_argument(
         "--replay-from",

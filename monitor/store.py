@@ -162,6 +162,7 @@ class StateStore:
     ) -> None:
         self.directory = directory
         self.readonly = readonly
+        self._told: set[tuple[str, str]] = set()  # read-only: (monitor, reason) logged once
         self.clock = clock
         self.fingerprints = dict(fingerprints or {})
 
@@ -235,7 +236,11 @@ class StateStore:
         fresh = MonitorState(fingerprint=fingerprint)
         fields = {"monitor": name, "path": str(path), "reason": reason, "error": detail}
         if self.readonly:
-            log.error("state file unreadable; checking without sequential state", extra=fields)
+            # once a process: a command reads a state more than once (the runner's start,
+            # then the check), and the same line twice read as two problems
+            if (name, reason) not in self._told:
+                self._told.add((name, reason))
+                log.error("state file unreadable; checking without sequential state", extra=fields)
             return StateLoad(fresh, reason, detail)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         aside = path.with_name(f"{path.name}.corrupt-{stamp}")

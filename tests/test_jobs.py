@@ -373,6 +373,20 @@ def test_readonly_store_ignores_untrusted_files_without_moving_them(tmp_path: Pa
     assert StateStore(tmp_path, readonly=True).sweep() == 0
 
 
+def test_a_readonly_store_logs_an_untrusted_file_once(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """`monitor check` reads a state at the runner's start and again at the check: one error
+    line for one problem, where the same line came twice."""
+    (tmp_path / "m.json").write_text("{garbage")
+    store = StateStore(tmp_path, readonly=True)
+    with caplog.at_level(logging.ERROR, logger="monitor"):
+        for _ in range(3):
+            assert store.read("m").reason == "syntax"
+    told = [r for r in caplog.records if r.getMessage().startswith("state file unreadable")]
+    assert len(told) == 1
+
+
 def test_sweep_removes_only_stale_temp_files(tmp_path: Path) -> None:
     store = StateStore(tmp_path)
     store.save("m", STATE)
