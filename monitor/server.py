@@ -65,7 +65,8 @@ _REALM = 'Basic realm="retrieval-monitor", charset="UTF-8"'
 # compared against when the user is unknown, so that an unknown user costs a bcrypt check too
 _DUMMY_HASH = b"$2b$10$9Rq3ScqAzydy57cOzGDQvu1oIhyoyrCg.GNHPUJ0hnOamrptEbkyi"
 _AUTH_CACHE_SIZE = 256
-_STOP_SIGNALS = {signal.SIGTERM, signal.SIGINT}
+# the daemon's process signals: stop, and reload (SIGHUP), handled by the main thread
+_MAIN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 _BUSY_PLAIN = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: 25\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections"
@@ -255,15 +256,16 @@ class _WebState:
 
 
 def _keep_signals_for_the_main_thread() -> None:
-    """Block SIGTERM/SIGINT in this (server) thread.
+    """Block SIGTERM/SIGINT/SIGHUP in this (server) thread.
 
     The kernel may deliver a process signal to any thread that does not block it; Python then
     only flags it, and a main thread asleep in the scheduler's wait would not run the handler
     until it wakes (an hour later). A connection thread asleep in a TLS handshake is exactly
-    such a thread: ``monitor run`` ignored SIGTERM with a silent TLS client attached.
+    such a thread: ``monitor run`` ignored SIGTERM with a silent TLS client attached. SIGHUP
+    (reload) likewise, as the check threads block it.
     """
     if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _MAIN_SIGNALS)
 
 
 def _bind(host: str, port: int) -> socket.socket:

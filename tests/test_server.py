@@ -9,6 +9,7 @@ import gzip
 import http.client
 import json
 import os
+import signal
 import socket
 import ssl
 import threading
@@ -316,6 +317,33 @@ def test_stop_is_bounded_with_clients_attached(tmp_path: Path) -> None:
     finally:
         for sock in clients:
             sock.close()
+
+
+def _blocked(native_id: int) -> set[int]:
+    """The signals a thread of this process blocks, from the kernel's own account of it."""
+    for line in Path(f"/proc/self/task/{native_id}/status").read_text().splitlines():
+        if line.startswith("SigBlk:"):
+            mask = int(line.split()[1], 16)
+            return {n for n in range(1, 65) if mask >> (n - 1) & 1}
+    raise AssertionError("no SigBlk line")
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="Linux /proc only")
+def test_server_threads_leave_process_signals_to_the_main_thread(
+    serve: list[HttpServer],
+) -> None:
+    """The accept loop and every connection thread block SIGTERM, SIGINT and SIGHUP, so the
+    kernel hands them to the main thread, whose handlers run at once; SIGHUP (reload) was
+    not blocked, and a reload could wait behind a main thread asleep until the next slot."""
+    server = _start(serve, ServerConfig(port=0))
+    with socket.create_connection(("127.0.0.1", server.port), timeout=BOUND):
+        wait_for(lambda: server.counts().connections_active == 1, timeout=BOUND, what="admitted")
+        threads = [t for t in threading.enumerate() if t.name.startswith("http")]
+        assert len(threads) >= 2  # the accept loop and the silent client's thread
+        for t in threads:
+            assert t.native_id is not None
+            want = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+            assert want <= _blocked(t.native_id), t.name
 
 
 def test_reaper_closes_a_client_that_sends_nothing(serve: list[HttpServer]) -> None:
