@@ -439,14 +439,29 @@ class Runner:
             cur = self._scores(monitor, current_w, with_timestamps=True, cuts=cur_cuts)
         runs = self._runs(monitor, at, state)
         out_ref_w = reference_w
-        if state.decay.active and state.decay.reference_start and state.decay.reference_end:
-            # a raised decay is judged against the reference it was found against
-            out_ref_w = Window(start=state.decay.reference_start, end=state.decay.reference_end)
-        # the runs looked at are never their own reference: a first look (or one after an
-        # outage) pools runs from as far back as the outcome feed's max_lag, which can reach
-        # into the reference window, and a run paired with itself pulls the look towards 0
+        decay = state.decay
+        ref_s, ref_e = decay.reference_start, decay.reference_end
+        frozen_held = bool(decay.active) or decay.holds_reference(reference_w.start)
+        if ref_s is not None and ref_e is not None and frozen_held:
+            # a raised decay is judged against the reference it was found against, and so is
+            # every look until the rolling reference holds none of the decayed runs (cleared,
+            # they would pull it down and mask a relapse)
+            out_ref_w = Window(start=ref_s, end=ref_e)
+            frozen = True
+        else:
+            frozen = monitor.windows.fixed_reference
+        # the runs looked at are never their own reference: a first look, or one after an
+        # outage, pools runs from as far back as the outcome feed's max_lag (or the outage),
+        # which can reach into the reference window; a run paired with itself pulls the look
+        # towards 0. A rolling reference moves back to end where the pooled runs begin (its
+        # length kept: after a long outage it would otherwise be empty, and the runs looked at
+        # with nothing to compare); a frozen or fixed one is cut there.
         overlap = runs.new is not None and runs.new.start < out_ref_w.end
-        if runs.new is not None and overlap and runs.new.start > out_ref_w.start:
+        if runs.new is not None and overlap and not frozen:
+            out_ref_w = Window(
+                start=runs.new.start - (out_ref_w.end - out_ref_w.start), end=runs.new.start
+            )
+        elif runs.new is not None and overlap and runs.new.start > out_ref_w.start:
             out_ref_w = Window(start=out_ref_w.start, end=runs.new.start)
         ref_out = self.reader.outcomes(monitor.outcomes, out_ref_w)
         if overlap and runs.new is not None and runs.new.start <= out_ref_w.start:

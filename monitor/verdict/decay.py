@@ -224,11 +224,17 @@ def _evaluate_outcomes(
     for name, since_at in active.items():  # raised segments absent from this look stay raised
         if name not in out and name in decay.reports:
             out[name] = replace(decay.reports[name], new_look=False, decay_since=_iso(since_at))
-    ref_start, ref_end = decay.reference_start, decay.reference_end
+    ref_start, ref_end, hold = decay.reference_start, decay.reference_end, decay.hold_until
     if active and ref_start is None:
         ref_start, ref_end = data.outcome_reference_start, data.outcome_reference_end
-    elif not active:
-        ref_start = ref_end = None
+    elif not active and decay.active and ref_start is not None:
+        # cleared: the frozen reference stays until the rolling one starts at or after this
+        # look's first run, so the decayed runs never enter it (a relapse would be masked)
+        hold = data.runs_start
+    elif not active and not decay.holds_reference(data.reference_start):
+        ref_start = ref_end = hold = None
+    if active:
+        hold = None
     looks = (*tuple(t for t in decay.looks if at - t < period)[-_MAX_LOOKS_KEPT:], at)
     return out, DecayTrack(
         looks=looks,
@@ -237,6 +243,7 @@ def _evaluate_outcomes(
         reference_start=ref_start,
         reference_end=ref_end,
         reports=out,
+        hold_until=hold,
     )
 
 

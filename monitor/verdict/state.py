@@ -168,7 +168,10 @@ class SegmentDrift:
 @dataclass(frozen=True, slots=True)
 class DecayTrack:
     """Sequential decay state: looks spent, the runs already looked at, raised segments, the
-    frozen reference while a decay is raised, and the last look's per-segment reports."""
+    frozen reference while a decay is raised, and the last look's per-segment reports.
+
+    ``hold_until``: after a decay cleared, the frozen reference is kept while the rolling one
+    starts before this time (the clearing look's first run), so it never holds decayed runs."""
 
     looks: tuple[datetime, ...] = ()
     runs_end: datetime | None = None
@@ -176,6 +179,7 @@ class DecayTrack:
     reference_start: datetime | None = None
     reference_end: datetime | None = None
     reports: Mapping[str, OutcomeReport] = field(default_factory=dict)
+    hold_until: datetime | None = None
     # ``to_dict``'s JSON made once: the track changes at a look (daily for a golden set) and
     # is saved at every check, twice (the state before the last slot holds it too)
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
@@ -183,6 +187,11 @@ class DecayTrack:
     @property
     def last_look_at(self) -> datetime | None:
         return self.looks[-1] if self.looks else None
+
+    def holds_reference(self, rolling_start: datetime) -> bool:
+        """Whether a cleared decay still keeps its frozen reference: the rolling reference
+        starting at ``rolling_start`` would hold runs from before the clearing look."""
+        return self.hold_until is not None and rolling_start < self.hold_until
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -192,6 +201,7 @@ class DecayTrack:
             "reference_start": _iso(self.reference_start),
             "reference_end": _iso(self.reference_end),
             "reports": {k: v.to_dict() for k, v in self.reports.items()},
+            "hold_until": _iso(self.hold_until),
         }
 
     def to_json(self) -> str:
@@ -210,12 +220,21 @@ class DecayTrack:
             reference_start=_parse_iso(d.get("reference_start")),
             reference_end=_parse_iso(d.get("reference_end")),
             reports={k: OutcomeReport.from_dict(v) for k, v in d.get("reports", {}).items()},
+            hold_until=_parse_iso(d.get("hold_until")),
         )
 
 
 _TRACK_KEYS = {"cusum", "active", "active_since", "quiet", "clear_cusum"}
 _SEGMENT_KEYS = {"evidence_end", "reference", "anchor", "anchor_ref"}
-_DECAY_KEYS = {"looks", "runs_end", "active", "reference_start", "reference_end", "reports"}
+_DECAY_KEYS = {
+    "looks",
+    "runs_end",
+    "active",
+    "reference_start",
+    "reference_end",
+    "reports",
+    "hold_until",
+}
 
 
 def _need(ok: bool, where: str, what: str, value: Any) -> None:
@@ -304,7 +323,7 @@ def _check_state_doc(d: Any) -> None:
     _need(isinstance(decay, Mapping), "decay", "an object", decay)
     unknown = set(decay) - _DECAY_KEYS
     _need(not unknown, "decay", f"an object with keys {sorted(_DECAY_KEYS)}", unknown)
-    for key in ("runs_end", "reference_start", "reference_end"):
+    for key in ("runs_end", "reference_start", "reference_end", "hold_until"):
         _check_time(decay, key, "decay.")
     looks = decay.get("looks", [])
     _need(isinstance(looks, list), "decay.looks", "a list of times", looks)

@@ -1,0 +1,128 @@
+"""The reference a decay look pairs with, on daily golden-set runs (100 queries at 02:00,
+hourly checks, 1-day current window, 7-day rolling reference): never the runs looked at, a
+rolling one moved back before them after an outage, and the frozen one kept after a decay
+clears until the rolling one holds none of the decayed runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+
+from monitor.config import load_config
+from monitor.jobs import Runner
+from monitor.sources import write_parquet
+from monitor.verdict import Verdict
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+DAY = timedelta(days=1)
+QUERIES = np.array([f"q{i:03d}" for i in range(100)])
+
+
+def _us(t: datetime) -> np.datetime64:
+    return np.datetime64(t.replace(tzinfo=None), "us")
+
+
+def _world(root: Path, shift: Callable[[int], float], days: int) -> Runner:
+    """Scores every 2 minutes (flat), and one evaluation run a day at 02:00 whose outcomes
+    are a fixed quality per query plus ``shift(day)`` plus noise (sd 0.01)."""
+    rng = np.random.default_rng(7)
+    stamps = _us(T0) + np.arange(0, days * 24 * 60, 2).astype("timedelta64[m]")
+    write_parquet(
+        root / "scores" / "s.parquet", {"timestamp": stamps, "score": rng.normal(size=stamps.size)}
+    )
+    quality = rng.uniform(0.2, 0.8, QUERIES.size)
+    for day in range(days):
+        at = _us(T0 + day * DAY + timedelta(hours=2)) + np.arange(QUERIES.size).astype(
+            "timedelta64[s]"
+        )
+        outcome = quality + shift(day) + rng.normal(0.0, 0.01, QUERIES.size)
+        write_parquet(
+            root / "outcomes" / f"run-{day:02d}.parquet",
+            {"timestamp": at, "query_id": QUERIES, "outcome": outcome},
+        )
+    (root / "monitor.toml").write_text(
+        '[server]\nstate_dir = "state"\n[[monitors]]\nname = "m"\nschedule = "1h"\nseed = 1\n'
+        'scores.path = "scores"\noutcomes.path = "outcomes"\noutcomes.query_column = "query_id"\n'
+        'windows.current = "1d"\nwindows.reference = "7d"\n'
+    )
+    config = load_config(root / "monitor.toml")
+    return Runner(config, clock=lambda: T0 + days * DAY)
+
+
+def _look(runner: Runner, day: int) -> Verdict:
+    return runner.run("m", T0 + day * DAY + timedelta(hours=3)).verdict
+
+
+def _when(text: str | None) -> datetime:
+    assert text is not None
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
+
+
+def test_a_relapse_after_a_decay_cleared_is_raised(tmp_path: Path) -> None:
+    """Down 0.03 on days 9-11 (raised), back on day 12 (cleared), down 0.02 from day 13: the
+    relapse is raised at once against the frozen reference. The rolling reference of days 6-12
+    would hold the decayed runs, which pulled it down and masked the relapse for ever."""
+
+    def shift(day: int) -> float:
+        return -0.03 if 9 <= day <= 11 else (-0.02 if day >= 13 else 0.0)
+
+    runner = _world(tmp_path, shift, 16)
+    _look(runner, 8)
+    states = {day: _look(runner, day) for day in range(9, 15)}
+    assert [states[d].state for d in range(9, 15)] == [
+        "model_decay", "model_decay", "model_decay", "ok", "model_decay", "model_decay",
+    ]  # fmt: skip
+    frozen = states[9].outcomes[""]
+    for day in (12, 13):
+        o = states[day].outcomes[""]
+        assert (o.reference_start, o.reference_end) == (
+            frozen.reference_start,
+            frozen.reference_end,
+        )
+        assert o.mean_difference is not None
+        assert abs(o.mean_difference - shift(day)) < 0.005
+
+
+def test_a_cleared_decay_keeps_its_reference_until_the_rolling_one_is_clean(
+    tmp_path: Path,
+) -> None:
+    """After the clearing look (day 12, first run 02:00), the frozen reference is kept while the
+    rolling one starts before that run, then the rolling one is used again."""
+
+    def shift(day: int) -> float:
+        return -0.03 if 9 <= day <= 11 else 0.0
+
+    runner = _world(tmp_path, shift, 23)
+    for day in range(8, 22):
+        v = _look(runner, day)
+        o = v.outcomes[""]
+        assert v.state == ("model_decay" if 9 <= day <= 11 else "ok"), day
+        rolling = v.at - 8 * DAY
+        if day <= 19:  # the rolling reference would start before day 12 02:00
+            assert _when(o.reference_end) <= T0 + 9 * DAY + timedelta(hours=2), day
+        else:
+            assert _when(o.reference_start) == rolling, day
+            assert _when(o.reference_start) >= T0 + 12 * DAY
+
+
+def test_a_look_after_a_long_outage_pairs_with_the_week_before_its_runs(tmp_path: Path) -> None:
+    """The daemon is down from day 9 to day 19 and the golden set drops 0.05 from day 12: the
+    first look pools days 9-19 and pairs them with the 7 days before them, where the rolling
+    reference (after the pooled runs began) was emptied and the decay never seen."""
+
+    def shift(day: int) -> float:
+        return -0.05 if day >= 12 else 0.0
+
+    runner = _world(tmp_path, shift, 21)
+    _look(runner, 8)
+    v = _look(runner, 19)
+    o = v.outcomes[""]
+    assert v.state == "model_decay"
+    assert o.n_pairs == QUERIES.size
+    start = _when(o.runs_start)
+    assert start == T0 + 9 * DAY + timedelta(hours=2)
+    assert _when(o.reference_end) == start
+    assert _when(o.reference_end) - _when(o.reference_start) == 7 * DAY
