@@ -236,6 +236,8 @@ class _Runs:
     new: Window | None
     end: datetime | None
     newest: datetime | None
+    rows: int = 0  # rows in [new.start - run_gap, end] (0: the lookback does not cover it)
+    late: int = 0  # rows landed since the last look in that look's span
 
 
 def _newest(*arrays: np.ndarray | None) -> datetime | None:
@@ -559,6 +561,8 @@ class Runner:
             runs=runs.count,
             runs_start=runs.new.start if runs.new else None,
             runs_end=runs.end,
+            runs_rows=runs.rows,
+            late_rows=runs.late,
             outcome_reference_start=out_ref_w.start,
             outcome_reference_end=out_ref_w.end,
             judged=_judged_check(monitor, ref_out, cur_out if runs.new else None),
@@ -620,6 +624,16 @@ class Runner:
             return _Runs(count=0, new=None, end=None, newest=None)
         ts = np.sort(times)
         newest = _from_ns(int(ts[-1]))
+        gap_ns = cfg.run_gap // timedelta(microseconds=1) * 1000
+        # rows that landed after the last look with times in its span (a run written in parts,
+        # a segment evaluated by its own job) are older than runs_end: without this count they
+        # were never looked at, and entered the rolling reference untested
+        late, span = 0, state.decay.runs_start
+        if seen is not None and span is not None and state.decay.runs_rows:
+            lo = _ns(span) - gap_ns
+            if lo >= _ns(window.start):  # the lookback still holds that span whole
+                held = int(np.searchsorted(ts, _ns(seen), "right") - np.searchsorted(ts, lo))
+                late = max(0, held - state.decay.runs_rows)
         gaps = np.diff(ts)
         cuts = np.flatnonzero(gaps > cfg.run_gap // timedelta(microseconds=1) * 1000)
         ends = np.concatenate((cuts, [ts.size - 1]))
@@ -635,15 +649,30 @@ class Runner:
             return _Runs(count=0, new=None, end=None, newest=newest)
         last = int(ts[done[-1]])
         # everything that landed after the previous look, up to the end of the newest complete
-        # run (runs closer together than run_gap merge into one; the pooling is the same)
+        # run (runs closer together than run_gap merge into one; the pooling is the same); with
+        # late rows, the last look's span again, with them
         floor = _ns(seen) if seen is not None else None
+        if late and span is not None:
+            floor = _ns(span) - gap_ns - 1
+            last = max(last, _ns(seen)) if seen is not None else last
         fresh = ts[(ts <= last) & (ts > floor)] if floor is not None else ts[ts <= last]
         if fresh.size == 0:
             return _Runs(count=0, new=None, end=None, newest=newest)
         first = int(fresh[0])
         chosen = [b for b in ends if first <= ts[b] <= last]
         new = Window(start=_from_ns(first), end=_from_ns(last) + timedelta(microseconds=1))
-        return _Runs(count=max(len(chosen), 1), new=new, end=_from_ns(last), newest=newest)
+        lo = first - gap_ns
+        rows = 0
+        if lo >= _ns(window.start):  # counted whole: the next checks compare with it
+            rows = int(np.searchsorted(ts, last, "right") - np.searchsorted(ts, lo))
+        return _Runs(
+            count=max(len(chosen), 1),
+            new=new,
+            end=_from_ns(last),
+            newest=newest,
+            rows=rows,
+            late=late,
+        )
 
     # -- runs -------------------------------------------------------------------------------
 

@@ -112,6 +112,7 @@ def _state_times(state: MonitorState, prefix: str = "") -> Iterator[tuple[str, d
         (f"{prefix}decay.reference_start", decay.reference_start),
         (f"{prefix}decay.reference_end", decay.reference_end),
         (f"{prefix}decay.hold_until", decay.hold_until),
+        (f"{prefix}decay.runs_start", decay.runs_start),
     )
     for i, look in enumerate(decay.looks):
         yield f"{prefix}decay.looks[{i}]", look

@@ -25,16 +25,17 @@ def _us(t: datetime) -> np.datetime64:
     return np.datetime64(t.replace(tzinfo=None), "us")
 
 
-def _world(root: Path, shift: Callable[[int], float], days: int) -> Runner:
-    """Scores every 2 minutes (flat), and one evaluation run a day at 02:00 whose outcomes
-    are a fixed quality per query plus ``shift(day)`` plus noise (sd 0.01)."""
+def _world(root: Path, shift: Callable[[int], float], days: int, runs: int | None = None) -> Runner:
+    """Scores every 2 minutes (flat) for ``days`` days, and one evaluation run a day at 02:00
+    (the first ``runs`` days; all by default) whose outcomes are a fixed quality per query
+    plus ``shift(day)`` plus noise (sd 0.01)."""
     rng = np.random.default_rng(7)
     stamps = _us(T0) + np.arange(0, days * 24 * 60, 2).astype("timedelta64[m]")
     write_parquet(
         root / "scores" / "s.parquet", {"timestamp": stamps, "score": rng.normal(size=stamps.size)}
     )
     quality = rng.uniform(0.2, 0.8, QUERIES.size)
-    for day in range(days):
+    for day in range(days if runs is None else runs):
         at = _us(T0 + day * DAY + timedelta(hours=2)) + np.arange(QUERIES.size).astype(
             "timedelta64[s]"
         )
@@ -126,3 +127,41 @@ def test_a_look_after_a_long_outage_pairs_with_the_week_before_its_runs(tmp_path
     assert start == T0 + 9 * DAY + timedelta(hours=2)
     assert _when(o.reference_end) == start
     assert _when(o.reference_end) - _when(o.reference_start) == 7 * DAY
+
+
+def test_rows_that_land_late_in_a_looked_at_run_are_looked_at(tmp_path: Path) -> None:
+    """Day 9's run is written in two files: half its queries on time (healthy), the other half
+    90 minutes later, down 0.2, with the same 02:00 times. The check after they land looks at
+    the run again, with them; they were older than the last look's runs_end, so they were
+    never tested and entered the rolling reference. Without late rows, no check looks twice."""
+    runner = _world(tmp_path, lambda day: 0.0, 11, runs=9)
+    for day in range(3, 9):
+        assert _look(runner, day).outcomes[""].late_rows == 0
+    rng = np.random.default_rng(3)
+    quality = np.random.default_rng(7)  # the world's per-query quality (its second draw)
+    quality.normal(size=11 * 24 * 30)
+    base = quality.uniform(0.2, 0.8, QUERIES.size)
+    at = _us(T0 + 9 * DAY + timedelta(hours=2)) + np.arange(QUERIES.size).astype("timedelta64[s]")
+    for part, half, shift in (("a", slice(0, None, 2), 0.0), ("b", slice(1, None, 2), -0.2)):
+        if part == "b":
+            on_time = runner.run("m", T0 + 9 * DAY + timedelta(hours=3)).verdict
+            o = on_time.outcomes[""]
+            assert (on_time.state, o.n_pairs, o.late_rows) == ("ok", 50, 0)
+        write_parquet(
+            tmp_path / "outcomes" / f"run-09{part}.parquet",
+            {
+                "timestamp": at[half],
+                "query_id": QUERIES[half],
+                "outcome": base[half] + shift + rng.normal(0.0, 0.01, 50),
+            },
+        )
+    late = runner.run("m", T0 + 9 * DAY + timedelta(hours=4)).verdict
+    o = late.outcomes[""]
+    assert late.state == "model_decay"
+    # 49 late: the 50th (at 02:01:39) is newer than the on-time half's newest row (02:01:38)
+    assert (o.new_look, o.late_rows, o.n_pairs) == (True, 49, 100)
+    assert o.mean_difference is not None
+    assert abs(o.mean_difference + 0.1) < 0.01
+    assert "landed late" in " ".join(late.reasons)
+    again = runner.run("m", T0 + 9 * DAY + timedelta(hours=5)).verdict
+    assert not again.outcomes[""].new_look  # counted now: no third look at the same rows

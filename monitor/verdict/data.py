@@ -139,6 +139,8 @@ class CheckData:
     runs: int = 0
     runs_start: datetime | None = None
     runs_end: datetime | None = None
+    runs_rows: int = 0  # rows in [runs_start - decay.run_gap, runs_end] (0: not counted)
+    late_rows: int = 0  # rows landed since the last look in that look's span: looked at again
     outcome_reference_start: datetime | None = None
     outcome_reference_end: datetime | None = None
     judged: JudgedCheck | None = None

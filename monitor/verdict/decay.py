@@ -126,7 +126,7 @@ def _evaluate_outcomes(
     if (
         data.runs == 0
         or data.runs_end is None
-        or (decay.runs_end is not None and data.runs_end <= decay.runs_end)
+        or (decay.runs_end is not None and data.runs_end <= decay.runs_end and not data.late_rows)
         or (last is not None and at <= last)
     ):
         # nothing new landed (or already looked at): carry the last look; raised stays raised
@@ -150,6 +150,7 @@ def _evaluate_outcomes(
         "runs_end": _iso(data.runs_end),
         "reference_start": _iso(data.outcome_reference_start),
         "reference_end": _iso(data.outcome_reference_end),
+        "late_rows": data.late_rows,
     }
     base: dict[str, OutcomeReport] = {}
     results = {}
@@ -244,6 +245,8 @@ def _evaluate_outcomes(
         reference_end=ref_end,
         reports=out,
         hold_until=hold,
+        runs_start=data.runs_start,
+        runs_rows=data.runs_rows,
     )
 
 

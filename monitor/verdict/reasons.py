@@ -25,6 +25,8 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
     )
     ref = f"reference runs [{r.reference_start}, {r.reference_end})"
     runs = f"{r.runs} run(s) landed [{r.runs_start}, {r.runs_end}]"
+    if r.late_rows:
+        runs += f" ({r.late_rows} row(s) landed late in the runs looked at before: looked at again)"
     what = f"mean {r.metric} difference" if r.metric else "mean outcome difference"
     stem = (
         f"{what} {_fmt(r.mean_difference, '+.4f')} over {r.n_pairs} pairs "

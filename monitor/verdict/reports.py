@@ -131,6 +131,7 @@ class OutcomeReport:
     runs: int = 0
     runs_start: str | None = None
     runs_end: str | None = None
+    late_rows: int = 0
     reference_start: str | None = None
     reference_end: str | None = None
     metric: str | None = None

@@ -171,7 +171,11 @@ class DecayTrack:
     frozen reference while a decay is raised, and the last look's per-segment reports.
 
     ``hold_until``: after a decay cleared, the frozen reference is kept while the rolling one
-    starts before this time (the clearing look's first run), so it never holds decayed runs."""
+    starts before this time (the clearing look's first run), so it never holds decayed runs.
+    ``runs_start`` and ``runs_rows``: the last look's first run and the outcome rows in
+    ``[runs_start - decay.run_gap, runs_end]`` at that look (0: not counted), so that rows which
+    land later with times in that span (a run written in parts, a segment's own job) are seen
+    and looked at, not dropped for being older than ``runs_end``."""
 
     looks: tuple[datetime, ...] = ()
     runs_end: datetime | None = None
@@ -180,6 +184,8 @@ class DecayTrack:
     reference_end: datetime | None = None
     reports: Mapping[str, OutcomeReport] = field(default_factory=dict)
     hold_until: datetime | None = None
+    runs_start: datetime | None = None
+    runs_rows: int = 0
     # ``to_dict``'s JSON made once: the track changes at a look (daily for a golden set) and
     # is saved at every check, twice (the state before the last slot holds it too)
     _json: str | None = field(default=None, init=False, repr=False, compare=False)
@@ -202,6 +208,8 @@ class DecayTrack:
             "reference_end": _iso(self.reference_end),
             "reports": {k: v.to_dict() for k, v in self.reports.items()},
             "hold_until": _iso(self.hold_until),
+            "runs_start": _iso(self.runs_start),
+            "runs_rows": self.runs_rows,
         }
 
     def to_json(self) -> str:
@@ -221,6 +229,8 @@ class DecayTrack:
             reference_end=_parse_iso(d.get("reference_end")),
             reports={k: OutcomeReport.from_dict(v) for k, v in d.get("reports", {}).items()},
             hold_until=_parse_iso(d.get("hold_until")),
+            runs_start=_parse_iso(d.get("runs_start")),
+            runs_rows=int(d.get("runs_rows", 0)),
         )
 
 
@@ -234,6 +244,8 @@ _DECAY_KEYS = {
     "reference_end",
     "reports",
     "hold_until",
+    "runs_start",
+    "runs_rows",
 }
 
 
@@ -323,7 +335,14 @@ def _check_state_doc(d: Any) -> None:
     _need(isinstance(decay, Mapping), "decay", "an object", decay)
     unknown = set(decay) - _DECAY_KEYS
     _need(not unknown, "decay", f"an object with keys {sorted(_DECAY_KEYS)}", unknown)
-    for key in ("runs_end", "reference_start", "reference_end", "hold_until"):
+    rows = decay.get("runs_rows", 0)
+    _need(
+        isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0,
+        "decay.runs_rows",
+        "a count",
+        rows,
+    )
+    for key in ("runs_end", "reference_start", "reference_end", "hold_until", "runs_start"):
         _check_time(decay, key, "decay.")
     looks = decay.get("looks", [])
     _need(isinstance(looks, list), "decay.looks", "a list of times", looks)
