@@ -141,6 +141,7 @@ class _Span:
     cuts: npt.NDArray[np.int64] | None = None
     cut_rows: npt.NDArray[np.intp] | None = None
     located: dict[str, _Located] = field(default_factory=dict)
+    before: datetime | None = None  # the source's newest row, when it lies before the span
 
 
 @dataclass(slots=True)
@@ -183,9 +184,10 @@ class CachedReader:
     window, possibly in another order (every statistic of a check is order-free), as read-only
     views. ``rows`` is the slice length and ``files_read`` is 0.
 
-    ``newest_timestamp`` is the newest cached timestamp before the window's end (``None`` if the
-    span holds none), i.e. what the daemon would have seen as the freshest score had it run at
-    that time, rather than the source's newest row today.
+    ``newest_timestamp`` is the newest cached timestamp before the window's end, or when the span
+    holds none before it, the source's newest row if that lies before the span (a feed that
+    died earlier; else ``None``), i.e. what the daemon would have seen as the freshest score had
+    it run at that time, rather than the source's newest row today.
 
     Exactness fallbacks: a window outside every covered span, and every window of a span whose read
     failed or dropped rows (null, NaN, inf), are read from parquet by ``fallback`` exactly as the
@@ -252,6 +254,9 @@ class CachedReader:
         span.values = _readonly(values)
         span.codes = _readonly(codes) if codes is not None else None
         span.names = read.segment_names
+        newest = read.newest_timestamp  # the whole source's (a parquet read's)
+        if newest is not None and newest < span.window.start:
+            span.before = newest
 
     def _span(self, spec: ScoreSpec, window: Window) -> _Span | None:
         """The covered span holding ``window`` (loaded on first use), if any."""
@@ -286,7 +291,8 @@ class CachedReader:
         names: tuple[str, ...] = ()
         if span.codes is not None:
             codes, names = _compact(span.codes[lo:hi], span.names)
-        newest = None if hi == 0 else _from_ns(int(ts[hi - 1]))
+        # none cached before the window's end: a feed that died before the span still says when
+        newest = span.before if hi == 0 else _from_ns(int(ts[hi - 1]))
         return ScoreWindow(
             window=window,
             values=span.values[lo:hi],
@@ -689,17 +695,20 @@ def replay_record(
 
 
 class _PageWriter:
-    """``backtest --report DIR``: a page for each slot whose state changed and for the last."""
+    """``backtest --report DIR``: a page for each slot whose state changed (the first slot's
+    too: the timeline counts it as a change from no state) and for the last. A page that cannot
+    be written is noted in ``failed`` and the replay goes on."""
 
     def __init__(self, config: Config, directory: Path, start: datetime) -> None:
         self.config, self.directory, self.start = config, directory, start
         self.written: list[Path] = []
+        self.failed: list[str] = []
 
     def __call__(self, record: RunRecord, previous: RunRecord | None, last: bool) -> None:
         from monitor.report import PageContext, page_file_name, render_monitor_page
 
         v = record.verdict
-        changed = previous is not None and previous.verdict.state != v.state
+        changed = previous is None or previous.verdict.state != v.state
         if not (changed or last):
             return
         command = (
@@ -713,9 +722,13 @@ class _PageWriter:
             record.history,
             PageContext(report=self.config.report, command=command, generated_at=v.at),
         )
-        self.directory.mkdir(parents=True, exist_ok=True)
         target = self.directory / page_file_name(v.monitor, v.at)
-        target.write_text(page, encoding="utf-8")
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            target.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            self.failed.append(f"{target}: cannot write the page: {exc.strerror or exc}")
+            return
         self.written.append(target)
 
 
@@ -828,7 +841,8 @@ def run_backtest_cli(
 ) -> int:
     """``monitor backtest``: replay, print (text, ``--json`` or ``--csv``), return the exit code.
 
-    0 after a replay; 3 for an invalid range (``--from`` not before ``--to``, or no slot of a
+    0 after a replay (3 when a ``--report`` page could not be written: the timeline is still
+    printed); 3 for an invalid range (``--from`` not before ``--to``, or no slot of a
     monitor's schedule in it) or an unknown ``--monitor``, with the reason on ``err``. A progress
     bar goes to ``err`` only when it is a terminal.
     """
@@ -862,10 +876,12 @@ def run_backtest_cli(
     )
     if writer is not None:
         print(f"{len(writer.written)} page(s) written to {report_dir}", file=err)
+        for problem in writer.failed:
+            print(problem, file=err)
     if as_json:
         out.write(format_json(results))
     elif as_csv:
         out.write(format_csv(results))
     else:
         out.write("\n".join(format_text(r) for r in results))
-    return 0
+    return 3 if writer is not None and writer.failed else 0
