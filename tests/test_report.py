@@ -718,7 +718,11 @@ def test_backtest_report_writes_a_page_per_state_change_and_the_last(
     last_is_change = changes[-1]["at"] == doc["checks"][-1]["at"]
     pages = sorted(p.name for p in out.iterdir())
     assert len(changes) >= 2
-    assert len(pages) == len(changes) - 1 + (0 if last_is_change else 1)
+    # every change has its page, the first check's too (a replay that starts mid-incident
+    # once had no page for its first alarm), and the last slot
+    assert len(pages) == len(changes) + (0 if last_is_change else 1)
+    first_at = datetime.fromisoformat(changes[0]["at"].replace("Z", "+00:00"))
+    assert f"demo-{first_at:%Y%m%dT%H%MZ}.html" in pages
     assert f"{len(pages)} page(s) written to {out}" in captured.err
     assert f"demo-{last_at}.html" in pages
     last = parse((out / f"demo-{last_at}.html").read_text())
@@ -726,6 +730,23 @@ def test_backtest_report_writes_a_page_per_state_change_and_the_last(
     assert last.classes["bar-ref"] == last.classes["bar-cur"] > 0
     # the replayed history draws the timeline: one mark per change of state in the range
     assert last.classes["state-change"] == len(changes) - 1
+
+
+def test_backtest_report_into_a_file_keeps_the_timeline(
+    world: World, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--report DIR under a plain file: each page is named on stderr as not written, the
+    timeline is still printed, exit 3 (once a traceback, 'unexpected error', and no output)."""
+    blocker = tmp_path / "afile"
+    blocker.write_text("")
+    argv = ["backtest", "--config", str(world.config_path), "--from"]
+    argv += [(AT - timedelta(hours=6)).isoformat(), "--to", AT.isoformat(), "--json"]
+    code = main([*argv, "--report", str(blocker / "sub")])
+    captured = capsys.readouterr()
+    assert code == 3
+    assert json.loads(captured.out)["checks"]
+    assert "cannot write the page: Not a directory" in captured.err
+    assert "Traceback" not in captured.err
 
 
 def test_every_state_links_a_runbook_section_that_exists() -> None:
@@ -1017,3 +1038,31 @@ def test_page_file_names_tell_apart_the_slots_of_one_minute() -> None:
         "web-20260302T0001Z.html",
         "web-20260302T000130Z.html",
     ]
+
+
+def test_the_settings_a_page_shows_hold_no_catalog_secret() -> None:
+    """The page's 'Monitor settings' (served without a login by default) once printed every
+    Iceberg catalog property, tokens and keys included, and a database URI's password."""
+    docs = [
+        {
+            "name": "m",
+            "scores": {"path": "s"},
+            "outcomes": {
+                "format": "iceberg",
+                "table": "db.outcomes",
+                "catalog": {
+                    "name": "prod",
+                    "type": "sql",
+                    "uri": "postgresql://monitor:pg-SECRET-1@db.internal/catalog",
+                    "token": "bearer-SECRET-2",
+                    "s3.secret-access-key": "s3-SECRET-3",
+                },
+            },
+        }
+    ]
+    (m,) = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
+    page = render_monitor_page(m, _verdict(AT), None, [], PageContext(ReportConfig()))
+    assert "SECRET" not in page
+    assert "postgresql://monitor:&lt;redacted&gt;@db.internal/catalog" in page
+    assert "db.outcomes" in page  # the rest of the settings is still shown
+    assert page.count("&lt;redacted&gt;") == 3

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -716,7 +717,7 @@ def _segments_section(verdict: Verdict) -> str:
 
 def _config_section(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext) -> str:
     windows = [[_td(k), _td(str(v) if v else "–")] for k, v in verdict.windows.items()]
-    doc = json.dumps(_plain(asdict(monitor)), indent=1, sort_keys=True)
+    doc = json.dumps(_redacted(_plain(asdict(monitor))), indent=1, sort_keys=True)
     parts = ['<section id="configuration"><h2>Configuration and data windows</h2>']
     if ctx.command:
         parts.append(f"<p>Reproduce this page: <code>{esc(ctx.command)}</code></p>")
@@ -741,6 +742,28 @@ def _config_section(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext) 
     parts.append(f"<details><summary>Monitor settings</summary><pre>{esc(doc)}</pre></details>")
     parts.append("</section>")
     return "".join(parts)
+
+
+_CATALOG_SHOWN = {"name", "type", "uri", "warehouse"}
+_URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):[^/@\s]*@")
+
+
+def _redacted(x: Any, key: str = "") -> Any:
+    """The settings a page shows, without secrets: an Iceberg catalog's properties but its name,
+    type, uri and warehouse (tokens, keys and credentials go to pyiceberg, and the pages need no
+    login by default), and any password in a URL (``scheme://user:secret@host``)."""
+    if isinstance(x, dict):
+        return {k: _redacted(v, k) for k, v in x.items()}
+    if key == "catalog" and isinstance(x, list):
+        return [
+            [k, _redacted(v) if k in _CATALOG_SHOWN else "<redacted>"]
+            for k, v in (p for p in x if isinstance(p, list) and len(p) == 2)
+        ]
+    if isinstance(x, list):
+        return [_redacted(v) for v in x]
+    if isinstance(x, str):
+        return _URL_PASSWORD.sub(r"\1:<redacted>@", x)
+    return x
 
 
 def _plain(x: Any) -> Any:
