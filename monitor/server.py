@@ -65,6 +65,10 @@ _REALM = 'Basic realm="retrieval-monitor", charset="UTF-8"'
 # compared against when the user is unknown, so that an unknown user costs a bcrypt check too
 _DUMMY_HASH = b"$2b$10$9Rq3ScqAzydy57cOzGDQvu1oIhyoyrCg.GNHPUJ0hnOamrptEbkyi"
 _AUTH_CACHE_SIZE = 256
+# bcrypt checks of uncached credentials at once: a flood of wrong passwords costs this many
+# cores, not one per connection (up to max_connections), and the checks keep their CPU
+_BCRYPT_SLOTS = threading.BoundedSemaphore(max(1, (os.cpu_count() or 2) // 2))
+_MAX_BODY = 64 * 1024  # a request body (never used) read and dropped up to this size
 # the daemon's process signals: stop, and reload (SIGHUP), handled by the main thread
 _MAIN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 _BUSY_PLAIN = (
@@ -147,6 +151,10 @@ class _BasicAuth:
         self._users = users
         self._ok: set[bytes] = set()
         self._lock = threading.Lock()
+        # an unknown user is checked against a hash of the users' highest cost: at the fixed
+        # cost 10, a user whose hash costs 12 answered five times slower than a name that
+        # does not exist, which told the names apart
+        self._dummy = _dummy_hash(max((_cost(h) for h in users.values()), default=10))
 
     @property
     def enabled(self) -> bool:
@@ -171,7 +179,8 @@ class _BasicAuth:
                 return True
         try:
             # bcrypt only ever used the first 72 bytes; the library refuses longer input
-            ok = bcrypt.checkpw(password[:72], hashed or _DUMMY_HASH) and hashed is not None
+            with _BCRYPT_SLOTS:
+                ok = bcrypt.checkpw(password[:72], hashed or self._dummy) and hashed is not None
         except ValueError:
             ok = False
         if ok:
@@ -180,6 +189,25 @@ class _BasicAuth:
                     self._ok.clear()
                 self._ok.add(key)
         return ok
+
+
+def _cost(hashed: bytes) -> int:
+    """A bcrypt hash's cost (``$2b$12$...``: 12); 10 when it cannot be read."""
+    try:
+        return int(hashed.split(b"$")[2])
+    except (IndexError, ValueError):
+        return 10
+
+
+_DUMMIES: dict[int, bytes] = {10: _DUMMY_HASH}
+
+
+def _dummy_hash(cost: int) -> bytes:
+    """A hash of cost ``cost`` (4-31) that no password matches in practice, made once."""
+    cost = min(max(cost, 4), 31)
+    if cost not in _DUMMIES:
+        _DUMMIES[cost] = bcrypt.hashpw(os.urandom(16).hex().encode(), bcrypt.gensalt(cost))
+    return _DUMMIES[cost]
 
 
 def _stamp(path: Path) -> tuple[int, int, int] | None:
@@ -239,6 +267,16 @@ class _WebState:
         tls: TlsConfig | None = web.tls or (
             None if self._server.web.tls is not None else self._server.tls()
         )
+        if tls is None and self._context is not None:
+            # exporter-toolkit decides on TLS once, at start: a reload that dropped the
+            # certificate once served the same port as plain HTTP, credentials in the clear
+            self._failed = stamps
+            log.error(
+                "web config reload would turn TLS off; keeping the previous one (restart to "
+                "serve plain HTTP)",
+                extra={"file": str(self._server.web_config_file)},
+            )
+            return
         try:
             context = build_ssl_context(tls) if tls is not None else None
         except (OSError, ValueError) as exc:
@@ -290,7 +328,7 @@ def _bind(host: str, port: int) -> socket.socket:
 class _Conn:
     """An admitted connection: its socket (plain, then TLS) and the deadline the reaper enforces."""
 
-    __slots__ = ("address", "busy", "deadline", "expired", "sock", "thread")
+    __slots__ = ("address", "busy", "deadline", "expired", "idle_since", "sock", "thread")
 
     def __init__(self, sock: socket.socket, address: Any) -> None:
         self.sock = sock
@@ -298,6 +336,7 @@ class _Conn:
         self.deadline: float | None = None
         self.busy = False
         self.expired = False
+        self.idle_since: float | None = None  # waiting for a keep-alive request since then
         self.thread: threading.Thread | None = None
 
     def expire(self) -> None:
@@ -333,6 +372,7 @@ class _Handler(BaseHTTPRequestHandler):
             # keep-alive: wait idle_timeout for the first byte of the next request
             self._conn.deadline = time.monotonic() + limits[1]
             self.connection.settimeout(limits[1] + _BACKSTOP)
+            self._conn.idle_since = time.monotonic()
             try:
                 if not self.rfile.peek(1):  # type: ignore[attr-defined]
                     self.close_connection = True
@@ -340,10 +380,43 @@ class _Handler(BaseHTTPRequestHandler):
             except OSError:
                 self.close_connection = True
                 return
+            finally:
+                self._conn.idle_since = None
+            if self._conn.expired:  # gave way to a new connection at the cap
+                self.close_connection = True
+                return
             self.connection.settimeout(limits[0] + _BACKSTOP)
         self._conn.deadline = time.monotonic() + limits[0]
         super().handle_one_request()
         self._served += 1
+
+    def parse_request(self) -> bool:
+        """The request line and headers, and its framing: an HTTP/0.9 request (no version) is
+        a 400, as is any ``Transfer-Encoding`` (the server reads no chunked body); a
+        ``Content-Length`` body is read and dropped (up to 64 KiB; past it 413), since a body
+        left unread was parsed as the next request on a kept-alive connection."""
+        if not super().parse_request():
+            return False
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.0"  # so that the error has a status line
+            self.send_error(400, "HTTP/0.9 is not supported")
+            return False
+        if self.headers.get("Transfer-Encoding") is not None:
+            self.send_error(400, "Transfer-Encoding is not accepted")
+            return False
+        length = self.headers.get("Content-Length")
+        if length is not None:
+            size = int(length) if length.strip().isdigit() else -1
+            if size < 0:
+                self.send_error(400, "bad Content-Length")
+                return False
+            if size > _MAX_BODY:
+                self.send_error(413, "request body too large")
+                return False
+            if size and len(self.rfile.read(size)) < size:
+                self.close_connection = True
+                return False
+        return True
 
     def _send(
         self,
@@ -535,12 +608,23 @@ class HttpServer:
     def _admit(self, sock: socket.socket, address: Any) -> None:
         with self._lock:
             full = len(self._conns) >= self.config.max_connections
+            # at the cap, the connection idle longest between keep-alive requests gives way:
+            # clients that sent one request each and kept their sockets open once held every
+            # slot for idle_timeout, and refused every new client, probes included
+            idle = [c for c in self._conns if c.idle_since is not None and not c.expired]
+            oldest = min(idle, key=lambda c: c.idle_since or 0.0) if full and idle else None
+            if oldest is not None:
+                self._conns.discard(oldest)
+                self._counts["connections_timed_out"] += 1
+                full = False
             if full:
                 self._counts["connections_rejected"] += 1
             else:
                 self._counts["connections_accepted"] += 1
                 conn = _Conn(sock, address)
                 self._conns.add(conn)
+        if oldest is not None:
+            oldest.expire()
         if full:
             self._warn("connection limit reached", max_connections=self.config.max_connections)
             if not self._web.tls:  # a TLS client could not read a plain answer

@@ -9,11 +9,13 @@ import gzip
 import http.client
 import json
 import os
+import re
 import signal
 import socket
 import ssl
 import threading
 import time
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
@@ -335,15 +337,20 @@ def test_server_threads_leave_process_signals_to_the_main_thread(
     """The accept loop and every connection thread block SIGTERM, SIGINT and SIGHUP, so the
     kernel hands them to the main thread, whose handlers run at once; SIGHUP (reload) was
     not blocked, and a reload could wait behind a main thread asleep until the next slot."""
+    before = {t.ident for t in threading.enumerate()}
     server = _start(serve, ServerConfig(port=0))
+    want = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
+
+    def blocking() -> bool:
+        # this server's threads only (other tests' may still be ending), once each has started
+        # (a thread is counted before it runs its first line, which blocks the signals)
+        ours = [t for t in threading.enumerate() if t.ident not in before]
+        ours = [t for t in ours if t.name.startswith("http") and t.native_id is not None]
+        return len(ours) >= 2 and all(want <= _blocked(t.native_id or 0) for t in ours)
+
     with socket.create_connection(("127.0.0.1", server.port), timeout=BOUND):
-        wait_for(lambda: server.counts().connections_active == 1, timeout=BOUND, what="admitted")
-        threads = [t for t in threading.enumerate() if t.name.startswith("http")]
-        assert len(threads) >= 2  # the accept loop and the silent client's thread
-        for t in threads:
-            assert t.native_id is not None
-            want = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
-            assert want <= _blocked(t.native_id), t.name
+        # the accept loop and the silent client's thread
+        wait_for(blocking, timeout=BOUND, what="server threads blocking the signals")
 
 
 def test_reaper_closes_a_client_that_sends_nothing(serve: list[HttpServer]) -> None:
@@ -465,3 +472,126 @@ def test_client_certificates_required(tmp_path: Path, serve: list[HttpServer]) -
     context.load_cert_chain(str(client_cert), str(client_key))
     with urllib.request.urlopen(url, context=context, timeout=BOUND) as resp:
         assert resp.status == 200
+
+
+def _raw_exchange(port: int, request: bytes, wait: float = BOUND) -> bytes:
+    """Send ``request`` on a new connection and read until the server closes or stays quiet
+    for ``wait`` s."""
+    with socket.create_connection(("127.0.0.1", port), timeout=wait) as s:
+        s.sendall(request)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+        except (TimeoutError, ConnectionResetError):
+            pass
+        return out
+
+
+def _response(sock: socket.socket) -> tuple[bytes, bytes]:
+    """One response off a kept-alive connection: (head, body) by its Content-Length."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        chunk = sock.recv(4096)
+        assert chunk, data
+        data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(re.search(rb"(?i)content-length: *(\d+)", head).group(1))  # type: ignore[union-attr]
+    while len(body) < length:
+        chunk = sock.recv(4096)
+        assert chunk
+        body += chunk
+    assert len(body) == length  # nothing more was sent ahead of the next request
+    return head, body
+
+
+def test_a_get_body_is_dropped_not_read_as_the_next_request(serve: list[HttpServer]) -> None:
+    """A GET with a Content-Length body: the body was left unread and answered as the next
+    request on the kept-alive connection (a request-smuggling shape behind a proxy)."""
+    server = _start(serve, ServerConfig(port=0))
+    smuggled = b"GET /status HTTP/1.1\r\nHost: x\r\n\r\n"
+    head = b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(smuggled)
+    with socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) as s:
+        s.sendall(head + smuggled)
+        first = _response(s)
+        s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+        second = _response(s)
+    for status, body in (first, second):
+        assert status.startswith(b"HTTP/1.1 200")
+        assert body == b"ok\n"  # /healthz, never the smuggled /status
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status"),
+    [
+        (b"GET /healthz\r\n\r\n", b"HTTP/1.1 400"),  # HTTP/0.9 was answered with no status line
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            b"HTTP/1.1 400",
+        ),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n\r\n", b"HTTP/1.1 413"),
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", b"HTTP/1.1 400"),
+    ],
+)
+def test_requests_the_server_cannot_frame_are_refused(
+    serve: list[HttpServer], request_bytes: bytes, status: bytes
+) -> None:
+    server = _start(serve, ServerConfig(port=0))
+    out = _raw_exchange(server.port, request_bytes)
+    assert out.startswith(status), out[:80]
+    assert out.count(b"HTTP/1.") == 1  # one answer, and the connection closed
+
+
+def test_idle_keep_alive_connections_give_way_at_the_cap(serve: list[HttpServer]) -> None:
+    """Clients that each sent one request and keep their connections open held every slot for
+    idle_timeout and refused every new client, /healthz probes included; at the cap the one
+    idle longest now gives way."""
+    config = ServerConfig(port=0, max_connections=3, idle_timeout=timedelta(seconds=60))
+    server = _start(serve, config)
+    idle = []
+    try:
+        for _ in range(3):
+            s = socket.create_connection(("127.0.0.1", server.port), timeout=BOUND)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert _response(s)[1] == b"ok\n"
+            idle.append(s)
+        wait_for(lambda: server.counts().connections_active == 3, timeout=BOUND, what="idle")
+        url = f"http://127.0.0.1:{server.port}/healthz"
+        for _ in range(3):
+            assert _get(url)[0] == 200
+        assert server.counts().connections_rejected == 0
+        assert _closed_by_peer(idle[0], BOUND)  # the oldest idle one gave way
+    finally:
+        for s in idle:
+            s.close()
+
+
+def test_a_reload_never_turns_tls_off(tmp_path: Path, serve: list[HttpServer]) -> None:
+    """A web config rewritten without tls_server_config once served the same port as plain
+    HTTP (credentials in the clear); the previous one is kept, as a restart would decide."""
+    cert, key = self_signed(tmp_path / "tls")
+    config = _web_config(tmp_path, f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    server = _start(serve, config)
+    url = f"https://127.0.0.1:{server.port}/healthz"
+    assert _get(url, cert)[0] == 200
+    assert config.web_config_file is not None
+    config.web_config_file.write_text("basic_auth_users: {}\n")
+    assert _get(url, cert)[0] == 200
+    with pytest.raises((urllib.error.URLError, ConnectionError)):  # still a TLS port
+        _get(f"http://127.0.0.1:{server.port}/healthz")
+
+
+def test_an_unknown_user_costs_what_a_known_one_does() -> None:
+    """An unknown user name is checked against a hash of the users' highest cost: at the fixed
+    cost 10, a cost-12 user answered five times slower than a name that does not exist."""
+    from monitor.server import _BasicAuth, _cost
+
+    users = {
+        "a": bcrypt.hashpw(b"x", bcrypt.gensalt(4)),
+        "b": bcrypt.hashpw(b"y", bcrypt.gensalt(11)),
+    }
+    auth = _BasicAuth(users)
+    assert _cost(auth._dummy) == 11
+    assert not auth.check(_basic("nobody", "y")["Authorization"])
+    assert auth.check(_basic("b", "y")["Authorization"])
+    assert _cost(_BasicAuth({})._dummy) == 10
