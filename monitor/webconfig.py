@@ -68,7 +68,9 @@ _HEADERS = (
     "X-XSS-Protection",
     "Strict-Transport-Security",
 )
-_BCRYPT = re.compile(r"^\$2[abxy]?\$\d{2}\$[./A-Za-z0-9]{53}$")
+# the prefixes bcrypt checks ($2a$, $2b$, $2y$ from htpasswd); '$2$' and '$2x$' passed
+# validation and could never match, locking that user out without a word
+_BCRYPT = re.compile(r"^\$2[aby]\$\d{2}\$[./A-Za-z0-9]{53}$")
 _UNSUPPORTED = {
     "cert": "inline PEM is not supported; use cert_file",
     "key": "inline PEM is not supported; use key_file",

@@ -146,6 +146,8 @@ def test_web_config_iv(tmp_path: Path) -> None:
         "  http2: maybe\n"
         "  headers:\n    Set-Cookie: x\n    X-Frame-Options: [deny]\n"
         "basic_auth_users:\n  bob: plaintext\n  'a:b': '$2y$10$'\n"
+        # a '$2$' prefix that bcrypt never matches (the user locked out without a word)
+        f"  carol: '$2$10${'a' * 53}'\n"
         "rate_limit: {interval: 1s, burst: 2}\n"
         "tls_config: {}\n",
     )
@@ -169,6 +171,8 @@ def test_web_config_iv(tmp_path: Path) -> None:
         "basic_auth_users.bob: must be a bcrypt hash like '$2y$10$' followed by 53 characters "
         "(htpasswd -nBC 10 \"\" | tr -d ':\\n')",
         "basic_auth_users.a:b: a user name must be non-empty and contain no ':'",
+        "basic_auth_users.carol: must be a bcrypt hash like '$2y$10$' followed by 53 characters "
+        "(htpasswd -nBC 10 \"\" | tr -d ':\\n')",
     ]
 
 
