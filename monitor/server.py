@@ -390,6 +390,13 @@ class _Handler(BaseHTTPRequestHandler):
         super().handle_one_request()
         self._served += 1
 
+    def end_headers(self) -> None:
+        """The web config's headers on every response, errors (400, 413, 414, 431, 501, the
+        framing refusals) included: they were only on the routed answers."""
+        for name, value in self._web.headers.items():
+            self.send_header(name, value)
+        super().end_headers()
+
     def parse_request(self) -> bool:
         """The request line and headers, and its framing: an HTTP/0.9 request (no version) is
         a 400, as is any ``Transfer-Encoding`` (the server reads no chunked body); a
@@ -426,8 +433,6 @@ class _Handler(BaseHTTPRequestHandler):
     ) -> None:
         self.send_response(code)
         for name, value in headers:
-            self.send_header(name, value)
-        for name, value in self._web.headers.items():
             self.send_header(name, value)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()

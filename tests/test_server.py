@@ -76,11 +76,14 @@ def _tls_config(tmp_path: Path, **kwargs: object) -> tuple[ServerConfig, Path]:
 
 
 def _get(
-    url: str, cafile: Path | None = None, headers: dict[str, str] | None = None
+    url: str,
+    cafile: Path | None = None,
+    headers: dict[str, str] | None = None,
+    method: str = "GET",
 ) -> tuple[int, dict[str, str], bytes]:
     """``(status, headers, body)``; HTTP errors are returned; bounded by ``BOUND``."""
     context = ssl.create_default_context(cafile=str(cafile)) if cafile else None
-    request = urllib.request.Request(url, headers=headers or {})
+    request = urllib.request.Request(url, headers=headers or {}, method=method)
     try:
         with urllib.request.urlopen(request, context=context, timeout=BOUND) as resp:
             return resp.status, dict(resp.headers), resp.read()
@@ -439,6 +442,13 @@ def test_basic_auth_against_bcrypt_hashes(tmp_path: Path, serve: list[HttpServer
         assert b"retrieval_monitor_state{" in body
         assert headers["X-Content-Type-Options"] == "nosniff"
     assert server.counts().auth_failures == 4
+    # and on every answer: a 401, a 405, and the errors the request parser sends itself
+    assert _get(url)[1]["X-Content-Type-Options"] == "nosniff"
+    for request in (b"FOO / HTTP/1.1\r\nHost: x\r\n\r\n", b"GET /healthz\r\n\r\n"):
+        head = _raw_exchange(server.port, request).partition(b"\r\n\r\n")[0]
+        assert b"\r\nX-Content-Type-Options: nosniff" in head, head
+    status, headers, _ = _get(url, headers=_basic("alice", "s3cret"), method="POST")
+    assert (status, headers["X-Content-Type-Options"]) == (405, "nosniff")
 
 
 def test_web_config_reload_adds_a_user(tmp_path: Path, serve: list[HttpServer]) -> None:
