@@ -144,9 +144,9 @@ def test_the_verdict_flags_show_drift_and_decay(live: Live) -> None:
     ]
     for monitor in (DECAY, DRIFT):
         got = live.stack.query(substitute(expr, monitor=monitor))
-        flags = sorted((s["metric"]["segment"], s["metric"]["flag"]) for s in got)
+        flags = sorted((s["metric"].get("segment", ""), s["metric"]["flag"]) for s in got)
         segments = sorted(
-            s["metric"]["segment"]
+            s["metric"].get("segment", "")
             for s in live.stack.query(f'retrieval_monitor_model_decay{{monitor="{monitor}"}}')
         )
         want = sorted((seg, f) for seg in segments for f in ("input drift", "model decay"))
