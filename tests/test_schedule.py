@@ -46,6 +46,26 @@ def test_interval_slots_are_epoch_aligned() -> None:
     assert parse_schedule("1d").checks_per(timedelta(days=30)) == 30
 
 
+@given(
+    step=st.integers(min_value=1, max_value=7 * 24 * 3600),
+    at=st.integers(min_value=0, max_value=10**10 * 10**6),
+)
+def test_the_latest_interval_slot_is_never_after_the_time(step: int, at: int) -> None:
+    """latest_slot(t) <= t < latest_slot(t) + interval, for any interval and any time (in
+    microseconds): a rounding to the nearest slot gave 13:00 at 12:40, a check of the future."""
+    s = parse_schedule(f"{step}s")
+    t = datetime(1970, 1, 1, tzinfo=UTC) + timedelta(microseconds=at)
+    slot = s.latest_slot(t)
+    assert slot <= t < slot + timedelta(seconds=step)
+
+
+def test_checks_per_period_counts_whole_intervals() -> None:
+    """A 5 h schedule fits 4 whole checks in a day (the budget's per-check share follows):
+    rounding said 5."""
+    assert parse_schedule("5h").checks_per(timedelta(days=1)) == 4
+    assert parse_schedule("7h").checks_per(timedelta(days=30)) == 102
+
+
 def test_slots_inclusive_range() -> None:
     s = parse_schedule("6h")
     start = datetime(2026, 11, 30, tzinfo=UTC)
