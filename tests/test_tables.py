@@ -297,6 +297,30 @@ def test_delta_deletion_vectors_leave_their_rows_out(tmp_path: Path) -> None:
     assert sum(s.rows for s in part.summaries.values()) == part.rows
 
 
+def test_delta_deletion_vectors_leave_outcome_rows_out(tmp_path: Path) -> None:
+    """Outcomes too: rows a deletion vector removes are not averaged into their query's
+    outcome, in a window that covers the file and in one that cuts it (only the scores path
+    was tested; dropping the outcome reader's mask went unseen)."""
+    root = tmp_path / "dv_outcomes"
+    batch = _batch(range(2), 5)
+    values = np.linspace(0.0, 1.0, batch.num_rows)
+    values[[0, 3]] = 100.0  # the deleted rows, far from the rest
+    batch = batch.append_column("outcome", pa.array(values))
+    write_deltalake(root, batch, configuration={"delta.enableDeletionVectors": "true"})
+    path = _add_deletion_vector(root, [0, 3])
+    spec = OutcomeSpec(path=str(root), format="delta")
+    stamps = pa.table(batch).column("timestamp").to_pylist()
+    cut = Window(start=min(stamps), end=sorted(stamps)[batch.num_rows // 2])
+    for window in (ALL, cut):
+        inside = sum(window.start <= stamps[i] < window.end for i in (0, 3))
+        assert inside >= 1  # each window holds a deleted row
+        got = read_outcomes(spec, window)
+        plain = read_outcomes(OutcomeSpec(path=path), window)
+        assert got.rows == plain.rows - inside
+        assert got.outcomes.max() < 1.0 + 1e-12  # no deleted 100 averaged in
+        assert plain.outcomes.max() > 1.0  # the file alone holds them
+
+
 def test_a_new_deletion_vector_changes_the_files_bucket_fingerprint(tmp_path: Path) -> None:
     """A deletion vector changes a file's live rows but not its path, size or mtime: the
     file's identity for the bucket cache carries its deleted rows, so the buckets it feeds are
