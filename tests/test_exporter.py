@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -11,7 +12,16 @@ import pytest
 from monitor.config import MonitorConfig, parse_config
 from monitor.exporter import make_registry, render
 from monitor.jobs import RESET_REASONS, Board, RunRecord
-from monitor.verdict import STATES, MonitorState, alarm_plan, error_verdict, evaluate
+from monitor.verdict import (
+    STATES,
+    CheckData,
+    DecayTrack,
+    MonitorState,
+    Verdict,
+    alarm_plan,
+    error_verdict,
+    evaluate,
+)
 from tests.test_verdict import AT, check_data, segment
 
 
@@ -209,3 +219,155 @@ def test_the_exported_alpha_is_the_latest_looks() -> None:
     assert get("retrieval_monitor_outcome_alpha", {"monitor": "a"}) == pytest.approx(
         planned.decay_alpha / 24
     )
+
+
+def record_check(board: Board, m: MonitorConfig, data: CheckData) -> Verdict:
+    """Evaluates ``data`` from a fresh state and records the run on ``board``."""
+    verdict, state = evaluate(m, AT, data, MonitorState())
+    started = AT + timedelta(seconds=5)
+    board.record(
+        RunRecord(verdict, started, 0.25),
+        replace(state, state=verdict.state, state_since=started, last_run=started),
+    )
+    return verdict
+
+
+def test_a_stale_score_feed_is_exported_on_the_scores_source() -> None:
+    """``source_stale`` names the feed whose newest row is older than its max_lag: here the
+    score feed (newest score 10 hours before the check, the outcomes fresh), so
+    ``{source="scores"}`` is 1 and ``{source="outcomes"}`` 0. With the feed names swapped
+    the stale score feed was reported on the outcomes series, and the alert named the wrong
+    producer."""
+    (a,) = monitors("a")
+    board = Board([a], {})
+    data = check_data(AT, {"": segment(np.random.default_rng(1), AT)})
+    verdict = record_check(board, a, replace(data, newest_score=AT - timedelta(hours=10)))
+    assert [r.split(" since")[0] for r in verdict.stale] == ["score feed stale"]
+    get = make_registry(board, process=False).get_sample_value
+    assert get("retrieval_monitor_source_stale", {"monitor": "a", "source": "scores"}) == 1.0
+    assert get("retrieval_monitor_source_stale", {"monitor": "a", "source": "outcomes"}) == 0.0
+
+
+def test_source_last_timestamps_are_the_verdicts_newest_rows() -> None:
+    """``source_last_timestamp_seconds`` is the newest row of each source the latest check
+    saw: the verdict's ``newest_score`` for scores and ``newest_outcome`` for outcomes (one
+    minute and 90 minutes before the check). The series was once not exported at all, and
+    nothing noticed."""
+    (a,) = monitors("a")
+    board = Board([a], {})
+    record_decay(board, a)
+    run = board.snapshot()[0].latest
+    assert run is not None
+    v = run.verdict
+    assert v.newest_score == AT - timedelta(minutes=1)
+    assert v.newest_outcome == AT - timedelta(minutes=90)
+    get = make_registry(board, process=False).get_sample_value
+    name = "retrieval_monitor_source_last_timestamp_seconds"
+    assert get(name, {"monitor": "a", "source": "scores"}) == v.newest_score.timestamp()
+    assert get(name, {"monitor": "a", "source": "outcomes"}) == v.newest_outcome.timestamp()
+
+
+def test_zero_score_ratios_are_exported_per_window() -> None:
+    """``zero_score_ratio{window=...}`` carries the input report's zero rate of that window:
+    ``reference`` the reference's and ``current`` the current's (they differ here). The two
+    windows were once swapped, which shows a rise of exact-zero scores as a fall."""
+    (a,) = monitors("a")
+    board = Board([a], {})
+    record_decay(board, a)
+    run = board.snapshot()[0].latest
+    assert run is not None
+    r = run.verdict.inputs[""]
+    assert r.zero_rate_reference is not None
+    assert r.zero_rate_current is not None
+    assert r.zero_rate_reference != r.zero_rate_current
+    get = make_registry(board, process=False).get_sample_value
+    label = {"monitor": "a", "segment": ""}
+    ratio = "retrieval_monitor_zero_score_ratio"
+    assert get(ratio, {**label, "window": "reference"}) == r.zero_rate_reference
+    assert get(ratio, {**label, "window": "current"}) == r.zero_rate_current
+
+
+def test_an_undecidable_input_segment_exports_no_statistics() -> None:
+    """A segment with too few current scores (50 of the 200 needed) is undecidable: it
+    exports its ``input_drift`` (0) and none of the statistics gauges (psi, KS, CUSUM, zero
+    ratios...), while the decidable segment beside it exports them all. Without the guard the
+    undecidable segment exported the CUSUM it carried, as if this check had computed it."""
+    (a,) = monitors("a")
+    board = Board([a], {})
+    rng = np.random.default_rng(1)
+    segments = {"": segment(rng, AT), "thin": segment(rng, AT, n_cur=50)}
+    verdict = record_check(board, a, check_data(AT, segments))
+    assert verdict.inputs[""].decidable
+    assert not verdict.inputs["thin"].decidable
+    get = make_registry(board, process=False).get_sample_value
+    for name, expected in (("", True), ("thin", False)):
+        label = {"monitor": "a", "segment": name}
+        assert get("retrieval_monitor_input_drift", label) == 0.0
+        for suffix in ("psi", "ks_statistic", "drift_cusum"):
+            assert (get("retrieval_monitor_" + suffix, label) is not None) is expected, suffix
+        for window in ("reference", "current"):
+            got = get("retrieval_monitor_zero_score_ratio", {**label, "window": window})
+            assert (got is not None) is expected, window
+    inputs = {
+        "retrieval_monitor_" + s
+        for s in (
+            "psi",
+            "psi_pvalue",
+            "psi_noise_floor",
+            "psi_debiased",
+            "ks_statistic",
+            "ks_pvalue",
+            "out_of_range_ratio",
+            "drift_cusum",
+            "drift_z",
+            "zero_score_ratio",
+        )
+    }
+    text = render(make_registry(board, process=False)).decode()
+    exported = {line.split("{")[0] for line in text.splitlines() if 'segment="thin"' in line}
+    assert not exported & inputs
+    assert "retrieval_monitor_input_drift" in exported
+
+
+def test_judged_metric_means_are_exported_per_window() -> None:
+    """``outcome_metric{window=...}`` of a judged monitor carries each metric's paired mean of
+    that window: ndcg@10 0.8 in the reference and 0.6 in the current, ap 0.5 and 0.4. The
+    reference series once carried the current window's value, so both read the same and the
+    fall of the metric did not show."""
+    (a,) = monitors("a")
+    board = Board([a], {})
+    record_decay(board, a)
+    run = board.snapshot()[0].latest
+    assert run is not None
+    means: dict[str, dict[str, float | None]] = {
+        "ndcg@10": {"reference": 0.8, "current": 0.6, "mean_difference": -0.2},
+        "ap": {"reference": 0.5, "current": 0.4, "mean_difference": -0.1},
+    }
+    judged = {
+        k: replace(o, metric="ndcg@10", metrics=means) for k, o in run.verdict.outcomes.items()
+    }
+    board.record(replace(run, verdict=replace(run.verdict, outcomes=judged)), board.state("a"))
+    get = make_registry(board, process=False).get_sample_value
+    for metric, sides in means.items():
+        for window in ("reference", "current"):
+            labels = {"monitor": "a", "segment": "", "metric": metric, "window": window}
+            assert get("retrieval_monitor_outcome_metric", labels) == sides[window], labels
+        labels = {"monitor": "a", "segment": "", "metric": metric, "window": "mean_difference"}
+        assert get("retrieval_monitor_outcome_metric", labels) is None
+
+
+def test_a_raised_decay_without_a_report_stays_exported_after_a_restart() -> None:
+    """A state file whose decay is raised on a segment but holds no report for it (the last
+    look left none) still exports ``model_decay`` 1 for that segment before the first check
+    after a start. The series once went missing, so a restart during a decay incident
+    resolved RetrievalModelDecay and paged again at the next check."""
+    (a,) = monitors("a")
+    raised = MonitorState(
+        decay=DecayTrack(active={"": AT - timedelta(days=1)}),
+        state="model_decay",
+        state_since=AT - timedelta(days=1),
+    )
+    assert not raised.decay.reports
+    get = make_registry(Board([a], {"a": raised}), process=False).get_sample_value
+    assert get("retrieval_monitor_model_decay", {"monitor": "a", "segment": ""}) == 1.0
+    assert get("retrieval_monitor_state", {"monitor": "a", "state": "model_decay"}) == 1.0

@@ -22,7 +22,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from monitor.judged import judged_outcomes
-from monitor.sources import JudgedSpec, OutcomeSpec, Window, clear_cache, ranked, write_parquet
+from monitor.sources import (
+    JudgedSpec,
+    OutcomeSpec,
+    Window,
+    clear_cache,
+    ranked,
+    read_judged_runs,
+    write_parquet,
+)
 from monitor.sources import judgments as judged_source
 from monitor.stats import ranking_metrics
 
@@ -316,3 +324,91 @@ def test_trec_runs_for_a_segmented_monitor_are_a_clear_error(tmp_path: Path) -> 
     window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
     with pytest.raises(SchemaError, match=r"runs: column 'market': trec runs carry no segment"):
         judged_outcomes(spec, window)
+
+
+def _one_query_runs(
+    root: Path, when: list[int], docs: list[str | None], **columns: list[float | None]
+) -> OutcomeSpec:
+    """Runs of q0 at ``T0 + when`` hours (rows in the given order) and judgments (d1 relevant)
+    written to parquet; the outcome spec reading them, scored by RR."""
+    naive = np.datetime64(T0.replace(tzinfo=None), "us")
+    write_parquet(
+        root / "runs" / "r.parquet",
+        {
+            "timestamp": naive + np.array(when, dtype="timedelta64[h]"),
+            "query_id": np.array(["q0"] * len(docs)),
+            "doc_id": np.array(docs, dtype=object),
+            **{name: np.array(values, dtype=object) for name, values in columns.items()},
+        },
+    )
+    write_parquet(
+        root / "qrels" / "q.parquet",
+        {"query_id": np.array(["q0"]), "doc_id": np.array(["d1"]), "grade": np.array([1.0])},
+    )
+    clear_cache()
+    return OutcomeSpec(
+        path=str(root / "runs"), judged=JudgedSpec(judgments=str(root / "qrels"), metric="rr")
+    )
+
+
+WINDOW = Window(start=T0, end=T0 + timedelta(days=1))
+
+
+def test_a_null_share_exactly_at_max_invalid_share_is_accepted(tmp_path: Path) -> None:
+    """``max_invalid_share`` is the most the window may drop: one null document id in four
+    rows (0.25) is accepted at ``max_invalid_share`` 0.25, the row dropped and counted, and
+    two in four raise ``BadValuesError``. A share equal to the limit once raised, so a
+    monitor configured for its known share of bad rows failed every check."""
+    from dataclasses import replace
+
+    from monitor.errors import BadValuesError
+
+    spec = _one_query_runs(tmp_path, [1] * 4, ["d1", "d2", None, "d4"], rank=[1.0, 2.0, 3.0, 4.0])
+    runs = read_judged_runs(replace(spec, max_invalid_share=0.25), WINDOW)
+    assert (runs.rows, runs.dropped_null) == (4, 1)
+    assert runs.row_list.size == 3
+    spec = _one_query_runs(tmp_path, [1] * 4, ["d1", None, None, "d4"], rank=[1.0, 2.0, 3.0, 4.0])
+    with pytest.raises(
+        BadValuesError, match=r"2 of 4 run rows in window .*50.00% > max_invalid_share 25.00%"
+    ):
+        read_judged_runs(replace(spec, max_invalid_share=0.25), WINDOW)
+
+
+def test_a_row_with_a_rank_or_a_score_is_kept(tmp_path: Path) -> None:
+    """A row is dropped only when both its rank and its score are null: d1 has a score but no
+    rank, d2 a rank but no score, d3 both, d4 neither. Only d4 is dropped (1 of 4, within
+    ``max_invalid_share`` 0.5). The two were once required together, which dropped d1 and d2
+    as well and failed the read (3 of 4 rows invalid)."""
+    from dataclasses import replace
+
+    spec = _one_query_runs(
+        tmp_path,
+        [1] * 4,
+        ["d1", "d2", "d3", "d4"],
+        rank=[None, 2.0, 3.0, None],
+        score=[0.9, None, 0.1, None],
+    )
+    runs = read_judged_runs(replace(spec, max_invalid_share=0.5), WINDOW)
+    assert (runs.rows, runs.dropped_null) == (4, 1)
+    assert runs.row_list.size == 3
+    assert runs.list_query.size == 1
+
+
+def test_two_runs_of_a_query_in_adjacent_rows_are_two_lists(tmp_path: Path) -> None:
+    """q0 evaluated at 03:00 (d1, d2) and at 04:00 (d2, d1), the rows written one run after
+    the other (a file sorted by query, then time): two lists, no duplicate documents, and RR
+    the mean of the two runs' (1 and 1/2) over the one query. Rows of equal query were once
+    one list whatever their timestamps: four rows with two duplicates and RR 1."""
+    spec = _one_query_runs(
+        tmp_path, [1, 1, 2, 2], ["d1", "d2", "d2", "d1"], rank=[1.0, 2.0, 1.0, 2.0]
+    )
+    runs = read_judged_runs(spec, WINDOW)
+    assert runs.list_query.size == 2
+    hour = np.int64(3600 * 10**9)
+    start = np.int64(int(T0.timestamp()) * 10**9)
+    assert runs.list_timestamp.tolist() == [start + hour, start + 2 * hour]
+    assert runs.duplicates == 0
+    assert runs.row_list.tolist() == [0, 0, 1, 1]
+    w = judged_outcomes(spec, WINDOW)
+    assert w.outcomes.tolist() == [0.75]
+    assert w.counts.tolist() == [2]

@@ -548,7 +548,7 @@ def _read_parquet_runs(
         )
     if rows and dropped / rows > spec.max_invalid_share:
         _raise_bad_values(
-            "run row",
+            "run",
             spec.query_column,
             window,
             rows,
