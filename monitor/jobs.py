@@ -46,6 +46,8 @@ from monitor.store import (
     StateLoad,
     StateStore,
     _os_error,
+    decay_fingerprint,
+    decay_kept,
     state_fingerprint,
     state_is_finite,
     utc_now,
@@ -53,6 +55,7 @@ from monitor.store import (
 from monitor.verdict import (
     CheckData,
     CheckDetail,
+    DecayTrack,
     JudgedCheck,
     MonitorState,
     Pairs,
@@ -302,6 +305,9 @@ class Runner:
             else StateStore(config.server.state_dir, clock=clock, fingerprints=_prints(config))
         )
         self._fingerprints = _prints(config)
+        self._decay_prints = _decay_prints(config)
+        if self._file_store:
+            self.store.decay_prints = dict(self._decay_prints)
         loads = {m.name: self._load(m) for m in config.monitors}
         if self._file_store:
             self.store.sweep()
@@ -360,10 +366,13 @@ class Runner:
         for name in stale:
             self._forget(name)
         prints = _prints(config)
+        decay_prints = _decay_prints(config)
         self.config = config
         self._fingerprints = prints
+        self._decay_prints = decay_prints
         if self._file_store:
             self.store.fingerprints = dict(prints)
+            self.store.decay_prints = dict(decay_prints)
         states: dict[str, MonitorState] = {}
         loads: dict[str, StateLoad] = {}
         reset = set(reset)
@@ -374,8 +383,13 @@ class Runner:
                 states[m.name] = loads[m.name].state
             elif m.name in reset:
                 prior = self.board.state(m.name)
+                # the decay track stays when its own settings did not change (a schedule or
+                # drift edit once resolved a raised decay and spent its looks again)
+                kept = decay_kept(prior, decay_prints[m.name])
                 states[m.name] = MonitorState(
                     fingerprint=prints[m.name],
+                    decay_fingerprint=decay_prints[m.name] if kept is not None else None,
+                    decay=kept if kept is not None else DecayTrack(),
                     last_run=prior.last_run,
                     last_success=prior.last_success,
                 )
@@ -384,8 +398,10 @@ class Runner:
         for name in reset & old:
             if name in prints:
                 self.board.reset(name, "config_changed")
+                carried = states[name].decay_fingerprint is not None
                 log.warning(
-                    "state settings changed on reload; sequential state starts fresh",
+                    "state settings changed on reload; sequential state starts fresh"
+                    + ("; the decay track is kept" if carried else ""),
                     extra={"monitor": name, "fingerprint": prints[name]},
                 )
 
@@ -786,7 +802,14 @@ class Runner:
             if not sequential:
                 new_state = prior
             new_state = self._finite(name, at, new_state)
-            new_state = self._stamp(new_state, prior, verdict, started, self._fingerprints[name])
+            new_state = self._stamp(
+                new_state,
+                prior,
+                verdict,
+                started,
+                self._fingerprints[name],
+                self._decay_prints[name],
+            )
             record = RunRecord(
                 verdict=verdict,
                 started=started,
@@ -883,7 +906,14 @@ class Runner:
         prior = self.board.state(name)
         verdict = error_verdict(name, at, reason)
         record = RunRecord(verdict=verdict, started=started, duration_seconds=duration_seconds)
-        new_state = self._stamp(prior, prior, verdict, started, self._fingerprints.get(name))
+        new_state = self._stamp(
+            prior,
+            prior,
+            verdict,
+            started,
+            self._fingerprints.get(name),
+            self._decay_prints.get(name),
+        )
         self._persist(name, new_state)
         if self.history is not None:
             record = replace(record, history=self.history.append(name, verdict))
@@ -906,6 +936,7 @@ class Runner:
         verdict: Verdict,
         started: datetime,
         fingerprint: str | None = None,
+        decay_print: str | None = None,
     ) -> MonitorState:
         since = prior.state_since if prior.state == verdict.state else started
         return replace(
@@ -915,6 +946,7 @@ class Runner:
             last_run=started,
             last_success=started if verdict.state != "error" else prior.last_success,
             fingerprint=fingerprint or state.fingerprint,
+            decay_fingerprint=decay_print or state.decay_fingerprint,
         )
 
     def check(self, name: str, at: datetime | None = None) -> Verdict:
@@ -953,6 +985,10 @@ def _parse_time(text: str) -> datetime:
 
 def _prints(config: Config) -> dict[str, str]:
     return {m.name: state_fingerprint(m) for m in config.monitors}
+
+
+def _decay_prints(config: Config) -> dict[str, str]:
+    return {m.name: decay_fingerprint(m) for m in config.monitors}
 
 
 def _store_path(store: StateStore, name: str) -> str | None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from monitor.config import MonitorConfig
 from monitor.verdict import (
+    DecayTrack,
     MonitorState,
 )
 
@@ -86,6 +87,29 @@ def state_fingerprint(monitor: MonitorConfig) -> str:
     }
     text = json.dumps(doc, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def decay_fingerprint(monitor: MonitorConfig) -> str:
+    """A short hash of the settings a monitor's decay track depends on: windows, decay and
+    budget settings and the segment columns (not the schedule: looks are spent by elapsed time;
+    nor the drift settings). A ``config_changed`` reset keeps the decay track when this is
+    unchanged, so editing the schedule or a drift setting does not resolve a raised decay."""
+    doc = {
+        "windows": asdict(monitor.windows),
+        "decay": asdict(monitor.decay),
+        "budget": asdict(monitor.budget),
+        "segments": [monitor.scores.segment_column, monitor.outcomes.segment_column],
+    }
+    text = json.dumps(doc, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def decay_kept(state: MonitorState, decay_print: str | None) -> DecayTrack | None:
+    """``state``'s decay track, when it was saved under the decay settings ``decay_print``
+    (a ``config_changed`` reset then starts everything else fresh); else None."""
+    if decay_print is None or state.decay_fingerprint != decay_print:
+        return None
+    return state.decay
 
 
 def state_is_finite(state: MonitorState) -> bool:
@@ -161,12 +185,14 @@ class StateStore:
         readonly: bool = False,
         clock: Callable[[], datetime] = utc_now,
         fingerprints: Mapping[str, str] | None = None,
+        decay_prints: Mapping[str, str] | None = None,
     ) -> None:
         self.directory = directory
         self.readonly = readonly
         self._told: set[tuple[str, str]] = set()  # read-only: (monitor, reason) logged once
         self.clock = clock
         self.fingerprints = dict(fingerprints or {})
+        self.decay_prints = dict(decay_prints or {})  # monitor -> ``decay_fingerprint``
 
     def path(self, name: str) -> Path:
         return self.directory / f"{name}.json"
@@ -218,24 +244,36 @@ class StateStore:
             return self._reject(name, fingerprint, "shape", f"{type(exc).__name__}: {exc}")
         if not state_is_finite(state):
             return self._reject(name, fingerprint, "non_finite", "a CUSUM is not finite")
-        if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
-            detail = (
-                f"written for settings {state.fingerprint}, the monitor now has {fingerprint} "
-                f"(schedule, windows, drift, decay, budget or segments changed)"
-            )
-            return self._reject(name, fingerprint, "config_changed", detail)
         limit = now + FUTURE_SKEW
         for key, t in _state_times(state):
             if t is not None and t > limit:
                 detail = f"{key} {t.isoformat()} is after now ({now.isoformat()})"
                 return self._reject(name, fingerprint, "future", detail)
+        if fingerprint and state.fingerprint and state.fingerprint != fingerprint:
+            detail = (
+                f"written for settings {state.fingerprint}, the monitor now has {fingerprint} "
+                f"(schedule, windows, drift, decay, budget or segments changed)"
+            )
+            kept = decay_kept(state, self.decay_prints.get(name))
+            if kept is not None:
+                detail += "; the decay track is kept (its own settings did not change)"
+            return self._reject(name, fingerprint, "config_changed", detail, kept)
         saved_at = datetime.fromtimestamp(st.st_mtime, UTC)
         adopted = replace(state, fingerprint=fingerprint or state.fingerprint)
         return StateLoad(adopted, saved_at=saved_at)
 
-    def _reject(self, name: str, fingerprint: str | None, reason: str, detail: str) -> StateLoad:
+    def _reject(
+        self,
+        name: str,
+        fingerprint: str | None,
+        reason: str,
+        detail: str,
+        decay: DecayTrack | None = None,
+    ) -> StateLoad:
         path = self.path(name)
         fresh = MonitorState(fingerprint=fingerprint)
+        if decay is not None:  # config_changed with the decay settings unchanged
+            fresh = replace(fresh, decay=decay, decay_fingerprint=self.decay_prints.get(name))
         fields = {"monitor": name, "path": str(path), "reason": reason, "error": detail}
         if self.readonly:
             # once a process: a command reads a state more than once (the runner's start,
@@ -389,6 +427,8 @@ __all__ = [
     "StateLoad",
     "StateStore",
     "atomic_write",
+    "decay_fingerprint",
+    "decay_kept",
     "encode_state",
     "state_fingerprint",
     "state_is_finite",

@@ -165,3 +165,40 @@ def test_rows_that_land_late_in_a_looked_at_run_are_looked_at(tmp_path: Path) ->
     assert "landed late" in " ".join(late.reasons)
     again = runner.run("m", T0 + 9 * DAY + timedelta(hours=5)).verdict
     assert not again.outcomes[""].new_look  # counted now: no third look at the same rows
+
+
+def test_a_schedule_edit_keeps_a_raised_decay_and_its_looks(tmp_path: Path) -> None:
+    """Decay raised at day 9 03:00; then the schedule changes (a restart, and a SIGHUP): the
+    state is reset for the drift side (its thresholds depend on the schedule), but the decay
+    track, whose settings did not change, is kept. The decay stays raised since 03:00 and the
+    runs already looked at are not looked at again. A schedule edit once resolved an open decay
+    page and spent a look again on the same runs."""
+    from monitor.store import StateStore
+
+    runner = _world(tmp_path, lambda day: -0.05 if day >= 9 else 0.0, 11)
+    for day in range(3, 10):
+        _look(runner, day)
+    raised = _look(runner, 9).outcomes[""]
+    assert raised.decay
+    assert raised.decay_since is not None
+    config_path = tmp_path / "monitor.toml"
+    config_path.write_text(config_path.read_text().replace('schedule = "1h"', 'schedule = "2h"'))
+    edited = load_config(config_path)
+    # a restart: the file was written under the old schedule
+    restarted = Runner(edited, clock=lambda: T0 + 11 * DAY)
+    assert restarted.board.snapshot()[0].resets["config_changed"] == 1
+    later = restarted.run("m", T0 + 9 * DAY + timedelta(hours=4)).verdict
+    o = later.outcomes[""]
+    assert later.state == "model_decay"
+    assert (o.decay, o.new_look, o.decay_since) == (True, False, raised.decay_since)
+    saved = StateStore(tmp_path / "state").load("m")
+    assert saved.decay.active == {"": _when(raised.decay_since)}
+    # a reload (SIGHUP) that changes the schedule back: kept in memory too
+    runner.reconfigure(load_config(config_path), reset={"m"})
+    assert runner.board.state("m").decay.active == {"": _when(raised.decay_since)}
+    # a change of the decay settings themselves starts the track over
+    config_path.write_text(
+        config_path.read_text().replace("seed = 1\n", "seed = 1\ndecay.margin = 0.01\n")
+    )
+    fresh = Runner(load_config(config_path), clock=lambda: T0 + 11 * DAY)
+    assert not fresh.board.state("m").decay.active

@@ -291,8 +291,9 @@ def _check_state_doc(d: Any) -> None:
         _check_time(d, key, "")
     state = d.get("state")
     _need(state is None or state in STATES, "state", f"null or one of {STATES}", state)
-    fp = d.get("fingerprint")
-    _need(fp is None or isinstance(fp, str), "fingerprint", "null or a string", fp)
+    for key in ("fingerprint", "decay_fingerprint"):
+        fp = d.get(key)
+        _need(fp is None or isinstance(fp, str), key, "null or a string", fp)
     before = d.get("before_last")
     _need(before is None or isinstance(before, Mapping), "before_last", "an object", before)
     drift = d.get("drift", {})
@@ -374,9 +375,11 @@ class MonitorState:
     """Everything a monitor carries from check to check; persisted by the job runner.
 
     ``fingerprint`` names the settings the sequential state was computed under (the job runner
-    sets it); a state file written under other settings is not resumed. ``before_last`` is the
-    state as it was before the slot ``last_at`` was decided, so ``monitor check`` can reproduce
-    the daemon's latest verdict exactly (read-only).
+    sets it); a state file written under other settings is not resumed. ``decay_fingerprint``
+    names those its decay track depends on (not the schedule, nor the drift settings): when
+    only others changed, the decay track is kept (a raised decay stays raised). ``before_last``
+    is the state as it was before the slot ``last_at`` was decided, so ``monitor check`` can
+    reproduce the daemon's latest verdict exactly (read-only).
     """
 
     drift: Mapping[str, SegmentDrift] = field(default_factory=dict)
@@ -388,6 +391,7 @@ class MonitorState:
     last_run: datetime | None = None
     last_success: datetime | None = None
     fingerprint: str | None = None
+    decay_fingerprint: str | None = None
     before_last: MonitorState | None = None
 
     def to_dict(self, *, nested: bool = True, decay: bool = True) -> dict[str, Any]:
@@ -405,6 +409,7 @@ class MonitorState:
             "last_run": _iso(self.last_run),
             "last_success": _iso(self.last_success),
             "fingerprint": self.fingerprint,
+            "decay_fingerprint": self.decay_fingerprint,
         }
         if nested and self.before_last is not None:
             out["before_last"] = self.before_last.to_dict(nested=False, decay=decay)
@@ -426,6 +431,7 @@ class MonitorState:
             last_run=_parse_iso(d.get("last_run")),
             last_success=_parse_iso(d.get("last_success")),
             fingerprint=d.get("fingerprint"),
+            decay_fingerprint=d.get("decay_fingerprint"),
             before_last=None if before is None else cls.from_dict(before),
         )
 
