@@ -77,16 +77,13 @@ def state_fingerprint(monitor: MonitorConfig) -> str:
     """A short hash of the settings a monitor's sequential state depends on: schedule, windows,
     drift, decay and budget settings and the segment columns. A state file written under another
     fingerprint is set aside instead of resumed (reason ``config_changed``)."""
-    doc = {
-        "schedule": monitor.schedule.text,
-        "windows": asdict(monitor.windows),
-        "drift": asdict(monitor.drift),
-        "decay": asdict(monitor.decay),
-        "budget": asdict(monitor.budget),
-        "segments": [monitor.scores.segment_column, monitor.outcomes.segment_column],
-    }
-    text = json.dumps(doc, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return _settings_hash(
+        {
+            "schedule": monitor.schedule.text,
+            "drift": asdict(monitor.drift),
+            **_decay_settings(monitor),
+        }
+    )
 
 
 def decay_fingerprint(monitor: MonitorConfig) -> str:
@@ -94,12 +91,21 @@ def decay_fingerprint(monitor: MonitorConfig) -> str:
     budget settings and the segment columns (not the schedule: looks are spent by elapsed time;
     nor the drift settings). A ``config_changed`` reset keeps the decay track when this is
     unchanged, so editing the schedule or a drift setting does not resolve a raised decay."""
-    doc = {
+    return _settings_hash(_decay_settings(monitor))
+
+
+def _decay_settings(monitor: MonitorConfig) -> dict[str, object]:
+    return {
         "windows": asdict(monitor.windows),
         "decay": asdict(monitor.decay),
         "budget": asdict(monitor.budget),
         "segments": [monitor.scores.segment_column, monitor.outcomes.segment_column],
     }
+
+
+def _settings_hash(doc: dict[str, object]) -> str:
+    """16 hex digits of SHA-256 over the settings as sorted JSON (a state file's fingerprints:
+    the same settings give the same digest in every version)."""
     text = json.dumps(doc, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
