@@ -250,6 +250,11 @@ def _newest(*arrays: np.ndarray | None) -> datetime | None:
     return None
 
 
+def _rows_in(ts: np.ndarray, lo: int, hi: int) -> int:
+    """How many of the sorted times ``ts`` lie in ``[lo, hi]`` (ns)."""
+    return int(np.searchsorted(ts, hi, "right") - np.searchsorted(ts, lo))
+
+
 def _before(at: datetime, when: datetime | None) -> datetime | None:
     """``when`` if it is before ``at`` (a replay's source holds rows after its slot)."""
     return when if when is not None and when < at else None
@@ -474,16 +479,19 @@ class Runner:
         # towards 0. A rolling reference moves back to end where the pooled runs begin (its
         # length kept: after a long outage it would otherwise be empty, and the runs looked at
         # with nothing to compare); a frozen or fixed one is cut there.
-        overlap = runs.new is not None and runs.new.start < out_ref_w.end
-        if runs.new is not None and overlap and not frozen:
-            out_ref_w = Window(
-                start=runs.new.start - (out_ref_w.end - out_ref_w.start), end=runs.new.start
-            )
-        elif runs.new is not None and overlap and runs.new.start > out_ref_w.start:
-            out_ref_w = Window(start=out_ref_w.start, end=runs.new.start)
+        looked_at = runs.new.start if runs.new is not None else None
+        emptied = False
+        if looked_at is not None and looked_at < out_ref_w.end:
+            if not frozen:
+                length = out_ref_w.end - out_ref_w.start
+                out_ref_w = Window(start=looked_at - length, end=looked_at)
+            elif looked_at > out_ref_w.start:
+                out_ref_w = Window(start=out_ref_w.start, end=looked_at)
+            else:
+                emptied = True  # every run of the frozen reference is looked at
         ref_out = self.reader.outcomes(monitor.outcomes, out_ref_w)
-        if overlap and runs.new is not None and runs.new.start <= out_ref_w.start:
-            ref_out = _empty_outcomes(ref_out, out_ref_w)  # every reference run is looked at
+        if emptied:
+            ref_out = _empty_outcomes(ref_out, out_ref_w)
         pair_split: Mapping[str, PairedOutcomes] = {}  # no new run: nothing to pair
         if runs.new is not None:
             cur_out = self.reader.outcomes(monitor.outcomes, runs.new)
@@ -648,10 +656,9 @@ class Runner:
         if seen is not None and span is not None and state.decay.runs_rows:
             lo = _ns(span) - gap_ns
             if lo >= _ns(window.start):  # the lookback still holds that span whole
-                held = int(np.searchsorted(ts, _ns(seen), "right") - np.searchsorted(ts, lo))
-                late = max(0, held - state.decay.runs_rows)
+                late = max(0, _rows_in(ts, lo, _ns(seen)) - state.decay.runs_rows)
         gaps = np.diff(ts)
-        cuts = np.flatnonzero(gaps > cfg.run_gap // timedelta(microseconds=1) * 1000)
+        cuts = np.flatnonzero(gaps > gap_ns)
         ends = np.concatenate((cuts, [ts.size - 1]))
         # complete: everything up to the newest row that is older than `settle` and was
         # followed by a quiet `settle` (or by nothing yet). Not only at a run_gap cut: hourly
@@ -678,9 +685,8 @@ class Runner:
         chosen = [b for b in ends if first <= ts[b] <= last]
         new = Window(start=_from_ns(first), end=_from_ns(last) + timedelta(microseconds=1))
         lo = first - gap_ns
-        rows = 0
-        if lo >= _ns(window.start):  # counted whole: the next checks compare with it
-            rows = int(np.searchsorted(ts, last, "right") - np.searchsorted(ts, lo))
+        # counted only when the lookback holds the span whole: the next checks compare with it
+        rows = _rows_in(ts, lo, last) if lo >= _ns(window.start) else 0
         return _Runs(
             count=max(len(chosen), 1),
             new=new,
