@@ -147,11 +147,19 @@ class ScoreSummary:
             object.__setattr__(self, "_n", n)
         return n
 
-    @property
-    def out_of_range(self) -> int:
-        """Scores below the first grid point or above the last (the reference's range when the
-        grid spans it, as ``summary_grid`` makes it)."""
-        return int(self.counts[0] + self.counts[-1])
+    def out_of_range(self, reference: ScoreSummary) -> int:
+        """Scores in the cells below ``reference``'s first non-empty cell or above its last:
+        outside the reference's range, as ``psi`` counts them (``x < min`` or ``x > max`` of
+        the reference). Exact when the reference's minimum and maximum are grid points (a full
+        grid, or a segment whose extremes ``summary_grid`` took); otherwise the scores in the
+        reference's outermost open cells count as in range. Per reference, not per grid: a
+        grid joins every segment's points, and its span is the widest segment's (a segment's
+        scores beyond its own reference but inside another's once counted as in range)."""
+        held = np.flatnonzero(reference.counts)
+        if held.size == 0:
+            return self.n
+        lo, hi = int(held[0]), int(held[-1])
+        return int(self.counts[:lo].sum() + self.counts[hi + 1 :].sum())
 
     def __reduce__(self) -> tuple[object, ...]:
         # pickled by its non-zero cells: an hour's summary on a fine grid is mostly zeros, and
@@ -394,7 +402,7 @@ def psi_from_summaries(
 ) -> PSIResult:
     """PSI of two summaries on right-closed bins with inner ``edges`` (each a grid point): the
     same numbers as ``psi(build_baseline(reference), current)`` with those edges, bit for bit
-    (``out_of_range_rate`` counts the current scores outside the grid's span).
+    (``out_of_range_rate``: see ``ScoreSummary.out_of_range``).
 
     ``bins``: both summaries' counts on those bins when the caller holds them (a check sums
     its buckets' bin rows: B numbers a bucket, not 2G+1 cells a window, 0.15 ms less at
@@ -423,7 +431,7 @@ def psi_from_summaries(
         ref,
         cur,
         reference.n,
-        current.out_of_range,
+        current.out_of_range(reference),
         tolerance,
         smoothing,
     )

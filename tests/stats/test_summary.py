@@ -83,6 +83,24 @@ def test_psi_is_bit_equal_to_psi_on_the_same_edges(ref: list[float], cur: list[f
         np.testing.assert_array_equal(result.reference_counts, want.reference_counts)
 
 
+@settings(max_examples=150, deadline=None, derandomize=True)
+@given(values, values, values)
+def test_out_of_range_is_the_segments_own_reference_range(
+    ref: list[float], cur: list[float], other: list[float]
+) -> None:
+    """A monitor's grid joins every segment's points: its span is the widest segment's, and a
+    segment's current scores beyond its own reference's range count as out of range there
+    too (once they counted only beyond the joined grid's ends)."""
+    r, c = np.asarray(ref), np.asarray(cur)
+    baseline, own = _grid(r, c.size)
+    wider = np.asarray(other) * 3.0 - 10.0  # another segment's range, around this one's
+    grid = Grid(np.unique(np.concatenate([own.points, wider])))
+    got = psi_from_summaries(summarize(r, grid), summarize(c, grid), baseline.edges)
+    want = psi(baseline, c)
+    assert got.out_of_range_rate == want.out_of_range_rate
+    assert got.statistic == want.statistic
+
+
 @settings(max_examples=200, deadline=None, derandomize=True)
 @given(values, values, st.sampled_from([0.05, 0.5, 5.0]))
 def test_ks_bracket_holds_the_exact_d(ref: list[float], cur: list[float], effect: float) -> None:
