@@ -97,12 +97,17 @@ def check_windows(monitor: MonitorConfig, at: datetime) -> tuple[Window, Window]
     """(reference, current) windows for slot ``at``.
 
     Current ``[at - current, at)``; reference rolling ``[cs - gap - reference, cs - gap)`` (``cs``
-    the current start) or the fixed ``[reference_start, reference_end)``.
+    the current start) or the fixed ``[reference_start, min(reference_end, cs))``: a check
+    before ``reference_end`` (a backtest, a daemon started within it) compares with the part
+    logged before its current window, never with the current window's rows or rows after the
+    slot. A fixed reference that begins at or after ``cs`` is returned whole; no check reads it
+    (``Runner`` decides ``insufficient_data``, see ``_reference_ahead``).
     """
     w = monitor.windows
     current = Window(start=at - w.current, end=at)
     if w.reference_start is not None and w.reference_end is not None:
-        reference = Window(start=w.reference_start, end=w.reference_end)
+        end = min(w.reference_end, current.start) if w.reference_start < current.start else None
+        reference = Window(start=w.reference_start, end=end or w.reference_end)
     else:
         assert w.reference is not None
         end = current.start - w.gap
@@ -717,6 +722,9 @@ class Runner:
         detail: bool,
     ) -> tuple[Verdict, MonitorState, int, dict[tuple[str, str], int], CheckDetail | None]:
         """``decide``, and with ``detail`` the page's arrays (``verdict.describe``) too."""
+        ahead = _reference_ahead(monitor, at)
+        if ahead is not None:
+            return ahead, state, 0, {}, None
         try:
             data, rows, samples = self._read(
                 monitor, at, state if sequential else MonitorState(), detail=detail
@@ -983,6 +991,25 @@ class Runner:
             monitor, at, prior, sequential=sequential, detail=detail
         )
         return verdict, extra
+
+
+def _reference_ahead(monitor: MonitorConfig, at: datetime) -> Verdict | None:
+    """The verdict of a slot whose fixed reference begins at or after its current window's
+    start: nothing to compare with yet (``insufficient_data``, the state kept as it is)."""
+    w = monitor.windows
+    if w.reference_start is None or w.reference_start < at - w.current:
+        return None
+    since = _iso(w.reference_start + w.current)
+    reason = (
+        f"the fixed reference [{_iso(w.reference_start)}, {_iso(w.reference_end)}) begins at or "
+        f"after this check's current window [{_iso(at - w.current)}, {_iso(at)}): checks "
+        f"compare with it from {since} on"
+    )
+    return Verdict(monitor=monitor.name, at=at, state="insufficient_data", reasons=(reason,))
+
+
+def _iso(t: datetime | None) -> str:
+    return "" if t is None else t.isoformat().replace("+00:00", "Z")
 
 
 def _parse_time(text: str) -> datetime:

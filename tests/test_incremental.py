@@ -86,6 +86,115 @@ def test_a_fixed_reference_on_the_full_grid_gives_the_whole_window_numbers(
         assert a == b, name
 
 
+def test_a_fixed_reference_that_lands_after_the_first_check_gets_a_grid_of_its_own(
+    tmp_path: Path,
+) -> None:
+    """The first check ran before the fixed reference's days had landed (a one-point grid,
+    every check undecidable); once they land the grid is rebuilt and the numbers are the whole
+    windows' again (a fixed reference's grid was once rebuilt only when its bounds changed)."""
+    root = _world(tmp_path / "w", engine='kind = "local"\nsummary.grid = "full"\n', fixed=True)
+    aside = tmp_path / "aside"
+    aside.mkdir()
+    days = sorted((root / "scores").glob("date=2026-11-0[2-8]"))
+    for day in days:
+        day.rename(aside / day.name)
+    summaries = Runner(load_config(root / "summaries.toml"))
+    for k, landed in enumerate((0, 3, 7)):  # none of its days, three, all seven
+        for day in days[:landed]:
+            if not day.exists():
+                (aside / day.name).rename(day)
+        at = AT + k * HOUR
+        want, got = _inputs(Runner(load_config(root / "arrays.toml")), at), _inputs(summaries, at)
+        assert set(want) == set(got) == {"web", "app"}
+        for name in want:
+            a, b = dict(want[name]), dict(got[name])
+            assert a["n_reference"] == b["n_reference"] == (0 if landed == 0 else b["n_reference"])
+            if landed:
+                assert b["ks_statistic_high"] is None  # the full grid of every reference value
+            for key in ("grid_points", "ks_location"):
+                a.pop(key), b.pop(key)
+            assert a == b, (landed, name)
+
+
+def test_an_anchor_made_while_reading_whole_windows_gets_a_grid_that_holds_its_edges(
+    tmp_path: Path,
+) -> None:
+    """An engine turned off a while (an anchor made from whole windows) and on again: the grid
+    kept on disk does not hold the anchor's edges and is rebuilt (every check was once an
+    ``error``, "every PSI edge must be a grid point", until the grid aged out)."""
+    root = _world(tmp_path / "w", engine='kind = "local"\n')
+    Runner(load_config(root / "summaries.toml")).run("demo", AT)  # the grid, persisted
+    # the engine off, and a drift edit that starts the state over: anchors from whole windows
+    edit = 'windows.current = "1d"\ndrift.tolerance = 0.03\n'
+    for name in ("arrays.toml", "summaries.toml"):
+        text = (root / name).read_text()
+        (root / name).write_text(text.replace('windows.current = "1d"\n', edit))
+    Runner(load_config(root / "arrays.toml")).run("demo", AT + HOUR)
+    again = Runner(load_config(root / "summaries.toml"))
+    for k in (2, 3):
+        record = again.run("demo", AT + k * HOUR)
+        assert record.verdict.state != "error", record.verdict.reasons
+        assert all(r.psi is not None for r in record.verdict.inputs.values())
+
+
+@pytest.mark.parametrize("name", ["arrays.toml", "summaries.toml"])
+def test_a_fixed_reference_is_never_read_past_the_current_windows_start(
+    fixed_world: Path, tmp_path: Path, name: str
+) -> None:
+    """A fixed reference ending after the check's current window began (a backtest, a daemon
+    started within the period) once read the current window's rows and rows after the slot:
+    it is cut where the current window begins; one that begins there or later compares with
+    nothing yet."""
+    text = (fixed_world / name).read_text().replace('state_dir = "state"', 'state_dir = "st"')
+    later = text.replace(
+        'reference_end = "2026-11-09T00:00:00Z"', 'reference_end = "2026-12-31T00:00:00Z"'
+    )
+    ahead = text.replace(
+        'reference_start = "2026-11-02T00:00:00Z"', 'reference_start = "2026-11-09T00:00:00Z"'
+    )
+    ahead = ahead.replace(
+        'reference_end = "2026-11-09T00:00:00Z"', 'reference_end = "2026-11-20T00:00:00Z"'
+    )
+    verdicts = {}
+    for label, body in (("cut", text), ("later", later), ("ahead", ahead)):
+        path = fixed_world / f"{label}-{name}"
+        path.write_text(body)
+        verdicts[label] = Runner(load_config(path)).check("demo", AT)
+    cut, late = verdicts["cut"], verdicts["later"]
+    assert late.state == cut.state
+    for segment, report in cut.inputs.items():
+        a, b = report.to_dict(), late.inputs[segment].to_dict()
+        for key in ("cusum_threshold", "z_threshold"):  # the alarm plan's: set by the config
+            a.pop(key), b.pop(key)
+        assert a == b, segment
+    assert verdicts["ahead"].state == "insufficient_data"
+    assert (
+        verdicts["ahead"]
+        .reasons[0]
+        .startswith(
+            "the fixed reference [2026-11-09T00:00:00Z, 2026-11-20T00:00:00Z) begins at or after"
+        )
+    )
+    with pytest.raises(ConfigError, match=r"windows.gap: applies to a rolling reference only"):
+        parse_config(
+            {
+                "monitors": [
+                    {
+                        "name": "m",
+                        "scores": {"path": "s"},
+                        "outcomes": {"path": "o"},
+                        "windows": {
+                            "reference_start": "2026-11-02T00:00:00Z",
+                            "reference_end": "2026-11-09T00:00:00Z",
+                            "gap": "1d",
+                        },
+                    }
+                ]
+            },
+            base=Path("."),
+        )
+
+
 def test_the_first_rolling_check_builds_the_grid_from_its_own_reference(
     rolling_world: Path,
 ) -> None:

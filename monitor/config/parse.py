@@ -474,6 +474,12 @@ def _parse_windows(c: _Collector, data: Any, path: str) -> WindowConfig:
             c.add(path, "reference_start and reference_end must be given together")
         elif start is not None and end is not None and start >= end:
             c.add(f"{path}.reference_end", "must be after reference_start")
+        if "gap" in t:  # once accepted and ignored
+            c.add(
+                f"{path}.gap",
+                "applies to a rolling reference only; a fixed one is placed by "
+                "reference_start/reference_end",
+            )
         return WindowConfig(
             current=current, reference=None, gap=gap, reference_start=start, reference_end=end
         )

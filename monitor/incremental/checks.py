@@ -206,7 +206,14 @@ class SummaryChecks:
                     extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
                 )
                 held = None
-        if held is not None and not _stale(held, monitor, settings, at, reference, rows[0]):
+        keep_edges = [np.asarray(e, np.float64) for e in keep_edges]
+        if (
+            held is not None
+            and not _stale(held, monitor, settings, at, reference, rows[0])
+            # an anchor's edges are grid points, or its PSI cannot be summed: an anchor made
+            # while the monitor read whole windows (its engine off a while) needs a new grid
+            and all(_on_grid(held.grid.points, e) for e in keep_edges)
+        ):
             self._grids[monitor.name] = (want, held)
             return held
         built = self._build(monitor, settings, at, reference, want, keep_edges, rows)
@@ -492,13 +499,30 @@ def _stale(
     reference: Window,
     rows: int,
 ) -> bool:
+    if not held.edges and rows > 0:
+        return True  # built on an empty reference (one point): its rows have landed since
     if monitor.windows.fixed_reference:
-        return (held.reference_start, held.reference_end) != (reference.start, reference.end)
+        if (held.reference_start, held.reference_end) != (reference.start, reference.end):
+            return True
+        # a fixed window's rows change only by late or removed files: a full grid must hold
+        # every value (its exact KS), an automatic one is rebuilt as a rolling one is
+        if settings.grid == "full":
+            return rows != held.reference_rows
+        return not held.reference_rows / 2 <= rows <= 2 * max(held.reference_rows, 1)
     limit = settings.regrid or (reference.end - reference.start)
     if at - held.built_at >= limit or at < held.built_at:
         return True
     # the reference has grown or shrunk twofold since (a young world, a volume change)
     return not held.reference_rows / 2 <= rows <= 2 * max(held.reference_rows, 1)
+
+
+def _on_grid(points: NDArray[np.float64], values: NDArray[np.float64]) -> bool:
+    """Whether every one of ``values`` is one of the sorted ``points`` (a few searches, not
+    ``np.isin``'s sort of the grid at every check)."""
+    at = np.searchsorted(points, values)
+    return bool(
+        (at < points.size).all() and (points[np.minimum(at, points.size - 1)] == values).all()
+    )
 
 
 def _rows(spec: ScoreSpec, window: Window) -> int:
