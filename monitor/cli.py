@@ -335,11 +335,10 @@ def _check_one(
     is rebuilt by replaying the slots from ``replay_from`` (default: the daemon's first slot,
     else one budget period before ``at``).
     """
-    if at is None and replay_from is None:
-        return runner.check(name, None)
     state = store.load(name)
     monitor = config.monitor(name)
-    if at is None:
+    if at is None:  # the latest slot, decided by the same rule as any other (without daemon
+        # state it once skipped the replay and decided from nothing: ``ok`` on a days-old decay)
         at = monitor.schedule.latest_slot(datetime.now(UTC))
     if replay_from is None and state.last_at is not None and at >= state.last_at:
         return runner.check(name, at)
@@ -444,22 +443,19 @@ def _report_one(
     daemon's history up to the slot (or the replay's own)."""
     state = store.load(name)
     monitor = config.monitor(name)
-    if at is None and replay_from is None:
-        verdict, detail = runner.check_detail(name, None)
+    if at is None:  # the latest slot, by the same rule as any other (see ``_check_one``)
+        at = monitor.schedule.latest_slot(datetime.now(UTC))
+    if replay_from is None and state.last_at is not None and at >= state.last_at:
+        verdict, detail = runner.check_detail(name, at)
     else:
-        if at is None:
-            at = monitor.schedule.latest_slot(datetime.now(UTC))
-        if replay_from is None and state.last_at is not None and at >= state.last_at:
-            verdict, detail = runner.check_detail(name, at)
-        else:
-            start = replay_from
-            if start is None:
-                first = state.first_at
-                start = first if first is not None and first <= at else at - monitor.budget.period
-            from monitor.backtest import replay_record  # only a replay needs it
+        start = replay_from
+        if start is None:
+            first = state.first_at
+            start = first if first is not None and first <= at else at - monitor.budget.period
+        from monitor.backtest import replay_record  # only a replay needs it
 
-            record = replay_record(config, name, at, start, detail=True)
-            return record.verdict, record.detail, record.history
+        record = replay_record(config, name, at, start, detail=True)
+        return record.verdict, record.detail, record.history
     entries = tuple(e for e in history.entries(name) if _parse_at(str(e["at"])) <= verdict.at)
     return verdict, detail, entries
 

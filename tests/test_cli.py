@@ -252,6 +252,38 @@ def test_replay_from_after_at_is_a_usage_error(
     assert not (tmp_path / "page.html").exists()
 
 
+def test_without_at_and_without_daemon_state_the_latest_slot_is_replayed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """No ``--at`` means the latest slot, decided as ``--at <latest slot>`` decides it: without
+    the daemon's state, by replaying (it once decided from an empty state, and said ``ok``
+    with exit 0 on a decay eight days old that ``--at`` reported as ``model_decay``)."""
+    for _ in range(3):  # the hour may turn between the two calls: try again
+        now = datetime.now(UTC).replace(minute=0, second=0, microsecond=0)
+        start = now - timedelta(days=23)  # its decay began on day 15: eight days ago
+        world = write_world(
+            tmp_path / f"now{_}",
+            replace(SCENARIOS["abrupt_decay"], scores_per_hour=100.0),
+            start=start,
+            end=now + timedelta(hours=1),
+            seed=11,
+        )
+        config = str(world.config_path)
+        out = {}
+        for command, extra in (("check", ["--json"]), ("report", [])):
+            for at in ([], ["--at", now.isoformat()]):
+                page = ["--out", str(tmp_path / "page.html")] if command == "report" else []
+                code = main([command, "--config", config, *extra, *at, *page])
+                text = capsys.readouterr().out
+                doc = json.loads(text)["monitors"][0] if command == "check" else {}
+                out[command, bool(at)] = (code, doc.get("state"), doc.get("outcome"))
+        if datetime.now(UTC).replace(minute=0, second=0, microsecond=0) == now:
+            break
+    assert out["check", True][1] == "model_decay"
+    assert out["check", False] == out["check", True]
+    assert out["report", False][0] == out["report", True][0] == 2
+
+
 def test_console_script_runs_as_a_module(worlds: dict[str, World]) -> None:
     proc = subprocess.run(
         [
