@@ -248,14 +248,59 @@ def test_a_filesystem_inotify_cannot_vouch_for_is_looked_up(
     assert count.stat >= 4  # the directories and files, as without a watcher
 
 
+@pytest.mark.parametrize("how", ["renamed over", "symlink flipped"])
+def test_another_directory_at_a_watched_path_is_listed_and_watched_anew(
+    tmp_path: Path, watcher: watch.Watcher, how: str
+) -> None:
+    """A dataset swapped in under the same path (``mv scores scores.old; mv scores.new
+    scores``) or a symlink above it flipped (blue/green) raises no event for the watched
+    directories: their listings were once reused until a restart, reading the new files with
+    the old files' details (an error) or missing them (a stale feed), while ``monitor check``
+    read them right."""
+    blue, green = tmp_path / "blue", tmp_path / "green"
+    _tree(blue, days=2, hours=2)
+    _tree(green, days=2, hours=2)
+    for part in green.glob("date=*/hour=*/part-0.parquet"):  # other values, another size
+        t = datetime.strptime(
+            f"{part.parent.parent.name} {part.parent.name}", "date=%Y-%m-%d hour=%H"
+        )
+        _write(part, t.replace(tzinfo=UTC), 100.0, rows=3)
+    _old(*green.glob("date=*/hour=*"), *green.glob("date=*"), green)
+    if how == "renamed over":
+        root = tmp_path / "scores"
+        blue.rename(root)
+    else:
+        root = tmp_path / "data"
+        root.symlink_to(blue)
+    spec, window = ScoreSpec(str(root)), Window(T0, T0 + 2 * DAY)
+    for _ in range(3):
+        window_file_stats(spec, window)
+    assert watcher.watched >= 2 + 4  # the days, the hours (and the root, unless a link)
+    before = _values(spec, window)
+    if how == "renamed over":
+        root.rename(tmp_path / "scores.old")
+        green.rename(root)
+    else:
+        (tmp_path / "next").symlink_to(green)
+        os.replace(tmp_path / "next", root)
+    got = _values(spec, window)
+    assert got != before
+    assert got == _truth(root, window)
+    for _ in range(2):  # watched anew: a change in the new tree shows as any other does
+        window_file_stats(spec, window)
+    day = root / f"date={T0:%Y-%m-%d}" / f"hour={T0:%H}"
+    _write(day / "part-1.parquet", T0, 7.0)
+    assert 7.0 in _values(spec, window)
+
+
 def test_tokens_change_with_events_and_end_with_the_directory(
     tmp_path: Path, watcher: watch.Watcher
 ) -> None:
     d = tmp_path / "d"
     (d / "sub").mkdir(parents=True)
     dev = os.stat(d).st_dev
-    top = watcher.watch(str(d), dev)
-    below = watcher.watch(str(d / "sub"), dev)
+    top = watcher.watch(str(d), (dev, os.stat(d).st_ino))
+    below = watcher.watch(str(d / "sub"), (dev, os.stat(d / "sub").st_ino))
     assert top is not None
     assert below is not None
     whole = watcher.subtree(str(d))

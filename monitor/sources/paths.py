@@ -434,7 +434,15 @@ def _walk_parts(
         drain_events()  # every change made before this walk shows in its directory's token
         if within is not None and not newest_first and on_problem is None:
             notify = watcher()
-    stack: list[_Pending] = [(source.root, (), None, None, None)]
+    root_identity = None
+    if seen.local:  # the root's own, looked up at every walk: a watch below it vouches for
+        # what is below it only while the path still leads to the same directory
+        try:
+            st = os.stat(source.root)
+        except OSError as exc:
+            raise _translate(exc, source.root, "looking the directory up") from exc
+        root_identity = (st.st_dev, st.st_ino)
+    stack: list[_Pending] = [(source.root, (), None, root_identity, None)]
     while stack:
         directory, parts, interval, identity, problem = stack.pop()
         if interval is not None and not keep(interval):
@@ -457,7 +465,7 @@ def _walk_parts(
                 raise problem
             if not seen.first_dir(directory, identity):
                 continue
-            children, files, _ = _children(source, directory, parts, interval)
+            children, files, _ = _children(source, directory, parts, interval, identity)
         except SourceError as exc:
             if on_problem is None:
                 raise
@@ -512,10 +520,17 @@ def clear_listings() -> None:
 
 
 def _children(
-    source: _Source, directory: str, parts: tuple[tuple[str, str], ...], interval: _Interval
+    source: _Source,
+    directory: str,
+    parts: tuple[tuple[str, str], ...],
+    interval: _Interval,
+    identity: tuple[int, int] | None = None,
 ) -> tuple[tuple[_Pending, ...], list[_Found], bool]:
     """The subdirectories (to walk) and files (pattern applied) of ``directory``, and whether
     a watch vouches for them (``monitor.sources.watch``: watched before they were checked).
+    ``identity``: what the path leads to now (``(st_dev, st_ino)``, from the parent's listing
+    or the walk's look at its root); a listing kept for another directory at this path (a
+    dataset swapped in by renames, a symlink flipped, a mount) is never reused.
 
     A daemon walks the same partitions at every check: on a local filesystem a directory whose
     listing is kept (``_Walked``) and unchanged is not listed again; only its files are looked
@@ -527,13 +542,15 @@ def _children(
     if local:
         with _WALKED_LOCK:
             walked = _WALKED.get(key)
+        if walked is not None and identity is not None and walked.signature[:2] != identity:
+            walked = None  # another directory at this path now
         notify = watcher() if walked is not None else None
         token = None
         if notify is not None and walked is not None:
             if walked.token is not None and notify.current(directory) == walked.token:
                 return walked.subdirs, walked.files, True  # watched, no event since: unchanged
             # watched from before the look-ups below: a change after them raises an event
-            token = notify.watch(directory, walked.signature[0])
+            token = notify.watch(directory, identity or walked.signature[:2])
         try:
             st = os.stat(directory)
         except OSError as exc:
@@ -631,8 +648,8 @@ def _subtree(
         return None
     with _WALKED_LOCK:
         held = _SUBTREES.get(key)
-    if held is not None and held.token == token:
-        return held
+    if held is not None and held.token == token and held.dirs.get(identity) == directory:
+        return held  # unchanged, and still the directory the path leads to
     files: list[_File] = []
     dirs: dict[tuple[int, int], str] = {}
     file_ids: dict[tuple[int, int], str] = {}
@@ -645,7 +662,7 @@ def _subtree(
             return None
         dirs[d_identity] = d
         try:
-            children, found, vouched = _children(source, d, d_parts, d_interval)
+            children, found, vouched = _children(source, d, d_parts, d_interval, d_identity)
         except SourceError:
             return None
         trusted = trusted and vouched

@@ -97,7 +97,7 @@ class Watcher:
         self._fd = fd
         self._lock = threading.Lock()
         self._epoch = 0
-        # directory -> [wd, events seen for it, events seen for it or below it]
+        # directory -> [wd, events seen for it, events seen for it or below it, st_dev, st_ino]
         self._by_dir: dict[str, list[int]] = {}
         self._by_wd: dict[int, str] = {}
         self._untrusted: set[str] = set()  # not watchable: looked up at every walk
@@ -165,15 +165,24 @@ class Watcher:
         held = self._by_dir.get(directory)
         return None if held is None else (self._epoch, held[0], held[2])
 
-    def watch(self, directory: str, dev: int) -> Token | None:
-        """Watch ``directory`` (on device ``dev``) if it is not watched yet, and return its token
-        (None: it cannot be watched). Call it *before* checking the listing the token vouches
-        for: a change after this call raises an event."""
+    def watch(self, directory: str, identity: tuple[int, int]) -> Token | None:
+        """Watch ``directory`` (the directory ``identity`` = ``(st_dev, st_ino)``) if it is not
+        watched yet, and return its token (None: it cannot be watched). Call it *before*
+        checking the listing the token vouches for: a change after this call raises an event.
+
+        A watch belongs to a directory, not to its path: when the path now leads to another
+        directory (its parent renamed over, a symlink above it flipped, a file system mounted
+        on it: none raises an event for the watched one) the old watch is dropped and the new
+        directory watched."""
         with self._lock:
             self._drain()
+            held = self._by_dir.get(directory)
+            if held is not None and (held[3], held[4]) != identity:
+                self._forget(held[0], directory, remove=True)
             token = self.current(directory)
             if token is not None or directory in self._untrusted:
                 return token
+            dev = identity[0]
             if len(self._by_dir) >= _MAX_WATCHES or not self._local(directory, dev):
                 self._untrusted.add(directory)
                 return None
@@ -196,7 +205,7 @@ class Watcher:
                 self._untrusted.add(directory)
                 return None
             self._by_wd[wd] = directory
-            self._by_dir[directory] = [wd, 0, 0]
+            self._by_dir[directory] = [wd, 0, 0, identity[0], identity[1]]
             self._below(os.path.dirname(directory))  # a subtree above gains a watch
             return (self._epoch, wd, 0)
 
