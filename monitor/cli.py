@@ -60,7 +60,20 @@ def _parse_at(text: str) -> datetime:
         raise argparse.ArgumentTypeError(
             f"--at must be an RFC 3339 time like 2026-11-30T00:00:00Z; got {text!r}"
         ) from None
-    return (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
+    t = (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
+    if not _EARLIEST <= t <= _LATEST:  # once a traceback (OverflowError) from a window's start
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is outside the times a check can place its windows at "
+            f"({_EARLIEST.year} to {_LATEST.year}: nanoseconds since 1970 in 64 bits, less "
+            "the windows and the budget period before it)"
+        )
+    return t
+
+
+# timestamps are int64 nanoseconds since 1970 (1677-09-21 to 2262-04-11); a slot's windows and
+# its replay reach back from it by the windows and a budget period (years at most)
+_EARLIEST = datetime(1700, 1, 1, tzinfo=UTC)
+_LATEST = datetime(2262, 1, 1, tzinfo=UTC)
 
 
 def _log_level(text: str) -> str:
@@ -292,9 +305,25 @@ def _cmd_check(args: argparse.Namespace) -> int:
     store = StateStore(config.server.state_dir, readonly=True, fingerprints=fingerprints)
     load_thresholds(config.server.state_dir)  # before anything computes an alarm plan
     runner = Runner(config, store=store)
-    verdicts = [
-        _check_one(config, runner, store, name, args.at, args.replay_from) for name in names
-    ]
+    verdicts, hung = [], False
+    for name in names:
+        verdict = _within(
+            config.monitor(name).run_timeout.total_seconds(),
+            lambda name=name: _check_one(config, runner, store, name, args.at, args.replay_from),
+        )
+        if verdict is None:  # a hung source: this monitor's error, the others still checked
+            from monitor.verdict import error_verdict
+
+            monitor = config.monitor(name)
+            at_ = args.at or monitor.schedule.latest_slot(datetime.now(UTC))
+            seconds = monitor.run_timeout.total_seconds()
+            verdict = error_verdict(
+                name,
+                at_,
+                f"check exceeded run_timeout={seconds:g}s and was abandoned (a source may hang)",
+            )
+            hung = True
+        verdicts.append(verdict)
     at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
     if args.json:
         doc = {
@@ -317,7 +346,30 @@ def _cmd_check(args: argparse.Namespace) -> int:
             )
             for reason in v.reasons:
                 print(f"    - {reason}")
-    return exit_code([v.state for v in verdicts])
+    return _exit_hard_if_stuck(exit_code([v.state for v in verdicts]), stuck=hung)
+
+
+def _within(seconds: float, work: Any) -> Any:
+    """``work()`` in a thread of its own, waited for ``seconds`` (a monitor's run_timeout, as
+    the daemon bounds its runs): its result, or None when it is still running then (a hung
+    source; the thread is left behind and the process exits without waiting for it). Its
+    exception, if it raised one, is raised here."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = work()
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+
+    thread = threading.Thread(target=target, name="check", daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if thread.is_alive():
+        return None
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
 
 
 def _check_one(
@@ -492,6 +544,12 @@ def _log_numpy_kernels() -> None:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
+    import signal
+
+    # a SIGHUP (systemctl reload) during start-up once ended the process, silently and for
+    # good under Restart=on-failure: until serve() handles it, it is noted, then applied
+    hup = threading.Event()
+    signal.signal(signal.SIGHUP, lambda signum, frame: hup.set())
     from monitor.config import with_server_flags
     from monitor.daemon import Daemon
     from monitor.logs import configure_logging
@@ -513,7 +571,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
             "cannot start", extra={"error": f"{type(exc).__name__}: {exc}"}
         )
         return 1
-    code = daemon.serve()
+    code = daemon.serve(reload_pending=hup.is_set)
     return _exit_hard_if_stuck(code, stuck=bool(daemon.wait_idle(0)))
 
 

@@ -11,7 +11,9 @@ flight, in a thread of its own with a time limit. A run past ``run_timeout`` is 
 slots are recorded as ``error`` ("previous run still in flight since T") without starting another
 run, so a hung source holds one thread of its own monitor and nothing of any other: healthy
 monitors keep their cadence, and the thread count stays at most two per monitor plus the HTTP
-server's.
+server's. A reload that changes (or removes) a monitor whose run was abandoned lets it run again
+at once with the new settings (the hung thread is left to end on its own: one more thread per
+such reload).
 
 **SIGHUP** re-reads and validates the configuration file: an invalid file is rejected with every
 problem logged and the running configuration kept; otherwise unchanged monitors keep their state,
@@ -330,7 +332,8 @@ class Daemon:
 
     def _add_jobs(self) -> None:
         for m in self.config.monitors:
-            self._add_job(m)
+            if self.scheduler.get_job(m.name) is None:  # not added by a start-up reload
+                self._add_job(m)
 
     def _remove_job(self, name: str) -> None:
         with contextlib.suppress(JobLookupError):
@@ -388,6 +391,13 @@ class Daemon:
             # must not write its old-settings state afterwards
             for n in set(reset + removed) & busy:
                 self.runner.discard(self._inflight[n].token)
+            # a run abandoned as hung no longer holds back a monitor whose settings changed
+            # (the operator's fix: it once blocked every slot until a restart); its thread is
+            # left to end on its own, one more per such reload at most
+            for n in (set(changed) | set(removed)) & busy:
+                if self._inflight[n].abandoned:
+                    self.runner.discard(self._inflight.pop(n).token, n)
+                    busy.discard(n)
         self.runner.reconfigure(new, reset=reset)
         self.config = new
         for n in removed:
@@ -435,13 +445,20 @@ class Daemon:
         if self.scheduler.running:
             self.scheduler.shutdown(wait=False)
 
-    def serve(self, *, install_signals: bool = True) -> int:
+    def serve(
+        self, *, install_signals: bool = True, reload_pending: Callable[[], bool] | None = None
+    ) -> int:
         """Run until SIGTERM/SIGINT (or ``stop()``); the exit code: 0 when every monitor's state
-        was saved at shutdown, 1 when one could not be."""
+        was saved at shutdown, 1 when one could not be. ``reload_pending``: whether a SIGHUP
+        came during start-up, before this could handle it (then the file is read again before
+        the first runs)."""
         if install_signals:
             signal.signal(signal.SIGTERM, self._request_stop)
             signal.signal(signal.SIGINT, self._request_stop)
             signal.signal(signal.SIGHUP, self._request_reload)
+        if reload_pending is not None and reload_pending():
+            log.info("reloading the configuration", extra={"signal": "SIGHUP during start-up"})
+            self._reload_quietly()  # its jobs are the first added (see _add_jobs)
         self.http.start()
         log.info(
             "started",

@@ -906,10 +906,14 @@ class Runner:
         self._abandoned.add(token)
         return self.fail(name, at, reason, duration_seconds=duration_seconds)
 
-    def discard(self, token: int) -> None:
+    def discard(self, token: int, name: str | None = None) -> None:
         """Drop the late result of run ``token`` without recording anything (SIGHUP changed
-        or removed its monitor while it ran)."""
+        or removed its monitor while it ran). With ``name``, the run is hung and let go: the
+        monitor's later runs take a lock of their own, the hung one keeps the old (its late
+        result is discarded before it would write anything)."""
         self._abandoned.add(token)
+        if name is not None and name in self._locks:
+            self._locks[name] = threading.Lock()
 
     def fail(
         self, name: str, at: datetime, reason: str, *, duration_seconds: float = 0.0

@@ -198,6 +198,9 @@ def test_exit_code_convention() -> None:
         ["check", "--config", "monitor.toml", "--jsn"],
         ["check", "--config", "monitor.toml", "--at", "yesterday"],
         ["report", "--config", "monitor.toml", "--replay-from", "soon"],
+        # a time no window can be placed at (once an OverflowError's traceback)
+        ["check", "--config", "monitor.toml", "--at", "0001-01-02T00:00:00Z"],
+        ["backtest", "--config", "m.toml", "--from", "0001-01-01T00:00:00Z", "--to", "2026-01-01"],
         ["nosuchcommand"],
         # the demo's flags are checked as run's are (they once raised a traceback)
         ["demo", "--web.listen-address", "bogus"],

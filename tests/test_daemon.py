@@ -340,6 +340,30 @@ def test_a_hung_run_of_a_monitor_a_reload_removed_ends_quietly(tmp_path: Path) -
         daemon.http.stop()
 
 
+def test_a_reload_that_fixes_a_hung_monitor_runs_it_again_at_once(tmp_path: Path) -> None:
+    """A run abandoned as hung held its monitor back after the operator fixed its settings
+    and reloaded: every slot "previous run still in flight" until a restart."""
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    reader = HangOne(config.monitor("hung").scores.path)
+    runner = Runner(config, reader=reader)
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    try:
+        daemon.run_monitor("hung")  # abandoned after run_timeout; its thread still hangs
+        assert daemon.in_flight("hung")
+        path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        daemon.run_monitor("hung")
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        assert snap.latest.verdict.input is not None
+    finally:
+        reader.release.set()
+        assert daemon.wait_idle(30) == []
+        daemon.http.stop()
+
+
 def test_reload_applies_a_valid_file_and_keeps_the_old_one_on_errors(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -13,6 +13,7 @@ import math
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from monitor.cli import exit_code
 from monitor.config import load_config
 from monitor.jobs import RESET_REASONS, StateStore, state_fingerprint
 from monitor.report import HistoryStore
@@ -126,6 +128,73 @@ def test_hung_sources_never_touch_healthy_monitors(tmp_path: Path) -> None:
             assert not tracebacks(d.log())
         finally:
             code = d.stop()
+    assert code == 0, d.log()[-3000:]
+
+
+def test_check_bounds_a_hung_source_by_run_timeout_and_checks_the_others(tmp_path: Path) -> None:
+    """``monitor check`` (on-call's command) once waited for a source that never answers for
+    ever, printing nothing, not even for the healthy monitors: now the hung monitor is an
+    ``error`` after its run_timeout, the others are checked, and the process exits."""
+    scores, outcomes = make_data(tmp_path / "world")
+    with SilentEndpoint.running() as silent:
+        tables = [
+            monitor_toml("healthy", scores, outcomes, extra="run_timeout = '20s'\n"),
+            monitor_toml("hung", silent.s3_uri("scores"), outcomes, extra="run_timeout = '2s'\n"),
+        ]
+        config = tmp_path / "monitor.toml"
+        config.write_text(config_text(free_address(), tmp_path / "state", tables))
+        proc = subprocess.run(
+            [sys.executable, "-m", "monitor", "check", "--config", str(config), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=child_env(),
+        )
+        assert silent.connections >= 1
+    doc = {m["name"]: m for m in json.loads(proc.stdout)["monitors"]}
+    assert doc["hung"]["state"] == "error"
+    assert doc["hung"]["reasons"] == [
+        "check exceeded run_timeout=2s and was abandoned (a source may hang)"
+    ]
+    assert doc["healthy"]["state"] != "error", doc["healthy"]["reasons"]
+    assert proc.returncode == exit_code([m["state"] for m in doc.values()]), proc.stderr[-2000:]
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (its ``SigCgt`` mask)."""
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    mask = next(int(ln.split()[1], 16) for ln in text.splitlines() if ln.startswith("SigCgt:"))
+    return bool(mask >> (signum - 1) & 1)
+
+
+def test_a_sighup_during_start_up_is_applied_not_fatal(tmp_path: Path) -> None:
+    """A SIGHUP (``systemctl reload``) during start-up once ended the daemon silently, before
+    its handlers were installed (systemd does not restart a process that a SIGHUP ended): it
+    is now caught before the imports and the port, and the file is read again before the
+    first runs."""
+    scores, outcomes = make_data(tmp_path / "world")
+    config = tmp_path / "monitor.toml"
+    config.write_text(
+        config_text(free_address(), tmp_path / "state", [monitor_toml("a", scores, outcomes)])
+    )
+    d = Daemon(config, tmp_path / "daemon.log")
+    try:
+        wait_for(lambda: _catches(d.pid, signal.SIGHUP) or None, timeout=30, what="a handler")
+        host, port = d.address.rsplit(":", 1)
+        with pytest.raises(ConnectionRefusedError):  # caught before the port is bound
+            socket.create_connection((host, int(port)), timeout=1).close()
+        # the monitor renamed meanwhile: the daemon must come up with the file as it is now
+        config.write_text(config.read_text().replace('name = "a"', 'name = "b"'))
+        d.signal(signal.SIGHUP)
+        wait_for(partial(_all_ran, d, ["b"]), timeout=60, what="the first run", log=d.log)
+        assert d.popen.poll() is None
+        assert list(d.monitors()) == ["b"]
+        assert any(r.get("signal") == "SIGHUP during start-up" for r in d.records())
+    finally:
+        code = d.stop()
     assert code == 0, d.log()[-3000:]
 
 
