@@ -250,6 +250,19 @@ def test_hive_segment_partition_and_year_month_day(tmp_path: Path) -> None:
     assert got.files_read == 2
 
 
+def test_a_null_segment_partition_is_null_segments_not_a_segment(tmp_path: Path) -> None:
+    """Hive and Spark write a null partition key as ``__HIVE_DEFAULT_PARTITION__``: its rows
+    are null segments (invalid rows, as nulls in a segment column are), never a segment of
+    that name (which once hid them from max_invalid_share)."""
+    for locale in ("en", "__HIVE_DEFAULT_PARTITION__"):
+        _scores(tmp_path / f"locale={locale}" / "p.parquet", [T0 + HOUR] * 2, [1.0, 2.0])
+    w = Window(T0, T0 + DAY)
+    with pytest.raises(BadValuesError, match=r"2 of 4 score rows .* are invalid \(null: 2"):
+        read_scores(ScoreSpec(str(tmp_path), segment_column="locale"), w)
+    got = read_scores(ScoreSpec(str(tmp_path), segment_column="locale", max_invalid_share=0.5), w)
+    assert got.segment_names == ("en",)
+
+
 def test_misfiled_partition_is_an_error_unless_pruning_is_off(tmp_path: Path) -> None:
     _scores(tmp_path / "date=2026-11-30" / "p.parquet", [T0 + HOUR, T0 + DAY + HOUR], [1.0, 2.0])
     w = Window(T0, T0 + 2 * DAY)

@@ -216,6 +216,24 @@ def test_inspect_source_reports_every_problem_at_once(tmp_path: Path) -> None:
     assert "good.parquet" not in text
 
 
+def test_inspect_source_checks_each_file_against_its_partition(tmp_path: Path) -> None:
+    """The check a pruning read makes: a file in the wrong partition (a day's rows written
+    under the day before, a typo of the year) once passed ``validate --sources`` and then
+    failed the check that read it, or was never read at all."""
+    root = tmp_path / "scores"
+    _score_file(root / f"date={T0:%Y-%m-%d}" / "good.parquet")
+    _score_file(root / f"date={T0 - DAY:%Y-%m-%d}" / "late.parquet")
+    _score_file(root / f"date={T0 + 36500 * DAY:%Y-%m-%d}" / "typo.parquet")
+    report = inspect_source(ScoreSpec(str(root)))
+    text = "\n".join(report.problems)
+    assert len(report.problems) == 2, text
+    assert f"date={T0 - DAY:%Y-%m-%d}/late.parquet: column 'timestamp': holds timestamps" in text
+    assert "typo.parquet: column 'timestamp': holds timestamps" in text
+    assert "outside its partition" in text
+    assert "good.parquet" not in text
+    assert inspect_source(ScoreSpec(str(root), prune_partitions=False)).ok  # nothing pruned
+
+
 def test_inspect_source_reads_footers_only(tmp_path: Path) -> None:
     path = tmp_path / "scores" / "part.parquet"
     _score_file(path, n=5000)

@@ -34,7 +34,7 @@ from monitor.sources.footers import (
 )
 from monitor.sources.model import FloatArray, Window
 from monitor.sources.partitions import _Plan
-from monitor.sources.paths import _File, _Source
+from monitor.sources.paths import HIVE_NULL, _File, _Source
 from monitor.sources.translate import _translate
 
 _T = TypeVar("_T")
@@ -140,6 +140,8 @@ def _segment(
     if column in table.column_names:
         return labels.encode(table.column(column))
     value = dict(f.partitions)[column]
+    if value == HIVE_NULL:  # counted as null segments are (invalid rows), never a segment
+        return np.full(n, -1, dtype=np.int32), np.zeros(n, dtype=np.bool_)
     return np.full(n, labels.code(value), dtype=np.int32), None
 
 

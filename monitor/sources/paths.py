@@ -136,6 +136,10 @@ def _resolve(path: str, prune: bool) -> _Source:
     return _Source(path, fs, inner, info.type == pafs.FileType.File, None, prune)
 
 
+# the value Hive and Spark write for a null partition key: a null segment, as a null in a column
+HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
+
+
 def _hive(name: str) -> tuple[str, str] | None:
     key, sep, value = name.partition("=")
     return (key, unquote(value)) if sep and key else None

@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from monitor.errors import SourceError, SourceNotFoundError
 from monitor.sources.columns import _require_label, _require_numeric, _segment_source
-from monitor.sources.footers import _FOOTERS, _Footer, _ts_unit
+from monitor.sources.footers import _FOOTERS, _Footer, _footer_stats, _ts_unit
 from monitor.sources.judged import _check_ordering
 from monitor.sources.judgments import judgments_version
 from monitor.sources.model import OutcomeSpec, ScoreSpec
-from monitor.sources.paths import _File, _open_source, _walk
+from monitor.sources.partitions import _check_partition
+from monitor.sources.paths import _File, _open_source, _partition_interval, _Source, _walk
 from monitor.sources.textfiles import _is_parquet
 
 
@@ -69,17 +70,36 @@ def inspect_source(spec: ScoreSpec | OutcomeSpec) -> SourceReport:
         except SourceError as exc:
             problems.append(exc)
             continue
+        failed = len(problems)
         for check in _column_checks(spec):
             try:
                 check(footer, f)
             except SourceError as exc:
                 problems.append(exc)
+        if len(problems) == failed:
+            _partition_problem(source, spec, f, problems)
     if isinstance(spec, OutcomeSpec) and spec.judged is not None:
         try:
             judgments_version(spec.judged)  # reads the (small) judgment set whole
         except SourceError as exc:
             problems.append(exc)
     return SourceReport(spec.path, len(files), _summarise(problems))
+
+
+def _partition_problem(
+    source: _Source, spec: ScoreSpec | OutcomeSpec, f: _File, problems: list[SourceError]
+) -> None:
+    """The check a pruning read makes of ``f``: its timestamps (footer statistics) inside the
+    period its hive partitions spell (a file written into the wrong partition, or a typo such
+    as ``date=2062-11-29``, would be missed by every window, or fail the check that reads it)."""
+    interval = _partition_interval(f.partitions) if spec.prune_partitions else None
+    if interval is None:
+        return
+    try:
+        _, stats = _footer_stats(source, f, spec.timestamp_column, spec.timestamp_unit)
+        _check_partition(replace(f, interval=interval), stats, spec.timestamp_column)
+    except SourceError as exc:
+        problems.append(exc)
 
 
 def _column_checks(spec: ScoreSpec | OutcomeSpec) -> list[Callable[[_Footer, _File], object]]:

@@ -41,6 +41,7 @@ from monitor.errors import SourceError, SourceNotFoundError
 from monitor.sources.footers import _ts_to_ns
 from monitor.sources.model import _NS_PER, OutcomeSpec, ScoreSpec
 from monitor.sources.paths import (
+    HIVE_NULL,
     _File,
     _filesystem,
     _Interval,
@@ -53,7 +54,6 @@ __all__ = ["current_snapshot", "pin_snapshot"]
 
 _INSTALL = "pip install 'retrieval-monitor[tables]'"
 _DELTA_MS_NS = 1_000_000  # Delta's timestamp statistics are truncated to milliseconds
-_HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 Spec = TypeVar("Spec", ScoreSpec, OutcomeSpec)
 
@@ -289,7 +289,7 @@ def _delta_slack(actions: pa.Table, name: str, unit: str | None) -> int:
 def _partition_text(value: object) -> str:
     """A Delta partition value as the text its hive directory would hold."""
     if value is None:
-        return _HIVE_NULL
+        return HIVE_NULL
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime | date):
