@@ -535,6 +535,38 @@ def test_segments_are_holm_adjusted_not_bonferroni() -> None:
     assert got_drift != pytest.approx([min(1.0, len(raw_drift) * p) for p in raw_drift], rel=1e-6)
 
 
+def test_the_immediate_drift_rule_holds_holms_p_not_the_raw_one() -> None:
+    """Two segments, two tracks each: a block whose raw p is under ``drift_alpha`` but whose
+    Holm-adjusted p (four tests) is over it raises nothing; alone, it raises at once. (The raw
+    p compared with drift_alpha, T times the per-test level, once passed every test: each
+    test's immediate threshold inflated T-fold.) ``drift_alpha`` is T times the per-test
+    level norm.sf(drift_z)."""
+    from scipy.stats import norm
+
+    from monitor.verdict.drift import _settle_drift
+    from monitor.verdict.plan import alarm_plan
+    from monitor.verdict.reports import InputReport
+    from monitor.verdict.state import SegmentDrift
+
+    m = make_monitor(max_segments=3)
+    plan = alarm_plan(m, 2)
+    tests = 2 * plan.tracks
+    assert plan.drift_alpha / tests == pytest.approx(norm.sf(plan.drift_z), rel=1e-9)
+    raw = plan.drift_alpha / 2  # under drift_alpha, over drift_alpha / 4
+    for block_p, raised in (
+        ({(n, t): 0.5 for n in ("de", "en") for t in ("reference", "anchor")}, False),
+        ({}, True),
+    ):
+        block_p[("en", "reference")] = raw
+        reports = {
+            n: InputReport(n_reference=1000, n_current=100, decidable=True) for n in ("de", "en")
+        }
+        states = {n: SegmentDrift() for n in reports}
+        _settle_drift(m, AT, reports, states, block_p, plan)
+        assert (reports["en"].alarm == "immediate") is raised, block_p
+        assert reports["en"].drift is raised
+
+
 def test_state_round_trips_through_json() -> None:
     m = make_monitor()
     seg = segment(np.random.default_rng(14), AT, shift=1.0, decay=0.05)

@@ -10,8 +10,11 @@ Conventions (the contract ``docs/statistics.md`` quotes; see :func:`ranking_metr
 * Order within a query: ``rank`` ascending when given (ties: ``score`` descending, then docno
   descending); otherwise ``score`` descending, ties by docno descending, which is trec_eval's own
   order (it ignores the rank column).
-* Unjudged documents have grade 0. A query with no judged relevant document (R = 0) gets NaN for
-  every metric but judged@k: it cannot show decay, and the monitor leaves it out.
+* Unjudged documents have grade 0. A query with no relevant document (R = 0: none judged at
+  ``relevant_grade`` or above) gets NaN for the binary metrics (AP, RR, P@k, R@k, R-precision),
+  and nDCG NaN when its ideal DCG is 0 (no document judged above grade 0; with
+  ``relevant_grade`` above 1 a query with only lower grades has an nDCG): a NaN cannot show
+  decay, and the monitor leaves that query out of that metric.
 * nDCG: linear gain (the grade) or exponential gain (2^grade - 1), discount 1 / log2(i + 1) at
   position i, ideal DCG from the grades of every judged document of the query (Järvelin &
   Kekäläinen 2002, with the log2(i + 1) discount of Burges et al. 2005), as trec_eval's
@@ -82,7 +85,8 @@ class RankingMetrics:
 
     ``relevant``: R per query (judged documents with grade >= relevant_grade, retrieved or not);
     ``returned``: results per query after dropping duplicates; ``duplicates``: duplicate
-    (query, document) run rows dropped; ``defined``: R > 0 (the queries the monitor keeps).
+    (query, document) run rows dropped; ``defined``: R > 0 (the queries the binary metrics
+    are defined for; nDCG's are those with a finite value).
     """
 
     metrics: dict[str, FloatArray]
@@ -202,8 +206,9 @@ def ranking_metrics(
       the top k / k (``P_k``); R@k = relevant in the top k / R (``recall_k``).
     * judged@k: share of the first min(k, returned) results that have a judgment (any grade, 0
       included); NaN for a query without results. It does not need R > 0.
-    * Every other metric is NaN for a query with R = 0 (nDCG: IDCG = 0); ``defined`` says which
-      queries have R > 0. trec_eval gives such queries 0 (and skips queries without any
+    * The binary metrics are NaN for a query with R = 0, nDCG when its ideal DCG is 0 (which
+      R = 0 implies only at ``relevant_grade`` <= the lowest grade above 0); ``defined`` says
+      which queries have R > 0. trec_eval gives such queries 0 (and skips queries without any
       judgment); the monitor excludes them because they cannot show decay.
     * A query that appears only in the judgments has ``returned = 0`` and metric 0 where R > 0
       (judged@k NaN); a query in neither has every metric NaN.

@@ -277,13 +277,27 @@ def test_psi_paths_agree_and_sorted_input() -> None:
         assert a.pvalue == other.pvalue
         assert a.out_of_range_rate == other.out_of_range_rate
     assert a.pvalue == pytest.approx(
-        stats.ncx2.sf(a.n_eff * a.statistic, a.n_bins - 1, 0.01 * a.n_eff), rel=1e-12
+        stats.ncx2.sf(a.n_eff * a.statistic, a.n_bins - 1, 0.01 * a.n_eff), rel=1e-12, abs=0
     )
     ks = ks_2samp(ref, cur)
     assert c.ks == ks
     # the zero point mass has its own bin (-inf, 0]
     assert base.edges[0] == 0.0
     assert base.reference_counts[0] == np.count_nonzero(ref == 0)
+
+
+@pytest.mark.parametrize("seed", range(2, 8))
+def test_the_tolerance_null_p_is_scipys_noncentral_chi2_where_it_decides(seed: int) -> None:
+    """ncx2.sf(N_eff PSI, B - 1, tolerance N_eff) on data whose p lies where alarms are
+    decided (1e-6 to 0.9), compared without an absolute slack (pytest.approx's default 1e-12
+    accepted any tiny p, so a wrong noncentrality passed)."""
+    rng = np.random.default_rng(seed)
+    ref = rng.gamma(2.0, size=4_000)
+    cur = rng.gamma(2.0, size=2_000) * (1.0 + 0.02 * seed)
+    got = psi(build_baseline(ref), cur, tolerance=0.01)
+    want = stats.ncx2.sf(got.n_eff * got.statistic, got.n_bins - 1, 0.01 * got.n_eff)
+    assert 1e-6 < want < 0.9
+    assert got.pvalue == pytest.approx(want, rel=1e-9, abs=0)
 
 
 def test_drift_detects_shift() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from typing import Any
 
@@ -255,6 +256,28 @@ def test_margin_one_sided_decay() -> None:
     )
     assert tolerated.pvalue > 0.5
     assert decayed.permutation.min_pvalue == 1 / 2_001
+
+
+def test_exact_sign_flip_counts_ties_at_a_zero_sum() -> None:
+    """An observed sum of about 0 (here exactly 0 on a grid of 0.05, in floats): its ties are
+    counted as integer enumeration counts them (the tie tolerance once scaled with |T|, 0
+    here, and the exact p was 0.48 instead of 0.57)."""
+    di = np.array([45, 45, -90, 45, -45, -90, 135, 45, -90])
+    base = np.arange(9) * 7 % 100
+    d = np.round((base + di) / 100 - base / 100, 12)
+    signs = np.array(list(itertools.product([1, -1], repeat=9)))
+    sums = signs @ np.abs(di)
+    for alternative, want in (("greater", sums >= 0), ("less", sums <= 0)):
+        got = sign_flip_test(d, alternative=alternative, n_resamples=10**6)
+        assert got.exact
+        assert got.pvalue == want.mean()
+
+
+def test_monte_carlo_p_is_never_0() -> None:
+    """(b + 1) / (R + 1): every resample below the observed sum is still p = 1 / (R + 1)."""
+    got = sign_flip_test(-np.ones(40), alternative="less", n_resamples=999, rng=0)
+    assert not got.exact
+    assert got.pvalue == 1 / 1000 == got.min_pvalue
 
 
 def test_monte_carlo_is_seeded_and_batch_independent() -> None:

@@ -49,6 +49,12 @@ def test_thresholds_grow_with_the_shared_share() -> None:
     assert hs[0] > cusum_threshold_shared(200, 0.05)
     # phases: a CUSUM averages independent phase references, so it needs less
     assert cusum_threshold_shared(200, 0.05, rho=0.2, phases=24, states=100) < hs[-1]
+    # P phase references averaged: the share of one is rho / P (once unpinned: a mutation
+    # using rho whole took the weekly plan's h from 12.8 to 436, no drift alarm ever)
+    for rho, phases in ((0.2, 24), (0.5, 168), (0.125, 20)):
+        assert cusum_threshold_shared(
+            200, 0.05, rho=rho, phases=phases, states=100
+        ) == cusum_threshold_shared(200, 0.05, rho=rho / phases, states=100)
 
 
 def _cusum_false_alarms(h: float, rho: float, looks: int, streams: int, seed: int) -> int:
