@@ -265,6 +265,16 @@ def _before(at: datetime, when: datetime | None) -> datetime | None:
     return when if when is not None and when < at else None
 
 
+def _judgment_versions(*windows: OutcomeWindow) -> list[str]:
+    """The distinct judgment versions (name and content fingerprint) the windows were scored
+    with, in order; one or none when they agree."""
+    seen: list[str] = []
+    for w in windows:
+        if w.judged is not None and w.judged.judgments_version not in seen:
+            seen.append(w.judged.judgments_version)
+    return seen
+
+
 def _empty_outcomes(like: OutcomeWindow, window: Window) -> OutcomeWindow:
     return replace(
         like,
@@ -500,6 +510,24 @@ class Runner:
         pair_split: Mapping[str, PairedOutcomes] = {}  # no new run: nothing to pair
         if runs.new is not None:
             cur_out = self.reader.outcomes(monitor.outcomes, runs.new)
+            for attempt in range(2):
+                # both windows scored with one judgment set: a new one that lands between
+                # the two reads once scored the runs looked at with it and their reference
+                # with the old (a false decay where the judgments, not the model, changed)
+                versions = _judgment_versions(ref_out, cur_out)
+                if len(versions) < 2:
+                    break
+                if attempt:
+                    raise SourceError(
+                        "the judgments changed while this check read them "
+                        f"({' then '.join(versions)})",
+                        path=monitor.outcomes.judged.judgments if monitor.outcomes.judged else "",
+                        hint="the next check reads both windows with one version",
+                    )
+                ref_out = self.reader.outcomes(monitor.outcomes, out_ref_w)
+                if emptied:
+                    ref_out = _empty_outcomes(ref_out, out_ref_w)
+                cur_out = self.reader.outcomes(monitor.outcomes, runs.new)
             paired = pair_outcomes(ref_out, cur_out)
             pair_split = (
                 paired.by_segment() if monitor.outcomes.segment_column is not None else {"": paired}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -209,6 +210,53 @@ def test_a_judgment_update_never_looks_like_decay(tmp_path: Path) -> None:
     assert not np.allclose(ref_v1.outcomes, ref_v2.outcomes)  # the grades did change
 
 
+def test_judgments_that_land_during_a_check_never_score_its_windows_apart(
+    tmp_path: Path,
+) -> None:
+    """A new judgment set landing between the reference's read and the runs' once scored the
+    runs with it and the reference with the old: a false decay (every grade 2 made 0 here).
+    The windows are read again with one version; a set that keeps changing is an error."""
+    import pyarrow.compute as pc
+
+    from monitor.jobs import ParquetReader
+
+    config_path = _world(tmp_path, RunsWorld(n_queries=60))
+    qrels = tmp_path / "qrels"
+    table = pq.read_table(qrels / "version=v1" / "qrels.parquet")
+    graded = pc.if_else(pc.equal(table["grade"], 2), 0, table["grade"]).cast(table["grade"].type)
+    changed = table.set_column(table.schema.get_field_index("grade"), "grade", graded)
+
+    class Landing(ParquetReader):
+        def __init__(self, every: bool) -> None:
+            self.calls, self.every, self.seen = 0, every, []
+
+        def outcomes(self, spec, window):  # type: ignore[no-untyped-def]
+            out = super().outcomes(spec, window)
+            self.seen.append(out.judged.judgments_version)
+            self.calls += 1
+            if self.calls == 1 or self.every:  # a new version after this read
+                version = qrels / f"version=v{self.calls + 1}"
+                version.mkdir()
+                pq.write_table(changed if self.calls % 2 else table, version / "qrels.parquet")
+            return out
+
+    config = load_config(config_path)
+    name = config.monitors[0].name
+    once = Landing(every=False)
+    verdict = Runner(config, clock=lambda: AT, reader=once).run(name, AT).verdict
+    assert verdict.state != "model_decay", verdict.reasons
+    assert once.seen[0] != once.seen[1], once.seen
+    assert once.seen[2] == once.seen[3], once.seen
+    assert verdict.to_dict()["judgments"]["version"] == once.seen[3]
+    for v in qrels.glob("version=v[2-9]"):
+        shutil.rmtree(v)
+    shutil.rmtree(config.server.state_dir)  # the same runs are new to it again
+    churning = Landing(every=True)
+    verdict = Runner(config, clock=lambda: AT, reader=churning).run(name, AT).verdict
+    assert verdict.state == "error"
+    assert "the judgments changed while this check read them" in verdict.reasons[0]
+
+
 def test_trec_files_give_the_same_outcomes_as_parquet(tmp_path: Path) -> None:
     world = RunsWorld(n_queries=40)
     par = _world(tmp_path / "p", world)
@@ -295,6 +343,15 @@ def test_config_keys_are_validated_with_their_paths(tmp_path: Path) -> None:
     assert "monitors[0].outcomes.metric" in text
     assert "monitors[0].outcomes.gain" in text
     assert "outcomes.path" in text  # judged runs are read from outcomes.runs
+    # a grade of 0 would count every unjudged document relevant: refused here, not at every
+    # check (it once passed validate and then failed each check without naming the key)
+    zero = _world(
+        tmp_path / "zero",
+        RunsWorld(n_queries=5),
+        extra_outcomes_toml="outcomes.relevant_grade = 0.0\n",
+    )
+    with pytest.raises(ConfigError, match=r"monitors\[0\]\.outcomes\.relevant_grade"):
+        load_config(zero)
 
 
 def test_exporter_shows_metrics_calibration_and_version(tmp_path: Path) -> None:

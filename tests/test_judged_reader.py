@@ -308,6 +308,36 @@ def test_infinite_scores_are_placed_as_trec_eval_places_them(
     assert got == pytest.approx(want, abs=1e-12)
 
 
+@pytest.mark.parametrize(
+    "docs", [("a", "b", "c"), ("c", "b", "a"), ("b", "a", "c"), ("a", "c", "b", "d")]
+)
+def test_tied_scores_are_placed_by_docno_descending_in_any_line_order(
+    tmp_path: Path, docs: tuple[str, ...]
+) -> None:
+    """Equal ranks and tied scores: trec_eval places by docno descending whatever the order of
+    the lines; lines already in ascending docno order once could take the sorted rows' fast
+    path untested (a mutation of its tie rule passed every test: RR 1.0 for 1/3)."""
+    import pytrec_eval
+
+    (tmp_path / "runs").mkdir()
+    text = "".join(f"q1 Q0 {d} 0 1.0 t\n" for d in docs)
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(text)
+    (tmp_path / "qrels.txt").write_text("q1 0 a 1\nq1 0 b 0\n")
+    clear_cache()
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    got = {}
+    for metric, name in (("rr", "recip_rank"), ("ndcg@10", "ndcg_cut_10")):
+        judged = JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric=metric)
+        spec = OutcomeSpec(path=str(tmp_path / "runs"), judged=judged)
+        got[name] = float(judged_outcomes(spec, window).outcomes[0])
+    run = {"q1": dict.fromkeys(docs, 1.0)}
+    evaluator = pytrec_eval.RelevanceEvaluator(
+        {"q1": {"a": 1, "b": 0}}, {"recip_rank", "ndcg_cut.10"}
+    )
+    want = evaluator.evaluate(run)["q1"]
+    assert got == pytest.approx(want, abs=1e-12)
+
+
 def test_trec_runs_for_a_segmented_monitor_are_a_clear_error(tmp_path: Path) -> None:
     """TREC runs have no segment field: a monitor with outcomes.segment_column gets an error
     naming the runs and the column. It once got outcomes beside no segments, and pairing them

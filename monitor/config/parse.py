@@ -433,7 +433,9 @@ def _parse_judged(c: _Collector, t: dict[str, Any], path: str, base: Path) -> Ju
         "judgments_version": c.get(t, "judgments_version", path, None, _optional_string),
         "metric": metric,
         "report": report,
-        "relevant_grade": c.get(t, "relevant_grade", path, d.relevant_grade, _float(0.0, 1e9)),
+        "relevant_grade": c.get(
+            t, "relevant_grade", path, d.relevant_grade, _float(0.0, 1e9, open_low=True)
+        ),
         "gain": c.get(t, "gain", path, d.gain, _gain),
         "judged_k": judged_k,
         "judged_tolerance": c.get(
