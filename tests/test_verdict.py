@@ -567,6 +567,22 @@ def test_the_immediate_drift_rule_holds_holms_p_not_the_raw_one() -> None:
         assert reports["en"].drift is raised
 
 
+def test_low_pairing_coverage_is_a_reason_naming_both_causes() -> None:
+    """Reference queries missing from the runs looked at (a golden set changed, or queries
+    that returned no results: no list to pair) below decay.min_coverage add a reason."""
+    seg = segment(np.random.default_rng(21), AT)
+    for missing, told in ((100, True), (10, False)):  # coverage 75 % and 97 %
+        data = check_data(AT, {"": replace(seg, pairs=replace(seg.pairs, only_reference=missing))})
+        v, _ = evaluate(make_monitor(), AT, data, MonitorState())
+        said = [r for r in v.reasons if "pairing coverage" in r]
+        assert bool(said) is told, v.reasons
+        if told:
+            assert said[0] == (
+                "pairing coverage 75% is below 80%: the golden set changed, or queries returned "
+                "no results (100 reference-only, 0 current-only queries)"
+            )
+
+
 def test_state_round_trips_through_json() -> None:
     m = make_monitor()
     seg = segment(np.random.default_rng(14), AT, shift=1.0, decay=0.05)

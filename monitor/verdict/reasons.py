@@ -154,7 +154,8 @@ def _reasons(
                 (
                     4,
                     f"{where}pairing coverage {r.coverage:.0%} is below "
-                    f"{monitor.decay.min_coverage:.0%}: the golden set changed "
+                    f"{monitor.decay.min_coverage:.0%}: the golden set changed, or "
+                    "queries returned no results "
                     f"({r.only_reference} reference-only, {r.only_current} current-only "
                     f"queries)",
                 )
