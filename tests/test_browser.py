@@ -39,7 +39,7 @@ AT = START + timedelta(days=17)
 REPLAY = (AT - timedelta(days=3)).isoformat()
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 OKABE_BLUE = (0x00, 0x72, 0xB2)
-OKABE_ORANGE = (0xE6, 0x9F, 0x00)
+CURRENT_ORANGE = (0xC7, 0x77, 0x00)  # Okabe-Ito's #E69F00 darkened to 3:1 contrast
 _FLAGS = [
     "--headless",
     "--no-sandbox",
@@ -165,7 +165,7 @@ def test_report_file_renders_in_chromium(
         assert value == _json_value(doc, key), key
     assert not_blank(loaded.screenshot)
     assert palette_pixels(loaded.screenshot, OKABE_BLUE) > 2000
-    assert palette_pixels(loaded.screenshot, OKABE_ORANGE) > 2000
+    assert palette_pixels(loaded.screenshot, CURRENT_ORANGE) > 2000
     _keep(loaded, "report_monitor.png")
     phone = load(page.as_uri(), tmp_path, "phone", width=390, height=2600)
     assert phone.console == []
@@ -247,5 +247,5 @@ def test_daemon_pages_render_in_chromium(
     assert cells.classes["pair circle"] >= 100
     assert cells.classes["state-change"] >= 2  # ok -> data_drift -> model_decay
     assert not_blank(page.screenshot)
-    assert palette_pixels(page.screenshot, OKABE_ORANGE) > 2000
+    assert palette_pixels(page.screenshot, CURRENT_ORANGE) > 2000
     _keep(page, "report_daemon.png")

@@ -296,7 +296,7 @@ def test_svg_and_page_escape_text(world: World) -> None:
     page = render_monitor_page(monitor, verdict, None, (), PageContext(report=ReportConfig()))
     assert "<img" not in page
     assert "&lt;img src=x onerror=alert(1)&gt;" in page
-    assert "No score data in this check." in page
+    assert "This check failed" in page  # an error has no numbers (not "no score data")
 
 
 def test_report_config_iv(tmp_path: Path) -> None:
@@ -653,7 +653,7 @@ def test_daemon_page_equals_status_json(served: Any) -> None:
     # rendered once per run record, then served from memory
     snap = server.board.snapshot()[0]
     assert server.page(snap) is server.page(snap)
-    assert "CUSUM S (blue)" in page  # the timeline drawn from the history
+    assert "CUSUM S (blue" in page  # the timeline drawn from the history
 
 
 def test_landing_page_lists_every_monitor(served: Any) -> None:
@@ -963,6 +963,123 @@ def test_a_replayed_page_dates_its_state_from_its_history() -> None:
     assert "no earlier record" not in page
     first = render_monitor_page(m, _verdict(at), None, [], PageContext(ReportConfig()))
     assert "no earlier record of this state" in first
+
+
+def _segmented() -> Any:
+    docs = [
+        {
+            "name": "m",
+            "scores": {"path": "s", "segment_column": "locale"},
+            "outcomes": {"path": "o", "segment_column": "locale"},
+        }
+    ]
+    (m,) = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
+    return m
+
+
+def _hourly(states: list[str], end: datetime) -> list[dict[str, Any]]:
+    return [
+        {"at": (end - timedelta(hours=len(states) - i)).isoformat(), "state": s, "cusum": 0.0}
+        for i, s in enumerate(states)
+    ]
+
+
+def test_a_failed_checks_page_says_it_failed_and_keeps_its_timeline() -> None:
+    """An error verdict has no numbers: its page once said "No score data", "No evaluation
+    run looked at yet" and "This monitor has no segments" (none of them so for a segmented
+    monitor that had looked at runs) and dropped the history chart on-call needed."""
+    failed = Verdict(monitor="m", at=AT, state="error", reasons=("x.parquet: not parquet",))
+    page = render_monitor_page(
+        _segmented(), failed, None, _hourly(["ok"] * 5, AT), PageContext(ReportConfig())
+    )
+    assert page.count("This check failed") == 3
+    for wrong in ("No score data", "No evaluation run looked at yet", "has no segments"):
+        assert wrong not in page
+    assert "Evidence over time" in page
+    assert 'data-chart="cusum"' in page.split("Evidence over time")[1]
+
+
+def test_the_segments_table_names_every_raised_flag_and_an_undecidable_look_claims_no_power() -> (
+    None
+):
+    from monitor.verdict.reports import InputReport, OutcomeReport
+
+    both = InputReport(n_reference=100, n_current=10, decidable=True, drift=True)
+    small = OutcomeReport(
+        n_pairs=10,
+        only_reference=0,
+        only_current=0,
+        coverage=1.0,
+        decidable=False,
+        mean_difference=-0.036,
+        mde=0.03,
+        margin=0.005,
+    )
+    decayed = replace(small, decidable=True, decay=True, n_pairs=300, mde=0.01)
+    v = Verdict(
+        monitor="m",
+        at=AT,
+        state="model_decay",
+        reasons=(),
+        inputs={"de": both, "en": both},
+        outcomes={"de": small, "en": decayed},
+    )
+    page = render_monitor_page(_segmented(), v, None, [], PageContext(ReportConfig()))
+    segments = page.split('id="segments"')[1]
+    assert "<td>drift, decay</td>" in segments  # en: the decay once hidden by the drift
+    assert "<td>drift</td>" in segments
+    alone = render_monitor_page(
+        _segmented(), replace(v, outcomes={"de": small}), None, [], PageContext(ReportConfig())
+    )
+    assert "could only reliably detect" not in alone  # a look that can raise nothing
+    assert "This look cannot raise a decay" in alone
+
+
+def test_a_replayed_history_in_one_state_throughout_dates_it_at_least_from_its_start() -> None:
+    """The history of a replay starts where the replay did: a state it holds throughout may be
+    older (the page once dated it from the replay's start, moving with --replay-from)."""
+    m = _segmented()
+    page = render_monitor_page(
+        m, _verdict(AT), None, _hourly(["ok"] * 4, AT), PageContext(ReportConfig())
+    )
+    began = AT - timedelta(hours=4)
+    assert f"since at least {began:%Y-%m-%d %H:%M} UTC" in page
+    changes = ["ok", "data_drift"] * 30 + ["ok"]
+    many = render_monitor_page(
+        m, _verdict(AT), None, _hourly(changes, AT), PageContext(ReportConfig())
+    )
+    assert "State changes (the last 20 of 60)" in many
+
+
+def test_the_cusum_chart_rings_each_alarm_where_s_was_reset() -> None:
+    """S is recorded after its check, 0 after an alarm's reset: the chart once showed S under
+    h throughout a raised drift. Each alarm is ringed (a CUSUM one on h), and the immediate
+    rule's z threshold is drawn."""
+    from monitor.report.charts import cusum_chart
+
+    base = {"cusum_threshold": 12.8, "z_threshold": 4.34, "evidence": True}
+    history = [
+        {**base, "at": f"2026-10-17T0{k}:00:00Z", "state": st, "cusum": c, "z": z, "alarm": a}
+        for k, (st, c, z, a) in enumerate(
+            [
+                ("ok", 9.0, 1.0, None),
+                ("ok", 10.5, 2.0, None),
+                ("data_drift", 0.0, 3.6, "cusum"),
+                ("data_drift", 0.0, 6.5, "immediate"),
+            ]
+        )
+    ]
+    svg = cusum_chart(history)
+    rings = re.search(r'<g class="alarm">(.*?)</g>', svg)
+    assert rings is not None
+    ys = [float(y) for y in re.findall(r'cy="([-0-9.]+)"', rings.group(1))]
+    assert len(ys) == 2
+    h_line = re.search(r'<polyline points="[-0-9.]+,([-0-9.]+) [^"]*" class="threshold"', svg)
+    assert h_line is not None
+    assert ys[0] == pytest.approx(float(h_line.group(1)), abs=0.01)  # the CUSUM alarm, on h
+    assert ys[1] > ys[0]  # the immediate one at its z of 6.5, below h (12.8) on the chart
+    assert 'class="z-threshold"' in svg
+    assert "2 alarm(s) ringed" in svg
 
 
 def test_a_page_of_an_earlier_run_of_the_same_state_does_not_take_the_daemons_date() -> None:

@@ -201,7 +201,7 @@ def strip_chart(
     label = (
         f"Per-query outcome differences{_seg(segment)} (current - reference), sorted: {what} "
         f"{n} pairs as a dot; mean {_fmt(mean)} (line), interval {_fmt(ci[0])} to {_fmt(ci[1])} "
-        f"(band), margin +-{_fmt(margin)} (dashed)."
+        f"(band), margin {'n/a' if margin is None else f'±{abs(margin):.4f}'} (dashed)."
     )
     svg = Svg(W, H, label=label, chart="strip")
     _axes(
@@ -287,17 +287,27 @@ def _runs_of(labels: Sequence[Any]) -> list[int]:
 
 def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     """The drift CUSUM S (reference track) at every check against its threshold h, the z of
-    every evidence block (one dot per check that had a new block), with the checks whose state
-    changed marked."""
+    every evidence block (one dot per check that had a new block) against the immediate
+    rule's z threshold, with the checks whose state changed marked, and each alarm: S is
+    recorded after the check, reset to 0 by its alarm, so a CUSUM alarm is drawn where S
+    crossed h (a ring on h) and an immediate one as a ring round its block's z."""
     ts = _times(history)
     s = [e.get("cusum") for e in history]
     h = [e.get("cusum_threshold") for e in history]
+    zh = [e.get("z_threshold") for e in history]
+    alarms = [
+        (t, float(e["cusum_threshold"] if e["alarm"] == "cusum" else e["z"]))
+        for t, e in zip(ts, history, strict=True)
+        if e.get("alarm") in ("cusum", "immediate")
+        and isinstance(e.get("cusum_threshold" if e["alarm"] == "cusum" else "z"), (int, float))
+    ]
     blocks = [
         (t, float(e["z"]))
         for t, e in zip(ts, history, strict=True)
         if e.get("evidence") and isinstance(e.get("z"), (int, float))
     ]
-    values = [v for v in (*s, *h) if isinstance(v, (int, float))] + [z for _, z in blocks]
+    values = [v for v in (*s, *h, *zh) if isinstance(v, (int, float)) and math.isfinite(v)]
+    values += [z for _, z in blocks]
     top = max(values, default=1.0) * 1.1 or 1.0
     t0, t1 = ts[0], ts[-1] if ts[-1] > ts[0] else ts[0] + 3600
     xs = Scale(t0, t1, _L, W - _R)
@@ -310,9 +320,11 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     # broken where it changes (joined, another segment's reset read as this one's)
     breaks = _runs_of([e.get("input_segment") for e in history])
     label = (
-        f"Drift evidence over the last {len(history)} checks: CUSUM S (blue) against the alarm "
-        f"threshold h (black dashed), the z of each of {len(blocks)} evidence blocks (orange "
-        f"dots); {changes} change(s) of state marked by grey lines"
+        f"Drift evidence over the last {len(history)} checks: CUSUM S (blue, after each check: "
+        f"reset to 0 by an alarm) against the alarm threshold h (black dashed), the z of each "
+        f"of {len(blocks)} evidence blocks (orange dots) against the immediate alarm's z "
+        f"threshold (orange dashed); {len(alarms)} alarm(s) ringed (on h for a CUSUM alarm); "
+        f"{changes} change(s) of state marked by grey lines"
         + (
             f"; S is the deciding segment's, and its line breaks at each of {len(breaks) - 1} "
             "change(s) of that segment."
@@ -325,7 +337,11 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     _changes(svg, history, ts, xs)
     if bottom < 0:
         svg.line(_L, ys(0), W - _R, ys(0), cls="zero")
-    for series, cls, runs in ((h, "threshold", [0]), (s, "line-ref", breaks)):
+    for series, cls, runs in (
+        (h, "threshold", [0]),
+        (zh, "z-threshold", [0]),
+        (s, "line-ref", breaks),
+    ):
         for lo, hi in itertools.pairwise([*runs, len(history)]):
             pts = [
                 (xs(t), ys(float(v)))
@@ -335,9 +351,16 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
             if pts:
                 svg.polyline(pts, cls=cls)
     svg.circles([(xs(t), ys(z)) for t, z in blocks], r=2.2, cls="block")
+    svg.circles([(xs(t), ys(v)) for t, v in alarms], r=5.0, cls="alarm")
     _legend(
         svg,
-        [("ref", "CUSUM S"), ("threshold", "h"), ("block", "block z"), ("change", "state change")],
+        [
+            ("ref", "CUSUM S"),
+            ("threshold", "h"),
+            ("block", "block z"),
+            ("alarm", "alarm"),
+            ("change", "state change"),
+        ],
     )
     return svg.render()
 

@@ -65,8 +65,10 @@ _INPUT_KEYS = {
     "ks": "ks_statistic",
     "block_psi": "block_psi",
     "z": "z",
+    "z_threshold": "z_threshold",
     "cusum": "cusum",
     "cusum_threshold": "cusum_threshold",
+    "alarm": "alarm",
     "anchor_cusum": "anchor_cusum",
 }
 _OUTCOME_KEYS = {

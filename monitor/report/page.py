@@ -42,12 +42,13 @@ _DRILLDOWN = "retrieval-monitor-drilldown"
 _PANELS = {"psi": 6, "cusum": 8, "ks": 10, "zero": 11, "decay": 14, "pairs": 18, "age": 20}
 
 _CSS = """
-:root{--ref:#0072B2;--cur:#E69F00;--alarm:#D55E00;--ok:#009E73;--sky:#56B4E9;--ink:#1b1b1b;
+:root{--ref:#0072B2;--cur:#C77700;--alarm:#D55E00;--ok:#009E73;--sky:#56B4E9;--ink:#1b1b1b;
 --mute:#5f5f5f;--rule:#d8d8d8;--band:rgba(86,180,233,.25)}
 *{box-sizing:border-box}
 body{font:16px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:var(--ink);
 margin:0 auto;padding:12px 16px 48px;max-width:1120px;background:#fff}
-h1{font-size:1.5rem;margin:.4rem 0}h2{font-size:1.25rem;margin:1.6rem 0 .4rem;
+h1{font-size:1.5rem;margin:.4rem 0;overflow-wrap:anywhere}
+h2{font-size:1.25rem;margin:1.6rem 0 .4rem;
 border-bottom:2px solid var(--rule)}h3{font-size:1.05rem;margin:1rem 0 .3rem}
 a{color:#005a8c}.mute{color:var(--mute)}
 .state{display:inline-block;padding:.1rem .55rem;border-radius:4px;font-weight:700;
@@ -64,7 +65,7 @@ th,td{padding:.2rem .6rem;border-bottom:1px solid var(--rule);text-align:left;ve
 td.n,th.n{text-align:right;white-space:nowrap}
 figure.wide{max-width:780px}
 pre{background:#f6f6f6;padding:.6rem;overflow-x:auto;font-size:.85rem}
-ul.reasons li{margin:.2rem 0}
+ul.reasons li{margin:.2rem 0;overflow-wrap:anywhere}
 .note-box{border-left:4px solid var(--sky);padding:.3rem .7rem;background:#f2f8fc}
 svg .axis{stroke:#333;stroke-width:1}svg .grid{stroke:#e4e4e4;stroke-width:1}
 svg .tick{font-size:12px;fill:#333}svg .label,svg .legend{font-size:13px;fill:#222}
@@ -73,7 +74,7 @@ svg .bar-ref,svg .key-ref{fill:var(--ref)}svg .bar-cur,svg .key-cur{fill:var(--c
 svg .line-ref{fill:none;stroke:var(--ref);stroke-width:2}
 svg .line-cur{fill:none;stroke:var(--cur);stroke-width:2}
 svg .ks-gap{stroke:var(--alarm);stroke-width:3}svg .key-ks{fill:var(--alarm)}
-svg .pair circle,svg .key-pair{fill:var(--ref)}svg .pair circle{fill-opacity:.55}
+svg .pair circle,svg .key-pair{fill:var(--ref)}svg .pair circle{fill-opacity:.8}
 svg .look circle{fill:var(--ref)}svg .ci{stroke:var(--ref);stroke-width:1.5}
 svg .key-ci{fill:var(--ref)}
 svg .mean{stroke:var(--alarm);stroke-width:2}svg .key-mean{fill:var(--alarm)}
@@ -83,6 +84,8 @@ svg .zero{stroke:#999;stroke-width:1}
 svg .block circle,svg .key-block{fill:var(--cur)}
 svg .threshold{fill:none;stroke:#222;stroke-width:2;stroke-dasharray:6 4}
 svg .key-threshold{fill:#222}
+svg .z-threshold{fill:none;stroke:var(--cur);stroke-width:1.5;stroke-dasharray:3 3}
+svg .alarm circle{fill:none;stroke:var(--alarm);stroke-width:2}svg .key-alarm{fill:var(--alarm)}
 svg .state-change{stroke:#777;stroke-width:1.5;stroke-dasharray:2 3}svg .key-change{fill:#777}
 @media (max-width:600px){body{font-size:15px;padding:8px}th,td{padding:.15rem .35rem}
 table{font-size:.9rem}td.n{white-space:normal}}
@@ -105,6 +108,8 @@ class PageContext:
     config_sha256: str | None = None
     generated_at: datetime | None = None
     newest_data: Mapping[str, datetime | None] | None = None
+    # ``state_since`` is the first check of the page's history: the state may be older
+    since_at_least: bool = False
 
 
 def runbook_anchor(state: str) -> str:
@@ -242,8 +247,12 @@ def _header(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext, now: dat
         "grafana_url in the configuration</span>"
     )
     before = _ago(since, verdict.at).replace(" ago", "")
+    at_least = ctx.since_at_least and since is not None and since == ctx.state_since
     since_text = (
-        f"since {_iso(since)}" + (f" ({before} before this check)" if before[:1].isdigit() else "")
+        ("since at least " if at_least else "since ")
+        + f"{_iso(since)}"
+        + (f" ({before} before this check)" if before[:1].isdigit() else "")
+        + (": the first check of the history this page holds" if at_least else "")
         if since
         else "since: this check (no earlier record of this state)"
     )
@@ -271,7 +280,13 @@ def _input_section(
     inp = verdict.input
     out = ['<section id="input"><h2>Input: top-1 score drift</h2>']
     if inp is None:
-        out.append("<p>No score data in this check.</p></section>")
+        out.append(
+            _FAILED.format(what="score")
+            if verdict.state == "error"
+            else "<p>No score data in this check.</p>"
+        )
+        out.append(_evidence_over_time(history))  # the timeline matters most when it fails
+        out.append("</section>")
         return "".join(out)
     seg = _segment_of(verdict.inputs, inp)
     if seg:
@@ -340,7 +355,7 @@ def _input_section(
             + _cell("input.z_threshold", inp.z_threshold, _g(inp.z_threshold, 3)),
         ),
         (
-            "CUSUM S (alarm above h)",
+            "CUSUM S after this check (alarm above h; an alarm resets it to 0)",
             _cell("input.cusum", inp.cusum, _g(inp.cusum, 3))
             + _cell("input.cusum_threshold", inp.cusum_threshold, _g(inp.cusum_threshold, 3)),
         ),
@@ -396,7 +411,20 @@ def _input_section(
             "</figcaption></figure></div>"
         )
         out.append(_bins_table(d, inp))
-    out.append("<h3>Evidence over time</h3>")
+    out.append(_evidence_over_time(history))
+    out.append("</section>")
+    return "".join(out)
+
+
+# a failed check has no numbers: said so, not "no data" or "no segments" (which are not so)
+_FAILED = (
+    "<p><strong>This check failed</strong> (see Why above): it has no {what} numbers. The "
+    "timeline below shows the checks before it.</p>"
+)
+
+
+def _evidence_over_time(history: Sequence[Mapping[str, Any]]) -> str:
+    out = ["<h3>Evidence over time</h3>"]
     if len(history) >= 2:
         out.append(
             f'<figure class="wide">{charts.cusum_chart(history)}<figcaption>From the check '
@@ -411,7 +439,6 @@ def _input_section(
             "CUSUM appears once the daemon (or <code>backtest --report</code>) has recorded two "
             "checks or more.</p>"
         )
-    out.append("</section>")
     return "".join(out)
 
 
@@ -480,7 +507,8 @@ def _history_table(history: Sequence[Mapping[str, Any]]) -> str:
         ]
         for a, b in changes[-20:]
     ]
-    return "<h3>State changes</h3>" + _table(
+    shown = f" (the last 20 of {len(changes):,})" if len(changes) > 20 else ""
+    return f"<h3>State changes{shown}</h3>" + _table(
         ["check", "from", "to", "CUSUM S", "PSI"],
         rows,
         numeric=[False, False, False, True, True],
@@ -497,7 +525,13 @@ def _outcome_section(
     o = verdict.outcome
     out = ['<section id="outcome"><h2>Outcome: model decay on the golden set</h2>']
     if o is None:
-        out.append("<p>No evaluation run looked at yet.</p></section>")
+        if verdict.state == "error":
+            out.append(
+                _FAILED.format(what="outcome").replace(" The timeline below", " The timeline above")
+            )
+        else:
+            out.append("<p>No evaluation run looked at yet.</p>")
+        out.append("</section>")
         return "".join(out)
     seg = _segment_of(verdict.outcomes, o)
     if seg:
@@ -558,12 +592,18 @@ def _outcome_section(
     ]
     out.append(_rows(rows))
     found = _g(o.mde + (o.margin or 0.0), 3) if o.mde is not None else "unknown"
-    out.append(
-        f'<p class="note-box">p above alpha means no evidence of a difference, not no '
-        f"difference: with these {o.n_pairs:,} pairs this look could only reliably detect a "
-        f"mean decay of about {found} or more (the tolerated margin plus the minimum "
-        f"detectable effect); a smaller decay may be present and unseen.</p>"
-    )
+    if o.decidable:
+        out.append(
+            f'<p class="note-box">p above alpha means no evidence of a difference, not no '
+            f"difference: with these {o.n_pairs:,} pairs this look could only reliably detect a "
+            f"mean decay of about {found} or more (the tolerated margin plus the minimum "
+            f"detectable effect); a smaller decay may be present and unseen.</p>"
+        )
+    else:  # it can raise nothing: its power says nothing of what it would have detected
+        out.append(
+            '<p class="note-box">This look cannot raise a decay, whatever its numbers: they are '
+            "descriptive only.</p>"
+        )
     if not o.decidable:
         out.append(
             f"<p><strong>Undecidable look:</strong> "
@@ -651,8 +691,14 @@ def _evidence_key(name: str, verdict: Verdict) -> tuple[bool, float, float, str]
     return (not raised, min(ps, default=2.0), -psi, name)
 
 
-def _segments_section(verdict: Verdict) -> str:
+def _segments_section(monitor: MonitorConfig, verdict: Verdict) -> str:
     names = sorted(set(verdict.inputs) | set(verdict.outcomes))
+    segmented = monitor.scores.segment_column or monitor.outcomes.segment_column
+    if verdict.state == "error" and not names and segmented:
+        return (
+            '<section id="segments"><h2>Segments</h2><p>This check failed: it has no '
+            "per-segment numbers.</p></section>"
+        )
     if names == [""] or not names:
         return (
             '<section id="segments"><h2>Segments</h2><p>This monitor has no segments.</p></section>'
@@ -666,7 +712,12 @@ def _segments_section(verdict: Verdict) -> str:
         rows.append(
             [
                 _td(name),
-                _td("drift" if i and i.drift else ("decay" if o and o.decay else "–")),
+                _td(
+                    ", ".join(
+                        f for f, on in (("drift", i and i.drift), ("decay", o and o.decay)) if on
+                    )
+                    or "–"
+                ),
                 _cell(f"{key}.input.psi", i and i.psi, _g(i.psi) if i else "–"),
                 _cell(
                     f"{key}.input.ks_statistic",
@@ -809,13 +860,14 @@ def render_monitor_page(
     """One monitor's page for one check (see the module docstring)."""
     now = ctx.generated_at or datetime.now(UTC)
     if ctx.state_since is None:  # a replay: the daemon's record is not this state's
-        ctx = replace(ctx, state_since=_since_in_history(verdict, history))
+        since, whole = _since_in_history(verdict, history)
+        ctx = replace(ctx, state_since=since, since_at_least=whole)
     body = (
         _header(monitor, verdict, ctx, now)
         + "<main>"
         + _input_section(monitor, verdict, detail, history, ctx)
         + _outcome_section(monitor, verdict, detail, history, ctx)
-        + _segments_section(verdict)
+        + _segments_section(monitor, verdict)
         + _config_section(monitor, verdict, ctx)
         + "</main>"
         + f'<footer class="mute"><p>Generated {esc(_iso(now))}.</p></footer>'
@@ -823,18 +875,25 @@ def render_monitor_page(
     return _document(f"{verdict.state}: {monitor.name} · retrieval-monitor", body)
 
 
-def _since_in_history(verdict: Verdict, history: Sequence[Mapping[str, Any]]) -> datetime | None:
+def _since_in_history(
+    verdict: Verdict, history: Sequence[Mapping[str, Any]]
+) -> tuple[datetime | None, bool]:
     """The first check of the run of checks in ``verdict``'s state that ends with it, by the
-    page's history (None: the history holds no earlier check in that state). A replay's page
-    once said 'no earlier record of this state' above a history of checks in that state."""
-    since = None
+    page's history (None: the history holds no earlier check in that state), and whether that
+    run reaches the history's first check (then the state may be older: a replay's history
+    starts where the replay did, and its page once dated the state from there). A replay's
+    page once said 'no earlier record of this state' above a history of checks in that state."""
+    since, whole = None, True
     for e in sorted((e for e in history if e.get("at")), key=_at, reverse=True):
         if _at(e) > verdict.at:
             continue
         if e.get("state") != verdict.state:
+            whole = False
             break
         since = _at(e)
-    return since if since is not None and since < verdict.at else None
+    if since is None or since >= verdict.at:
+        return None, False
+    return since, whole
 
 
 @dataclass(frozen=True, slots=True)
