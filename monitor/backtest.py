@@ -647,22 +647,37 @@ def backtest(
     return results
 
 
-def replay_check(config: Config, name: str, at: datetime, start: datetime) -> Verdict:
+def replay_check(
+    config: Config,
+    name: str,
+    at: datetime,
+    start: datetime,
+    *,
+    progress: Callable[[], None] | None = None,
+) -> Verdict:
     """The verdict of ``name`` at ``at`` with the sequential state rebuilt by replaying every
     slot in ``[start, at)`` first, as the daemon would have run them (``monitor check --at``).
 
     The replay starts from an empty state at ``start`` (the daemon's first slot reproduces the
     daemon exactly; a later start approximates it once the CUSUMs have renewed). The verdict's
-    ``replay_from`` says where the replay began.
+    ``replay_from`` says where the replay began. ``progress`` is called after the span's read
+    and after each slot (``check`` abandons a replay that makes none for a run_timeout).
     """
-    return replay_record(config, name, at, start).verdict
+    return replay_record(config, name, at, start, progress=progress).verdict
 
 
 def replay_record(
-    config: Config, name: str, at: datetime, start: datetime, *, detail: bool = False
+    config: Config,
+    name: str,
+    at: datetime,
+    start: datetime,
+    *,
+    detail: bool = False,
+    progress: Callable[[], None] | None = None,
 ) -> RunRecord:
     """``replay_check``'s run record; with ``detail`` it holds the page's arrays and the
     replayed check history (``monitor report --at``)."""
+    tick = progress or (lambda: None)
     start, at = start.astimezone(UTC), at.astimezone(UTC)
     if not start <= at:
         raise ReplayRangeError(str(_iso(start)), str(_iso(at)))
@@ -676,6 +691,7 @@ def replay_record(
         )
     reader = CachedReader()
     _cover(reader, config, monitor, [*slots, at])
+    tick()
     clock = _ReplayClock(start)
     runner = Runner(
         config,
@@ -689,6 +705,7 @@ def replay_record(
     for t in slots:
         clock.now = t
         runner.run(name, t)
+        tick()
     clock.now = at
     record = runner.run(name, at)
     return replace(record, verdict=replace(record.verdict, replay_from=start))

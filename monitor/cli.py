@@ -23,6 +23,7 @@ import logging
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -307,16 +308,22 @@ def _cmd_check(args: argparse.Namespace) -> int:
     runner = Runner(config, store=store)
     verdicts, hung = [], False
     for name in names:
+        monitor = config.monitor(name)
+        at_, start = _check_plan(monitor, store, args.at, args.replay_from)
+        # each check within its run_timeout, as the daemon's runs: a replay (many checks) is
+        # abandoned when its read or one of its slots takes longer
+        seconds = monitor.run_timeout.total_seconds()
         verdict = _within(
-            config.monitor(name).run_timeout.total_seconds(),
-            lambda name=name: _check_one(config, runner, store, name, args.at, args.replay_from),
+            seconds,
+            lambda beat, name=name, at_=at_, start=start: (
+                runner.check(name, at_)
+                if start is None
+                else _replay_check(config, name, at_, start, beat)
+            ),
         )
         if verdict is None:  # a hung source: this monitor's error, the others still checked
             from monitor.verdict import error_verdict
 
-            monitor = config.monitor(name)
-            at_ = args.at or monitor.schedule.latest_slot(datetime.now(UTC))
-            seconds = monitor.run_timeout.total_seconds()
             verdict = error_verdict(
                 name,
                 at_,
@@ -350,57 +357,66 @@ def _cmd_check(args: argparse.Namespace) -> int:
 
 
 def _within(seconds: float, work: Any) -> Any:
-    """``work()`` in a thread of its own, waited for ``seconds`` (a monitor's run_timeout, as
-    the daemon bounds its runs): its result, or None when it is still running then (a hung
+    """``work(beat)`` in a thread of its own, waited for while it makes progress: its result,
+    or None when ``seconds`` (a monitor's run_timeout, as the daemon bounds its runs) pass
+    without a call of ``beat`` (a replay calls it after each slot) or without its end (a hung
     source; the thread is left behind and the process exits without waiting for it). Its
     exception, if it raised one, is raised here."""
     box: dict[str, Any] = {}
+    last = [time.monotonic()]
+
+    def beat() -> None:
+        last[0] = time.monotonic()
 
     def target() -> None:
         try:
-            box["value"] = work()
+            box["value"] = work(beat)
         except BaseException as exc:  # handed to the caller's thread below
             box["error"] = exc
 
     thread = threading.Thread(target=target, name="check", daemon=True)
     thread.start()
-    thread.join(seconds)
-    if thread.is_alive():
-        return None
+    while True:
+        thread.join(max(0.0, last[0] + seconds - time.monotonic()))
+        if not thread.is_alive():
+            break
+        if time.monotonic() - last[0] >= seconds:
+            return None
     if "error" in box:
         raise box["error"]
     return box["value"]
 
 
-def _check_one(
-    config: Config,
-    runner: Any,
-    store: Any,
-    name: str,
-    at: datetime | None,
-    replay_from: datetime | None,
-) -> Any:
-    """One monitor's verdict as the daemon decided (or will decide) it.
+def _check_plan(
+    monitor: Any, store: Any, at: datetime | None, replay_from: datetime | None
+) -> tuple[datetime, datetime | None]:
+    """The slot ``check`` decides for ``monitor``, and where its replay starts (None: none).
 
-    ``at`` at or after the daemon's latest slot: the persisted state (read-only). An earlier
-    ``at`` (or any ``at`` without daemon state, or with ``replay_from``): the sequential state
-    is rebuilt by replaying the slots from ``replay_from`` (default: the daemon's first slot,
-    else one budget period before ``at``).
+    ``at`` at or after the daemon's latest slot: the persisted state (read-only), no replay. An
+    earlier ``at`` (or any ``at`` without daemon state, or with ``replay_from``): the sequential
+    state is rebuilt by replaying the slots from ``replay_from`` (default: the daemon's first
+    slot, else one budget period before ``at``). No ``at``: the latest slot, by the same rule
+    (without daemon state it once skipped the replay and decided from nothing: ``ok`` on a
+    days-old decay).
     """
-    state = store.load(name)
-    monitor = config.monitor(name)
-    if at is None:  # the latest slot, decided by the same rule as any other (without daemon
-        # state it once skipped the replay and decided from nothing: ``ok`` on a days-old decay)
+    state = store.load(monitor.name)
+    if at is None:
         at = monitor.schedule.latest_slot(datetime.now(UTC))
     if replay_from is None and state.last_at is not None and at >= state.last_at:
-        return runner.check(name, at)
-    from monitor.backtest import replay_check  # only here: it imports the report pages
-
+        return at, None
     start = replay_from
     if start is None:
         first = state.first_at
         start = first if first is not None and first <= at else at - monitor.budget.period
-    return replay_check(config, name, at, start)
+    return at, start
+
+
+def _replay_check(
+    config: Config, name: str, at: datetime, start: datetime, beat: Any = None
+) -> Any:
+    from monitor.backtest import replay_check  # only here: it imports the report pages
+
+    return replay_check(config, name, at, start, progress=beat)
 
 
 def _recorded_since(state: MonitorState, verdict: Verdict) -> datetime | None:
@@ -491,19 +507,12 @@ def _report_one(
     at: datetime | None,
     replay_from: datetime | None,
 ) -> tuple[Any, Any, tuple[Any, ...]]:
-    """The verdict, detail and history of one page: as ``_check_one`` decides the verdict, the
-    daemon's history up to the slot (or the replay's own)."""
-    state = store.load(name)
-    monitor = config.monitor(name)
-    if at is None:  # the latest slot, by the same rule as any other (see ``_check_one``)
-        at = monitor.schedule.latest_slot(datetime.now(UTC))
-    if replay_from is None and state.last_at is not None and at >= state.last_at:
+    """The verdict, detail and history of one page: as ``check`` decides the verdict
+    (``_check_plan``), the daemon's history up to the slot (or the replay's own)."""
+    at, start = _check_plan(config.monitor(name), store, at, replay_from)
+    if start is None:
         verdict, detail = runner.check_detail(name, at)
     else:
-        start = replay_from
-        if start is None:
-            first = state.first_at
-            start = first if first is not None and first <= at else at - monitor.budget.period
         from monitor.backtest import replay_record  # only a replay needs it
 
         record = replay_record(config, name, at, start, detail=True)

@@ -228,7 +228,7 @@ def test_an_unexpected_error_exits_3_not_nagios_warning(
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(monitor.cli, "_check_one", broken)
+    monkeypatch.setattr(monitor.cli, "_replay_check", broken)
     config = str(worlds["stationary"].config_path)
     assert main(["check", "--config", config, "--at", AT.isoformat()]) == 3
     err = capsys.readouterr().err
@@ -285,6 +285,27 @@ def test_without_at_and_without_daemon_state_the_latest_slot_is_replayed(
     assert out["check", True][1] == "model_decay"
     assert out["check", False] == out["check", True]
     assert out["report", False][0] == out["report", True][0] == 2
+
+
+def test_a_check_is_abandoned_only_after_a_run_timeout_without_progress() -> None:
+    """``check`` bounds a monitor's work by its run_timeout without progress: a replay that
+    beats after each slot may run longer in all, a hung read may not."""
+    import threading
+
+    from monitor.cli import _within
+
+    never = threading.Event()
+    assert _within(0.2, lambda beat: never.wait()) is None  # a hung source
+
+    def replay(beat: Any) -> str:
+        for _ in range(6):  # 6 slots of 0.1 s: 0.6 s in all, against a 0.3 s limit
+            never.wait(0.1)
+            beat()
+        return "done"
+
+    assert _within(0.3, replay) == "done"
+    with pytest.raises(ZeroDivisionError):
+        _within(5.0, lambda beat: 1 / 0)
 
 
 def test_console_script_runs_as_a_module(worlds: dict[str, World]) -> None:
