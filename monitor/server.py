@@ -140,6 +140,7 @@ def _monitor_page(snap: MonitorSnapshot, report: ReportConfig) -> str:
             state_since=snap.state.state_since if same else None,
             command=f"monitor report --config CONFIG --monitor {snap.monitor.name} --at "
             + run.verdict.at.isoformat().replace("+00:00", "Z"),
+            home="/",
         ),
     )
 

@@ -654,6 +654,7 @@ def test_daemon_page_equals_status_json(served: Any) -> None:
     snap = server.board.snapshot()[0]
     assert server.page(snap) is server.page(snap)
     assert "CUSUM S (blue" in page  # the timeline drawn from the history
+    assert '<a href="/">all monitors</a>' in page  # back to the landing page
 
 
 def test_landing_page_lists_every_monitor(served: Any) -> None:

@@ -110,6 +110,7 @@ class PageContext:
     newest_data: Mapping[str, datetime | None] | None = None
     # ``state_since`` is the first check of the page's history: the state may be older
     since_at_least: bool = False
+    home: str | None = None  # the daemon's landing page (a file written by report has none)
 
 
 def runbook_anchor(state: str) -> str:
@@ -257,13 +258,17 @@ def _header(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext, now: dat
         else "since: this check (no earlier record of this state)"
     )
     return (
-        f'<header><p class="mute">retrieval-monitor {esc(__version__)} · check of slot '
+        f'<header><p class="mute">{_home(ctx)}retrieval-monitor {esc(__version__)} · check of slot '
         f"{esc(_iso(verdict.at))}</p>"
         f'<h1>{esc(monitor.name)} <span class="state state-{esc(state)}" data-key="state" '
         f'data-value="{esc(json.dumps(state))}">{esc(state)}</span></h1>'
         f'<p>{esc(since_text)}</p><h2 id="reasons">Why</h2><ul class="reasons">{reasons}</ul>'
         f"<p>{links_html}</p></header>"
     )
+
+
+def _home(ctx: PageContext) -> str:
+    return f'<a href="{esc(ctx.home)}">all monitors</a> · ' if ctx.home else ""
 
 
 def _segment_of(reports: Mapping[str, Any], chosen: Any) -> str:
@@ -656,7 +661,8 @@ def _outcome_section(
         out.append(
             '<h3>Looks over time</h3><figure class="wide">'
             + charts.decay_chart(history)
-            + "<figcaption>Mean difference and interval at each check in the history."
+            + "<figcaption>Mean difference and interval of each new look in the history (a "
+            "check that made no new look carries the previous look's numbers)."
             "</figcaption></figure>"
         )
     out.append("</section>")
