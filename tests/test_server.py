@@ -13,6 +13,8 @@ import re
 import signal
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -449,6 +451,44 @@ def test_basic_auth_against_bcrypt_hashes(tmp_path: Path, serve: list[HttpServer
         assert b"\r\nX-Content-Type-Options: nosniff" in head, head
     status, headers, _ = _get(url, headers=_basic("alice", "s3cret"), method="POST")
     assert (status, headers["X-Content-Type-Options"]) == (405, "nosniff")
+
+
+def test_the_images_healthcheck_speaks_tls_and_basic_auth_from_its_environment(
+    tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    """``deploy/docker/healthcheck.py``, the image's HEALTHCHECK, run as Docker runs it: its
+    URL, CA and Authorization from the environment (once a fixed http://127.0.0.1:9464 that
+    marked every container with another port, TLS or basic auth unhealthy)."""
+    script = Path(__file__).resolve().parent.parent / "deploy" / "docker" / "healthcheck.py"
+    cert, key = self_signed(tmp_path)
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    config = _web_config(
+        tmp_path,
+        f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n"
+        f"basic_auth_users:\n  probe: '{hashed}'\n",
+    )
+    server = _start(serve, config)
+    url = f"https://127.0.0.1:{server.port}/healthz"
+
+    def probe(**env: str) -> int:
+        clean = {k: v for k, v in os.environ.items() if not k.startswith("MONITOR_HEALTHZ")}
+        done = subprocess.run(
+            [sys.executable, str(script)], env={**clean, **env}, timeout=30, capture_output=True
+        )
+        return done.returncode
+
+    good = {
+        "MONITOR_HEALTHZ_URL": url,
+        "MONITOR_HEALTHZ_CAFILE": str(cert),
+        "MONITOR_HEALTHZ_AUTHORIZATION": _basic("probe", "pw")["Authorization"],
+    }
+    assert probe(**good) == 0
+    assert (
+        probe(**{**good, "MONITOR_HEALTHZ_AUTHORIZATION": _basic("probe", "no")["Authorization"]})
+        == 1
+    )
+    assert probe(**{k: v for k, v in good.items() if k != "MONITOR_HEALTHZ_CAFILE"}) == 1
+    assert probe(MONITOR_HEALTHZ_URL=url.replace("https:", "http:")) == 1  # plain against TLS
 
 
 def test_web_config_reload_adds_a_user(tmp_path: Path, serve: list[HttpServer]) -> None:

@@ -42,8 +42,10 @@ def test_dockerfile() -> None:
     assert len(entry) == 1
     assert isinstance(json.loads(entry[0]), list), "ENTRYPOINT must be exec form"
     (health,) = [rest for kw, rest in ins if kw == "HEALTHCHECK"]
-    assert "/healthz" in health
-    assert "CMD [" in health
+    assert 'CMD ["python", "/opt/retrieval-monitor/healthcheck.py"]' in health
+    copies = [rest for kw, rest in ins if kw == "COPY"]
+    assert "deploy/docker/healthcheck.py /opt/retrieval-monitor/healthcheck.py" in copies
+    assert "/healthz" in (DEPLOY / "docker" / "healthcheck.py").read_text()
 
 
 def test_compose_services_and_mounts() -> None:
