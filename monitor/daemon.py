@@ -158,6 +158,8 @@ class Daemon:
         for m in config.monitors:
             self._add_executor(m.name)
         self._inflight: dict[str, _Run] = {}
+        # runs a reload let go while they hang (their monitor changed): still waited for at exit
+        self._let_go: list[tuple[str, _Run]] = []
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
@@ -291,6 +293,9 @@ class Daemon:
         deadline = time.monotonic() + timeout
         with self._lock:
             runs = [(n, r) for n, r in self._inflight.items() if abandoned or not r.abandoned]
+            self._let_go = [(n, r) for n, r in self._let_go if not r.done.is_set()]
+            if abandoned:  # a run let go still holds its thread (inside a source's call)
+                runs += self._let_go
         for _, run in runs:
             run.done.wait(max(0.0, deadline - time.monotonic()))
         return sorted(name for name, run in runs if not run.done.is_set())
@@ -396,7 +401,9 @@ class Daemon:
             # left to end on its own, one more per such reload at most
             for n in (set(changed) | set(removed)) & busy:
                 if self._inflight[n].abandoned:
-                    self.runner.discard(self._inflight.pop(n).token, n)
+                    run = self._inflight.pop(n)
+                    self.runner.discard(run.token, n)
+                    self._let_go.append((n, run))
                     busy.discard(n)
         self.runner.reconfigure(new, reset=reset)
         self.config = new

@@ -574,6 +574,10 @@ class Runner:
                     phases = phase_counts(
                         ref_values, ref_ts, baseline.edges, monitor.seasonal_period
                     )
+                    # one a segment: a reference cut at the current window (a check within
+                    # the fixed period) has other bounds at each slot, and kept every one
+                    for other in [k for k in self._baselines if k[:2] == key[:2]]:
+                        self._baselines.pop(other, None)
                     self._baselines[key] = (baseline, phases)
                 else:
                     baseline, phases = cached

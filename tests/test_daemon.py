@@ -358,6 +358,8 @@ def test_a_reload_that_fixes_a_hung_monitor_runs_it_again_at_once(tmp_path: Path
         assert snap.latest is not None
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
         assert snap.latest.verdict.input is not None
+        # the run let go still hangs: the exit must not wait for it (cli exits hard on it)
+        assert daemon.wait_idle(0) == ["hung"]
     finally:
         reader.release.set()
         assert daemon.wait_idle(30) == []

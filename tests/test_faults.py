@@ -13,7 +13,6 @@ import math
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -160,42 +159,67 @@ def test_check_bounds_a_hung_source_by_run_timeout_and_checks_the_others(tmp_pat
     assert proc.returncode == exit_code([m["state"] for m in doc.values()]), proc.stderr[-2000:]
 
 
-def _catches(pid: int, signum: int) -> bool:
-    """Whether process ``pid`` has a handler for ``signum`` (its ``SigCgt`` mask)."""
-    try:
-        text = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    mask = next(int(ln.split()[1], 16) for ln in text.splitlines() if ln.startswith("SigCgt:"))
-    return bool(mask >> (signum - 1) & 1)
+_EARLY_HUP = """
+import os, signal, sys
+from pathlib import Path
+import monitor.daemon
+from monitor.entry import main
+
+config = Path(sys.argv[1])
+init = monitor.daemon.Daemon.__init__
+
+def starting(self, *args, **kwargs):
+    # a reload during start-up, after the CLI began and before the daemon serves: the file
+    # edited (the monitor renamed), then SIGHUP, as systemctl reload right after a start
+    config.write_text(config.read_text().replace('name = "a"', 'name = "b"'))
+    os.kill(os.getpid(), signal.SIGHUP)
+    init(self, *args, **kwargs)
+
+monitor.daemon.Daemon.__init__ = starting
+sys.exit(main(["run", "--config", str(config)]))
+"""
 
 
 def test_a_sighup_during_start_up_is_applied_not_fatal(tmp_path: Path) -> None:
     """A SIGHUP (``systemctl reload``) during start-up once ended the daemon silently, before
     its handlers were installed (systemd does not restart a process that a SIGHUP ended): it
-    is now caught before the imports and the port, and the file is read again before the
-    first runs."""
+    is now caught before the imports, and the file is read again before the first runs. The
+    real daemon process, its SIGHUP raised at a fixed point of its start-up."""
     scores, outcomes = make_data(tmp_path / "world")
     config = tmp_path / "monitor.toml"
+    address = free_address()
     config.write_text(
-        config_text(free_address(), tmp_path / "state", [monitor_toml("a", scores, outcomes)])
+        config_text(address, tmp_path / "state", [monitor_toml("a", scores, outcomes)])
     )
-    d = Daemon(config, tmp_path / "daemon.log")
+    log = tmp_path / "daemon.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _EARLY_HUP, str(config)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            cwd=tmp_path,
+            env=child_env(),
+        )
     try:
-        wait_for(lambda: _catches(d.pid, signal.SIGHUP) or None, timeout=30, what="a handler")
-        host, port = d.address.rsplit(":", 1)
-        with pytest.raises(ConnectionRefusedError):  # caught before the port is bound
-            socket.create_connection((host, int(port)), timeout=1).close()
-        # the monitor renamed meanwhile: the daemon must come up with the file as it is now
-        config.write_text(config.read_text().replace('name = "a"', 'name = "b"'))
-        d.signal(signal.SIGHUP)
-        wait_for(partial(_all_ran, d, ["b"]), timeout=60, what="the first run", log=d.log)
-        assert d.popen.poll() is None
-        assert list(d.monitors()) == ["b"]
-        assert any(r.get("signal") == "SIGHUP during start-up" for r in d.records())
+
+        def served() -> bool | None:
+            if proc.poll() is not None:
+                raise AssertionError(f"the daemon ended: {log.read_text()[-3000:]}")
+            try:
+                _, body = http_get(f"http://{address}/status")
+            except OSError:
+                return None
+            names = [m["name"] for m in json.loads(body)["monitors"]]
+            return names == ["b"] or None
+
+        wait_for(served, timeout=60, what="the daemon serving the edited file")
+        records = [json.loads(ln) for ln in log.read_text().splitlines() if ln.startswith("{")]
+        assert any(r.get("signal") == "SIGHUP during start-up" for r in records)
     finally:
-        code = d.stop()
-    assert code == 0, d.log()[-3000:]
+        if proc.poll() is None:
+            proc.terminate()
+        code = proc.wait(timeout=30)
+    assert code == 0, log.read_text()[-3000:]
 
 
 # -------------------------------------------------------------------------------- corrupt state

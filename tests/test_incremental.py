@@ -168,6 +168,11 @@ def test_a_fixed_reference_is_never_read_past_the_current_windows_start(
             a.pop(key), b.pop(key)
         assert a == b, segment
     assert verdicts["ahead"].state == "insufficient_data"
+    if name == "arrays.toml":  # one baseline a segment, not one a slot of the cut reference
+        runner = Runner(load_config(fixed_world / f"later-{name}"))
+        for k in range(3):
+            runner.check("demo", AT + k * HOUR)
+        assert len(runner._baselines) == 2
     assert (
         verdicts["ahead"]
         .reasons[0]

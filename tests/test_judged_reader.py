@@ -226,6 +226,47 @@ def test_window_means_weigh_each_query_once(tmp_path: Path) -> None:
         assert w.judged.means[name] == float(np.nanmean(per_query))
 
 
+def test_a_null_segment_partition_of_runs_is_null_segments(tmp_path: Path) -> None:
+    """Runs partitioned by segment, one partition Hive's null (``__HIVE_DEFAULT_PARTITION__``):
+    its rows are dropped and counted as null segments are, as the score and outcome readers do
+    (the judged reader once made it a segment of that name)."""
+    from monitor.errors import BadValuesError
+
+    t0 = datetime(2026, 3, 2, 2, tzinfo=UTC)
+    naive = np.datetime64(t0.replace(tzinfo=None), "us")
+    for market in ("us", "__HIVE_DEFAULT_PARTITION__"):
+        write_parquet(
+            tmp_path / "runs" / f"market={market}" / "p.parquet",
+            {
+                "timestamp": np.array([naive, naive]),
+                "query_id": np.array(["q1", "q2"]),
+                "doc_id": np.array(["a", "x"]),
+                "rank": np.array([1, 1]),
+            },
+        )
+    write_parquet(
+        tmp_path / "qrels.parquet",
+        {"query_id": np.array(["q1", "q2"]), "doc_id": np.array(["a", "x"]), "grade": np.ones(2)},
+    )
+    window = Window(start=t0, end=t0 + timedelta(days=1))
+
+    def spec(share: float) -> OutcomeSpec:
+        judged = JudgedSpec(judgments=str(tmp_path / "qrels.parquet"), metric="ndcg@10")
+        return OutcomeSpec(
+            path=str(tmp_path / "runs"),
+            segment_column="market",
+            judged=judged,
+            max_invalid_share=share,
+        )
+
+    with pytest.raises(BadValuesError, match="2 of 4"):
+        judged_outcomes(spec(0.01), window)
+    w = judged_outcomes(spec(0.5), window)
+    assert w.segments is not None
+    assert set(w.segments.tolist()) == {"us"}
+    assert w.outcomes.size == 2
+
+
 @pytest.mark.parametrize(
     ("scores", "expected"),
     [

@@ -54,7 +54,7 @@ from monitor.sources.judgments import (
 )
 from monitor.sources.model import FloatArray, IntArray, JudgedRuns, JudgedSpec, OutcomeSpec, Window
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
-from monitor.sources.paths import _File, _open_source, _Source
+from monitor.sources.paths import HIVE_NULL, _File, _open_source, _Source
 from monitor.sources.ranked import (
     IdKeys,
     RowIds,
@@ -484,7 +484,13 @@ def _read_parquet_runs(
         seg_const: int | None = None
         if from_partition:
             value = str(dict(f.partitions)[str(seg_col)])
-            seg_const = coder.segments.setdefault(value, len(coder.segments))
+            # a null partition key (Hive's and Spark's name for it): null segments, dropped
+            # and counted as a null in a segment column is, never a segment of that name
+            seg_const = (
+                _NULL_SEGMENT
+                if value == HIVE_NULL
+                else coder.segments.setdefault(value, len(coder.segments))
+            )
         stats = _ts_stats(source, f, spec.timestamp_column, spec.timestamp_unit)
         q_type = footer.schema.field(spec.query_column).type
         # query ids repeat (about a list's length each): read as dictionary arrays, decoded
@@ -577,6 +583,9 @@ class _Part:
     ts: IntArray | int
 
 
+_NULL_SEGMENT = -1  # a group's segment code when its hive partition names a null segment
+
+
 def _prepared(
     batches: Iterator[tuple[_Group, pa.RecordBatch]],
     spec: OutcomeSpec,
@@ -604,6 +613,8 @@ def _prepared(
             seg = _strings(table.column(seg_col))
             if seg.null_count:
                 invalid.append(_valid(seg))
+        elif gr.seg_const == _NULL_SEGMENT:
+            invalid.append(np.zeros(n_in, dtype=np.bool_))
         rank = _maybe_floats(table, judged.rank_column) if gr.rank else None
         score = _maybe_floats(table, judged.score_column) if gr.score else None
         ordered = _ordered(rank, score)
