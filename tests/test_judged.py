@@ -228,7 +228,8 @@ def test_judgments_that_land_during_a_check_never_score_its_windows_apart(
 
     class Landing(ParquetReader):
         def __init__(self, every: bool) -> None:
-            self.calls, self.every, self.seen = 0, every, []
+            self.calls, self.every = 0, every
+            self.seen: list[str] = []
 
         def outcomes(self, spec, window):  # type: ignore[no-untyped-def]
             out = super().outcomes(spec, window)
