@@ -25,6 +25,7 @@ run: $(STAMP)
 ## Lint, type-check and the whole test suite (slow and integration tests included).
 test: $(STAMP) debs lint
 	$(PY) -m pytest -q
+	@test -f .pytest-finished || { echo "pytest ended before its session finished (an os._exit?): the suite did not run whole" >&2; exit 1; }
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check monitor tests bench grafana deploy

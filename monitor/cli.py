@@ -353,7 +353,11 @@ def _cmd_check(args: argparse.Namespace) -> int:
             )
             for reason in v.reasons:
                 print(f"    - {reason}")
-    return _exit_hard_if_stuck(exit_code([v.state for v in verdicts]), stuck=hung)
+    code = exit_code([v.state for v in verdicts])
+    # only when a check was abandoned: its thread may sit in a native call that would hold
+    # the exit. Never otherwise (an in-process caller's own threads are none of its business:
+    # os._exit once ended a test run that had one, with this check's exit code)
+    return _exit_hard_if_stuck(code, stuck=True) if hung else code
 
 
 def _within(seconds: float, work: Any) -> Any:

@@ -31,3 +31,17 @@ def reference_vectors() -> dict[str, Any]:
     path = SHARED_VECTORS if SHARED_VECTORS.exists() else VENDORED_VECTORS
     data: dict[str, Any] = json.loads(path.read_text())
     return data
+
+
+# ``make test`` checks this file after pytest: a test run that ended without reaching its end
+# (os._exit from code under test, with any exit status) once passed CI with a tenth of the
+# suite never run
+FINISHED = REPO / ".pytest-finished"
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    FINISHED.unlink(missing_ok=True)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    FINISHED.write_text(f"{int(exitstatus)} {session.testscollected}\n")
