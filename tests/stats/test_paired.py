@@ -209,6 +209,29 @@ def test_against_scipy_wilcoxon_small_tied(n: int) -> None:
         assert res.wilcoxon_pvalue == pytest.approx(ref, rel=1e-12)
 
 
+@pytest.mark.parametrize("n", [12, 13, 14])
+def test_the_diagnostics_run_on_the_margin_shifted_differences(n: int) -> None:
+    """With a margin the sign test and Wilcoxon, like the decision, test d + margin ('less'),
+    d - margin ('greater'); and Wilcoxon's exact null of tied ranks stops at n = 13 as
+    scipy's 'auto' does (both once passed every test when changed)."""
+    rng = np.random.default_rng(n)
+    ref = np.full(n, 0.5)
+    d = rng.integers(-4, 3, n) / 20 + 0.0125  # on a grid: ties; none at -margin or +margin
+    margin = 0.0125
+    for alternative, shifted in (("less", d + margin), ("greater", d - margin)):
+        res = paired_test(
+            ref, ref + d, alternative=alternative, margin=margin, n_resamples=99, n_bootstrap=99
+        )
+        nz = np.round(shifted, 12)
+        nz = nz[nz != 0]
+        assert np.unique(np.abs(nz)).size < nz.size  # the case has ties
+        want = stats.wilcoxon(nz, alternative=alternative, method="auto").pvalue
+        assert res.wilcoxon_pvalue == pytest.approx(want, rel=1e-9)
+        wins = int(np.sum(nz > 0))
+        binom = stats.binomtest(wins, nz.size, alternative=alternative).pvalue
+        assert res.sign_test_pvalue == pytest.approx(binom, rel=1e-12)
+
+
 def test_against_scipy_wilcoxon_and_binomtest() -> None:
     rng = np.random.default_rng(9)
     ref = np.round(rng.random(40), 1)
