@@ -583,6 +583,26 @@ def test_low_pairing_coverage_is_a_reason_naming_both_causes() -> None:
             )
 
 
+def test_a_block_is_tested_against_the_reference_of_its_own_phases() -> None:
+    """The evidence block's reference is the phase-weighted mix of its phases' reference counts,
+    of size 1 / sum_p (w_p^2 / n_p): a block in one phase is the plain test against that phase
+    (the whole reference's size put there once passed every test, a p of 0.94 against 0.90)."""
+    from monitor.stats import psi_test_counts
+    from monitor.verdict.drift import _block_test
+
+    counts = np.array([[300, 500, 200], [4000, 3000, 3000]], dtype=np.int64)  # 1,000 and 10,000
+    block = np.array([[40, 45, 15], [0, 0, 0]], dtype=np.int64)  # all in phase 0
+    got = _block_test(counts, block, 0.01, 0.5)
+    assert got is not None
+    want = psi_test_counts(counts[0], block[0], tolerance=0.01, smoothing=0.5)
+    assert got.n_reference == 1000.0
+    assert got.pvalue == pytest.approx(want.pvalue, rel=1e-12)
+    both = np.array([[40, 45, 15], [40, 30, 30]], dtype=np.int64)  # w = (0.5, 0.5)
+    mixed = _block_test(counts, both, 0.01, 0.5)
+    assert mixed is not None
+    assert mixed.n_reference == pytest.approx(1.0 / (0.25 / 1000 + 0.25 / 10_000), rel=1e-12)
+
+
 def test_state_round_trips_through_json() -> None:
     m = make_monitor()
     seg = segment(np.random.default_rng(14), AT, shift=1.0, decay=0.05)
