@@ -46,6 +46,7 @@ from monitor.epoch import to_ns as _ns
 from monitor.errors import MonitorError, SourceError
 from monitor.incremental import SummaryChecks, SummaryRead
 from monitor.sources import (
+    OutcomeWindow,
     PairedOutcomes,
     ScoreWindow,
     Window,
@@ -311,30 +312,10 @@ class Runner:
                 out_ref_w = Window(start=out_ref_w.start, end=looked_at)
             else:
                 emptied = True  # every run of the frozen reference is looked at
-        ref_out = self.reader.outcomes(monitor.outcomes, out_ref_w)
-        if emptied:
-            ref_out = _empty_outcomes(ref_out, out_ref_w)
+        ref_out, looked = self._outcome_windows(monitor, out_ref_w, runs.new, emptied=emptied)
         pair_split: Mapping[str, PairedOutcomes] = {}  # no new run: nothing to pair
-        if runs.new is not None:
-            cur_out = self.reader.outcomes(monitor.outcomes, runs.new)
-            for attempt in range(2):
-                # both windows scored with one judgment set: a new one that lands between
-                # the two reads once scored the runs looked at with it and their reference
-                # with the old (a false decay where the judgments, not the model, changed)
-                versions = _judgment_versions(ref_out, cur_out)
-                if len(versions) < 2:
-                    break
-                if attempt:
-                    raise SourceError(
-                        "the judgments changed while this check read them "
-                        f"({' then '.join(versions)})",
-                        path=monitor.outcomes.judged.judgments if monitor.outcomes.judged else "",
-                        hint="the next check reads both windows with one version",
-                    )
-                ref_out = self.reader.outcomes(monitor.outcomes, out_ref_w)
-                if emptied:
-                    ref_out = _empty_outcomes(ref_out, out_ref_w)
-                cur_out = self.reader.outcomes(monitor.outcomes, runs.new)
+        if looked is not None:
+            cur_out: OutcomeWindow = looked
             paired = pair_outcomes(ref_out, cur_out)
             pair_split = (
                 paired.by_segment() if monitor.outcomes.segment_column is not None else {"": paired}
@@ -448,6 +429,30 @@ class Runner:
             ("outcomes", "current"): int(cur_out.query_ids.size) if runs.new else 0,
         }
         return data, rows, samples
+
+    def _outcome_windows(
+        self, monitor: MonitorConfig, reference: Window, runs: Window | None, *, emptied: bool
+    ) -> tuple[OutcomeWindow, OutcomeWindow | None]:
+        """The reference window's outcomes (``emptied``: none of its runs kept) and the runs
+        looked at (None: no new run), scored with one judgment set: a new one that lands
+        between the two reads once scored the runs with it and their reference with the old
+        (a false decay where the judgments, not the model, changed). Read again once when
+        they differ; a ``SourceError`` naming both versions when they still do."""
+        for _ in range(2):  # once more when the versions differ
+            ref_out = self.reader.outcomes(monitor.outcomes, reference)
+            if emptied:
+                ref_out = _empty_outcomes(ref_out, reference)
+            if runs is None:
+                return ref_out, None
+            cur_out = self.reader.outcomes(monitor.outcomes, runs)
+            versions = _judgment_versions(ref_out, cur_out)
+            if len(versions) < 2:
+                return ref_out, cur_out
+        raise SourceError(
+            f"the judgments changed while this check read them ({' then '.join(versions)})",
+            path=monitor.outcomes.judged.judgments if monitor.outcomes.judged else "",
+            hint="the next check reads both windows with one version",
+        )
 
     def _newest_score(
         self,
