@@ -3,12 +3,14 @@ SIGTERM; and, in-process, a hung source that must not block later runs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import shutil
 import subprocess
 import sys
 import threading
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
@@ -243,15 +245,27 @@ def _two_monitor_world(tmp_path: Path) -> tuple[Path, datetime]:
     return w.config_path, end
 
 
-def test_a_hung_monitor_skips_its_own_slots_and_leaves_the_others_alone(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
-) -> None:
+@contextlib.contextmanager
+def _hung_daemon(tmp_path: Path) -> Iterator[tuple[Path, datetime, Runner, Daemon]]:
+    """A daemon (not serving) of the two-monitor world whose ``hung`` monitor's score reads
+    block until the end, when they are released and every run is awaited."""
     path, end = _two_monitor_world(tmp_path)
     config = load_config(path)
     reader = HangOne(config.monitor("hung").scores.path)
     runner = Runner(config, reader=reader)
     daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
     try:
+        yield path, end, runner, daemon
+    finally:
+        reader.release.set()
+        assert daemon.wait_idle(30) == []
+        daemon.http.stop()
+
+
+def test_a_hung_monitor_skips_its_own_slots_and_leaves_the_others_alone(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    with _hung_daemon(tmp_path) as (_, end, runner, daemon):
         daemon.run_monitor("hung")  # abandoned after run_timeout; its thread still hangs
         assert daemon.in_flight("hung")
         for _ in range(5):
@@ -276,10 +290,6 @@ def test_a_hung_monitor_skips_its_own_slots_and_leaves_the_others_alone(
         (skipped,) = [r for r in caplog.records if "within its run_timeout" in r.getMessage()]
         assert skipped.__dict__["monitor"] == "hung"
         assert skipped.__dict__["waiting_for"] == end.isoformat().replace("+00:00", "Z")
-    finally:
-        reader.release.set()
-        assert daemon.wait_idle(30) == []
-        daemon.http.stop()
 
 
 def test_a_run_that_raises_outside_its_check_is_recorded_as_error(tmp_path: Path) -> None:
@@ -310,22 +320,17 @@ def test_a_hung_run_of_a_monitor_a_reload_removed_ends_quietly(tmp_path: Path) -
     """The job waiting for a hung run whose monitor a reload removed returns at run_timeout
     without recording anything (the monitor is gone from the board); it once raised KeyError
     out of the scheduler's job."""
-    path, end = _two_monitor_world(tmp_path)
-    config = load_config(path)
-    reader = HangOne(config.monitor("hung").scores.path)
-    runner = Runner(config, reader=reader)
-    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
-    text = path.read_text()
-    errors: list[BaseException] = []
+    with _hung_daemon(tmp_path) as (path, _, runner, daemon):
+        text = path.read_text()
+        errors: list[BaseException] = []
 
-    def job() -> None:
-        try:
-            daemon.run_monitor("hung")
-        except BaseException as exc:  # the assertion below reports it
-            errors.append(exc)
+        def job() -> None:
+            try:
+                daemon.run_monitor("hung")
+            except BaseException as exc:  # the assertion below reports it
+                errors.append(exc)
 
-    waiting = threading.Thread(target=job)
-    try:
+        waiting = threading.Thread(target=job)
         waiting.start()
         wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the hung run")
         path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
@@ -334,21 +339,12 @@ def test_a_hung_run_of_a_monitor_a_reload_removed_ends_quietly(tmp_path: Path) -
         assert not waiting.is_alive()
         assert errors == []
         assert [s.monitor.name for s in runner.board.snapshot()] == ["demo"]
-    finally:
-        reader.release.set()
-        assert daemon.wait_idle(30) == []
-        daemon.http.stop()
 
 
 def test_a_reload_that_fixes_a_hung_monitor_runs_it_again_at_once(tmp_path: Path) -> None:
     """A run abandoned as hung held its monitor back after the operator fixed its settings
     and reloaded: every slot "previous run still in flight" until a restart."""
-    path, end = _two_monitor_world(tmp_path)
-    config = load_config(path)
-    reader = HangOne(config.monitor("hung").scores.path)
-    runner = Runner(config, reader=reader)
-    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
-    try:
+    with _hung_daemon(tmp_path) as (path, _, runner, daemon):
         daemon.run_monitor("hung")  # abandoned after run_timeout; its thread still hangs
         assert daemon.in_flight("hung")
         path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
@@ -360,10 +356,6 @@ def test_a_reload_that_fixes_a_hung_monitor_runs_it_again_at_once(tmp_path: Path
         assert snap.latest.verdict.input is not None
         # the run let go still hangs: the exit must not wait for it (cli exits hard on it)
         assert daemon.wait_idle(0) == ["hung"]
-    finally:
-        reader.release.set()
-        assert daemon.wait_idle(30) == []
-        daemon.http.stop()
 
 
 def test_reload_applies_a_valid_file_and_keeps_the_old_one_on_errors(
