@@ -212,7 +212,7 @@ class SummaryChecks:
             and not _stale(held, monitor, settings, at, reference, rows[0])
             # an anchor's edges are grid points, or its PSI cannot be summed: an anchor made
             # while the monitor read whole windows (its engine off a while) needs a new grid
-            and all(_on_grid(held.grid.points, e) for e in keep_edges)
+            and all(held.grid.holds(e) for e in keep_edges)
         ):
             self._grids[monitor.name] = (want, held)
             return held
@@ -514,15 +514,6 @@ def _stale(
         return True
     # the reference has grown or shrunk twofold since (a young world, a volume change)
     return not held.reference_rows / 2 <= rows <= 2 * max(held.reference_rows, 1)
-
-
-def _on_grid(points: NDArray[np.float64], values: NDArray[np.float64]) -> bool:
-    """Whether every one of ``values`` is one of the sorted ``points`` (a few searches, not
-    ``np.isin``'s sort of the grid at every check)."""
-    at = np.searchsorted(points, values)
-    return bool(
-        (at < points.size).all() and (points[np.minimum(at, points.size - 1)] == values).all()
-    )
 
 
 def _rows(spec: ScoreSpec, window: Window) -> int:

@@ -82,6 +82,20 @@ class Grid:
         """The cell of each value: 2i + 1 if it equals point i, else 2i for the gap below it."""
         return search_cells(self.points, values)
 
+    def holds(self, values: ArrayLike) -> bool:
+        """Whether every one of ``values`` is a grid point (a few binary searches)."""
+        return bool(self._points_at(np.asarray(values, dtype=np.float64)) is not None)
+
+    def _points_at(self, values: NDArray[np.float64]) -> NDArray[np.intp] | None:
+        """The index of each of ``values`` among the points; None if one is no point."""
+        pts = self.points
+        at = np.searchsorted(pts, values)
+        if values.size and (
+            np.any(at >= pts.size) or not np.array_equal(pts[np.minimum(at, pts.size - 1)], values)
+        ):
+            return None
+        return at
+
     def same(self, other: Grid) -> bool:
         """Whether ``other`` has the same points (summaries merge only on one grid)."""
         return self is other or bool(np.array_equal(self.points, other.points))
@@ -441,12 +455,8 @@ def bin_ends(grid: Grid, edges: ArrayLike) -> NDArray[np.intp]:
     """For right-closed bins with inner ``edges`` (each a grid point): the cell index one past
     each bin's last cell (bin b ends with edge b's point cell, 2 i_b + 1; the last bin with the
     last cell), for :func:`cells_to_bins`. ``StatsInputError`` if an edge is not a grid point."""
-    e = np.asarray(edges, dtype=np.float64)
-    pts = grid.points
-    at = np.searchsorted(pts, e)
-    if e.size and (
-        np.any(at >= pts.size) or not np.array_equal(pts[np.minimum(at, pts.size - 1)], e)
-    ):
+    at = grid._points_at(np.asarray(edges, dtype=np.float64))
+    if at is None:
         raise StatsInputError("every PSI edge must be a grid point.")
     ends: NDArray[np.intp] = np.concatenate([2 * at + 2, [grid.n_cells]]).astype(np.intp)
     return ends
