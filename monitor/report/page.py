@@ -286,7 +286,7 @@ def _input_section(
     out = ['<section id="input"><h2>Input: top-1 score drift</h2>']
     if inp is None:
         out.append(
-            _FAILED.format(what="score")
+            _FAILED.format(what="score", where="below")
             if verdict.state == "error"
             else "<p>No score data in this check.</p>"
         )
@@ -424,7 +424,7 @@ def _input_section(
 # a failed check has no numbers: said so, not "no data" or "no segments" (which are not so)
 _FAILED = (
     "<p><strong>This check failed</strong> (see Why above): it has no {what} numbers. The "
-    "timeline below shows the checks before it.</p>"
+    "timeline {where} shows the checks before it.</p>"
 )
 
 
@@ -531,9 +531,7 @@ def _outcome_section(
     out = ['<section id="outcome"><h2>Outcome: model decay on the golden set</h2>']
     if o is None:
         if verdict.state == "error":
-            out.append(
-                _FAILED.format(what="outcome").replace(" The timeline below", " The timeline above")
-            )
+            out.append(_FAILED.format(what="outcome", where="above"))
         else:
             out.append("<p>No evaluation run looked at yet.</p>")
         out.append("</section>")
