@@ -39,6 +39,7 @@ import numpy.typing as npt
 
 from monitor.config import Config, MonitorConfig
 from monitor.epoch import from_ns as _from_ns
+from monitor.epoch import rfc3339
 from monitor.epoch import to_ns as _ns
 from monitor.errors import MonitorError, ReplayRangeError
 from monitor.incremental import SummaryChecks
@@ -93,9 +94,7 @@ _STATE_WORDS = {"data_drift": "data drift", "model_decay": "model decay"}
 
 
 def _iso(t: datetime | None) -> str | None:
-    if t is None:
-        return None
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return None if t is None else rfc3339(t)
 
 
 # --------------------------------------------------------------------------------------------

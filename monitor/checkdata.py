@@ -19,6 +19,7 @@ import numpy as np
 
 from monitor.config import MonitorConfig
 from monitor.epoch import from_ns as _from_ns
+from monitor.epoch import rfc3339 as _iso
 from monitor.judged import judged_outcomes
 from monitor.sources import (
     OutcomeSpec,
@@ -244,8 +245,8 @@ def _reference_ahead(monitor: MonitorConfig, at: datetime) -> Verdict | None:
     """The verdict of a slot whose fixed reference begins at or after its current window's
     start: nothing to compare with yet (``insufficient_data``, the state kept as it is)."""
     w = monitor.windows
-    if w.reference_start is None or w.reference_start < at - w.current:
-        return None
+    if w.reference_start is None or w.reference_end is None or w.reference_start < at - w.current:
+        return None  # rolling (both bounds are set together), or already behind the window
     since = _iso(w.reference_start + w.current)
     reason = (
         f"the fixed reference [{_iso(w.reference_start)}, {_iso(w.reference_end)}) begins at or "
@@ -253,10 +254,6 @@ def _reference_ahead(monitor: MonitorConfig, at: datetime) -> Verdict | None:
         f"compare with it from {since} on"
     )
     return Verdict(monitor=monitor.name, at=at, state="insufficient_data", reasons=(reason,))
-
-
-def _iso(t: datetime | None) -> str:
-    return "" if t is None else t.isoformat().replace("+00:00", "Z")
 
 
 def _parse_time(text: str) -> datetime:

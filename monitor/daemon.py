@@ -54,6 +54,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from monitor.board import Health, RunRecord
 from monitor.config import Config, MonitorConfig, ServerConfig, keep_flagged, load_config
+from monitor.epoch import rfc3339
 from monitor.errors import ConfigError
 from monitor.jobs import Runner
 from monitor.report import HistoryStore
@@ -105,7 +106,7 @@ class _Run:
 
 
 def _iso(t: datetime) -> str:
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return rfc3339(t)
 
 
 def _executor(name: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-__all__ = ["EPOCH", "from_ns", "to_ns"]
+__all__ = ["EPOCH", "from_ns", "rfc3339", "to_ns"]
 
 EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -14,6 +14,11 @@ def to_ns(moment: datetime) -> int:
     """Nanoseconds since the epoch of a timezone-aware datetime (exact: datetimes hold
     microseconds)."""
     return (moment - EPOCH) // timedelta(microseconds=1) * 1_000
+
+
+def rfc3339(moment: datetime) -> str:
+    """A timezone-aware datetime as the RFC 3339 text every output uses: UTC, ``Z``."""
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def from_ns(ns: int) -> datetime:

@@ -8,6 +8,8 @@ from datetime import UTC, datetime
 
 import numpy as np
 
+from monitor.epoch import rfc3339
+
 STATES = ("ok", "data_drift", "model_decay", "insufficient_data", "error")
 TRACKS = ("reference", "anchor")
 STATE_VERSION = 2
@@ -17,9 +19,7 @@ _MAX_LOOKS_KEPT = 10_000
 
 
 def _iso(t: datetime | None) -> str | None:
-    if t is None:
-        return None
-    return t.astimezone(UTC).isoformat().replace("+00:00", "Z")
+    return None if t is None else rfc3339(t)
 
 
 def _parse_iso(text: str | None) -> datetime | None:
