@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from monitor.config import MonitorConfig
+from monitor.epoch import rfc3339
 from monitor.store import RESET_REASONS
 from monitor.verdict import CheckDetail, MonitorState, Verdict
 
@@ -169,8 +170,7 @@ class Board:
         if not failing:
             return Health("ok", "ok\n")
         lines = [
-            f"degraded: state of monitor {name} not saved since "
-            f"{since.isoformat().replace('+00:00', 'Z')}: {error}"
+            f"degraded: state of monitor {name} not saved since {rfc3339(since)}: {error}"
             for name, (error, since) in failing
         ]
         return Health("degraded", "\n".join(lines) + "\n")

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from monitor import __version__
+from monitor.epoch import rfc3339
 from monitor.errors import ConfigError, ReplayRangeError
 from monitor.schedule import parse_rfc3339
 
@@ -334,7 +335,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
     if args.json:
         doc = {
-            "at": at.isoformat().replace("+00:00", "Z"),
+            "at": rfc3339(at),
             "monitors": [v.to_dict() for v in verdicts],
         }
         print(json.dumps(doc, indent=1))
@@ -473,10 +474,10 @@ def _cmd_report(args: argparse.Namespace) -> int:
             config, runner, store, history, name, args.at, args.replay_from
         )
         since = _recorded_since(store.load(name), verdict)
-        at_text = verdict.at.isoformat().replace("+00:00", "Z")
+        at_text = rfc3339(verdict.at)
         command = f"monitor report --config {args.config} --monitor {name} --at {at_text}"
         if verdict.replay_from is not None:
-            command += " --replay-from " + verdict.replay_from.isoformat().replace("+00:00", "Z")
+            command += " --replay-from " + rfc3339(verdict.replay_from)
         page = render_monitor_page(
             config.monitor(name),
             verdict,

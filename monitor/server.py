@@ -50,6 +50,7 @@ import bcrypt
 from monitor import __version__
 from monitor.board import Board, MonitorSnapshot, RunRecord
 from monitor.config import ReportConfig, ServerConfig
+from monitor.epoch import rfc3339
 from monitor.exporter import HttpCounts, make_registry, render_negotiated
 from monitor.report import LandingRow, PageContext, render_landing, render_monitor_page
 from monitor.webconfig import TlsConfig, WebConfig, build_ssl_context, load_web_config
@@ -139,7 +140,7 @@ def _monitor_page(snap: MonitorSnapshot, report: ReportConfig) -> str:
             report=report,
             state_since=snap.state.state_since if same else None,
             command=f"monitor report --config CONFIG --monitor {snap.monitor.name} --at "
-            + run.verdict.at.isoformat().replace("+00:00", "Z"),
+            + rfc3339(run.verdict.at),
             home="/",
         ),
     )

@@ -39,6 +39,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from monitor.epoch import rfc3339
 from monitor.store import atomic_write
 from monitor.verdict import Verdict
 
@@ -93,7 +94,7 @@ def history_entry(verdict: Verdict) -> dict[str, Any]:
     evidence, CUSUM and threshold, and the driving outcome segment's mean difference, interval,
     adjusted p-value, alpha and margin (``Verdict.input`` / ``Verdict.outcome``)."""
     entry: dict[str, Any] = {
-        "at": verdict.at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "at": rfc3339(verdict.at),
         "state": verdict.state,
     }
     seg_in = next((k for k, v in verdict.inputs.items() if v is verdict.input), None)
