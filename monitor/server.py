@@ -28,10 +28,12 @@ import base64
 import binascii
 import contextlib
 import hashlib
-import html
+import http.client
+import io
 import json
 import logging
 import os
+import re
 import selectors
 import signal
 import socket
@@ -52,7 +54,14 @@ from monitor.board import Board, MonitorSnapshot, RunRecord
 from monitor.config import ReportConfig, ServerConfig
 from monitor.epoch import rfc3339
 from monitor.exporter import HttpCounts, make_registry, render_negotiated
-from monitor.report import LandingRow, PageContext, render_landing, render_monitor_page
+from monitor.report import (
+    PAGE_CSP,
+    LandingRow,
+    PageContext,
+    render_landing,
+    render_monitor_page,
+    render_pending_page,
+)
 from monitor.webconfig import TlsConfig, WebConfig, build_ssl_context, load_web_config
 
 __all__ = ["HttpServer", "status_document"]
@@ -70,6 +79,10 @@ _AUTH_CACHE_SIZE = 256
 # cores, not one per connection (up to max_connections), and the checks keep their CPU
 _BCRYPT_SLOTS = threading.BoundedSemaphore(max(1, (os.cpu_count() or 2) // 2))
 _MAX_BODY = 64 * 1024  # a request body (never used) read and dropped up to this size
+# a request line and its headers together (http.server alone allows 100 lines of 64 KiB, 6.4 MB
+# a connection held until request_timeout); past it 431, as Go's MaxHeaderBytes (1 MB) does
+_MAX_HEAD = 64 * 1024
+_DIGITS = re.compile(r"[0-9]+")
 # the daemon's process signals: stop, and reload (SIGHUP), handled by the main thread
 _MAIN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 _BUSY_PLAIN = (
@@ -124,12 +137,7 @@ def _monitor_page(snap: MonitorSnapshot, report: ReportConfig) -> str:
     """``/monitors/<name>``: the page of the latest check (``monitor report``'s page)."""
     run = snap.latest
     if run is None:
-        name = html.escape(snap.monitor.name)
-        return (
-            f'<!doctype html><html lang="en"><meta charset="utf-8"><title>{name}</title>'
-            f"<h1>{name}</h1><p>No check has finished yet since the daemon started; this page "
-            f'shows the latest check once there is one.</p><p><a href="/">all monitors</a></p>'
-        )
+        return render_pending_page(snap.monitor.name)
     same = snap.state.state == run.verdict.state
     return render_monitor_page(
         snap.monitor,
@@ -232,6 +240,7 @@ class _WebState:
         self._auth = _BasicAuth(self._web.basic_auth_users)
         self._stamps = self._stamps_now()
         self._failed: tuple[object, ...] | None = None
+        self._building = False
 
     @property
     def tls(self) -> bool:
@@ -247,22 +256,39 @@ class _WebState:
         return tuple(_stamp(f) for f in self._files())
 
     def current(self) -> tuple[ssl.SSLContext | None, WebConfig, _BasicAuth]:
-        """What a new connection uses: reloaded first if any file changed since the last build."""
+        """What a request uses: reloaded first if any file changed since the last build. One
+        thread rebuilds, outside the lock (a user table of a high bcrypt cost takes seconds to
+        make its dummy hash); the others go on with the config in force meanwhile."""
         with self._lock:
             stamps = self._stamps_now()
-            if stamps != self._stamps and stamps != self._failed:
-                self._reload(stamps)
+            stale = stamps not in (self._stamps, self._failed) and not self._building
+            self._building |= stale
+            held = self._context, self._web, self._auth
+        if not stale:
+            return held
+        try:
+            self._reload(stamps)
+        finally:
+            with self._lock:
+                self._building = False
+        with self._lock:
             return self._context, self._web, self._auth
+
+    def _give_up(self, stamps: tuple[object, ...], message: str, **extra: object) -> None:
+        with self._lock:
+            self._failed = stamps
+        log.error(message, extra=extra)
 
     def _reload(self, stamps: tuple[object, ...]) -> None:
         web = self._web
         if self._server.web_config_file is not None:
             parsed, problems = load_web_config(self._server.web_config_file)
             if parsed is None:
-                self._failed = stamps
-                log.error(
+                self._give_up(
+                    stamps,
                     "web config reload failed; keeping the previous one",
-                    extra={"file": str(self._server.web_config_file), "problems": problems},
+                    file=str(self._server.web_config_file),
+                    problems=problems,
                 )
                 return
             web = parsed
@@ -272,26 +298,27 @@ class _WebState:
         if tls is None and self._context is not None:
             # exporter-toolkit decides on TLS once, at start: a reload that dropped the
             # certificate once served the same port as plain HTTP, credentials in the clear
-            self._failed = stamps
-            log.error(
+            self._give_up(
+                stamps,
                 "web config reload would turn TLS off; keeping the previous one (restart to "
                 "serve plain HTTP)",
-                extra={"file": str(self._server.web_config_file)},
+                file=str(self._server.web_config_file),
             )
             return
         try:
             context = build_ssl_context(tls) if tls is not None else None
         except (OSError, ValueError) as exc:
-            self._failed = stamps
-            log.error(
-                "TLS reload failed; keeping the previous certificate",
-                extra={"error": str(exc)},
+            self._give_up(
+                stamps, "TLS reload failed; keeping the previous certificate", error=str(exc)
             )
             return
-        self._web, self._tls, self._context = web, tls, context
-        self._auth = _BasicAuth(web.basic_auth_users)
-        self._stamps = self._stamps_now()
-        self._failed = None
+        auth = _BasicAuth(web.basic_auth_users)
+        with self._lock:
+            self._web, self._tls, self._context, self._auth = web, tls, context, auth
+            # the stamps read before the files were: a write between the read and now is
+            # loaded by the next request (the stamps after it recorded that write as loaded)
+            self._stamps = stamps
+            self._failed = None
         log.info("web config and TLS reloaded", extra={"tls": context is not None})
 
 
@@ -330,7 +357,7 @@ def _bind(host: str, port: int) -> socket.socket:
 class _Conn:
     """An admitted connection: its socket (plain, then TLS) and the deadline the reaper enforces."""
 
-    __slots__ = ("address", "busy", "deadline", "expired", "idle_since", "sock", "thread")
+    __slots__ = ("address", "busy", "deadline", "expired", "sock", "thread", "waiting_since")
 
     def __init__(self, sock: socket.socket, address: Any) -> None:
         self.sock = sock
@@ -338,7 +365,9 @@ class _Conn:
         self.deadline: float | None = None
         self.busy = False
         self.expired = False
-        self.idle_since: float | None = None  # waiting for a keep-alive request since then
+        # waiting since then for a request head (its TLS handshake and first request, or the
+        # next keep-alive request): None while a request is being answered
+        self.waiting_since: float | None = time.monotonic()
         self.thread: threading.Thread | None = None
 
     def expire(self) -> None:
@@ -347,6 +376,38 @@ class _Conn:
         # socket.socket's own shutdown, also for an SSLSocket (whose override drops its state)
         with contextlib.suppress(OSError):
             socket.socket.shutdown(self.sock, socket.SHUT_RDWR)
+
+
+class _HeadReader:
+    """The connection's buffered reader, with a budget of bytes for a request head
+    (``left``; None: none). A ``readline`` once the budget is spent raises ``LineTooLong``,
+    which ``parse_request`` answers with 431 (a request line past 64 KiB is still the
+    standard library's 414)."""
+
+    __slots__ = ("_raw", "left")
+
+    def __init__(self, raw: io.BufferedReader) -> None:
+        self._raw = raw
+        self.left: int | None = None
+
+    def readline(self, size: int = -1) -> bytes:
+        if self.left is None:
+            return self._raw.readline(size)
+        if self.left <= 0:
+            raise http.client.LineTooLong("request head")
+        cap = self.left + 1
+        line = self._raw.readline(cap if size < 0 else min(size, cap))
+        self.left -= len(line)
+        return line
+
+    def peek(self, size: int = 0) -> bytes:
+        return self._raw.peek(size)
+
+    def read(self, size: int = -1) -> bytes:
+        return self._raw.read(size)
+
+    def close(self) -> None:
+        self._raw.close()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -374,29 +435,35 @@ class _Handler(BaseHTTPRequestHandler):
             # keep-alive: wait idle_timeout for the first byte of the next request
             self._conn.deadline = time.monotonic() + limits[1]
             self.connection.settimeout(limits[1] + _BACKSTOP)
-            self._conn.idle_since = time.monotonic()
+            self._conn.waiting_since = time.monotonic()
             try:
-                if not self.rfile.peek(1):  # type: ignore[attr-defined]
+                if not self.rfile.peek(1):
                     self.close_connection = True
                     return
             except OSError:
                 self.close_connection = True
                 return
-            finally:
-                self._conn.idle_since = None
             if self._conn.expired:  # gave way to a new connection at the cap
                 self.close_connection = True
                 return
             self.connection.settimeout(limits[0] + _BACKSTOP)
         self._conn.deadline = time.monotonic() + limits[0]
+        self.rfile.left = _MAX_HEAD
         super().handle_one_request()
         self._served += 1
+
+    def setup(self) -> None:
+        super().setup()
+        raw: Any = self.rfile  # the buffered reader of the socket (rbufsize -1)
+        self.rfile: _HeadReader = _HeadReader(raw)  # type: ignore[assignment]
 
     def end_headers(self) -> None:
         """The web config's headers on every response, errors (400, 413, 414, 431, 501, the
         framing refusals) included: they were only on the routed answers."""
         for name, value in self._web.headers.items():
             self.send_header(name, value)
+        if "X-Content-Type-Options" not in self._web.headers:
+            self.send_header("X-Content-Type-Options", "nosniff")
         super().end_headers()
 
     def parse_request(self) -> bool:
@@ -406,6 +473,16 @@ class _Handler(BaseHTTPRequestHandler):
         left unread was parsed as the next request on a kept-alive connection."""
         if not super().parse_request():
             return False
+        self.rfile.left = None  # the head is read: a body has its own limit
+        server = self.server
+        with server.lock:  # a connection that gave way at the cap answers no more
+            if self._conn.expired:
+                self.close_connection = True
+                return False
+            self._conn.waiting_since = None
+        # the web config of now, per request: a user removed from it was still let in on a
+        # connection kept alive since before the change (Prometheus keeps one for hours)
+        _, self._web, self._auth = server.web_state.current()
         if self.request_version == "HTTP/0.9":
             self.request_version = "HTTP/1.0"  # so that the error has a status line
             self.send_error(400, "HTTP/0.9 is not supported")
@@ -413,9 +490,12 @@ class _Handler(BaseHTTPRequestHandler):
         if self.headers.get("Transfer-Encoding") is not None:
             self.send_error(400, "Transfer-Encoding is not accepted")
             return False
-        length = self.headers.get("Content-Length")
-        if length is not None:
-            size = int(length) if length.strip().isdigit() else -1
+        lengths = {v.strip() for v in self.headers.get_all("Content-Length", [])}
+        if lengths:
+            # RFC 9112 6.3: differing lengths are a framing error (the body was read as the
+            # next request); ASCII digits only ("²".isdigit() is True, and int() then raised)
+            length = lengths.pop()
+            size = int(length) if not lengths and _DIGITS.fullmatch(length) else -1
             if size < 0:
                 self.send_error(400, "bad Content-Length")
                 return False
@@ -444,7 +524,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _text(
         self, code: int, body: bytes, content_type: str = "text/plain; charset=utf-8"
     ) -> None:
-        self._send(code, body, [("Content-Type", content_type)])
+        headers = [("Content-Type", content_type)]
+        if (
+            content_type.startswith("text/html")
+            and "Content-Security-Policy" not in self._web.headers
+        ):
+            headers.append(("Content-Security-Policy", PAGE_CSP))  # frame-ancestors needs one
+        self._send(code, body, headers)
 
     def do_HEAD(self) -> None:
         self.do_GET()
@@ -531,8 +617,8 @@ class HttpServer:
         self.board = board
         self.healthy = healthy
         self.limits = (config.request_timeout.total_seconds(), config.idle_timeout.total_seconds())
-        self._web = _WebState(config)
-        self._lock = threading.Lock()
+        self.web_state = _WebState(config)
+        self.lock = threading.Lock()
         self._conns: set[_Conn] = set()
         self._counts: dict[str, int] = dict.fromkeys(
             (
@@ -558,19 +644,19 @@ class HttpServer:
 
     def counts(self) -> HttpCounts:
         """The connection counters (for ``/metrics``)."""
-        with self._lock:
+        with self.lock:
             return HttpCounts(connections_active=len(self._conns), **self._counts)
 
     def page(self, snap: MonitorSnapshot) -> bytes:
         """``/monitors/<name>``, rendered once per run record and kept until the next run (a
         client that reloads it costs a dictionary lookup, not a render)."""
         name = snap.monitor.name
-        with self._lock:
+        with self.lock:
             cached = self._pages.get(name)
         if cached is not None and cached[0] is snap.latest and cached[1] == snap.state.state_since:
             return cached[2]
         body = _monitor_page(snap, self.report).encode()
-        with self._lock:
+        with self.lock:
             self._pages[name] = (snap.latest, snap.state.state_since, body)
             for gone in set(self._pages) - {s.monitor.name for s in self.board.snapshot()}:
                 del self._pages[gone]
@@ -578,7 +664,7 @@ class HttpServer:
 
     def count(self, what: str) -> None:
         """Add one to a counter of :class:`HttpCounts`."""
-        with self._lock:
+        with self.lock:
             self._counts[what] += 1
 
     def start(self) -> None:
@@ -613,14 +699,18 @@ class HttpServer:
             log.warning(message, extra=extra)
 
     def _admit(self, sock: socket.socket, address: Any) -> None:
-        with self._lock:
+        with self.lock:
             full = len(self._conns) >= self.config.max_connections
-            # at the cap, the connection idle longest between keep-alive requests gives way:
-            # clients that sent one request each and kept their sockets open once held every
-            # slot for idle_timeout, and refused every new client, probes included
-            idle = [c for c in self._conns if c.idle_since is not None and not c.expired]
-            oldest = min(idle, key=lambda c: c.idle_since or 0.0) if full and idle else None
+            # at the cap, the connection waiting longest for a request head (a handshake, a
+            # first request, the next keep-alive one) gives way; one answering never does.
+            # Only the keep-alive ones once gave way: 64 sockets that never sent a byte, opened
+            # again as they were reaped, held every slot and /healthz answered 503
+            waiting = [c for c in self._conns if c.waiting_since is not None and not c.expired]
+            oldest = (
+                min(waiting, key=lambda c: c.waiting_since or 0.0) if full and waiting else None
+            )
             if oldest is not None:
+                oldest.expired = True  # under the lock: parse_request then answers no more
                 self._conns.discard(oldest)
                 self._counts["connections_timed_out"] += 1
                 full = False
@@ -634,7 +724,7 @@ class HttpServer:
             oldest.expire()
         if full:
             self._warn("connection limit reached", max_connections=self.config.max_connections)
-            if not self._web.tls:  # a TLS client could not read a plain answer
+            if not self.web_state.tls:  # a TLS client could not read a plain answer
                 try:
                     sock.setblocking(False)
                     sock.send(_BUSY_PLAIN)
@@ -649,7 +739,7 @@ class HttpServer:
 
     def _reap(self) -> None:
         now = time.monotonic()
-        with self._lock:
+        with self.lock:
             late = [c for c in self._conns if not c.expired and c.deadline and now > c.deadline]
             self._counts["connections_timed_out"] += len(late)
         for conn in late:
@@ -659,15 +749,16 @@ class HttpServer:
         _keep_signals_for_the_main_thread()
         request_timeout = self.limits[0]
         try:
-            context, web, auth = self._web.current()
-            conn.sock.settimeout(request_timeout + _BACKSTOP)
+            # the deadline first: a reload in current() (a web config's bcrypt cost) is reaped
             conn.deadline = time.monotonic() + request_timeout
+            context, web, auth = self.web_state.current()
+            conn.sock.settimeout(request_timeout + _BACKSTOP)
             if context is not None:
                 try:
                     tls = context.wrap_socket(
                         conn.sock, server_side=True, do_handshake_on_connect=False
                     )
-                    with self._lock:
+                    with self.lock:
                         conn.sock = tls
                     tls.do_handshake()
                 except (OSError, ValueError) as exc:  # ssl.SSLError and timeouts are OSErrors
@@ -682,7 +773,7 @@ class HttpServer:
         finally:
             with contextlib.suppress(OSError):
                 conn.sock.close()
-            with self._lock:
+            with self.lock:
                 self._conns.discard(conn)
 
     def stop(self) -> None:
@@ -697,7 +788,7 @@ class HttpServer:
         if self._thread.is_alive():
             self._thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self._listener.close()
-        with self._lock:
+        with self.lock:
             conns = list(self._conns)
         for conn in conns:
             if not conn.busy:

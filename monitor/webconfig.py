@@ -70,7 +70,12 @@ _HEADERS = (
 )
 # the prefixes bcrypt checks ($2a$, $2b$, $2y$ from htpasswd); '$2$' and '$2x$' passed
 # validation and could never match, locking that user out without a word
-_BCRYPT = re.compile(r"^\$2[aby]\$\d{2}\$[./A-Za-z0-9]{53}$")
+# and the costs bcrypt takes (4-31, as exporter-toolkit's bcrypt.Cost): "$2b$99$" passed, then
+# its check never ended (the unknown-user hash was made at cost 31); "$2b$03$" never matched
+_BCRYPT = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
+_COST = re.compile(r"^\$2[aby]\$([0-9]{2})\$[./A-Za-z0-9]{53}$")  # a hash but for its cost
+# the values exporter-toolkit allows for two of them (any value for the others)
+_HEADER_VALUES = {"X-Content-Type-Options": ("nosniff",), "X-Frame-Options": ("deny", "sameorigin")}
 _UNSUPPORTED = {
     "cert": "inline PEM is not supported; use cert_file",
     "key": "inline PEM is not supported; use key_file",
@@ -273,6 +278,11 @@ def _parse_headers(p: _Problems, data: Any) -> dict[str, str]:
             p.add(f"{where}.headers.{name}", f"not settable (allowed: {', '.join(_HEADERS)})")
         elif not isinstance(value, str) or "\n" in value or "\r" in value:
             p.add(f"{where}.headers.{name}", f"must be a one-line string; got {value!r}")
+        elif allowed[name.lower()] in _HEADER_VALUES and (
+            value not in _HEADER_VALUES[allowed[name.lower()]]
+        ):
+            choices = ", ".join(repr(v) for v in _HEADER_VALUES[allowed[name.lower()]])
+            p.add(f"{where}.headers.{name}", f"must be one of {choices}; got {value!r}")
         elif value:
             out[allowed[name.lower()]] = value
     return out
@@ -285,6 +295,10 @@ def _parse_users(p: _Problems, data: Any) -> dict[str, bytes]:
     for user, hashed in users.items():
         if ":" in user or not user:
             p.add(f"{where}.{user}", "a user name must be non-empty and contain no ':'")
+        elif (
+            isinstance(hashed, str) and (cost := _COST.match(hashed)) and not _BCRYPT.match(hashed)
+        ):
+            p.add(f"{where}.{user}", f"a bcrypt cost must be 04 to 31; got {cost.group(1)}")
         elif not isinstance(hashed, str) or not _BCRYPT.match(hashed):
             p.add(
                 f"{where}.{user}",

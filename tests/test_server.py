@@ -270,33 +270,57 @@ def test_slowloris_is_cut_at_request_timeout_and_blocks_nobody(
 
 
 @pytest.mark.parametrize("tls", [False, True], ids=["http", "https"])
-def test_connections_past_the_cap_are_refused_and_serving_goes_on(
+def test_silent_connections_at_the_cap_give_way_and_only_busy_ones_refuse(
     tls: bool, tmp_path: Path, serve: list[HttpServer]
 ) -> None:
+    """At the cap the connection waiting longest for a request head gives way: 64 sockets that
+    never sent a byte, opened again as they were reaped, held every slot and /healthz answered
+    503. A new client is refused only while every slot is answering a request."""
     config, cert = _tls_config(tmp_path) if tls else (ServerConfig(port=0), None)
-    server = _start(serve, replace(config, max_connections=4))
-    held = [socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) for _ in range(4)]
+    gate, entered = threading.Event(), []
+
+    def healthy() -> bool:  # /healthz answers once the gate opens
+        entered.append(1)
+        return gate.wait(timeout=4 * BOUND)
+
+    server = HttpServer(replace(config, max_connections=4), _board(), healthy)
+    serve.append(server)
+    server.start()
+    scheme = "https" if tls else "http"
+    url = f"{scheme}://127.0.0.1:{server.port}"
+    silent = [socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) for _ in range(4)]
     try:
         wait_for(lambda: server.counts().connections_active == 4, timeout=BOUND, what="4 held")
-        extra = [socket.create_connection(("127.0.0.1", server.port), timeout=BOUND)]
-        extra.append(socket.create_connection(("127.0.0.1", server.port), timeout=BOUND))
-        for sock in extra:
-            sock.settimeout(BOUND)
-            try:
-                answer = sock.recv(4096)
-            except ConnectionResetError:
-                answer = b""
-            if tls:
-                assert answer == b""
-            else:
-                assert answer.startswith(b"HTTP/1.1 503 ")
-            sock.close()
-        assert server.counts().connections_rejected == 2
+        for _ in range(2):
+            assert _get(f"{url}/metrics", cert)[0] == 200
+        assert server.counts().connections_rejected == 0
+        assert _closed_by_peer(silent[0], BOUND)  # the oldest silent one gave way
     finally:
-        for sock in held:
+        for sock in silent:
             sock.close()
     wait_for(lambda: server.counts().connections_active == 0, timeout=BOUND, what="released")
-    assert _get(f"{'https' if tls else 'http'}://127.0.0.1:{server.port}/healthz", cert)[0] == 200
+    answers: list[int] = []
+    busy = [
+        threading.Thread(target=lambda: answers.append(_get(f"{url}/healthz", cert)[0]))
+        for _ in range(4)
+    ]
+    for t in busy:
+        t.start()
+    try:
+        wait_for(lambda: len(entered) == 4, timeout=BOUND, what="4 answering")
+        for _ in range(2):
+            with socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) as sock:
+                try:
+                    answer = sock.recv(4096)
+                except ConnectionResetError:
+                    answer = b""
+            assert answer == b"" if tls else answer.startswith(b"HTTP/1.1 503 ")
+        assert server.counts().connections_rejected == 2
+    finally:
+        gate.set()
+        for t in busy:
+            t.join(timeout=BOUND)
+    assert answers == [200] * 4
 
 
 def test_stop_is_bounded_with_clients_attached(tmp_path: Path) -> None:
@@ -428,7 +452,7 @@ def test_basic_auth_against_bcrypt_hashes(tmp_path: Path, serve: list[HttpServer
     config = _web_config(
         tmp_path,
         f"basic_auth_users:\n  alice: '$2y${hashed[4:]}'\n"
-        "http_server_config:\n  headers:\n    X-Content-Type-Options: nosniff\n",
+        "http_server_config:\n  headers:\n    X-Frame-Options: deny\n",
     )
     server = _start(serve, config)
     url = f"http://127.0.0.1:{server.port}/metrics"
@@ -442,15 +466,16 @@ def test_basic_auth_against_bcrypt_hashes(tmp_path: Path, serve: list[HttpServer
         status, headers, body = _get(url, headers=_basic("alice", "s3cret"))
         assert status == 200
         assert b"retrieval_monitor_state{" in body
-        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert headers["X-Frame-Options"] == "deny"
+        assert headers["X-Content-Type-Options"] == "nosniff"  # sent unless configured
     assert server.counts().auth_failures == 4
     # and on every answer: a 401, a 405, and the errors the request parser sends itself
-    assert _get(url)[1]["X-Content-Type-Options"] == "nosniff"
+    assert _get(url)[1]["X-Frame-Options"] == "deny"
     for request in (b"FOO / HTTP/1.1\r\nHost: x\r\n\r\n", b"GET /healthz\r\n\r\n"):
         head = _raw_exchange(server.port, request).partition(b"\r\n\r\n")[0]
-        assert b"\r\nX-Content-Type-Options: nosniff" in head, head
+        assert b"\r\nX-Frame-Options: deny" in head, head
     status, headers, _ = _get(url, headers=_basic("alice", "s3cret"), method="POST")
-    assert (status, headers["X-Content-Type-Options"]) == (405, "nosniff")
+    assert (status, headers["X-Frame-Options"]) == (405, "deny")
 
 
 def test_the_images_healthcheck_speaks_tls_and_basic_auth_from_its_environment(
@@ -581,6 +606,23 @@ def test_a_get_body_is_dropped_not_read_as_the_next_request(serve: list[HttpServ
         ),
         (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 999999\r\n\r\n", b"HTTP/1.1 413"),
         (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", b"HTTP/1.1 400"),
+        # "\xb2" is "²", and "²".isdigit(): int() raised, the client got nothing and the log a
+        # traceback
+        (b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: \xb2\r\n\r\n", b"HTTP/1.1 400"),
+        # two lengths (RFC 9112 6.3): the first was taken and the body answered as a request
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+            b"Content-Length: 32\r\n\r\nGET /nope HTTP/1.1\r\nHost: x\r\n\r\n",
+            b"HTTP/1.1 400",
+        ),
+        # a head past 64 KiB in lines each under the standard library's 64 KiB: 431, not
+        # 6.4 MB held a connection
+        (
+            b"GET /healthz HTTP/1.1\r\nHost: x\r\n"
+            + b"".join(b"X-%d: %s\r\n" % (i, b"a" * 8000) for i in range(9))
+            + b"\r\n",
+            b"HTTP/1.1 431",
+        ),
     ],
 )
 def test_requests_the_server_cannot_frame_are_refused(
@@ -645,3 +687,114 @@ def test_an_unknown_user_costs_what_a_known_one_does() -> None:
     assert not auth.check(_basic("nobody", "y")["Authorization"])
     assert auth.check(_basic("b", "y")["Authorization"])
     assert _cost(_BasicAuth({})._dummy) == 10
+
+
+def test_a_removed_user_is_refused_on_a_connection_kept_alive(
+    tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    """The web config is the one in force at each request: a user removed from it was let in
+    for as long as a connection opened before the change was kept alive (Prometheus keeps
+    its scrape connection for hours)."""
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    other = bcrypt.hashpw(b"pw2", bcrypt.gensalt(4)).decode()
+    config = _web_config(tmp_path, f"basic_auth_users:\n  alice: '{hashed}'\n  bob: '{other}'\n")
+    server = _start(serve, config)
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=BOUND)
+    try:
+        conn.request("GET", "/healthz", headers=_basic("alice", "pw"))
+        first = conn.getresponse()
+        assert (first.status, first.read()) == (200, b"ok\n")
+        sock = conn.sock
+        assert config.web_config_file is not None
+        config.web_config_file.write_text(f"basic_auth_users:\n  bob: '{other}'\n")
+        conn.request("GET", "/healthz", headers=_basic("alice", "pw"))
+        second = conn.getresponse()
+        second.read()
+        assert conn.sock is sock  # the same connection
+        assert second.status == 401
+    finally:
+        conn.close()
+
+
+def test_a_web_config_written_during_its_reload_is_loaded_next(
+    tmp_path: Path, serve: list[HttpServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The stamps of the files recorded at a reload are those read before the files: the ones
+    after it recorded a write that landed between the read and the stat as loaded, and the
+    file that now required a user was never applied."""
+    import monitor.server
+
+    config = _web_config(tmp_path, "basic_auth_users: {}\n")
+    server = _start(serve, config)
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    path = config.web_config_file
+    assert path is not None
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(4)).decode()
+    real = load_web_config
+    writes = [f"basic_auth_users:\n  bob: '{hashed}'\n"]
+
+    def load_then_write(file: Path) -> tuple[object, list[str]]:
+        loaded = real(file)
+        if writes:  # the operator's next write lands right after this read
+            file.write_text(writes.pop())
+        return loaded
+
+    monkeypatch.setattr(monitor.server, "load_web_config", load_then_write)
+    path.write_text("basic_auth_users: {}\n# touched\n")
+    assert _get(url)[0] == 401  # read the touched file; the write after it is in force
+    assert not writes
+    assert _get(url)[0] == 401
+    assert _get(url, headers=_basic("bob", "pw"))[0] == 200
+
+
+def test_a_slow_reload_holds_up_no_other_request(
+    tmp_path: Path, serve: list[HttpServer], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One request rebuilds a changed web config, outside the lock: a user table of a high
+    bcrypt cost (its unknown-user hash takes seconds to make) held every other connection
+    behind it. The others are answered with the config in force meanwhile."""
+    import monitor.server
+
+    config = _web_config(tmp_path, "basic_auth_users: {}\n")
+    server = _start(serve, config)
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    real, entered, release = load_web_config, threading.Event(), threading.Event()
+
+    def slow(file: Path) -> tuple[object, list[str]]:
+        entered.set()
+        release.wait(timeout=4 * BOUND)
+        return real(file)
+
+    monkeypatch.setattr(monitor.server, "load_web_config", slow)
+    assert config.web_config_file is not None
+    config.web_config_file.write_text("basic_auth_users: {}\n# changed\n")
+    first: list[int] = []
+    rebuilding = threading.Thread(target=lambda: first.append(_get(url)[0]))
+    rebuilding.start()
+    try:
+        assert entered.wait(timeout=BOUND)
+        for _ in range(3):  # served while the rebuild waits
+            assert _get(url)[0] == 200
+    finally:
+        release.set()
+        rebuilding.join(timeout=BOUND)
+    assert first == [200]
+
+
+def test_pages_carry_their_policy_as_a_header_and_before_the_first_check(
+    serve: list[HttpServer],
+) -> None:
+    """HTML answers send the pages' Content-Security-Policy as a header (a <meta> cannot hold
+    every directive) and nosniff; the page of a monitor with no check yet is a document of
+    the same policy (it had none)."""
+    from monitor.report import PAGE_CSP
+
+    server = _start(serve, ServerConfig(port=0))
+    for path in ("/", "/monitors/a"):
+        status, headers, body = _get(f"http://127.0.0.1:{server.port}{path}")
+        assert status == 200
+        assert headers["Content-Security-Policy"] == PAGE_CSP
+        assert headers["X-Content-Type-Options"] == "nosniff"
+        assert f'http-equiv="Content-Security-Policy" content="{PAGE_CSP}"'.encode() in body
+    assert b"No check has finished yet" in body
+    assert "Content-Security-Policy" not in _get(f"http://127.0.0.1:{server.port}/metrics")[1]

@@ -145,9 +145,13 @@ def test_web_config_iv(tmp_path: Path) -> None:
         "http_server_config:\n"
         "  http2: maybe\n"
         "  headers:\n    Set-Cookie: x\n    X-Frame-Options: [deny]\n"
+        # the values exporter-toolkit refuses for these two
+        "    X-Content-Type-Options: sniff\n    x-frame-options: allow-from https://evil.example\n"
         "basic_auth_users:\n  bob: plaintext\n  'a:b': '$2y$10$'\n"
         # a '$2$' prefix that bcrypt never matches (the user locked out without a word)
         f"  carol: '$2$10${'a' * 53}'\n"
+        # costs bcrypt refuses: 99 passed, then its check never ended; 03 never matched
+        f"  dave: '$2b$99${'a' * 53}'\n  erin: '$2b$03${'a' * 53}'\n"
         "rate_limit: {interval: 1s, burst: 2}\n"
         "tls_config: {}\n",
     )
@@ -168,11 +172,16 @@ def test_web_config_iv(tmp_path: Path) -> None:
         "http_server_config.headers.Set-Cookie: not settable (allowed: Content-Security-Policy, "
         "X-Frame-Options, X-Content-Type-Options, X-XSS-Protection, Strict-Transport-Security)",
         "http_server_config.headers.X-Frame-Options: must be a one-line string; got ['deny']",
+        "http_server_config.headers.X-Content-Type-Options: must be one of 'nosniff'; got 'sniff'",
+        "http_server_config.headers.x-frame-options: must be one of 'deny', 'sameorigin'; got "
+        "'allow-from https://evil.example'",
         "basic_auth_users.bob: must be a bcrypt hash like '$2y$10$' followed by 53 characters "
         "(htpasswd -nBC 10 \"\" | tr -d ':\\n')",
         "basic_auth_users.a:b: a user name must be non-empty and contain no ':'",
         "basic_auth_users.carol: must be a bcrypt hash like '$2y$10$' followed by 53 characters "
         "(htpasswd -nBC 10 \"\" | tr -d ':\\n')",
+        "basic_auth_users.dave: a bcrypt cost must be 04 to 31; got 99",
+        "basic_auth_users.erin: a bcrypt cost must be 04 to 31; got 03",
     ]
 
 

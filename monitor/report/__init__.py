@@ -8,15 +8,18 @@ section shows is in ``docs/report.md``.
 
 from monitor.report.history import HistoryStore, MemoryHistory, history_entry
 from monitor.report.page import (
+    PAGE_CSP,
     LandingRow,
     PageContext,
     page_file_name,
     render_landing,
     render_monitor_page,
+    render_pending_page,
     runbook_anchor,
 )
 
 __all__ = [
+    "PAGE_CSP",
     "HistoryStore",
     "LandingRow",
     "MemoryHistory",
@@ -25,5 +28,6 @@ __all__ = [
     "page_file_name",
     "render_landing",
     "render_monitor_page",
+    "render_pending_page",
     "runbook_anchor",
 ]

@@ -835,13 +835,26 @@ def _plain(x: Any) -> Any:
     return str(x)
 
 
+# every page's policy: no script, no request anywhere; inline styles and data: images only.
+# In a <meta> of each page (a saved file has no response headers) and, served, a header too
+PAGE_CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+
+
 def _document(title: str, body: str) -> str:
     return (
         '<!doctype html><html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
-        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
-        "style-src 'unsafe-inline'; img-src data:\">"
+        f'<meta http-equiv="Content-Security-Policy" content="{PAGE_CSP}">'
         f"<title>{esc(title)}</title><style>{_CSS}</style></head><body>{body}</body></html>"
+    )
+
+
+def render_pending_page(monitor: str) -> str:
+    """The daemon's page of a monitor before its first check has finished."""
+    return _document(
+        monitor,
+        f"<h1>{esc(monitor)}</h1><p>No check has finished yet since the daemon started; this "
+        'page shows the latest check once there is one.</p><p><a href="/">all monitors</a></p>',
     )
 
 
