@@ -205,7 +205,7 @@ class MonitorCollector(Collector):
         last_run = _gauge("last_run_timestamp_seconds", "When the latest run started.", ["monitor"])
         last_ok = _gauge(
             "last_success_timestamp_seconds",
-            "When the latest run that did not end in error started.",
+            "When the latest run started that did not end in error and whose state was saved.",
             ["monitor"],
         )
         duration = _gauge("last_run_duration_seconds", "Duration of the latest run.", ["monitor"])
@@ -235,6 +235,11 @@ class MonitorCollector(Collector):
             "file's modification time).",
             labels=["monitor"],
         )
+        save_failing = GaugeMetricFamily(
+            PREFIX + "state_save_failing",
+            "1 while the monitor's latest state save failed (until one succeeds), else 0.",
+            labels=["monitor"],
+        )
         resets = CounterMetricFamily(
             PREFIX + "state_resets",
             "Sequential state resets since start-up, by reason: a state file that could not be "
@@ -244,6 +249,7 @@ class MonitorCollector(Collector):
         for snap in snaps:
             name = snap.monitor.name
             save_failures.add_metric([name], float(snap.save_failures_total))
+            save_failing.add_metric([name], float(snap.save_error is not None))
             if snap.last_state_save is not None:
                 last_save.add_metric([name], snap.last_state_save.timestamp())
             for reason in RESET_REASONS:
@@ -318,6 +324,7 @@ class MonitorCollector(Collector):
             runs,
             failures,
             save_failures,
+            save_failing,
             last_save,
             resets,
         )

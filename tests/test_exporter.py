@@ -173,6 +173,16 @@ def test_persistence_metrics() -> None:
     ts = "retrieval_monitor_last_state_save_timestamp_seconds"
     assert get(ts, {"monitor": "a"}) == t.timestamp()
     assert get(ts, {"monitor": "b"}) is None
+    # failing until a save succeeds: the counter alone let the alert go once its window passed
+    assert get("retrieval_monitor_state_save_failing", {"monitor": "a"}) == 0.0
+    assert get("retrieval_monitor_state_save_failing", {"monitor": "b"}) == 1.0
+    board.saved("b", t)
+    assert (
+        make_registry(board).get_sample_value(
+            "retrieval_monitor_state_save_failing", {"monitor": "b"}
+        )
+        == 0.0
+    )
     for reason in RESET_REASONS:  # every reason is exported, zeros included (bounded labels)
         got = get("retrieval_monitor_state_resets_total", {"monitor": "b", "reason": reason})
         assert got == (1.0 if reason == "future" else 0.0)

@@ -476,6 +476,7 @@ def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
             value(snap, "retrieval_monitor_last_state_save_timestamp_seconds", monitor="full")
             is None
         )
+        assert value(snap, "retrieval_monitor_state_save_failing", monitor="full") == 1
         inside = _ns_path(d, state_dir)
         wait_for(  # no temp file is left behind (one may exist for a moment during a save)
             lambda: sorted(p.name for p in inside.iterdir()) == ["filler"],
@@ -498,6 +499,7 @@ def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
             log=d.log,
         )
         assert json.loads((inside / "full.json").read_text())["fingerprint"]
+        assert value(d.samples(), "retrieval_monitor_state_save_failing", monitor="full") == 0
     finally:
         code = d.stop()
     assert code == 0, d.log()[-3000:]  # saved at shutdown once there was space again

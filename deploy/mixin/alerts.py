@@ -330,12 +330,16 @@ def _health(c: MixinConfig) -> AlertGroup:
             Alert(
                 name="RetrievalMonitorStateSaveFailing",
                 note=(
-                    f"A state save failed in the last {window}, or the last successful save is "
+                    "The latest state save failed (until one succeeds: a failure at start-up "
+                    f"or a failing disk was let go once {window} had passed), a save failed in "
+                    f"the last {window}, or the last successful save is "
                     f"older than {_words(save_periods)} schedule periods: per monitor when the "
                     "gauge has a monitor label, else against the daemon's most frequent "
                     "schedule. A timestamp of 0 (never saved yet) is left to the failure counter."
                 ),
                 expr=(
+                    f"retrieval_monitor_state_save_failing{{{s}}} == 1\n"
+                    "or\n"
                     f"increase(retrieval_monitor_state_save_failures_total{{{s}}}[{window}]) > 0\n"
                     "or\n"
                     "  time() - (retrieval_monitor_last_state_save_timestamp_seconds"
@@ -356,14 +360,15 @@ def _health(c: MixinConfig) -> AlertGroup:
                     "{{ if $labels.monitor }}Monitor {{ $labels.monitor }}: {{ end }}"
                     + _with(
                         'printf "sum(increase(retrieval_monitor_state_save_failures_total'
-                        f'{{instance=%q}}[{window}])) or vector(0)" $labels.instance',
+                        f'{{instance=%q,monitor=%q}}[{window}])) or vector(0)" $labels.instance '
+                        "$labels.monitor",
                         'printf "%.0f"',
                     )
                     + f" failed state saves in the last {window}; the oldest last successful"
                     " save is "
                     + _with(
                         'printf "time() - min(retrieval_monitor_last_state_save_timestamp_seconds'
-                        '{instance=%q} > 0)" $labels.instance',
+                        '{instance=%q,monitor=%q} > 0)" $labels.instance $labels.monitor',
                         "humanizeDuration",
                         "unknown",
                     )

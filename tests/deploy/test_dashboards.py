@@ -184,4 +184,14 @@ def test_provisioning_points_at_the_dashboards() -> None:
     volumes = compose["services"]["grafana"]["volumes"]
     mounted = {v.split(":")[1]: v.split(":")[0] for v in volumes if ":" in v}
     assert mounted[provider["options"]["path"]] == "../../grafana/dashboards"
-    assert mounted["/etc/grafana/provisioning"] == "../../grafana/provisioning"
+    assert (
+        mounted["/etc/grafana/provisioning/datasources"] == "../../grafana/provisioning/datasources"
+    )
+    assert (
+        mounted["/etc/grafana/provisioning/dashboards"] == "../../grafana/provisioning/dashboards"
+    )
+    # the stack alerts through Prometheus (its rule file mounted): Grafana's twins of the same
+    # rules mounted too notified every alert twice
+    rules = compose["services"]["prometheus"]["volumes"]
+    assert any("alerts.yml" in v for v in rules)
+    assert not any("alerting" in v.split(":")[0] for v in volumes), volumes

@@ -173,13 +173,17 @@ def test_the_old_datasource_url_is_caught() -> None:
     assert grafana_interpolate(raw, {"PROMETHEUS_URL": "http://p:9090"}) == ""
 
 
-def test_compose_mounts_the_whole_provisioning_tree() -> None:
-    """datasources/, dashboards/ and alerting/ reach /etc/grafana/provisioning in compose."""
+def test_compose_mounts_datasources_and_dashboards_and_alerts_once() -> None:
+    """datasources/ and dashboards/ reach /etc/grafana/provisioning in compose; alerting/ does
+    not, since the stack's Prometheus evaluates the same rules (mounted both, every alert
+    notified twice)."""
     grafana = yaml.safe_load(COMPOSE.read_text())["services"]["grafana"]
     mounts = {
         v.split(":")[1]: (COMPOSE.parent / v.split(":")[0]).resolve() for v in grafana["volumes"]
     }
-    root = mounts["/etc/grafana/provisioning"]
-    assert root == GRAFANA_PROVISIONING.resolve()
-    assert (root / "alerting" / "rules.yaml").is_file()
-    assert (root / "alerting" / "notifications.yaml").is_file()
+    for part in ("datasources", "dashboards"):
+        assert (
+            mounts[f"/etc/grafana/provisioning/{part}"] == (GRAFANA_PROVISIONING / part).resolve()
+        )
+    assert not [m for m in mounts if m.startswith("/etc/grafana/provisioning/alerting")]
+    assert "/etc/grafana/provisioning" not in mounts

@@ -178,6 +178,11 @@ def test_kubernetes_deployment() -> None:
     sm = docs["ServiceMonitor"]["spec"]
     assert sm["selector"]["matchLabels"] == docs["Service"]["metadata"]["labels"]
     assert sm["endpoints"][0]["port"] == docs["Service"]["spec"]["ports"][0]["name"]
+    # one identity across pod restarts: with the pod IP as instance, a restart resolved a
+    # raised page and paged again (a new series for every alert)
+    relabel = sm["endpoints"][0]["relabelings"]
+    assert {"targetLabel": "instance", "replacement": "retrieval-monitor"} in relabel
+    assert {"action": "labeldrop", "regex": "pod|container"} in relabel
 
 
 def test_prometheusrule_carries_the_alerts_file() -> None:

@@ -88,6 +88,7 @@ def _monitor(
         f"retrieval_monitor_engine_info{_labels(monitor=name, kind='memory')} 1",
         f"retrieval_monitor_run_failures_total{_labels(monitor=name)} {0 if ok_run else 5}",
         f"retrieval_monitor_state_save_failures_total{_labels(monitor=name)} 0",
+        f"retrieval_monitor_state_save_failing{_labels(monitor=name)} 0",
         f"retrieval_monitor_last_state_save_timestamp_seconds{_labels(monitor=name)} "
         f"{now - 30 if ok_run else now - age}",
     ]
