@@ -60,7 +60,7 @@ def _parse_at(text: str) -> datetime:
         t = parse_rfc3339(text)
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"--at must be an RFC 3339 time like 2026-11-30T00:00:00Z; got {text!r}"
+            f"must be an RFC 3339 time like 2026-11-30T00:00:00Z; got {text!r}"
         ) from None
     t = (t if t.tzinfo else t.replace(tzinfo=UTC)).astimezone(UTC)
     if not _EARLIEST <= t <= _LATEST:  # once a traceback (OverflowError) from a window's start
@@ -131,7 +131,7 @@ def _parser() -> argparse.ArgumentParser:
     c.add_argument("--config", required=True, type=Path)
     c.add_argument("--monitor", help="only this monitor")
     c.add_argument(
-        "--at", type=_parse_at, help="evaluate the slot at this time (default the latest)"
+        "--at", type=_parse_at, help="evaluate the slot at or before this time (default the latest)"
     )
     c.add_argument("--json", action="store_true", help="print the JSON contract")
     c.add_argument(
@@ -148,7 +148,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--config", required=True, type=Path)
     rp.add_argument("--monitor", help="only this monitor")
-    rp.add_argument("--at", type=_parse_at, help="the slot at this time (default the latest)")
+    rp.add_argument(
+        "--at", type=_parse_at, help="the slot at or before this time (default the latest)"
+    )
     rp.add_argument(
         "--out",
         type=Path,
@@ -402,11 +404,19 @@ def _check_plan(
     state is rebuilt by replaying the slots from ``replay_from`` (default: the daemon's first
     slot, else one budget period before ``at``). No ``at``: the latest slot, by the same rule
     (without daemon state it once skipped the replay and decided from nothing: ``ok`` on a
-    days-old decay).
+    days-old decay). An ``at`` between slots decides the slot before it, as the daemon would
+    (a warning names both): the exact time once placed the windows where no daemon check ever
+    does, and an alert's time pasted from Grafana got another verdict than the daemon's.
     """
     state = store.load(monitor.name)
     if at is None:
         at = monitor.schedule.latest_slot(datetime.now(UTC))
+    elif (slot := monitor.schedule.latest_slot(at)) != at:
+        logging.getLogger("monitor").warning(
+            "--at is not a slot of the monitor's schedule; checking the slot before it",
+            extra={"monitor": monitor.name, "at": rfc3339(at), "slot": rfc3339(slot)},
+        )
+        at = slot
     if replay_from is None and state.last_at is not None and at >= state.last_at:
         return at, None
     start = replay_from

@@ -101,6 +101,22 @@ def test_check_json_on_generated_worlds(
         assert o["ci_low"] <= o["mean_difference"] <= o["ci_high"]
 
 
+def test_check_at_a_time_between_slots_decides_the_slot_before_it(
+    worlds: dict[str, World], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--at`` between slots once placed the windows exactly there, where no daemon check ever
+    does; it decides the slot before it (what the daemon decided), with a warning."""
+    config = worlds["covariate_shift"].config_path
+    rc, on_slot = check_json(config, capsys)
+    between = (AT + timedelta(minutes=30)).isoformat()
+    code = main(["check", "--config", str(config), "--json", "--at", between])
+    captured = capsys.readouterr()
+    assert (code, json.loads(captured.out)) == (rc, on_slot)
+    (warning,) = [json.loads(x) for x in captured.err.splitlines() if "not a slot" in x]
+    assert warning["message"].startswith("--at is not a slot of the monitor's schedule")
+    assert warning["slot"] == "2026-10-18T00:00:00Z"
+
+
 def test_subtle_decay_is_seen_only_through_pairing(
     worlds: dict[str, World], capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -9,7 +9,8 @@ Conventions (see ``docs/statistics.md``):
   d - margin); 'two-sided' needs margin == 0.
 * The deciding test is the sign-flip permutation test of the mean (exact enumeration when
   2**n <= n_resamples, else Monte Carlo with p = (b + 1)/(R + 1)); null statistics are compared
-  with scipy's relative tolerance 100 * eps * |observed|; two-sided p = 2 min(p_less, p_greater).
+  with a tolerance 100 * eps * sum|d| (scipy's 100 * eps * |observed| is 0 at an observed sum
+  of 0 and missed the tied sums); two-sided p = 2 min(p_less, p_greater).
 * Degenerate data (all d equal) never warns or returns NaN: the interval is (d, d), the t-test
   gives t = 0 and p = 1 when d = 0 and t = +-inf otherwise, sign flips of zeros give p = 1.
 """
@@ -276,7 +277,7 @@ def sign_flip_test(
     Null statistics T* = sum(s_i d_i) over sign vectors s; exact enumeration of all 2**n when
     2**n <= ``n_resamples`` (p = count / 2**n), otherwise ``n_resamples`` random sign vectors
     (p = (b + 1)/(R + 1), Phipson & Smyth 2010). 'greater' counts T* >= T - g, 'less'
-    T* <= T + g, g = 100 eps |T|; two-sided = min(2 min(p_less, p_greater), 1), as
+    T* <= T + g, g = 100 eps sum|d|; two-sided = min(2 min(p_less, p_greater), 1), as
     ``scipy.stats.permutation_test``. Signs are random bits (whole 64-bit words of the bit
     generator per resample, so results do not depend on ``batch``); each byte of 8 signs indexes a
     256-entry table of partial sums, so a resample costs n/8 lookups and memory is bounded by
