@@ -165,6 +165,7 @@ def _health(c: MixinConfig) -> AlertGroup:
     a = c.alerts
     stale_periods = a["RetrievalMonitorStale"].count("periods")
     save = a["RetrievalMonitorStateSaveFailing"]
+    reset = a["RetrievalMonitorStateReset"].duration("window")
     window, save_periods = save.duration("failure_window"), save.count("periods")
     window_samples = (
         'print "retrieval_monitor_window_samples" (printf "{instance=%q,monitor=%q,'
@@ -382,6 +383,37 @@ def _health(c: MixinConfig) -> AlertGroup:
                     "lost on a restart, and /healthz reports degraded."
                 ),
                 runbook_url=c.runbook_url("RetrievalMonitorStateSaveFailing"),
+            ),
+            Alert(
+                name="RetrievalMonitorStateReset",
+                note=(
+                    "A monitor's state could not be trusted (a corrupt, truncated or foreign "
+                    f"file; a time in the future) and it started fresh within the last {reset}: "
+                    "a raised decay or drift page resolved then without the data changing. "
+                    "config_changed resets are an edit's intent and left out."
+                ),
+                expr=(
+                    "increase(retrieval_monitor_state_resets_total"
+                    f'{{{s},reason!="config_changed"}}[{reset}]) > 0'
+                ),
+                for_=a["RetrievalMonitorStateReset"].for_,
+                severity=a["RetrievalMonitorStateReset"].severity,
+                summary=(
+                    "The state of monitor {{ $labels.monitor }} was reset ({{ $labels.reason }})."
+                ),
+                description=(
+                    "Monitor {{ $labels.monitor }} on {{ $labels.instance }} reset its "
+                    "sequential state ({{ $labels.reason }}) and started fresh: its CUSUMs, "
+                    "anchors and raised alarms are gone, so a decay or drift page it held "
+                    "resolved without the data changing. A file that could not be trusted is "
+                    "kept in state_dir as NAME.json.corrupt-TIME."
+                ),
+                grafana_description=(
+                    "Monitor {{ $labels.monitor }} on {{ $labels.instance }} reset its "
+                    "sequential state ({{ $labels.reason }}) and started fresh: a decay or drift "
+                    "page it held resolved without the data changing."
+                ),
+                runbook_url=c.runbook_url("RetrievalMonitorStateReset"),
             ),
         ),
     )

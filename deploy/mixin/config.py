@@ -28,6 +28,7 @@ ALERT_PARAMS: dict[str, dict[str, str]] = {
     "RetrievalMonitorDown": {},
     "RetrievalMonitorSourceStale": {},
     "RetrievalMonitorStateSaveFailing": {"failure_window": "duration", "periods": "count"},
+    "RetrievalMonitorStateReset": {"window": "duration"},
 }
 
 _DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d|w|y))+")

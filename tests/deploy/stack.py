@@ -13,6 +13,7 @@ Typical use::
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import socket
@@ -181,13 +182,15 @@ class WebhookReceiver:
 
 
 class StaticMetrics:
-    """An in-test ``/metrics`` endpoint serving a fixed exposition text (for harness tests)."""
+    """An in-test ``/metrics`` endpoint serving an exposition text (for harness tests): a fixed
+    one, or ``text(n)`` at the ``n``-th scrape (0 first), for counters that must rise."""
 
-    def __init__(self, text: str) -> None:
-        payload = text.encode()
+    def __init__(self, text: str | Callable[[int], str]) -> None:
+        scrapes = itertools.count()
 
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self) -> None:
+                payload = (text if isinstance(text, str) else text(next(scrapes))).encode()
                 self.send_response(200)
                 self.send_header("Content-Type", "text/plain; version=0.0.4")
                 self.send_header("Content-Length", str(len(payload)))
