@@ -321,6 +321,30 @@ def test_delta_deletion_vectors_leave_outcome_rows_out(tmp_path: Path) -> None:
         assert plain.outcomes.max() > 1.0  # the file alone holds them
 
 
+def test_deleted_rows_are_no_evaluation_run(tmp_path: Path) -> None:
+    """The run times the runner splits into evaluation runs leave a table's deleted rows out,
+    as the outcomes do: a bad run written, then DELETEd (a deletion vector after OPTIMIZE),
+    hid a stale outcome feed and looked like a golden set with 0 % pairing coverage."""
+    root = tmp_path / "dv_runs"
+    good, bad = np.datetime64("2026-12-01T03:00", "us"), np.datetime64("2026-12-02T03:00", "us")
+    batch = pa.table(
+        {
+            "timestamp": pa.array([good] * 4 + [bad] * 4, pa.timestamp("us")),
+            "query_id": ["a", "b", "c", "d"] * 2,
+            "outcome": [0.8] * 4 + [0.0] * 4,
+        }
+    )
+    write_deltalake(root, batch, configuration={"delta.enableDeletionVectors": "true"})
+    path = _add_deletion_vector(root, [4, 5, 6, 7])
+    spec = OutcomeSpec(path=str(root), format="delta")
+    window = Window(start=datetime(2026, 11, 30, tzinfo=UTC), end=datetime(2026, 12, 5, tzinfo=UTC))
+    times = read_run_times(spec, window)
+    good_ns = int(good.astype("datetime64[ns]").astype(np.int64))
+    assert times.tolist() == [good_ns] * 4
+    assert read_run_times(OutcomeSpec(path=path), window).size == 8  # the file alone holds both
+    assert read_outcomes(spec, window).rows == 4
+
+
 def test_a_new_deletion_vector_changes_the_files_bucket_fingerprint(tmp_path: Path) -> None:
     """A deletion vector changes a file's live rows but not its path, size or mtime: the
     file's identity for the bucket cache carries its deleted rows, so the buckets it feeds are

@@ -120,7 +120,11 @@ class _Labels:
             return np.full(len(arr), -1, dtype=np.int32), np.zeros(len(arr), dtype=bool)
         if not pa.types.is_dictionary(arr.type):
             arr = pc.dictionary_encode(arr)
-        names = [str(v) for v in arr.dictionary.to_pylist()]
+        # booleans as Hive, Spark and Delta spell them in partition values (str(): "True")
+        names = [
+            ("true" if v else "false") if isinstance(v, bool) else str(v)
+            for v in arr.dictionary.to_pylist()
+        ]
         lut = np.array([self.code(n) for n in names] + [-1], dtype=np.int32)
         idx = arr.indices
         if idx.null_count:

@@ -202,17 +202,55 @@ def clear_cache() -> None:
     CLEARED += 1  # last: a key made after this call meets no group read before it
 
 
+def _int96_as_us(metadata: pq.FileMetaData, schema: pa.Schema) -> pa.Schema:
+    """``schema`` with each top-level INT96 column a microsecond timestamp, as ``_opened``
+    reads it (``coerce_int96_timestamp_unit``): Spark's legacy type, often holding 9999-12-31,
+    which nanoseconds cannot hold."""
+    for i in range(metadata.num_columns):
+        column = metadata.schema.column(i)
+        if column.physical_type != "INT96" or "." in column.path:
+            continue
+        at = schema.get_field_index(column.path)
+        if at >= 0 and pa.types.is_timestamp(schema.field(at).type):
+            field = schema.field(at)
+            schema = schema.set(at, field.with_type(pa.timestamp("us", tz=field.type.tz)))
+    return schema
+
+
 def _read_footer(source: _Source, f: _File) -> _Footer:
     try:
         with source.fs.open_input_file(f.path) as handle:
             metadata = pq.read_metadata(handle)
-        schema = metadata.schema.to_arrow_schema()
+        schema = _int96_as_us(metadata, metadata.schema.to_arrow_schema())
     except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
         raise _translate(exc, f.path, "reading the parquet footer") from exc
+    # each top-level primitive column's leaf, by position: a path string is ambiguous (a
+    # struct `event` with a field `time` and a column named `event.time` share "event.time",
+    # and the struct's statistics were taken for the column's: 0 rows read, silently)
     leaf_index: dict[str, int] = {}
-    for i in range(metadata.num_columns):
-        leaf_index.setdefault(metadata.schema.column(i).path, i)
+    at = 0
+    for top in schema:
+        leaves = _leaves(top.type)
+        if (
+            leaves == 1
+            and not pa.types.is_nested(top.type)
+            and at < metadata.num_columns
+            and metadata.schema.column(at).path == top.name
+        ):
+            leaf_index.setdefault(top.name, at)
+        at += leaves
     return _Footer(metadata, schema, leaf_index)
+
+
+def _leaves(kind: pa.DataType) -> int:
+    """The parquet leaf columns an Arrow type is stored in."""
+    if pa.types.is_struct(kind):
+        return sum(_leaves(kind.field(i).type) for i in range(kind.num_fields))
+    if pa.types.is_map(kind):
+        return _leaves(kind.key_type) + _leaves(kind.item_type)
+    if pa.types.is_list(kind) or pa.types.is_large_list(kind) or pa.types.is_fixed_size_list(kind):
+        return _leaves(kind.value_type)
+    return 1
 
 
 @contextmanager
@@ -227,8 +265,15 @@ def _opened(
         raise _translate(exc, f.path, "opening the file") from exc
     try:
         try:
+            # page checksums (parquet-mr writes them) verified: a flipped bit was read as a
+            # score of 9e307; INT96 (Spark's legacy timestamps) read in microseconds, as the
+            # footer's schema says (in nanoseconds 9999-12-31 wrapped round to 1816)
             pf = pq.ParquetFile(
-                handle, metadata=footer.metadata, read_dictionary=list(read_dictionary) or None
+                handle,
+                metadata=footer.metadata,
+                read_dictionary=list(read_dictionary) or None,
+                page_checksum_verification=True,
+                coerce_int96_timestamp_unit="us",
             )
         except (OSError, pa.ArrowException, ValueError, EOFError) as exc:
             raise _translate(exc, f.path, "opening the file") from exc
@@ -342,17 +387,34 @@ def _footer_stats(
             nulls.append(None)
             missing.append(g)
     if missing:  # no usable statistics (e.g. INT96, or a writer without them): read the column once
+        placed, unplaceable, example = 0, 0, None
         with _opened(source, f, footer) as pf:
             for g in missing:
                 try:
                     table = pf.read_row_group(g, columns=[column])
                 except (OSError, pa.ArrowException, ValueError) as exc:
                     raise _translate(exc, f.path, f"reading column {column!r}") from exc
-                ns = _ts_to_ns(table.column(column), native)
+                values = table.column(column)
+                ns = _ts_to_ns(values, native)
                 valid = ns[ns != _I64_MIN]
                 los[g] = int(valid.min()) if valid.size else None
                 his[g] = int(valid.max()) if valid.size else None
                 nulls[g] = int(ns.size - valid.size)
+                placed += int(valid.size)
+                unplaceable += len(values) - values.null_count - int(valid.size)
+                if example is None and len(values) > values.null_count:
+                    example = values.drop_null()[0].as_py()
+        integer = not pa.types.is_timestamp(footer.schema.field(column).type)
+        if integer and len(missing) == md.num_row_groups and unplaceable and not placed:
+            # every value past int64 nanoseconds: not a sentinel, the wrong unit (epoch
+            # milliseconds read as seconds once made a full source look empty: "no data")
+            raise SchemaError(
+                f"no value of this integer timestamp column is a time in `timestamp_unit` "
+                f"{native!r} (e.g. {example}); every one would be after the year 2262",
+                path=f.path,
+                column=column,
+                hint="check `timestamp_unit`: epoch milliseconds are 'ms', microseconds 'us'",
+            )
     stats = _TsStats(tuple(rows), tuple(los), tuple(his), tuple(nulls), native)
     footer.ts_stats[key] = stats
     return footer, stats

@@ -28,6 +28,7 @@ from monitor.sources.columns import (
     KeptByRows,
     _floats,
     _in_window,
+    _live,
     _memo,
     _raise_bad_values,
     _read_groups,
@@ -277,12 +278,17 @@ def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
     out: list[IntArray] = []
     for plan in plans:
         lo, hi = _native_bounds(window, plan.unit)
-        for table, memo in _read_groups(source, plan, [column]):
+        groups = _read_groups(source, plan, [column])
+        for (table, memo), first in zip(groups, plan.starts, strict=True):
             # a group's timestamps converted once while its file is unchanged
             values = table.column(column)
             native = _memo(memo, ("stamps", plan.unit), _ts_native, values, plan.unit)
             ns = _memo(memo, ("ns", plan.unit), _ts_to_ns, values, plan.unit)
-            out.append(ns[(native >= lo) & (native < hi)])
+            mask = (native >= lo) & (native < hi)
+            live = _live(plan.file, first, table.num_rows)  # a table's deleted rows: no run
+            if live is not None:
+                mask &= live
+            out.append(ns[mask])
     times = np.sort(np.concatenate(out)) if out else np.empty(0, dtype=np.int64)
     _TIMES.keep(
         key, times, lambda: key_of(_plan(source, window, column, spec.timestamp_unit)), spec.path

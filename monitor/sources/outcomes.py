@@ -8,8 +8,10 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from monitor.epoch import from_ns as _from_ns
+from monitor.errors import SchemaError
 from monitor.sources import footers
 from monitor.sources.columns import (
     KeptByRows,
@@ -138,6 +140,7 @@ def _read_outcomes(
                 table,
                 spec,
                 plan.unit,
+                plan.file.path,
             )
             mask = (stamps >= lo) & (stamps < hi)
             live = _live(plan.file, first, table.num_rows)  # a table's deleted rows: no rows
@@ -216,7 +219,7 @@ def _read_outcomes(
 
 
 def _decoded(
-    table: pa.Table, spec: OutcomeSpec, unit: str
+    table: pa.Table, spec: OutcomeSpec, unit: str, path: str
 ) -> tuple[
     IntArray,
     npt.NDArray[np.object_],
@@ -233,6 +236,15 @@ def _decoded(
         qarr = qarr.dictionary_decode()
     if not (pa.types.is_string(qarr.type) or pa.types.is_large_string(qarr.type)):
         qarr = qarr.cast(pa.string())
+    if pc.any(pc.match_substring(qarr, "\x00")).as_py():
+        # numpy's str drops a trailing NUL: "q1" and "q1\0" were one query, their outcomes
+        # averaged
+        raise SchemaError(
+            "holds a query id with a NUL character",
+            path=path,
+            column=spec.query_column,
+            hint="query ids must be text without NUL characters",
+        )
     q, q_valid = _strings(qarr), _valid(qarr)
     value, valid = _floats(table.column(spec.outcome_column))
     for a in (stamps, q, q_valid, value, valid):

@@ -91,9 +91,16 @@ def _partition_problem(
 ) -> None:
     """The check a pruning read makes of ``f``: its timestamps (footer statistics) inside the
     period its hive partitions spell (a file written into the wrong partition, or a typo such
-    as ``date=2062-11-29``, would be missed by every window, or fail the check that reads it)."""
+    as ``date=2062-11-29``, would be missed by every window, or fail the check that reads it);
+    without partitions, integer epochs that no row of the file fits in ``timestamp_unit`` (its
+    statistics, or the column once when they cannot place it)."""
     interval = _partition_interval(f.partitions) if spec.prune_partitions else None
     if interval is None:
+        if spec.timestamp_unit is not None:  # integer epochs: a unit that places no row
+            try:
+                _footer_stats(source, f, spec.timestamp_column, spec.timestamp_unit)
+            except SourceError as exc:
+                problems.append(exc)
         return
     try:
         _, stats = _footer_stats(source, f, spec.timestamp_column, spec.timestamp_unit)

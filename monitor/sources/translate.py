@@ -17,7 +17,7 @@ from monitor.errors import (
 # pyarrow reports undecodable pages as a bare OSError (no errno); these words tell them from I/O.
 _CORRUPT = re.compile(
     r"deserializ|thrift|corrupt|magic|truncat|unexpected end|page header|decompress|invalid|"
-    r"out of bounds|exceeds|premature|snappy|zstd|lz4|gzip|brotli",
+    r"out of bounds|exceeds|premature|snappy|zstd|lz4|gzip|brotli|checksum",
     re.IGNORECASE,
 )
 
