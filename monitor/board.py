@@ -7,7 +7,7 @@ import logging
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from monitor.config import MonitorConfig
@@ -45,7 +45,8 @@ class MonitorSnapshot:
     ``failures_total`` counts runs that ended in ``error`` and runs whose state could not be
     saved; ``save_failures_total``, ``last_state_save`` and ``save_error`` (the latest failed
     save's message, None once a save succeeds again) describe persistence; ``resets`` counts
-    state resets by reason (every reason of ``RESET_REASONS``, zeros included).
+    state resets by reason (every reason of ``RESET_REASONS``, zeros included), ``reset_at``
+    holds the latest of each reason that happened since start-up.
     """
 
     monitor: MonitorConfig
@@ -57,6 +58,7 @@ class MonitorSnapshot:
     last_state_save: datetime | None = None
     save_error: str | None = None
     resets: Mapping[str, int] = field(default_factory=dict)
+    reset_at: Mapping[str, datetime] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +96,7 @@ class Board:
         self._last_save: dict[str, datetime] = {}
         self._save_error: dict[str, tuple[str, datetime]] = {}
         self._resets: dict[str, dict[str, int]] = {}
+        self._reset_at: dict[str, dict[str, datetime]] = {}
         self.reconfigure(monitors, states)
 
     def reconfigure(
@@ -113,6 +116,7 @@ class Board:
                 self._last_save,
                 self._save_error,
                 self._resets,
+                self._reset_at,
             ):
                 for name in set(table) - set(self._monitors):
                     del table[name]
@@ -123,6 +127,7 @@ class Board:
                 self._failures.setdefault(name, 0)
                 self._save_failures.setdefault(name, 0)
                 self._resets.setdefault(name, dict.fromkeys(RESET_REASONS, 0))
+                self._reset_at.setdefault(name, {})
 
     def record(self, run: RunRecord, state: MonitorState, *, failed: bool = False) -> None:
         """Publish a finished run (``failed``: counts as a failure whatever its verdict); a run
@@ -137,13 +142,16 @@ class Board:
             if failed or run.verdict.state == "error":
                 self._failures[name] += 1
 
-    def reset(self, name: str, reason: str) -> None:
-        """Count one reset of ``name``'s sequential state (``reason`` in ``RESET_REASONS``)."""
+    def reset(self, name: str, reason: str, at: datetime | None = None) -> None:
+        """Count one reset of ``name``'s sequential state (``reason`` in ``RESET_REASONS``) at
+        ``at`` (default: now)."""
         if reason not in RESET_REASONS:
             raise ValueError(f"`reason` must be one of {RESET_REASONS}; got {reason!r}.")
+        when = at if at is not None else datetime.now(UTC)
         with self._lock:
             if name in self._resets:
                 self._resets[name][reason] += 1
+                self._reset_at[name][reason] = when
 
     def saved(self, name: str, at: datetime) -> None:
         """A save of ``name``'s state succeeded at ``at`` (clears its save error)."""
@@ -192,6 +200,7 @@ class Board:
                     last_state_save=self._last_save.get(name),
                     save_error=self._save_error[name][0] if name in self._save_error else None,
                     resets=dict(self._resets[name]),
+                    reset_at=dict(self._reset_at[name]),
                 )
                 for name, m in self._monitors.items()
             ]

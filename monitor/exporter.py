@@ -246,8 +246,17 @@ class MonitorCollector(Collector):
             f"trusted was set aside, or the state became unusable ({', '.join(RESET_REASONS)}).",
             labels=["monitor", "reason"],
         )
+        reset_at = GaugeMetricFamily(
+            PREFIX + "last_state_reset_timestamp_seconds",
+            "When the monitor's sequential state was last reset for this reason since start-up "
+            "(absent: never). A reset at start-up is counted before the first scrape, so the "
+            "counter alone shows no increase.",
+            labels=["monitor", "reason"],
+        )
         for snap in snaps:
             name = snap.monitor.name
+            for reason, when in snap.reset_at.items():
+                reset_at.add_metric([name, reason], when.timestamp())
             save_failures.add_metric([name], float(snap.save_failures_total))
             save_failing.add_metric([name], float(snap.save_error is not None))
             if snap.last_state_save is not None:
@@ -325,6 +334,7 @@ class MonitorCollector(Collector):
             failures,
             save_failures,
             save_failing,
+            reset_at,
             last_save,
             resets,
         )

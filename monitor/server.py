@@ -11,8 +11,9 @@ client that sends nothing or a slowloris that trickles a header byte by byte: a 
 timeout alone would not. ``stop()`` is bounded by ``shutdown_timeout`` whoever is attached.
 
 TLS and basic auth follow exporter-toolkit's web config (``monitor.webconfig``): each new
-connection stats the certificate, key, client CA and web config file and rebuilds the
-``SSLContext`` (and the user table) when one changed, so a rotated certificate is served without a
+connection and each request stats the certificate, key, client CA and web config file, and one of
+them rebuilds the ``SSLContext`` (and the user table) when one changed (a user removed is refused
+on a connection kept alive since before), so a rotated certificate is served without a
 restart; a rotation caught half-written keeps the previous context and logs once. Passwords are
 checked with bcrypt and a successful check is cached under a SHA-256 of (user, hash, password),
 as exporter-toolkit does, because bcrypt is slow on purpose.
@@ -79,14 +80,19 @@ _AUTH_CACHE_SIZE = 256
 # cores, not one per connection (up to max_connections), and the checks keep their CPU
 _BCRYPT_SLOTS = threading.BoundedSemaphore(max(1, (os.cpu_count() or 2) // 2))
 _MAX_BODY = 64 * 1024  # a request body (never used) read and dropped up to this size
-# a request line and its headers together (http.server alone allows 100 lines of 64 KiB, 6.4 MB
-# a connection held until request_timeout); past it 431, as Go's MaxHeaderBytes (1 MB) does
+# a request's headers together (http.server alone allows 100 lines of 64 KiB, 6.4 MB a
+# connection held until request_timeout); past it 431, as Go's MaxHeaderBytes (1 MB) does
 _MAX_HEAD = 64 * 1024
+# at the cap, a connection gives way only once it has waited this long for a request head: one
+# that just connected may hold a whole request not yet parsed (it was dropped unanswered, where
+# the newcomer once got a 503 to retry)
+_GIVE_WAY_AFTER = 1.0
 _DIGITS = re.compile(r"[0-9]+")
 # the daemon's process signals: stop, and reload (SIGHUP), handled by the main thread
 _MAIN_SIGNALS = {signal.SIGTERM, signal.SIGINT, signal.SIGHUP}
 _BUSY_PLAIN = (
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/plain; charset=utf-8\r\n"
+    b"X-Content-Type-Options: nosniff\r\n"
     b"Content-Length: 25\r\nRetry-After: 1\r\nConnection: close\r\n\r\ntoo many open connections"
 )
 
@@ -379,10 +385,10 @@ class _Conn:
 
 
 class _HeadReader:
-    """The connection's buffered reader, with a budget of bytes for a request head
-    (``left``; None: none). A ``readline`` once the budget is spent raises ``LineTooLong``,
-    which ``parse_request`` answers with 431 (a request line past 64 KiB is still the
-    standard library's 414)."""
+    """The connection's buffered reader, with a budget of bytes for a request's headers
+    (``left``; None: none). A ``readline`` past the budget raises ``LineTooLong``, which
+    ``parse_request`` answers with 431 (the request line has the standard library's own limit,
+    64 KiB, past it 414)."""
 
     __slots__ = ("_raw", "left")
 
@@ -393,11 +399,11 @@ class _HeadReader:
     def readline(self, size: int = -1) -> bytes:
         if self.left is None:
             return self._raw.readline(size)
-        if self.left <= 0:
-            raise http.client.LineTooLong("request head")
-        cap = self.left + 1
+        cap = self.left + 1  # one byte past the budget tells a head at the limit from one past it
         line = self._raw.readline(cap if size < 0 else min(size, cap))
         self.left -= len(line)
+        if self.left < 0:
+            raise http.client.LineTooLong("request headers")
         return line
 
     def peek(self, size: int = 0) -> bytes:
@@ -448,7 +454,6 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             self.connection.settimeout(limits[0] + _BACKSTOP)
         self._conn.deadline = time.monotonic() + limits[0]
-        self.rfile.left = _MAX_HEAD
         super().handle_one_request()
         self._served += 1
 
@@ -471,9 +476,12 @@ class _Handler(BaseHTTPRequestHandler):
         a 400, as is any ``Transfer-Encoding`` (the server reads no chunked body); a
         ``Content-Length`` body is read and dropped (up to 64 KiB; past it 413), since a body
         left unread was parsed as the next request on a kept-alive connection."""
-        if not super().parse_request():
-            return False
-        self.rfile.left = None  # the head is read: a body has its own limit
+        self.rfile.left = _MAX_HEAD  # the headers that parse_request reads next
+        try:
+            if not super().parse_request():
+                return False
+        finally:
+            self.rfile.left = None  # the head is read: a body has its own limit
         server = self.server
         with server.lock:  # a connection that gave way at the cap answers no more
             if self._conn.expired:
@@ -529,7 +537,9 @@ class _Handler(BaseHTTPRequestHandler):
             content_type.startswith("text/html")
             and "Content-Security-Policy" not in self._web.headers
         ):
-            headers.append(("Content-Security-Policy", PAGE_CSP))  # frame-ancestors needs one
+            # as a header too: it holds before the page is parsed. No frame-ancestors: teams
+            # embed the pages (a Grafana panel); X-Frame-Options in the web config forbids it
+            headers.append(("Content-Security-Policy", PAGE_CSP))
         self._send(code, body, headers)
 
     def do_HEAD(self) -> None:
@@ -705,7 +715,12 @@ class HttpServer:
             # first request, the next keep-alive one) gives way; one answering never does.
             # Only the keep-alive ones once gave way: 64 sockets that never sent a byte, opened
             # again as they were reaped, held every slot and /healthz answered 503
-            waiting = [c for c in self._conns if c.waiting_since is not None and not c.expired]
+            since = time.monotonic() - _GIVE_WAY_AFTER
+            waiting = [
+                c
+                for c in self._conns
+                if c.waiting_since is not None and c.waiting_since <= since and not c.expired
+            ]
             oldest = (
                 min(waiting, key=lambda c: c.waiting_since or 0.0) if full and waiting else None
             )

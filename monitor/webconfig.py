@@ -74,7 +74,8 @@ _HEADERS = (
 # its check never ended (the unknown-user hash was made at cost 31); "$2b$03$" never matched
 _BCRYPT = re.compile(r"^\$2[aby]\$(0[4-9]|[12][0-9]|3[01])\$[./A-Za-z0-9]{53}$")
 _COST = re.compile(r"^\$2[aby]\$([0-9]{2})\$[./A-Za-z0-9]{53}$")  # a hash but for its cost
-# the values exporter-toolkit allows for two of them (any value for the others)
+# the values exporter-toolkit allows for two of them (any value for the others; browsers read
+# them case-insensitively, and DENY is the usual spelling)
 _HEADER_VALUES = {"X-Content-Type-Options": ("nosniff",), "X-Frame-Options": ("deny", "sameorigin")}
 _UNSUPPORTED = {
     "cert": "inline PEM is not supported; use cert_file",
@@ -279,7 +280,7 @@ def _parse_headers(p: _Problems, data: Any) -> dict[str, str]:
         elif not isinstance(value, str) or "\n" in value or "\r" in value:
             p.add(f"{where}.headers.{name}", f"must be a one-line string; got {value!r}")
         elif allowed[name.lower()] in _HEADER_VALUES and (
-            value not in _HEADER_VALUES[allowed[name.lower()]]
+            value.lower() not in _HEADER_VALUES[allowed[name.lower()]]
         ):
             choices = ", ".join(repr(v) for v in _HEADER_VALUES[allowed[name.lower()]])
             p.add(f"{where}.headers.{name}", f"must be one of {choices}; got {value!r}")

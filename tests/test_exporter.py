@@ -183,6 +183,13 @@ def test_persistence_metrics() -> None:
         )
         == 0.0
     )
+    # a reset's time: counted at start-up, before the first scrape, its counter shows no rise
+    reset_ts = "retrieval_monitor_last_state_reset_timestamp_seconds"
+    when = make_registry(board).get_sample_value(reset_ts, {"monitor": "b", "reason": "future"})
+    assert when is not None
+    assert abs(when - datetime.now(UTC).timestamp()) < 60
+    never = make_registry(board).get_sample_value(reset_ts, {"monitor": "b", "reason": "syntax"})
+    assert never is None
     for reason in RESET_REASONS:  # every reason is exported, zeros included (bounded labels)
         got = get("retrieval_monitor_state_resets_total", {"monitor": "b", "reason": reason})
         assert got == (1.0 if reason == "future" else 0.0)

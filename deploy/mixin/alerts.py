@@ -67,6 +67,18 @@ def _words(n: int) -> str:
     return _WORDS.get(n, str(n))
 
 
+_UNIT_SECONDS = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800, "y": 31536000}
+
+
+def _seconds(duration: str) -> str:
+    """A Prometheus duration (``1h30m``) as seconds, for a comparison with a time difference."""
+    total = sum(
+        int(n) * _UNIT_SECONDS[unit]
+        for n, unit in re.findall(r"([0-9]+)(ms|s|m|h|d|w|y)", duration)
+    )
+    return f"{total:g}"
+
+
 _SEGMENT = "{{ if $labels.segment }} (segment {{ $labels.segment }}){{ end }}"
 _SEL = (
     '{{ $sel := printf "{instance=%q,monitor=%q,segment=%q}" $labels.instance $labels.monitor '
@@ -390,11 +402,14 @@ def _health(c: MixinConfig) -> AlertGroup:
                     "A monitor's state could not be trusted (a corrupt, truncated or foreign "
                     f"file; a time in the future) and it started fresh within the last {reset}: "
                     "a raised decay or drift page resolved then without the data changing. "
-                    "config_changed resets are an edit's intent and left out."
+                    "config_changed resets are an edit's intent and left out. The reset's time "
+                    "is lost with a restart, which ends the alert early."
                 ),
+                # the time of the latest reset, not the counter's increase: a reset at start-up
+                # is counted before the first scrape, and increase() saw no rise
                 expr=(
-                    "increase(retrieval_monitor_state_resets_total"
-                    f'{{{s},reason!="config_changed"}}[{reset}]) > 0'
+                    "time() - retrieval_monitor_last_state_reset_timestamp_seconds"
+                    f'{{{s},reason!="config_changed"}} < {_seconds(reset)}'
                 ),
                 for_=a["RetrievalMonitorStateReset"].for_,
                 severity=a["RetrievalMonitorStateReset"].severity,

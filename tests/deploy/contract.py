@@ -70,6 +70,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "retrieval_monitor_state_save_failures_total": ("monitor",),
     "retrieval_monitor_state_save_failing": ("monitor",),
     "retrieval_monitor_state_resets_total": ("monitor", "reason"),
+    "retrieval_monitor_last_state_reset_timestamp_seconds": ("monitor", "reason"),
     "retrieval_monitor_last_state_save_timestamp_seconds": ("monitor",),
 }
 # Contract metrics the rules already use but the daemon on this branch does not export yet:

@@ -50,7 +50,11 @@ def _healthy(address: str) -> bool:
     return http_get(f"http://{address}/healthz")[0] == 200
 
 
-def _start_daemon(root: Path, scenario: str, name: str) -> tuple[Process, str]:
+def _start_daemon(
+    root: Path, scenario: str, name: str, *, torn_state: bool = False
+) -> tuple[Process, str]:
+    """A daemon on a simulated world; ``torn_state``: its state file torn (a crash of the host
+    mid-write), so that it starts with a reset (``syntax``)."""
     from monitor.simulate import SCENARIOS, write_world
 
     end = datetime.now(UTC).replace(microsecond=0)
@@ -65,6 +69,9 @@ def _start_daemon(root: Path, scenario: str, name: str) -> tuple[Process, str]:
         schedule="1h",
         listen=address,
     )
+    if torn_state:
+        (world.directory / "state").mkdir(exist_ok=True)
+        (world.directory / "state" / f"{name}.json").write_text('{"version": 2, "last_a')
     argv = [sys.executable, "-m", "monitor", "run", "--config", str(world.config_path)]
     proc = Process(name, argv, root / f"{name}.log", cwd=world.directory)
     return proc, address
@@ -77,7 +84,9 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     addresses: dict[str, str] = {}
     try:
         for scenario, name in (("abrupt_decay", DECAY), ("covariate_shift", DRIFT)):
-            daemons[name], addresses[name] = _start_daemon(root, scenario, name)
+            daemons[name], addresses[name] = _start_daemon(
+                root, scenario, name, torn_state=name == DRIFT
+            )
         for name, proc in daemons.items():
             wait_for(
                 partial(_healthy, addresses[name]),
@@ -105,13 +114,16 @@ def test_targets_up(live: Live) -> None:
 
 
 def test_daemon_exports_every_contract_metric(live: Live) -> None:
-    status, body = http_get(f"http://{live.addresses[DECAY]}/metrics")
-    assert status == 200
-    names = {
-        line.split("{")[0].split(" ")[0]
-        for line in body.decode().splitlines()
-        if line and not line.startswith("#")
-    }
+    """Between them (a reset's time only where one happened: the drift daemon's)."""
+    names: set[str] = set()
+    for address in live.addresses.values():
+        status, body = http_get(f"http://{address}/metrics")
+        assert status == 200
+        names |= {
+            line.split("{")[0].split(" ")[0]
+            for line in body.decode().splitlines()
+            if line and not line.startswith("#")
+        }
     assert set(METRICS) - PENDING_METRICS <= names, sorted(set(METRICS) - PENDING_METRICS - names)
     arrived = PENDING_METRICS & names
     assert not arrived, f"exported now: remove {sorted(arrived)} from contract.PENDING_METRICS"
@@ -172,6 +184,18 @@ def test_every_grafana_rule_query_evaluates(live: Live, title: str) -> None:
     firing = {"RetrievalModelDecay": {DECAY}, "RetrievalDataDrift": {DRIFT}}
     if title in firing:
         assert {s["metric"]["monitor"] for s in result} == firing[title]
+
+
+def test_a_state_reset_at_start_up_fires(live: Live) -> None:
+    """The drift daemon set its torn state file aside before its first scrape: its reset
+    counter was 1 from the start, and only the reset's time shows it to the rule."""
+    fired = live.stack.wait_for_alert(
+        "RetrievalMonitorStateReset", timeout=30, monitor=DRIFT, reason="syntax"
+    )
+    assert fired["labels"]["severity"] == "warning"
+    assert not live.stack.query(
+        f'ALERTS{{alertname="RetrievalMonitorStateReset",monitor="{DECAY}"}}'
+    )
 
 
 def test_decay_fires_and_reaches_the_webhook(live: Live) -> None:

@@ -181,7 +181,11 @@ def test_kubernetes_deployment() -> None:
     # one identity across pod restarts: with the pod IP as instance, a restart resolved a
     # raised page and paged again (a new series for every alert)
     relabel = sm["endpoints"][0]["relabelings"]
-    assert {"targetLabel": "instance", "replacement": "retrieval-monitor"} in relabel
+    assert {
+        "sourceLabels": ["__meta_kubernetes_namespace", "__meta_kubernetes_service_name"],
+        "separator": "/",
+        "targetLabel": "instance",
+    } in relabel  # unique per deployment: a fixed name collided across namespaces
     assert {"action": "labeldrop", "regex": "pod|container"} in relabel
 
 
