@@ -653,16 +653,18 @@ def replay_check(
     start: datetime,
     *,
     progress: Callable[[], None] | None = None,
+    skipped: Sequence[tuple[datetime, datetime]] = (),
 ) -> Verdict:
     """The verdict of ``name`` at ``at`` with the sequential state rebuilt by replaying every
-    slot in ``[start, at)`` first, as the daemon would have run them (``monitor check --at``).
+    slot in ``[start, at)`` first, as the daemon would have run them (``monitor check --at``),
+    but those inside a span of ``skipped`` (the daemon's state's: slots it never saw).
 
     The replay starts from an empty state at ``start`` (the daemon's first slot reproduces the
     daemon exactly; a later start approximates it once the CUSUMs have renewed). The verdict's
     ``replay_from`` says where the replay began. ``progress`` is called after the span's read
     and after each slot (``check`` abandons a replay that makes none for a run_timeout).
     """
-    return replay_record(config, name, at, start, progress=progress).verdict
+    return replay_record(config, name, at, start, progress=progress, skipped=skipped).verdict
 
 
 def replay_record(
@@ -673,6 +675,7 @@ def replay_record(
     *,
     detail: bool = False,
     progress: Callable[[], None] | None = None,
+    skipped: Sequence[tuple[datetime, datetime]] = (),
 ) -> RunRecord:
     """``replay_check``'s run record; with ``detail`` it holds the page's arrays and the
     replayed check history (``monitor report --at``)."""
@@ -681,7 +684,13 @@ def replay_record(
     if not start <= at:
         raise ReplayRangeError(str(_iso(start)), str(_iso(at)))
     monitor = config.monitor(name)
-    slots = [t for t in monitor.schedule.slots(start, at) if t < at]
+    # not the slots the daemon's state never saw (it was down, or they ended in error): run,
+    # they once moved the replay's blocks, looks and spending away from the daemon's
+    slots = [
+        t
+        for t in monitor.schedule.slots(start, at)
+        if t < at and not any(a < t < b for a, b in skipped)
+    ]
     if len(slots) >= _LONG_REPLAY:
         log.warning(
             "replaying every slot before the one checked to rebuild the sequential state; "

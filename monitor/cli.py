@@ -321,7 +321,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             lambda beat, name=name, at_=at_, start=start: (
                 runner.check(name, at_)
                 if start is None
-                else _replay_check(config, name, at_, start, beat)
+                else _replay_check(config, name, at_, start, beat, store.load(name).skipped)
             ),
         )
         if verdict is None:  # a hung source: this monitor's error, the others still checked
@@ -427,11 +427,16 @@ def _check_plan(
 
 
 def _replay_check(
-    config: Config, name: str, at: datetime, start: datetime, beat: Any = None
+    config: Config,
+    name: str,
+    at: datetime,
+    start: datetime,
+    beat: Any = None,
+    skipped: Sequence[tuple[datetime, datetime]] = (),
 ) -> Any:
     from monitor.backtest import replay_check  # only here: it imports the report pages
 
-    return replay_check(config, name, at, start, progress=beat)
+    return replay_check(config, name, at, start, progress=beat, skipped=skipped)
 
 
 def _recorded_since(state: MonitorState, verdict: Verdict) -> datetime | None:
@@ -478,11 +483,27 @@ def _cmd_report(args: argparse.Namespace) -> int:
         max_age=config.report.history_max_age,
     )
     digest = hashlib.sha256(args.config.read_bytes()).hexdigest()
-    states = []
+    states, hung = [], False
     for name in names:
-        verdict, detail, entries = _report_one(
-            config, runner, store, history, name, args.at, args.replay_from
+        at, start = _check_plan(config.monitor(name), store, args.at, args.replay_from)
+        # within the monitor's run_timeout, as check: a hung source once held report forever
+        seconds = config.monitor(name).run_timeout.total_seconds()
+        got = _within(
+            seconds,
+            lambda beat, name=name, at=at, start=start: _report_one(
+                config, runner, store, history, name, at, start, beat
+            ),
         )
+        if got is None:
+            from monitor.verdict import error_verdict
+
+            message = (
+                f"the page's check exceeded run_timeout={seconds:g}s and was abandoned "
+                "(a source may hang)"
+            )
+            got = (error_verdict(name, at, message), None, _entries_to(history, name, at))
+            hung = True
+        verdict, detail, entries = got
         since = _recorded_since(store.load(name), verdict)
         at_text = rfc3339(verdict.at)
         command = f"monitor report --config {args.config} --monitor {name} --at {at_text}"
@@ -510,7 +531,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
             return 3
         print(f"{target} ({verdict.state}, {len(page.encode()) / 1024:.0f} KiB)")
         states.append(verdict.state)
-    return exit_code(states)
+    code = exit_code(states)
+    return _exit_hard_if_stuck(code, stuck=True) if hung else code
 
 
 def _report_one(
@@ -519,21 +541,28 @@ def _report_one(
     store: Any,
     history: Any,
     name: str,
-    at: datetime | None,
-    replay_from: datetime | None,
+    at: datetime,
+    start: datetime | None,
+    beat: Any,
 ) -> tuple[Any, Any, tuple[Any, ...]]:
-    """The verdict, detail and history of one page: as ``check`` decides the verdict
-    (``_check_plan``), the daemon's history up to the slot (or the replay's own)."""
-    at, start = _check_plan(config.monitor(name), store, at, replay_from)
+    """The verdict, detail and history of one page: as ``check`` decides the verdict (``at``
+    and ``start`` from ``_check_plan``), the daemon's history up to the slot (or the replay's
+    own)."""
     if start is None:
         verdict, detail = runner.check_detail(name, at)
     else:
         from monitor.backtest import replay_record  # only a replay needs it
 
-        record = replay_record(config, name, at, start, detail=True)
+        record = replay_record(
+            config, name, at, start, detail=True, skipped=store.load(name).skipped, progress=beat
+        )
         return record.verdict, record.detail, record.history
-    entries = tuple(e for e in history.entries(name) if _parse_at(str(e["at"])) <= verdict.at)
-    return verdict, detail, entries
+    return verdict, detail, _entries_to(history, name, verdict.at)
+
+
+def _entries_to(history: Any, name: str, at: datetime) -> tuple[Any, ...]:
+    """The daemon's history of ``name`` up to the slot ``at``."""
+    return tuple(e for e in history.entries(name) if _parse_at(str(e["at"])) <= at)
 
 
 def _exit_hard_if_stuck(code: int, *, stuck: bool = False) -> int:

@@ -652,6 +652,12 @@ class Runner:
             at = at or monitor.schedule.latest_slot(started)
             t0 = time.perf_counter()
             prior = self._finite(name, at, self.board.state(name))
+            if prior.last_at is not None and at == prior.last_at and prior.before_last is not None:
+                # the slot decided last, again (a restart or a reload within it): from the
+                # state before it, as it was first decided, not on top of itself (its blocks
+                # then held "no new evidence", and that verdict replaced the first in the
+                # history)
+                prior = prior.before_last
             sequential = prior.last_at is None or at >= prior.last_at
             verdict, new_state, rows, samples, detail = self._decide(
                 monitor, at, prior, sequential=sequential, detail=self.detail

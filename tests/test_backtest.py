@@ -599,3 +599,46 @@ def test_backtest_positions_path_identical(segmented_fixed: Config) -> None:
     assert counting.located >= len(fast.verdicts) * 3
     assert [v.to_dict() for v in fast.verdicts] == [v.to_dict() for v in plain.verdicts]
     assert {c.state for c in fast.checks} & {"data_drift", "model_decay"}
+
+
+def test_check_at_skips_the_slots_the_daemon_never_ran(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon, down for eleven hours, catches up with the latest slot only: its drift block
+    then spans the outage. ``check --at`` a later slot replayed every slot of the outage too
+    (other blocks, another "drift since", another CUSUM); it skips them, as the daemon's state
+    records (``skipped``), and says what the daemon said."""
+    from monitor.jobs import Runner
+
+    origin = datetime(2026, 3, 1, tzinfo=UTC)
+    day, hour = timedelta(days=1), timedelta(hours=1)
+    scenario = dataclasses.replace(
+        SCENARIOS["covariate_shift"], scores_per_hour=1000.0, drift_start=9 * day + 5 * hour
+    )
+    world = write_world(
+        tmp_path / "w", scenario, start=origin, end=origin + 11 * day, seed=5, schedule="1h"
+    )
+    config = load_config(world.config_path)
+    now = [origin]
+    runner: Runner | None = None
+    decided: dict[datetime, dict[str, Any]] = {}
+    down = (origin + 9 * day + 4 * hour, origin + 9 * day + 15 * hour)
+    for at in config.monitors[0].schedule.slots(origin + 8 * day, origin + 10 * day + 2 * hour):
+        if down[0] <= at <= down[1]:
+            runner = None  # the process is gone; a new one loads the state file
+            continue
+        runner = runner or Runner(config, clock=lambda: now[0])
+        now[0] = at
+        decided[at] = runner.run("demo", at).verdict.to_dict()
+    state = json.loads((config.server.state_dir / "demo.json").read_text())
+    assert state["skipped"] == [["2026-03-10T03:00:00Z", "2026-03-10T16:00:00Z"]]
+    for at in (origin + 9 * day + 16 * hour, origin + 9 * day + 20 * hour, origin + 10 * day):
+        code = cli_main(
+            ["check", "--config", str(world.config_path), "--json", "--at", at.isoformat()]
+        )
+        (checked,) = json.loads(capsys.readouterr().out)["monitors"]
+        checked.pop("replay_from")
+        daemon = {k: v for k, v in decided[at].items() if k != "replay_from"}
+        assert checked == daemon, at
+        assert code == {"ok": 0, "data_drift": 1}[daemon["state"]]
+    assert decided[origin + 10 * day]["state"] == "data_drift"

@@ -131,6 +131,7 @@ def test_daemon_scrape_restart_and_sigterm(world: tuple[Path, str], tmp_path: Pa
         assert lint.returncode == 0, lint.stdout + lint.stderr
         first = status(address)
         looked_at = first["monitors"][0]["verdict"]["outcome"]["looked_at"]
+        first_at = first["monitors"][0]["verdict"]["at"]
         assert first["monitors"][0]["verdict"]["outcome"]["new_look"] is True
     finally:
         assert proc.stop() == 0, proc.log()
@@ -147,10 +148,16 @@ def test_daemon_scrape_restart_and_sigterm(world: tuple[Path, str], tmp_path: Pa
             what="run after restart",
             log=again.log,
         )
-        outcome = status(address)["monitors"][0]["verdict"]["outcome"]
-        # the look of the first life is remembered: no second look within the spacing
-        assert outcome["new_look"] is False
+        verdict = status(address)["monitors"][0]["verdict"]
+        outcome = verdict["outcome"]
         assert outcome["looked_at"] == looked_at
+        if verdict["at"] == first_at:
+            # restarted within the slot: decided again from the state before it, the same
+            # look as the first life's, not a second one
+            assert outcome["new_look"] is True
+            assert json.loads(state_file.read_text())["decay"]["looks"] == saved["decay"]["looks"]
+        else:  # the next slot: the look of the first life is remembered, none within spacing
+            assert outcome["new_look"] is False
         snap = samples(address)
         assert value(snap, "retrieval_monitor_state", monitor="demo", state="model_decay") == 1.0
         since = value(snap, "retrieval_monitor_state_since_timestamp_seconds", monitor="demo")

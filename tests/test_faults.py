@@ -159,6 +159,34 @@ def test_check_bounds_a_hung_source_by_run_timeout_and_checks_the_others(tmp_pat
     assert proc.returncode == exit_code([m["state"] for m in doc.values()]), proc.stderr[-2000:]
 
 
+def test_report_bounds_a_hung_source_by_run_timeout(tmp_path: Path) -> None:
+    """``monitor report`` decides its page's slot as ``check`` does, and now within the same
+    run_timeout: it once waited for a hung source for ever. The hung monitor's page is an
+    error page naming the timeout; the healthy one's is drawn; the process exits."""
+    scores, outcomes = make_data(tmp_path / "world")
+    with SilentEndpoint.running() as silent:
+        tables = [
+            monitor_toml("healthy", scores, outcomes, extra="run_timeout = '20s'\n"),
+            monitor_toml("hung", silent.s3_uri("scores"), outcomes, extra="run_timeout = '2s'\n"),
+        ]
+        config = tmp_path / "monitor.toml"
+        config.write_text(config_text(free_address(), tmp_path / "state", tables))
+        out = tmp_path / "pages"
+        proc = subprocess.run(
+            [sys.executable, "-m", "monitor", "report", "--config", str(config), "--out", str(out)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=child_env(),
+        )
+        assert silent.connections >= 1
+    pages = {p.name.split("-")[0]: p.read_text() for p in out.glob("*.html")}
+    assert set(pages) == {"healthy", "hung"}, proc.stdout + proc.stderr[-2000:]
+    assert "exceeded run_timeout=2s and was abandoned" in pages["hung"]
+    assert "exceeded run_timeout" not in pages["healthy"]
+    assert "(error," in proc.stdout
+
+
 _EARLY_HUP = """
 import os, signal, sys
 from pathlib import Path

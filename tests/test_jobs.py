@@ -524,6 +524,9 @@ def test_from_dict_iv() -> None:
         ({"version": 2, "first_at": "soon"}, "`first_at` must be an RFC 3339 time"),
         ({"version": 2, "fingerprint": 1}, "`fingerprint` must be null or a string"),
         ({"version": 2, "before_last": 1}, "`before_last` must be an object"),
+        ({"version": 2, "skipped": 1}, "`skipped` must be a list of [after, resumed] times"),
+        ({"version": 2, "skipped": [["soon", "later"]]}, "`skipped` must be a list of [after"),
+        ({"version": 2, "skipped": [["2026-01-01T00:00:00Z"]]}, "`skipped` must be a list of"),
         ({"version": 2, "drift": []}, "`drift` must be an object of segments"),
         ({"version": 2, "drift": {"a": 1}}, "`drift['a']` must be an object"),
         ({"version": 2, "drift": {"a": {"x": 1}}}, "`drift['a']` must be an object with keys"),
@@ -794,3 +797,39 @@ def test_the_runs_that_landed_during_an_outage_are_pooled_into_the_next_look(
         return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
     assert when(first.runs_end) < when(after.runs_start) < start + timedelta(days=9, hours=3)
+
+
+def test_the_slot_decided_last_decided_again_says_the_same(tmp_path: Path) -> None:
+    """A restart (or a reload) within a slot runs that slot again. It was decided on top of
+    itself: its drift block then held no new evidence ("no new evidence block"), and that
+    weaker verdict replaced the first in the history. It is decided from the state before the
+    slot, as it first was: the same verdict, the same state."""
+    from monitor.report import HistoryStore
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    scenario = replace(
+        SCENARIOS["covariate_shift"], scores_per_hour=500, drift_start=timedelta(days=9, hours=6)
+    )
+    world = write_world(tmp_path, scenario, start=start, end=start + timedelta(days=11), seed=9)
+    config = load_config(world.config_path)
+    slots = config.monitors[0].schedule.slots(
+        start + timedelta(days=9), start + timedelta(days=9, hours=9)
+    )
+    now = [start]
+    first = Runner(config, clock=lambda: now[0], history=HistoryStore(config.server.state_dir))
+    for at in slots:
+        now[0] = at
+        decided = first.run("demo", at).verdict.to_dict()
+    assert decided["input"]["block_pvalue"] is not None  # the slot's own evidence block
+    state_file = config.server.state_dir / "demo.json"
+    saved = json.loads(state_file.read_text())
+    now[0] = slots[-1] + timedelta(minutes=20)  # restarted 20 minutes into the slot
+    history = HistoryStore(config.server.state_dir)
+    again = Runner(config, clock=lambda: now[0], history=history).run("demo", slots[-1])
+    assert again.verdict.to_dict() == decided
+    resaved = json.loads(state_file.read_text())
+    for doc in (saved, resaved):
+        doc.pop("last_run")
+        doc.pop("last_success")
+    assert resaved == saved
+    assert history.entries("demo")[-1]["alarm"] == decided["input"]["alarm"]

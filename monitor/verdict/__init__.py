@@ -66,7 +66,14 @@ from monitor.verdict.drift import _evaluate_input, _settle_drift, timestamp_cuts
 from monitor.verdict.plan import AlarmPlan, alarm_plan, phase_counts, phase_of
 from monitor.verdict.reasons import _reasons
 from monitor.verdict.reports import InputReport, OutcomeReport, Verdict, error_verdict
-from monitor.verdict.state import Anchor, DecayTrack, DriftTrack, MonitorState, SegmentDrift
+from monitor.verdict.state import (
+    MAX_SKIPPED,
+    Anchor,
+    DecayTrack,
+    DriftTrack,
+    MonitorState,
+    SegmentDrift,
+)
 
 __all__ = [
     "STATES",
@@ -226,6 +233,11 @@ def evaluate(
         stale=tuple(stale),
         judgments=_judgments(data),
     )
+    skipped = prior.skipped
+    if prior.last_at is not None and monitor.schedule.next_slot(prior.last_at) < at:
+        # slots this state never saw (the daemon down, checks that ended in error): a replay
+        # (``monitor check --at``) skips them as the daemon did
+        skipped = (*skipped, (prior.last_at, at))[-MAX_SKIPPED:]
     new_state = MonitorState(
         drift=drift,
         decay=decay_track,
@@ -236,5 +248,6 @@ def evaluate(
         last_run=prior.last_run,
         last_success=prior.last_success,
         before_last=replace(prior, before_last=None),
+        skipped=skipped,
     )
     return verdict, new_state

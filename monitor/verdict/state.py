@@ -296,6 +296,15 @@ def _check_state_doc(d: Any) -> None:
         _need(fp is None or isinstance(fp, str), key, "null or a string", fp)
     before = d.get("before_last")
     _need(before is None or isinstance(before, Mapping), "before_last", "an object", before)
+    skipped = d.get("skipped", [])
+    _need(isinstance(skipped, list), "skipped", "a list of [after, resumed] times", skipped)
+    for span in skipped:
+        ok = isinstance(span, list) and len(span) == 2 and all(isinstance(t, str) for t in span)
+        try:
+            ok = ok and all(_parse_iso(t) is not None for t in span)
+        except ValueError:
+            ok = False
+        _need(ok, "skipped", "a list of [after, resumed] times", span)
     drift = d.get("drift", {})
     _need(isinstance(drift, Mapping), "drift", "an object of segments", drift)
     for segment, seg in drift.items():
@@ -370,6 +379,10 @@ def _check_state_doc(d: Any) -> None:
                 _check_number(value, f"{where}.{key}")
 
 
+MAX_SKIPPED = 256
+"""The spans of skipped slots a state keeps (the latest; a replay runs the slots of older ones)."""
+
+
 @dataclass(frozen=True, slots=True)
 class MonitorState:
     """Everything a monitor carries from check to check; persisted by the job runner.
@@ -379,7 +392,9 @@ class MonitorState:
     names those its decay track depends on (not the schedule, nor the drift settings): when
     only others changed, the decay track is kept (a raised decay stays raised). ``before_last``
     is the state as it was before the slot ``last_at`` was decided, so ``monitor check`` can
-    reproduce the daemon's latest verdict exactly (read-only).
+    reproduce the daemon's latest verdict exactly (read-only). ``skipped`` lists the spans
+    ``(after, resumed)`` of slots the state never saw (the daemon down, or checks that ended in
+    error): a replay skips them too, the latest ``MAX_SKIPPED`` kept.
     """
 
     drift: Mapping[str, SegmentDrift] = field(default_factory=dict)
@@ -393,6 +408,7 @@ class MonitorState:
     fingerprint: str | None = None
     decay_fingerprint: str | None = None
     before_last: MonitorState | None = None
+    skipped: tuple[tuple[datetime, datetime], ...] = ()
 
     def to_dict(self, *, nested: bool = True, decay: bool = True) -> dict[str, Any]:
         """The persisted JSON document (version 2); ``from_dict`` reads it back. Without
@@ -411,6 +427,8 @@ class MonitorState:
             "fingerprint": self.fingerprint,
             "decay_fingerprint": self.decay_fingerprint,
         }
+        if self.skipped:  # absent when none: the files of a daemon that never missed a slot
+            out["skipped"] = [[_iso(a), _iso(b)] for a, b in self.skipped]
         if nested and self.before_last is not None:
             out["before_last"] = self.before_last.to_dict(nested=False, decay=decay)
         return out
@@ -433,6 +451,11 @@ class MonitorState:
             fingerprint=d.get("fingerprint"),
             decay_fingerprint=d.get("decay_fingerprint"),
             before_last=None if before is None else cls.from_dict(before),
+            skipped=tuple(
+                (a, b)
+                for a, b in ((_parse_iso(x), _parse_iso(y)) for x, y in d.get("skipped", ()))
+                if a is not None and b is not None
+            ),
         )
 
 
