@@ -271,6 +271,7 @@ class Daemon:
                 self.runner.fail(name, at, f"run failed unexpectedly: {run.error!r}")
         elif run.record is not None and self.on_run is not None:
             self.on_run(run.record)
+        run.record = None  # the board holds it; kept here, each monitor ever run held a page's
 
     def _configured(self, name: str) -> bool:
         return any(m.name == name for m in self.config.monitors)
@@ -408,6 +409,11 @@ class Daemon:
                     busy.discard(n)
         self.runner.reconfigure(new, reset=reset)
         self.config = new
+        with self._lock:  # a removed monitor's finished run, and runs let go that have ended
+            for n in removed:
+                if n not in busy:
+                    self._inflight.pop(n, None)
+            self._let_go = [(n, r) for n, r in self._let_go if not r.done.is_set()]
         for n in removed:
             self._remove_job(n)
             self._remove_executor(n)

@@ -204,6 +204,10 @@ class Runner:
         states: dict[str, MonitorState] = {}
         loads: dict[str, StateLoad] = {}
         reset = set(reset)
+        for name in old - set(after):  # removed: what the runner held for it goes too
+            self._locks.pop(name, None)
+            if self.history is not None:
+                self.history.forget(name)
         for m in config.monitors:
             self._locks.setdefault(m.name, threading.Lock())
             if m.name not in old:

@@ -449,3 +449,41 @@ def test_health_is_unavailable_until_the_scheduler_runs_and_degraded_on_save_fai
         assert board.health(True).status == "ok"
     finally:
         daemon.http.stop()
+
+
+def test_a_removed_monitor_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Each reload that renamed the monitor kept the removed one's history (840 entries,
+    1.4 MB), its finished run with the page's detail and its lock: a daemon reconfigured
+    hundreds of times grew without bound. After reloads, only the configured monitor is
+    held."""
+    end = datetime(2026, 11, 20, tzinfo=UTC)
+    world = write_world(
+        tmp_path / "w",
+        SCENARIOS["stationary"],
+        start=end - timedelta(days=9),
+        end=end,
+        seed=1,
+        listen="127.0.0.1:0",
+    )
+    base = world.config_path.read_text()
+
+    def renamed(i: int) -> Any:
+        path = tmp_path / f"c{i % 2}.toml"
+        path.write_text(base.replace('name = "demo"', f'name = "m{i}"'))
+        return load_config(path)
+
+    daemon = Daemon(renamed(0), slot_source=lambda m: end)
+    try:
+        daemon.run_monitor("m0")
+        for i in range(1, 6):
+            daemon._apply(renamed(i))
+            daemon.run_monitor(f"m{i}")
+        runner = daemon.runner
+        assert set(runner._locks) == {"m5"}
+        assert set(daemon._inflight) == {"m5"}
+        assert daemon._inflight["m5"].record is None  # the board holds the record
+        assert runner.history is not None
+        assert set(runner.history._entries) == {"m5"}
+        assert [s.monitor.name for s in runner.board.snapshot()] == ["m5"]
+    finally:
+        daemon.http.stop()

@@ -859,3 +859,37 @@ def test_an_unchanged_directory_is_not_listed_again_and_changes_show(
     _scores(late / "part-1.parquet", [T0 + 5 * HOUR], [51.0])  # within the same clock tick
     assert 51.0 in read_scores(spec, window).values  # a recent directory is always listed
     assert str(late) in listed
+
+
+def test_footers_are_kept_within_a_memory_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The footer cache was bounded by count alone (65,536): a daemon kept the footer of every
+    file it ever walked, about 8 times its thrift size each, long after the files left its
+    windows (10 GB at the cap for files of 20 columns). It is bounded by estimated bytes, the
+    least recently used going first, and a hot window's footers stay."""
+    from monitor.sources.footers import _FOOTERS
+
+    sources.clear_cache()
+    columns = {f"c{i}": np.zeros(10) for i in range(20)}
+    paths = []
+    for hour in range(40):
+        path = tmp_path / f"hour={hour:02d}" / "part-0.parquet"
+        path.parent.mkdir()
+        when = np.datetime64("2026-11-30T00:00", "us") + np.timedelta64(hour, "h")
+        pq.write_table(
+            pa.table({"timestamp": np.full(10, when), "score": np.ones(10), **columns}), path
+        )
+        paths.append(path)
+    one = 8 * pq.read_metadata(paths[0]).serialized_size + 4096
+    monkeypatch.setattr(_FOOTERS, "max_bytes", 10 * one + one // 2)  # room for ten
+    for path in paths:  # one new file an hour, each read once
+        assert sources.latest_timestamp(ScoreSpec(path=str(path))) is not None
+    assert len(_FOOTERS) == 10
+    assert _FOOTERS.nbytes <= _FOOTERS.max_bytes
+    opened = _FOOTERS.opened
+    for path in paths[-10:]:  # the latest ten, still held
+        sources.latest_timestamp(ScoreSpec(path=str(path)))
+    assert _FOOTERS.opened == opened
+    sources.latest_timestamp(ScoreSpec(path=str(paths[0])))  # the first, read again
+    assert _FOOTERS.opened == opened + 1

@@ -739,3 +739,24 @@ def test_timestamp_cuts_are_the_block_starts_and_with_phases_the_hours() -> None
     ref_cuts, cur_cuts = timestamp_cuts(ref, (start, end), drift, seasonal=True)
     assert ref_cuts == [hour(5), hour(4)]  # (start - 2 h, start - 30 min]: whole hours inside
     assert cur_cuts == sorted([hour(3) - 1800 * ns, hour(3), hour(2), block, hour(1)])
+
+
+def test_segments_gone_for_a_whole_span_leave_the_state_unless_raised() -> None:
+    """Absent segments kept their drift state for ever: a segment column of experiment ids grew
+    the state by 12 KB a segment ever seen until the file was refused at 16 MiB. One not raised
+    and without evidence for a reference and a current window (8 days) is dropped; a raised one
+    stays raised, and one seen within the span is kept for its return."""
+    rng = np.random.default_rng(3)
+    raised = DriftTrack(cusum=9.0, active=True, active_since=AT - timedelta(days=20))
+    state = MonitorState(
+        drift={
+            "live": SegmentDrift(evidence_end=AT - timedelta(hours=1)),
+            "gone": SegmentDrift(evidence_end=AT - timedelta(days=8, hours=1)),
+            "never": SegmentDrift(),
+            "recent": SegmentDrift(evidence_end=AT - timedelta(days=7, hours=23)),
+            "raised": SegmentDrift(evidence_end=AT - timedelta(days=30), reference=raised),
+        }
+    )
+    _, after = evaluate(make_monitor("1h"), AT, check_data(AT, {"live": segment(rng, AT)}), state)
+    assert set(after.drift) == {"live", "recent", "raised"}
+    assert after.drift["raised"].reference.active

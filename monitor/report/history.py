@@ -191,6 +191,13 @@ class HistoryStore:
             raise TypeError(f"this history has no file (asked for monitor {name!r})")
         return self.directory / f"{name}.json.history"
 
+    def forget(self, name: str) -> None:
+        """Drop what is held in memory for ``name`` (a monitor removed by a reload); its file
+        stays."""
+        with self._lock:
+            for table in (self._entries, self._texts, self._lines, self._bounded):
+                table.pop(name, None)
+
     def entries(self, name: str) -> tuple[dict[str, Any], ...]:
         """``name``'s history, oldest first (read from its file the first time)."""
         with self._lock:

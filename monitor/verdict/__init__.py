@@ -172,7 +172,18 @@ def evaluate(
     plan = alarm_plan(monitor, segments=max(1, len(data.segments)))
     prior = state if sequential else MonitorState()
     inputs: dict[str, InputReport] = {}
-    drift: dict[str, SegmentDrift] = dict(prior.drift)  # segments absent now keep their state
+    # segments absent now keep their state (a raised alarm stays raised), but not for ever: one
+    # not raised that has had no evidence for a reference and a current window is dropped (a
+    # segment column of experiment ids grew the state file by 12 KB a segment ever seen, until
+    # it was refused at 16 MiB and every track started over)
+    horizon = at - monitor.windows.reference_span - monitor.windows.current
+    drift: dict[str, SegmentDrift] = {
+        name: seg
+        for name, seg in prior.drift.items()
+        if name in data.segments
+        or seg.active
+        or (seg.evidence_end is not None and seg.evidence_end >= horizon)
+    }
     block_p: dict[tuple[str, str], float] = {}
     for name, seg in data.segments.items():
         report, seg_state, pvalues = _evaluate_input(
