@@ -318,3 +318,45 @@ def test_tokens_change_with_events_and_end_with_the_directory(
 def test_no_watcher_when_switched_off(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MONITOR_INOTIFY", "0")
     assert watch._start() is None
+
+
+def test_watches_no_walk_asks_for_are_released(
+    tmp_path: Path, watcher: watch.Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A watch stayed on every partition ever walked until the directory was deleted: kept for
+    months, they used up the per-user limit and then no new partition was watched. One unused
+    for ``_IDLE_SECONDS`` is released at the next hourly sweep (and its parent's subtree token
+    changes: the subtree is no longer wholly watched); at the bound the one unused longest
+    gives way to a new one."""
+    clock = [1000.0]
+    monkeypatch.setattr(watch, "_clock", lambda: clock[0])
+    watcher._swept = clock[0]
+    parts = [tmp_path / f"hour={h:02d}" for h in range(4)]
+    for p in parts:
+        p.mkdir()
+
+    def ask(p: Path) -> Any:
+        st = os.stat(p)
+        return watcher.watch(str(p), (st.st_dev, st.st_ino))
+
+    top = tmp_path
+    assert ask(top) is not None
+    for p in parts[:3]:
+        assert ask(p) is not None
+    whole = watcher.subtree(str(top))
+    clock[0] += watch._IDLE_SECONDS - 10
+    assert ask(top) is not None  # asked for at every walk
+    assert ask(parts[2]) is not None  # still in the windows
+    clock[0] += watch._SWEEP_SECONDS + 1  # parts 0 and 1 idle past the limit; a sweep is due
+    assert ask(parts[3]) is not None
+    assert watcher.current(str(parts[0])) is None
+    assert watcher.current(str(parts[1])) is None
+    assert watcher.current(str(parts[2])) is not None
+    assert watcher.subtree(str(top)) != whole
+    assert watcher.watched == 3  # top, 2, 3
+    monkeypatch.setattr(watch, "_MAX_WATCHES", 3)
+    clock[0] += 1
+    assert ask(parts[0]) is not None  # at the bound: the one unused longest (top) gives way
+    assert watcher.current(str(top)) is None
+    assert watcher.current(str(parts[2])) is not None
+    assert watcher.watched == 3

@@ -22,7 +22,9 @@ there and the walk keeps looking names up. Not seen anywhere: writes through a m
 (parquet writers do not write so) and writes through a hard link in another directory (the walk
 trusts no directory holding a file with more than one link). A watch that cannot be added (the
 ``fs.inotify.max_user_watches`` limit, a name that is no directory) is logged once and its
-directory looked up as before. Nothing here is required: off Linux, or with
+directory looked up as before. A watch no walk asked for in two days is released (a partition
+that left every window), and at the process's bound (65,536) or the kernel's limit the watch
+unused longest gives way to a new one. Nothing here is required: off Linux, or with
 ``MONITOR_INOTIFY=0`` in the environment, ``watcher()`` is None and every walk looks up.
 """
 
@@ -35,6 +37,8 @@ import os
 import struct
 import sys
 import threading
+import time
+from collections import OrderedDict
 from typing import TypeAlias
 
 _LOG = logging.getLogger(__name__)
@@ -85,6 +89,12 @@ LOCAL_FILESYSTEMS = frozenset(
 )
 
 _MAX_WATCHES = 1 << 16  # a process's own bound, below the kernel's per-user limit
+# a watch no walk has asked for in this long is removed (a partition that left every window:
+# kept, the watches of every partition ever walked used up the per-user limit, and then no new
+# partition was watched); at the bound, the one unused longest gives way to a new one
+_IDLE_SECONDS = 2 * 86400.0
+_SWEEP_SECONDS = 3600.0
+_clock = time.monotonic
 
 Token: TypeAlias = tuple[int, int, int]  # (epoch, watch descriptor, events seen)
 
@@ -103,6 +113,8 @@ class Watcher:
         self._untrusted: set[str] = set()  # not watchable: looked up at every walk
         self._fs: dict[int, bool] = {}  # st_dev -> a local filesystem
         self._full = False  # the kernel's watch limit was reached (logged once)
+        self._used: OrderedDict[str, float] = OrderedDict()  # watched directory -> last asked
+        self._swept = _clock()
 
     def drain(self) -> None:
         """Read every queued event (non-blocking): each changes its directory's token."""
@@ -150,8 +162,28 @@ class Watcher:
         held = self._by_dir.get(directory)
         if held is not None and held[0] == wd:
             del self._by_dir[directory]
+            self._used.pop(directory, None)
         if remove:
             self._libc.inotify_rm_watch(self._fd, wd)  # IN_IGNORED follows; nothing to learn
+
+    def _release(self, directory: str) -> None:
+        """Stop watching ``directory`` (idle, or giving way at the bound): a subtree above it
+        is no longer wholly watched, so its token changes."""
+        held = self._by_dir.get(directory)
+        if held is None:
+            self._used.pop(directory, None)
+            return
+        self._forget(held[0], directory, remove=True)
+        self._below(os.path.dirname(directory))
+
+    def _sweep(self, now: float) -> None:
+        """Release the watches no walk asked for within ``_IDLE_SECONDS`` (hourly)."""
+        self._swept = now
+        while self._used:
+            directory, used = next(iter(self._used.items()))
+            if now - used <= _IDLE_SECONDS:
+                return
+            self._release(directory)
 
     def current(self, directory: str) -> Token | None:
         """The directory's token as of the last ``drain`` (None: not watched)."""
@@ -176,17 +208,30 @@ class Watcher:
         directory watched."""
         with self._lock:
             self._drain()
+            now = _clock()
+            if now - self._swept > _SWEEP_SECONDS:
+                self._sweep(now)
             held = self._by_dir.get(directory)
             if held is not None and (held[3], held[4]) != identity:
                 self._forget(held[0], directory, remove=True)
             token = self.current(directory)
-            if token is not None or directory in self._untrusted:
+            if token is not None:
+                self._used[directory] = now
+                self._used.move_to_end(directory)
                 return token
-            dev = identity[0]
-            if len(self._by_dir) >= _MAX_WATCHES or not self._local(directory, dev):
-                self._untrusted.add(directory)
+            if directory in self._untrusted:
                 return None
+            dev = identity[0]
+            if not self._local(directory, dev):
+                self._distrust(directory)
+                return None
+            if len(self._by_dir) >= _MAX_WATCHES and self._used:
+                self._release(next(iter(self._used)))  # the one unused longest gives way
             wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), _MASK)
+            if wd < 0 and ctypes.get_errno() == errno.ENOSPC and self._used:
+                # the per-user limit (other processes hold watches too): give one up, once
+                self._release(next(iter(self._used)))
+                wd = self._libc.inotify_add_watch(self._fd, os.fsencode(directory), _MASK)
             if wd < 0:
                 err = ctypes.get_errno()
                 if err == errno.ENOSPC and not self._full:
@@ -196,18 +241,27 @@ class Watcher:
                         "further directories are looked up at every walk",
                         directory,
                     )
-                if len(self._untrusted) < _MAX_WATCHES:
-                    self._untrusted.add(directory)
+                self._distrust(directory)
                 return None
             stale = self._by_wd.get(wd)  # the same directory under another path (a link)
             if stale is not None and stale != directory:
                 self._by_dir.pop(stale, None)
-                self._untrusted.add(directory)
+                self._used.pop(stale, None)
+                self._distrust(directory)
                 return None
             self._by_wd[wd] = directory
             self._by_dir[directory] = [wd, 0, 0, identity[0], identity[1]]
+            self._used[directory] = now
             self._below(os.path.dirname(directory))  # a subtree above gains a watch
             return (self._epoch, wd, 0)
+
+    def _distrust(self, directory: str) -> None:
+        """Look ``directory`` up at every walk from now on (bounded: on a network file system
+        every directory ever walked is one; past the bound they are forgotten and tried
+        again)."""
+        if len(self._untrusted) >= _MAX_WATCHES:
+            self._untrusted.clear()
+        self._untrusted.add(directory)
 
     def _local(self, directory: str, dev: int) -> bool:
         local = self._fs.get(dev)
@@ -225,6 +279,7 @@ class Watcher:
             os.close(self._fd)
             self._by_dir.clear()
             self._by_wd.clear()
+            self._used.clear()
 
 
 def _fs_type(libc: ctypes.CDLL, path: str) -> int | None:
