@@ -400,8 +400,11 @@ class Daemon:
                 self.runner.discard(self._inflight[n].token)
             # a run abandoned as hung no longer holds back a monitor whose settings changed
             # (the operator's fix: it once blocked every slot until a restart); its thread is
-            # left to end on its own, one more per such reload at most
-            for n in (set(changed) | set(removed)) & busy:
+            # left to end on its own. One such thread per monitor: while it still hangs, a
+            # later reload lets no other go (each reload of a source that still hung once left
+            # one more thread behind)
+            hanging = {m for m, r in self._let_go if not r.done.is_set()}
+            for n in (set(changed) | set(removed)) & busy - hanging:
                 if self._inflight[n].abandoned:
                     run = self._inflight.pop(n)
                     self.runner.discard(run.token, n)
