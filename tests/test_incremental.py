@@ -1311,3 +1311,24 @@ def test_a_first_look_never_pairs_a_run_with_itself(rolling_world: Path) -> None
         assert o.n_pairs == len(both)
         want = float(np.mean([cur[q] - ref[q] for q in both]))
         assert o.mean_difference == pytest.approx(want, abs=1e-12)
+
+
+def test_a_buckets_bin_rows_keep_the_edge_sets_in_use_only() -> None:
+    """A segment new since the grid was built gets other edges as its reference rolls, and each
+    set's rows stayed on every bucket for the grid's life (13,393 sets after a week of hourly
+    checks, 5.6 MB the cache's bytes did not count). Two sets a segment and two more are kept;
+    the rows asked for are the ones computed."""
+    from monitor.incremental.windows import _bins
+    from monitor.stats.summary import Cells, Grid, bin_ends
+
+    grid = Grid(np.linspace(0.0, 10.0, 101))
+    index = np.arange(1, 2 * 101, 2, dtype=np.int64)  # one score at each grid point
+    cells = Cells(index, np.ones(index.size, dtype=np.int64), rows=101, invalid=0, zeros=1)
+    buckets = [Bucket(start_ns=h * 3_600_000_000_000, summaries={"new": cells}) for h in range(5)]
+    for k in range(50):  # the edges of each check: a cut that moves
+        edges = grid.points[[10, 20 + k, 70]]
+        rows = _bins(grid, buckets, "new", edges)
+        fresh = cells.bins(bin_ends(grid, edges))
+        assert all(row.tolist() == fresh.tolist() for row in rows)
+        assert int(rows[0].sum()) == 101
+    assert all(len(b.bins) <= 4 for b in buckets)

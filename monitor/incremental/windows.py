@@ -228,7 +228,15 @@ def _bins(
         s = b.summaries.get(name)
         if s is None:
             continue
-        held = b.bins.setdefault(key, {})
+        held = b.bins.get(key)
+        if held is None:
+            held = b.bins[key] = {}
+            # a segment new since the grid was built gets other edges as its reference rolls:
+            # kept, every edge set of a grid's life stayed on every bucket (a memo the cache's
+            # bytes did not count). Two sets a segment are in use at once (its edges, its
+            # anchor's); the oldest beyond that go
+            while len(b.bins) > 2 * len(b.summaries) + 2:
+                del b.bins[next(iter(b.bins))]
         row = held.get(name)
         if row is None:
             row = held[name] = s.bins(ends)
