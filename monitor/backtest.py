@@ -54,7 +54,7 @@ from monitor.jobs import (
 from monitor.report.history import MemoryHistory
 from monitor.sources import OutcomeSpec, OutcomeWindow, ScoreSpec, ScoreWindow, Window
 from monitor.stats import BaselinePositions, DriftBaseline, baseline_positions
-from monitor.verdict import STATES, MonitorState, Verdict
+from monitor.verdict import STATES, DecayTrack, MonitorState, Verdict
 
 log = logging.getLogger("monitor.backtest")
 
@@ -654,17 +654,21 @@ def replay_check(
     *,
     progress: Callable[[], None] | None = None,
     skipped: Sequence[tuple[datetime, datetime]] = (),
+    origin: DecayTrack | None = None,
 ) -> Verdict:
     """The verdict of ``name`` at ``at`` with the sequential state rebuilt by replaying every
     slot in ``[start, at)`` first, as the daemon would have run them (``monitor check --at``),
-    but those inside a span of ``skipped`` (the daemon's state's: slots it never saw).
+    but those inside a span of ``skipped`` (the daemon's state's: slots it never saw), from the
+    decay track ``origin`` when the daemon's state began with one kept (``origin_decay``).
 
     The replay starts from an empty state at ``start`` (the daemon's first slot reproduces the
     daemon exactly; a later start approximates it once the CUSUMs have renewed). The verdict's
     ``replay_from`` says where the replay began. ``progress`` is called after the span's read
     and after each slot (``check`` abandons a replay that makes none for a run_timeout).
     """
-    return replay_record(config, name, at, start, progress=progress, skipped=skipped).verdict
+    return replay_record(
+        config, name, at, start, progress=progress, skipped=skipped, origin=origin
+    ).verdict
 
 
 def replay_record(
@@ -676,6 +680,7 @@ def replay_record(
     detail: bool = False,
     progress: Callable[[], None] | None = None,
     skipped: Sequence[tuple[datetime, datetime]] = (),
+    origin: DecayTrack | None = None,
 ) -> RunRecord:
     """``replay_check``'s run record; with ``detail`` it holds the page's arrays and the
     replayed check history (``monitor report --at``)."""
@@ -701,11 +706,14 @@ def replay_record(
     _cover(reader, config, monitor, [*slots, at])
     tick()
     clock = _ReplayClock(start)
+    store = MemoryStore()
+    if origin is not None:  # a raised decay the daemon's state kept through a settings change
+        store.states[name] = MonitorState(decay=origin, origin_decay=origin)
     runner = Runner(
         config,
         clock=clock,
         reader=reader,
-        store=MemoryStore(),
+        store=store,
         detail=detail,
         history=_memory_history(config) if detail else None,
         summaries=_summaries(config),

@@ -321,7 +321,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             lambda beat, name=name, at_=at_, start=start: (
                 runner.check(name, at_)
                 if start is None
-                else _replay_check(config, name, at_, start, beat, store.load(name).skipped)
+                else _replay_check(config, name, at_, start, beat, store.load(name))
             ),
         )
         if verdict is None:  # a hung source: this monitor's error, the others still checked
@@ -432,11 +432,25 @@ def _replay_check(
     at: datetime,
     start: datetime,
     beat: Any = None,
-    skipped: Sequence[tuple[datetime, datetime]] = (),
+    daemon: MonitorState | None = None,
 ) -> Any:
+    """``monitor check`` of an earlier slot: a replay from ``start``, skipping the slots the
+    ``daemon``'s state never saw and starting from the decay track it began with."""
     from monitor.backtest import replay_check  # only here: it imports the report pages
 
-    return replay_check(config, name, at, start, progress=beat, skipped=skipped)
+    skipped, origin = _replay_seed(daemon, start)
+    return replay_check(config, name, at, start, progress=beat, skipped=skipped, origin=origin)
+
+
+def _replay_seed(
+    daemon: MonitorState | None, start: datetime
+) -> tuple[Sequence[tuple[datetime, datetime]], Any]:
+    """The daemon's skipped spans, and the decay track its state began with when the replay
+    starts where that state did (its ``first_at``)."""
+    if daemon is None:
+        return (), None
+    origin = daemon.origin_decay if daemon.first_at == start else None
+    return daemon.skipped, origin
 
 
 def _recorded_since(state: MonitorState, verdict: Verdict) -> datetime | None:
@@ -553,8 +567,16 @@ def _report_one(
     else:
         from monitor.backtest import replay_record  # only a replay needs it
 
+        skipped, origin = _replay_seed(store.load(name), start)
         record = replay_record(
-            config, name, at, start, detail=True, skipped=store.load(name).skipped, progress=beat
+            config,
+            name,
+            at,
+            start,
+            detail=True,
+            skipped=skipped,
+            origin=origin,
+            progress=beat,
         )
         return record.verdict, record.detail, record.history
     return verdict, detail, _entries_to(history, name, verdict.at)

@@ -222,6 +222,7 @@ class Runner:
                     fingerprint=prints[m.name],
                     decay_fingerprint=decay_prints[m.name] if kept is not None else None,
                     decay=kept if kept is not None else DecayTrack(),
+                    origin_decay=kept,  # where a replay from this state's first slot starts
                     last_run=prior.last_run,
                     last_success=prior.last_success,
                 )

@@ -279,7 +279,12 @@ class StateStore:
         path = self.path(name)
         fresh = MonitorState(fingerprint=fingerprint)
         if decay is not None:  # config_changed with the decay settings unchanged
-            fresh = replace(fresh, decay=decay, decay_fingerprint=self.decay_prints.get(name))
+            fresh = replace(
+                fresh,
+                decay=decay,
+                decay_fingerprint=self.decay_prints.get(name),
+                origin_decay=decay,  # where a replay from this state's first slot starts
+            )
         fields = {"monitor": name, "path": str(path), "reason": reason, "error": detail}
         if self.readonly:
             # once a process: a command reads a state more than once (the runner's start,

@@ -642,3 +642,44 @@ def test_check_at_skips_the_slots_the_daemon_never_ran(
         assert checked == daemon, at
         assert code == {"ok": 0, "data_drift": 1}[daemon["state"]]
     assert decided[origin + 10 * day]["state"] == "data_drift"
+
+
+def test_check_at_after_a_settings_change_keeps_the_decay_the_daemon_kept(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reload that changes only drift settings starts the state fresh but keeps a raised
+    decay. ``check --at`` a later slot replayed from that fresh state's first slot with no
+    decay at all: ``ok`` where the daemon said ``model_decay``. The state records the decay
+    track it began with (``origin_decay``), and the replay starts from it."""
+    from monitor.jobs import Runner
+
+    origin = datetime(2026, 3, 1, tzinfo=UTC)
+    day, hour = timedelta(days=1), timedelta(hours=1)
+    scenario = dataclasses.replace(SCENARIOS["abrupt_decay"], scores_per_hour=500.0)
+    world = write_world(
+        tmp_path / "w", scenario, start=origin, end=origin + 18 * day, seed=5, schedule="1h"
+    )
+    config = load_config(world.config_path)
+    now = [origin]
+    runner = Runner(config, clock=lambda: now[0])
+    decided: dict[datetime, dict[str, Any]] = {}
+    reload_at = origin + 16 * day + 12 * hour
+    edited = world.directory / "edited.toml"  # the same state_dir
+    edited.write_text(world.config_path.read_text() + 'drift.seasonality = "none"\n')
+    for at in config.monitors[0].schedule.slots(origin + 15 * day, origin + 17 * day + 6 * hour):
+        if at == reload_at:  # SIGHUP: the drift settings changed, the decay settings did not
+            runner.reconfigure(load_config(edited), reset=["demo"])
+        now[0] = at
+        decided[at] = runner.run("demo", at).verdict.to_dict()
+    assert decided[reload_at - hour]["state"] == "model_decay"
+    state = json.loads((config.server.state_dir / "demo.json").read_text())
+    assert state["first_at"] == "2026-03-17T12:00:00Z"
+    assert state["origin_decay"]["active"]
+    for at in (reload_at + 3 * hour, origin + 17 * day + 6 * hour):
+        assert decided[at]["state"] == "model_decay"
+        code = cli_main(["check", "--config", str(edited), "--json", "--at", at.isoformat()])
+        (checked,) = json.loads(capsys.readouterr().out)["monitors"]
+        checked.pop("replay_from")
+        daemon = {k: v for k, v in decided[at].items() if k != "replay_from"}
+        assert checked == daemon, at
+        assert code == 2

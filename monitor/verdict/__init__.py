@@ -260,5 +260,6 @@ def evaluate(
         last_success=prior.last_success,
         before_last=replace(prior, before_last=None),
         skipped=skipped,
+        origin_decay=prior.origin_decay,
     )
     return verdict, new_state

@@ -341,42 +341,48 @@ def _check_state_doc(d: Any) -> None:
             "an object",
             anchor,
         )
-    decay = d.get("decay", {})
-    _need(isinstance(decay, Mapping), "decay", "an object", decay)
+    _check_decay(d.get("decay", {}), "decay")
+    if d.get("origin_decay") is not None:
+        _check_decay(d["origin_decay"], "origin_decay")
+
+
+def _check_decay(decay: Any, where: str) -> None:
+    """The shape of a persisted decay track (``where``: its path in the document)."""
+    _need(isinstance(decay, Mapping), where, "an object", decay)
     unknown = set(decay) - _DECAY_KEYS
-    _need(not unknown, "decay", f"an object with keys {sorted(_DECAY_KEYS)}", unknown)
+    _need(not unknown, where, f"an object with keys {sorted(_DECAY_KEYS)}", unknown)
     rows = decay.get("runs_rows", 0)
     _need(
         isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0,
-        "decay.runs_rows",
+        f"{where}.runs_rows",
         "a count",
         rows,
     )
     for key in ("runs_end", "reference_start", "reference_end", "hold_until", "runs_start"):
-        _check_time(decay, key, "decay.")
+        _check_time(decay, key, f"{where}.")
     looks = decay.get("looks", [])
-    _need(isinstance(looks, list), "decay.looks", "a list of times", looks)
+    _need(isinstance(looks, list), f"{where}.looks", "a list of times", looks)
     for i, t in enumerate(looks):
-        _check_time({"t": t}, "t", f"decay.looks[{i}].")
+        _check_time({"t": t}, "t", f"{where}.looks[{i}].")
     raised = decay.get("active", {})
-    _need(isinstance(raised, Mapping), "decay.active", "an object of segments", raised)
+    _need(isinstance(raised, Mapping), f"{where}.active", "an object of segments", raised)
     for k in raised:
-        _check_time(raised, k, "decay.active.")
+        _check_time(raised, k, f"{where}.active.")
     reports = decay.get("reports", {})
-    _need(isinstance(reports, Mapping), "decay.reports", "an object of segments", reports)
+    _need(isinstance(reports, Mapping), f"{where}.reports", "an object of segments", reports)
     names = set(OutcomeReport.__dataclass_fields__)
     for segment, report in reports.items():
-        where = f"decay.reports[{segment!r:.40}]"
-        _need(isinstance(report, Mapping), where, "an object", report)
+        at = f"{where}.reports[{segment!r:.40}]"
+        _need(isinstance(report, Mapping), at, "an object", report)
         _need(
             {"n_pairs", "only_reference", "only_current", "coverage", "decidable"} <= set(report),
-            where,
+            at,
             "a complete outcome report",
             sorted(report),
         )
         for key, value in report.items():
             if key in names and isinstance(value, float):
-                _check_number(value, f"{where}.{key}")
+                _check_number(value, f"{at}.{key}")
 
 
 MAX_SKIPPED = 256
@@ -394,7 +400,9 @@ class MonitorState:
     is the state as it was before the slot ``last_at`` was decided, so ``monitor check`` can
     reproduce the daemon's latest verdict exactly (read-only). ``skipped`` lists the spans
     ``(after, resumed)`` of slots the state never saw (the daemon down, or checks that ended in
-    error): a replay skips them too, the latest ``MAX_SKIPPED`` kept.
+    error): a replay skips them too, the latest ``MAX_SKIPPED`` kept. ``origin_decay`` is the
+    decay track a state that started fresh kept (a schedule or drift settings change): a replay
+    from ``first_at`` starts from it, as the daemon did.
     """
 
     drift: Mapping[str, SegmentDrift] = field(default_factory=dict)
@@ -409,6 +417,7 @@ class MonitorState:
     decay_fingerprint: str | None = None
     before_last: MonitorState | None = None
     skipped: tuple[tuple[datetime, datetime], ...] = ()
+    origin_decay: DecayTrack | None = None
 
     def to_dict(self, *, nested: bool = True, decay: bool = True) -> dict[str, Any]:
         """The persisted JSON document (version 2); ``from_dict`` reads it back. Without
@@ -429,6 +438,8 @@ class MonitorState:
         }
         if self.skipped:  # absent when none: the files of a daemon that never missed a slot
             out["skipped"] = [[_iso(a), _iso(b)] for a, b in self.skipped]
+        if self.origin_decay is not None:
+            out["origin_decay"] = self.origin_decay.to_dict()
         if nested and self.before_last is not None:
             out["before_last"] = self.before_last.to_dict(nested=False, decay=decay)
         return out
@@ -455,6 +466,9 @@ class MonitorState:
                 (a, b)
                 for a, b in ((_parse_iso(x), _parse_iso(y)) for x, y in d.get("skipped", ()))
                 if a is not None and b is not None
+            ),
+            origin_decay=(
+                None if d.get("origin_decay") is None else DecayTrack.from_dict(d["origin_decay"])
             ),
         )
 
