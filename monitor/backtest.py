@@ -61,6 +61,8 @@ log = logging.getLogger("monitor.backtest")
 # A replay of this many slots or more says so first (a 5-minute schedule's 30 days: 8,640
 # slots, minutes of work, which a one-shot ``check --at`` would otherwise spend in silence)
 _LONG_REPLAY = 500
+# a long replay reads its windows a chunk of this (plus a reference span) of slots at a time
+_CHUNK_MIN = timedelta(days=7)
 
 __all__ = [
     "BacktestResult",
@@ -703,7 +705,10 @@ def replay_record(
             extra={"monitor": name, "slots": len(slots), "from": _iso(start), "at": _iso(at)},
         )
     reader = CachedReader()
-    _cover(reader, config, monitor, [*slots, at])
+    # the span of the slots' windows is read a chunk at a time, each chunk's windows at once: a
+    # replay from a daemon's first slot months back once held every score of those months
+    chunks = _chunks([*slots, at], _CHUNK_MIN + monitor.windows.reference_span)
+    _cover(reader, config, monitor, chunks[0])
     tick()
     clock = _ReplayClock(start)
     store = MemoryStore()
@@ -718,13 +723,33 @@ def replay_record(
         history=_memory_history(config) if detail else None,
         summaries=_summaries(config),
     )
-    for t in slots:
-        clock.now = t
-        runner.run(name, t)
-        tick()
+    for i, chunk in enumerate(chunks):
+        if i:
+            reader.clear()
+            _cover(reader, config, monitor, chunk)
+            tick()
+        for t in chunk:
+            if t == at:
+                break
+            clock.now = t
+            runner.run(name, t)
+            tick()
     clock.now = at
     record = runner.run(name, at)
     return replace(record, verdict=replace(record.verdict, replay_from=start))
+
+
+def _chunks(slots: list[datetime], length: timedelta) -> list[list[datetime]]:
+    """``slots`` in runs of at most ``length`` of time each (one run when they span less than
+    twice that)."""
+    if not slots or slots[-1] - slots[0] < 2 * length:
+        return [slots]
+    out: list[list[datetime]] = [[]]
+    for t in slots:
+        if out[-1] and t - out[-1][0] >= length:
+            out.append([])
+        out[-1].append(t)
+    return out
 
 
 class _PageWriter:

@@ -683,3 +683,40 @@ def test_check_at_after_a_settings_change_keeps_the_decay_the_daemon_kept(
         daemon = {k: v for k, v in decided[at].items() if k != "replay_from"}
         assert checked == daemon, at
         assert code == 2
+
+
+def test_a_long_replay_reads_its_windows_a_chunk_at_a_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replay from a daemon's first slot months back read every score of those months into
+    memory at once. It reads a chunk (a week and a reference span of slots) at a time; the
+    verdict is the one an undivided replay gives."""
+    import monitor.backtest as backtest_module
+
+    origin = datetime(2026, 3, 1, tzinfo=UTC)
+    day = timedelta(days=1)
+    scenario = dataclasses.replace(SCENARIOS["drift_and_decay"], scores_per_hour=200.0)
+    world = write_world(
+        tmp_path / "w", scenario, start=origin, end=origin + 30 * day, seed=5, schedule="1d"
+    )
+    config = load_config(world.config_path)
+    at, start = origin + 29 * day, origin + 8 * day
+    spans: list[tuple[datetime, datetime]] = []
+    cover = CachedReader.cover
+
+    def watched(self: CachedReader, spec: Any, windows: Any) -> None:
+        windows = list(windows)
+        spans.append((min(w.start for w in windows), max(w.end for w in windows)))
+        cover(self, spec, windows)
+
+    monkeypatch.setattr(CachedReader, "cover", watched)
+    monkeypatch.setattr(backtest_module, "_CHUNK_MIN", timedelta(days=1))
+    chunked = backtest_module.replay_record(config, "demo", at, start).verdict.to_dict()
+    assert len(spans) == 3  # 21 daily slots in chunks of 8 days
+    assert max(b - a for a, b in spans) <= timedelta(days=16)
+    monkeypatch.setattr(backtest_module, "_CHUNK_MIN", timedelta(days=365))
+    spans.clear()
+    whole = backtest_module.replay_record(config, "demo", at, start).verdict.to_dict()
+    assert len(spans) == 1
+    assert chunked == whole
+    assert whole["state"] in ("data_drift", "model_decay")
