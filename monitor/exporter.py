@@ -383,7 +383,10 @@ class MonitorCollector(Collector):
         and its decay with the last look's report. Without them an errored check or a restart
         resolved a raised alert and paged again when the next check raised it."""
         for segment, track in state.drift.items():
-            drift.add_metric([name, segment], 1.0 if track.active else 0.0)
+            # the latest check's segments only, as its own gauges were: an alarm of a segment
+            # gone from the data was exported at every error and restart, and not between
+            if state.segments is None or segment in state.segments:
+                drift.add_metric([name, segment], 1.0 if track.active else 0.0)
         raised = state.decay.active
         for segment, report in state.decay.reports.items():
             report = replace(report, decay=segment in raised)

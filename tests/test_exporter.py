@@ -16,7 +16,9 @@ from monitor.verdict import (
     STATES,
     CheckData,
     DecayTrack,
+    DriftTrack,
     MonitorState,
+    SegmentDrift,
     Verdict,
     alarm_plan,
     error_verdict,
@@ -140,6 +142,30 @@ def test_a_raised_alarm_stays_exported_through_an_error_and_a_restart() -> None:
     cleared = replace(raised, decay=replace(raised.decay, active={}))
     get = make_registry(Board([a], {"a": cleared})).get_sample_value
     assert get("retrieval_monitor_model_decay", label) == 0.0
+
+
+def test_an_alarm_of_a_segment_gone_from_the_data_is_not_carried() -> None:
+    """A segment whose alarm was raised, then gone from the data, keeps its state; its gauge
+    is not exported by a check (the check has no such segment), and was by every errored
+    check and restart, firing RetrievalDataDrift for as long. The alarms carried are those
+    of the latest check's segments."""
+    from dataclasses import replace
+
+    (a,) = monitors("a")
+    raised = DriftTrack(cusum=9.0, active=True, active_since=AT)
+    state = MonitorState(
+        state="ok",
+        drift={"web": SegmentDrift(reference=raised), "news": SegmentDrift(reference=raised)},
+        segments=("web",),
+    )
+    get = make_registry(Board([a], {"a": state})).get_sample_value  # restarted, no run yet
+    assert get("retrieval_monitor_input_drift", {"monitor": "a", "segment": "web"}) == 1.0
+    assert get("retrieval_monitor_input_drift", {"monitor": "a", "segment": "news"}) is None
+    unknown = replace(state, segments=None)  # a file from before segments were recorded
+    get = make_registry(Board([a], {"a": unknown})).get_sample_value
+    assert get("retrieval_monitor_input_drift", {"monitor": "a", "segment": "news"}) == 1.0
+    doc = MonitorState.from_dict(state.to_dict())
+    assert doc.segments == ("web",)
 
 
 def test_removed_monitor_disappears_and_help_says_scheduled() -> None:

@@ -261,5 +261,6 @@ def evaluate(
         before_last=replace(prior, before_last=None),
         skipped=skipped,
         origin_decay=prior.origin_decay,
+        segments=tuple(sorted(data.segments)),
     )
     return verdict, new_state

@@ -342,6 +342,14 @@ def _check_state_doc(d: Any) -> None:
             anchor,
         )
     _check_decay(d.get("decay", {}), "decay")
+    segments = d.get("segments")
+    _need(
+        segments is None
+        or (isinstance(segments, list) and all(isinstance(x, str) for x in segments)),
+        "segments",
+        "null or a list of names",
+        segments,
+    )
     if d.get("origin_decay") is not None:
         _check_decay(d["origin_decay"], "origin_decay")
 
@@ -402,7 +410,9 @@ class MonitorState:
     ``(after, resumed)`` of slots the state never saw (the daemon down, or checks that ended in
     error): a replay skips them too, the latest ``MAX_SKIPPED`` kept. ``origin_decay`` is the
     decay track a state that started fresh kept (a schedule or drift settings change): a replay
-    from ``first_at`` starts from it, as the daemon did.
+    from ``first_at`` starts from it, as the daemon did. ``segments`` names those the latest
+    check had data for (None: not recorded): the alarms an errored check or a restart carries to
+    the exporter are theirs, as the check's own were.
     """
 
     drift: Mapping[str, SegmentDrift] = field(default_factory=dict)
@@ -418,6 +428,7 @@ class MonitorState:
     before_last: MonitorState | None = None
     skipped: tuple[tuple[datetime, datetime], ...] = ()
     origin_decay: DecayTrack | None = None
+    segments: tuple[str, ...] | None = None
 
     def to_dict(self, *, nested: bool = True, decay: bool = True) -> dict[str, Any]:
         """The persisted JSON document (version 2); ``from_dict`` reads it back. Without
@@ -440,6 +451,8 @@ class MonitorState:
             out["skipped"] = [[_iso(a), _iso(b)] for a, b in self.skipped]
         if self.origin_decay is not None:
             out["origin_decay"] = self.origin_decay.to_dict()
+        if self.segments is not None:
+            out["segments"] = list(self.segments)
         if nested and self.before_last is not None:
             out["before_last"] = self.before_last.to_dict(nested=False, decay=decay)
         return out
@@ -470,6 +483,7 @@ class MonitorState:
             origin_decay=(
                 None if d.get("origin_decay") is None else DecayTrack.from_dict(d["origin_decay"])
             ),
+            segments=None if d.get("segments") is None else tuple(d["segments"]),
         )
 
 
