@@ -35,6 +35,7 @@ import logging
 import signal
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -103,6 +104,9 @@ class _Run:
     abandoned: bool = False
     record: RunRecord | None = None
     error: BaseException | None = None
+
+
+_MAX_LET_GO = 3  # hung runs of one monitor let go by reloads, still hanging
 
 
 def _iso(t: datetime) -> str:
@@ -400,11 +404,18 @@ class Daemon:
                 self.runner.discard(self._inflight[n].token)
             # a run abandoned as hung no longer holds back a monitor whose settings changed
             # (the operator's fix: it once blocked every slot until a restart); its thread is
-            # left to end on its own. One such thread per monitor: while it still hangs, a
-            # later reload lets no other go (each reload of a source that still hung once left
-            # one more thread behind)
-            hanging = {m for m, r in self._let_go if not r.done.is_set()}
-            for n in (set(changed) | set(removed)) & busy - hanging:
+            # left to end on its own. At most _MAX_LET_GO such threads a monitor: each reload of
+            # a source that still hung once left one more behind; past the bound the monitor
+            # waits for one to end (a restart ends them all), and says so
+            hanging = Counter(m for m, r in self._let_go if not r.done.is_set())
+            for n in (set(changed) | set(removed)) & busy:
+                if self._inflight[n].abandoned and hanging[n] >= _MAX_LET_GO:
+                    log.error(
+                        "a hung run was not let go: the monitor's earlier hung runs still hang; "
+                        "it runs again once one ends, or after a restart",
+                        extra={"monitor": n, "hanging": hanging[n]},
+                    )
+                    continue
                 if self._inflight[n].abandoned:
                     run = self._inflight.pop(n)
                     self.runner.discard(run.token, n)

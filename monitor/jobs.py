@@ -656,24 +656,27 @@ class Runner:
             started = self.clock()
             at = at or monitor.schedule.latest_slot(started)
             t0 = time.perf_counter()
-            prior = self._finite(name, at, self.board.state(name))
-            if prior.last_at is not None and at == prior.last_at and prior.before_last is not None:
+            current = prior = self._finite(name, at, self.board.state(name))
+            redo = current.last_at is not None and at == current.last_at
+            if redo and current.before_last is not None:
                 # the slot decided last, again (a restart or a reload within it): from the
                 # state before it, as it was first decided, not on top of itself (its blocks
                 # then held "no new evidence", and that verdict replaced the first in the
                 # history)
-                prior = prior.before_last
+                prior = current.before_last
             sequential = prior.last_at is None or at >= prior.last_at
             verdict, new_state, rows, samples, detail = self._decide(
                 monitor, at, prior, sequential=sequential, detail=self.detail
             )
             duration = time.perf_counter() - t0
-            if not sequential:
-                new_state = prior
+            if not sequential or verdict.state == "error":
+                # nothing decided: the state stays as it is (a redo that failed once rolled it
+                # back a slot, its raised alarm with it)
+                new_state = current
             new_state = self._finite(name, at, new_state)
             new_state = self._stamp(
                 new_state,
-                prior,
+                current,
                 verdict,
                 started,
                 self._fingerprints[name],
@@ -698,7 +701,7 @@ class Runner:
             if error is not None:
                 verdict = replace(verdict, reasons=(*verdict.reasons, f"state not saved: {error}"))
                 record = replace(record, verdict=verdict)
-                new_state = replace(new_state, last_success=prior.last_success)
+                new_state = replace(new_state, last_success=current.last_success)
             if self.history is not None:
                 record = replace(record, history=self.history.append(name, verdict))
             self.board.record(record, new_state, failed=error is not None)

@@ -17,9 +17,11 @@ from typing import Any
 import pytest
 
 from monitor.config import Config, load_config
+from monitor.epoch import rfc3339
 from monitor.jobs import (
     FUTURE_SKEW,
     Board,
+    ParquetReader,
     Runner,
     StateStore,
     state_fingerprint,
@@ -525,6 +527,12 @@ def test_from_dict_iv() -> None:
         ({"version": 2, "fingerprint": 1}, "`fingerprint` must be null or a string"),
         ({"version": 2, "before_last": 1}, "`before_last` must be an object"),
         ({"version": 2, "skipped": 1}, "`skipped` must be a list of [after, resumed] times"),
+        # the edge of the calendar: no UTC form (an OverflowError once escaped the load)
+        ({"version": 2, "last_at": "0001-01-01T00:00:00+14:00"}, "`last_at` is not a time in"),
+        (
+            {"version": 2, "skipped": [["0001-01-01T00:00:00+14:00", "2026-01-01T00:00:00Z"]]},
+            "`skipped` must be a list of",
+        ),
         ({"version": 2, "skipped": [["soon", "later"]]}, "`skipped` must be a list of [after"),
         ({"version": 2, "skipped": [["2026-01-01T00:00:00Z"]]}, "`skipped` must be a list of"),
         ({"version": 2, "drift": []}, "`drift` must be an object of segments"),
@@ -803,7 +811,9 @@ def test_the_slot_decided_last_decided_again_says_the_same(tmp_path: Path) -> No
     """A restart (or a reload) within a slot runs that slot again. It was decided on top of
     itself: its drift block then held no new evidence ("no new evidence block"), and that
     weaker verdict replaced the first in the history. It is decided from the state before the
-    slot, as it first was: the same verdict, the same state."""
+    slot, as it first was: the same verdict, the same state, ``state_since`` included, at the
+    slot where the state changed. A redo that fails (the source unreadable at the restart)
+    leaves the state as it was, its raised alarm with it."""
     from monitor.report import HistoryStore
 
     start = datetime(2026, 3, 2, tzinfo=UTC)
@@ -813,23 +823,41 @@ def test_the_slot_decided_last_decided_again_says_the_same(tmp_path: Path) -> No
     world = write_world(tmp_path, scenario, start=start, end=start + timedelta(days=11), seed=9)
     config = load_config(world.config_path)
     slots = config.monitors[0].schedule.slots(
-        start + timedelta(days=9), start + timedelta(days=9, hours=9)
+        start + timedelta(days=9), start + timedelta(days=9, hours=20)
     )
     now = [start]
     first = Runner(config, clock=lambda: now[0], history=HistoryStore(config.server.state_dir))
+    states: list[str] = []
     for at in slots:
         now[0] = at
         decided = first.run("demo", at).verdict.to_dict()
+        states.append(decided["state"])
+        if len(states) > 1 and states[-1] != states[-2]:
+            break  # the slot where the state changed
+    assert decided["state"] == "data_drift"
     assert decided["input"]["block_pvalue"] is not None  # the slot's own evidence block
     state_file = config.server.state_dir / "demo.json"
     saved = json.loads(state_file.read_text())
-    now[0] = slots[-1] + timedelta(minutes=20)  # restarted 20 minutes into the slot
+    restarted = at + timedelta(minutes=20)
+    now[0] = restarted
     history = HistoryStore(config.server.state_dir)
-    again = Runner(config, clock=lambda: now[0], history=history).run("demo", slots[-1])
+    again = Runner(config, clock=lambda: now[0], history=history).run("demo", at)
     assert again.verdict.to_dict() == decided
     resaved = json.loads(state_file.read_text())
+    assert resaved["state_since"] == saved["state_since"] != rfc3339(restarted)
     for doc in (saved, resaved):
         doc.pop("last_run")
         doc.pop("last_success")
     assert resaved == saved
     assert history.entries("demo")[-1]["alarm"] == decided["input"]["alarm"]
+
+    class Unreadable(ParquetReader):
+        def scores(self, *args: Any, **kwargs: Any) -> Any:
+            raise OSError("the mount went away")
+
+    failed = Runner(config, clock=lambda: now[0], reader=Unreadable()).run("demo", at)
+    assert failed.verdict.state == "error"
+    kept = json.loads(state_file.read_text())
+    assert kept["last_at"] == saved["last_at"]
+    assert kept["drift"] == saved["drift"]  # the raised alarm stays raised
+    assert kept["decay"] == saved["decay"]

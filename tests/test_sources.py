@@ -866,30 +866,40 @@ def test_footers_are_kept_within_a_memory_bound(
 ) -> None:
     """The footer cache was bounded by count alone (65,536): a daemon kept the footer of every
     file it ever walked, about 8 times its thrift size each, long after the files left its
-    windows (10 GB at the cap for files of 20 columns). It is bounded by estimated bytes, the
-    least recently used going first, and a hot window's footers stay."""
-    from monitor.sources.footers import _FOOTERS
+    windows (10 GB at the cap for files of 20 columns). Past a byte bound the footers unused
+    for a day go, least recently used first; those in use stay whatever the bound (an
+    unpartitioned source plans every file at every check: evicted, each was read again)."""
+    from monitor.sources import footers
 
     sources.clear_cache()
+    clock = [0.0]
+    monkeypatch.setattr(footers, "_clock", lambda: clock[0])
     columns = {f"c{i}": np.zeros(10) for i in range(20)}
     paths = []
     for hour in range(40):
         path = tmp_path / f"hour={hour:02d}" / "part-0.parquet"
         path.parent.mkdir()
         when = np.datetime64("2026-11-30T00:00", "us") + np.timedelta64(hour, "h")
-        pq.write_table(
-            pa.table({"timestamp": np.full(10, when), "score": np.ones(10), **columns}), path
-        )
+        table = pa.table({"timestamp": np.full(10, when), "score": np.ones(10), **columns})
+        pq.write_table(table, path)
         paths.append(path)
     one = 8 * pq.read_metadata(paths[0]).serialized_size + 4096
-    monkeypatch.setattr(_FOOTERS, "max_bytes", 10 * one + one // 2)  # room for ten
-    for path in paths:  # one new file an hour, each read once
+    cache = footers._FOOTERS
+    monkeypatch.setattr(cache, "max_bytes", 10 * one + one // 2)  # room for ten
+    for path in paths[:20]:  # all in use: kept past the bound
         assert sources.latest_timestamp(ScoreSpec(path=str(path))) is not None
-    assert len(_FOOTERS) == 10
-    assert _FOOTERS.nbytes <= _FOOTERS.max_bytes
-    opened = _FOOTERS.opened
-    for path in paths[-10:]:  # the latest ten, still held
+    assert len(cache) == 20
+    opened = cache.opened
+    for path in paths[:20]:
         sources.latest_timestamp(ScoreSpec(path=str(path)))
-    assert _FOOTERS.opened == opened
-    sources.latest_timestamp(ScoreSpec(path=str(paths[0])))  # the first, read again
-    assert _FOOTERS.opened == opened + 1
+    assert cache.opened == opened  # none read again
+    clock[0] += footers._HOT_SECONDS + 1  # a day on: the first twenty are idle
+    for path in paths[20:]:  # one new file an hour, each read once
+        clock[0] += 1.0
+        sources.latest_timestamp(ScoreSpec(path=str(path)))
+    assert len(cache) == 20  # the idle ones went as the new ones came
+    assert cache.nbytes <= 20 * one
+    clock[0] += footers._HOT_SECONDS + 100
+    sources.latest_timestamp(ScoreSpec(path=str(paths[0])))  # a day later: only ten fit
+    assert len(cache) == 10
+    assert cache.nbytes <= cache.max_bytes

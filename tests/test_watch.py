@@ -360,3 +360,37 @@ def test_watches_no_walk_asks_for_are_released(
     assert watcher.current(str(top)) is None
     assert watcher.current(str(parts[2])) is not None
     assert watcher.watched == 3
+
+
+def test_a_watch_used_on_a_walks_fast_path_is_not_idle(
+    tmp_path: Path, watcher: watch.Watcher, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The walk reuses an unchanged listing (``current``) or a whole subtree without calling
+    ``watch``: such watches were taken for idle and released every two days, the window's
+    partitions listed again. ``touch`` marks them used, a whole subtree's too."""
+    clock = [1000.0]
+    monkeypatch.setattr(watch, "_clock", lambda: clock[0])
+    watcher._swept = clock[0]
+    day = tmp_path / "date=2026-11-30"
+    hours = [day / f"hour={h:02d}" for h in range(3)]
+    for p in hours:
+        p.mkdir(parents=True)
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    for p in [day, *hours, lone]:
+        st = os.stat(p)
+        assert watcher.watch(str(p), (st.st_dev, st.st_ino)) is not None
+    for _ in range(3):  # walks a day apart that reuse them
+        clock[0] += watch._IDLE_SECONDS / 2
+        watcher.touch(str(day), subtree=True)
+        watcher.touch(str(lone))
+    clock[0] += watch._SWEEP_SECONDS + 1
+    other = tmp_path / "new"
+    other.mkdir()
+    st = os.stat(other)
+    assert watcher.watch(str(other), (st.st_dev, st.st_ino)) is not None  # the sweep runs
+    for p in [*hours, lone]:
+        assert watcher.current(str(p)) is not None, p
+    clock[0] += watch._IDLE_SECONDS + watch._SWEEP_SECONDS  # no walk since: all idle now
+    watcher.watch(str(other), (st.st_dev, st.st_ino))
+    assert watcher.watched == 1

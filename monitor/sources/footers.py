@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -44,6 +45,10 @@ _CACHE_MAX_FILES = 65_536
 # its windows
 _CACHE_MAX_BYTES = 256 << 20
 _FOOTER_OVERHEAD = 4096
+# past the byte bound only footers unused this long go: an unpartitioned source plans every
+# file at every check, and a bound below its footers once read them all again at each check
+_HOT_SECONDS = 86400.0
+_clock = time.monotonic
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,12 +93,14 @@ class _Footer:
 
 class _FooterCache:
     """LRU cache of parquet footers keyed by filesystem, path, size, modification time and (local
-    files) status change time; bounded by count and by estimated bytes (``_footer_bytes``)."""
+    files) status change time; bounded by count, and by estimated bytes (``_footer_bytes``)
+    for the footers no read asked for in ``_HOT_SECONDS``."""
 
     def __init__(self, max_files: int, max_bytes: int = _CACHE_MAX_BYTES) -> None:
         self._max = max_files
         self.max_bytes = max_bytes
         self._entries: OrderedDict[tuple[str, str, int, int, int], _Footer] = OrderedDict()
+        self._used: dict[tuple[str, str, int, int, int], float] = {}
         self._bytes = 0
         self._lock = threading.Lock()
         self.opened = 0  # footers read from storage, for tests and benchmarks
@@ -109,6 +116,7 @@ class _FooterCache:
             entry = self._entries.get(key)
             if entry is not None:
                 self._entries.move_to_end(key)
+                self._used[key] = _clock()
                 return entry
         entry = _read_footer(source, f)
         with self._lock:
@@ -117,11 +125,15 @@ class _FooterCache:
             if old is not None:
                 self._bytes -= _footer_bytes(old)
             self._entries[key] = entry
+            now = self._used[key] = _clock()
             self._bytes += _footer_bytes(entry)
-            while len(self._entries) > 1 and (
-                len(self._entries) > self._max or self._bytes > self.max_bytes
-            ):
-                _, gone = self._entries.popitem(last=False)
+            while len(self._entries) > 1:
+                oldest = next(iter(self._entries))
+                over = self._bytes > self.max_bytes and now - self._used[oldest] > _HOT_SECONDS
+                if len(self._entries) <= self._max and not over:
+                    break
+                gone = self._entries.pop(oldest)
+                del self._used[oldest]
                 self._bytes -= _footer_bytes(gone)
         return entry
 
@@ -131,6 +143,7 @@ class _FooterCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
+            self._used.clear()
             self._bytes = 0
             self.opened = 0
 

@@ -552,6 +552,7 @@ def _children(
         token = None
         if notify is not None and walked is not None:
             if walked.token is not None and notify.current(directory) == walked.token:
+                notify.touch(directory)  # in use: its watch is not released as idle
                 return walked.subdirs, walked.files, True  # watched, no event since: unchanged
             # watched from before the look-ups below: a change after them raises an event
             token = notify.watch(directory, identity or walked.signature[:2])
@@ -653,6 +654,7 @@ def _subtree(
     with _WALKED_LOCK:
         held = _SUBTREES.get(key)
     if held is not None and held.token == token and held.dirs.get(identity) == directory:
+        notify.touch(directory, subtree=True)  # every watch below it is in use
         return held  # unchanged, and still the directory the path leads to
     files: list[_File] = []
     dirs: dict[tuple[int, int], str] = {}

@@ -114,6 +114,7 @@ class Watcher:
         self._fs: dict[int, bool] = {}  # st_dev -> a local filesystem
         self._full = False  # the kernel's watch limit was reached (logged once)
         self._used: OrderedDict[str, float] = OrderedDict()  # watched directory -> last asked
+        self._handed: dict[str, float] = {}  # a subtree handed out whole -> when (``touch``)
         self._swept = _clock()
 
     def drain(self) -> None:
@@ -176,14 +177,41 @@ class Watcher:
         self._forget(held[0], directory, remove=True)
         self._below(os.path.dirname(directory))
 
+    def touch(self, directory: str, *, subtree: bool = False) -> None:
+        """A walk used the watch of ``directory`` without asking ``watch`` (its listing, or with
+        ``subtree`` everything below it, unchanged): it is in use, not idle."""
+        now = _clock()
+        with self._lock:
+            if subtree:
+                self._handed[directory] = now
+            elif directory in self._used:
+                self._used[directory] = now
+                self._used.move_to_end(directory)
+
     def _sweep(self, now: float) -> None:
-        """Release the watches no walk asked for within ``_IDLE_SECONDS`` (hourly)."""
+        """Release the watches no walk asked for within ``_IDLE_SECONDS`` (hourly); one below a
+        subtree handed out whole within it is in use."""
         self._swept = now
+        self._handed = {d: t for d, t in self._handed.items() if now - t <= _IDLE_SECONDS}
         while self._used:
             directory, used = next(iter(self._used.items()))
             if now - used <= _IDLE_SECONDS:
                 return
+            if self._handed and self._in_handed(directory):
+                self._used[directory] = now
+                self._used.move_to_end(directory)
+                continue
             self._release(directory)
+
+    def _in_handed(self, directory: str) -> bool:
+        path = directory
+        while True:
+            if path in self._handed:
+                return True
+            parent = os.path.dirname(path)
+            if parent == path:
+                return False
+            path = parent
 
     def current(self, directory: str) -> Token | None:
         """The directory's token as of the last ``drain`` (None: not watched)."""

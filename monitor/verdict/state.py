@@ -6,7 +6,7 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -267,6 +267,12 @@ def _check_time(d: Mapping[str, Any], key: str, where: str) -> None:
                 f"`{where}{key}` must be an RFC 3339 time; got {value!r:.80}"
             ) from None
         _need(t.tzinfo is not None, f"{where}{key}", "a time with a UTC offset", value)
+        try:  # a time at the edge of the calendar (0001-01-01+14:00) has no UTC form
+            t.astimezone(UTC)
+        except OverflowError:
+            raise ValueError(
+                f"`{where}{key}` is not a time in UTC's range; got {value!r:.80}"
+            ) from None
 
 
 def _check_number(value: Any, where: str) -> None:
@@ -302,7 +308,7 @@ def _check_state_doc(d: Any) -> None:
         ok = isinstance(span, list) and len(span) == 2 and all(isinstance(t, str) for t in span)
         try:
             ok = ok and all(_parse_iso(t) is not None for t in span)
-        except ValueError:
+        except (ValueError, OverflowError):
             ok = False
         _need(ok, "skipped", "a list of [after, resumed] times", span)
     drift = d.get("drift", {})
