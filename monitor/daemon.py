@@ -32,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import queue
 import signal
 import threading
 import time
@@ -169,6 +170,7 @@ class Daemon:
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
         self._stopping = threading.Event()
+        self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # see _on_signal
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
 
     # -- health -----------------------------------------------------------------------------
@@ -453,15 +455,26 @@ class Daemon:
 
     # -- lifecycle --------------------------------------------------------------------------
 
-    def _request_stop(self, signum: int, frame: FrameType | None) -> None:
-        log.info("stopping", extra={"signal": signal.Signals(signum).name})
-        self._stopping.set()
-        # shutdown() takes the scheduler's lock: never from inside the signal handler itself
-        threading.Thread(target=self._shutdown_scheduler, name="shutdown", daemon=True).start()
+    def _on_signal(self, signum: int, frame: FrameType | None) -> None:
+        """The handler of SIGTERM, SIGINT and SIGHUP: it only queues the signal. Python runs a
+        handler in the main thread between any two of its instructions, also inside a lock
+        the handler would take (a thread's start, an ``Event``, a log stream): the handler
+        that logged and started a thread itself once hung a daemon for good, on a SIGTERM
+        and every signal after it. ``SimpleQueue.put`` is safe there; ``_signal_loop`` acts."""
+        self._signals.put_nowait(signum)
 
-    def _request_reload(self, signum: int, frame: FrameType | None) -> None:
-        log.info("reloading the configuration", extra={"signal": "SIGHUP"})
-        threading.Thread(target=self._reload_quietly, name="reload", daemon=True).start()
+    def _signal_loop(self) -> None:
+        """Act on the signals ``_on_signal`` queued, in a thread of its own, until ``_finish``
+        queues 0."""
+        _block_stop_signals()
+        while (signum := self._signals.get()) != 0:
+            if signum == signal.SIGHUP:  # in a thread of its own: a stop never waits for it
+                log.info("reloading the configuration", extra={"signal": "SIGHUP"})
+                threading.Thread(target=self._reload_quietly, name="reload", daemon=True).start()
+            else:
+                log.info("stopping", extra={"signal": signal.Signals(signum).name})
+                self._stopping.set()
+                self._shutdown_scheduler()
 
     def _reload_quietly(self) -> None:
         try:
@@ -481,9 +494,10 @@ class Daemon:
         came during start-up, before this could handle it (then the file is read again before
         the first runs)."""
         if install_signals:
-            signal.signal(signal.SIGTERM, self._request_stop)
-            signal.signal(signal.SIGINT, self._request_stop)
-            signal.signal(signal.SIGHUP, self._request_reload)
+            threading.Thread(target=self._signal_loop, name="signals", daemon=True).start()
+            signal.signal(signal.SIGTERM, self._on_signal)
+            signal.signal(signal.SIGINT, self._on_signal)
+            signal.signal(signal.SIGHUP, self._on_signal)
         if reload_pending is not None and reload_pending():
             log.info("reloading the configuration", extra={"signal": "SIGHUP during start-up"})
             self._reload_quietly()  # its jobs are the first added (see _add_jobs)
@@ -508,6 +522,7 @@ class Daemon:
         self._shutdown_scheduler()
 
     def _finish(self) -> int:
+        self._signals.put_nowait(0)  # the signal loop ends
         # runs abandoned already stay abandoned; the others get shutdown_timeout to finish
         still = self.wait_idle(self.config.server.shutdown_timeout.total_seconds(), abandoned=False)
         if still:

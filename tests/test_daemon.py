@@ -506,3 +506,33 @@ def test_reloads_while_a_source_still_hangs_let_a_bounded_number_go(tmp_path: Pa
         hung_threads = [t for t in threading.enumerate() if t.name == "check:hung"]
         assert len(hung_threads) == _MAX_LET_GO + 1  # the ones let go, and the one in flight
         assert len(daemon._let_go) == _MAX_LET_GO
+
+
+def test_the_signal_handler_only_queues_the_signal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python runs a signal handler in the main thread between any two instructions, also
+    while that thread holds a lock the handler takes. The handler logged and started a thread
+    (which takes threading's own lock): a daemon once hung on a SIGTERM and every signal after
+    it, still listening. It now only queues the signal (``SimpleQueue.put`` is safe there),
+    and a thread of its own stops the daemon or reloads it."""
+    import signal
+
+    import monitor.daemon
+
+    path, end = _two_monitor_world(tmp_path)
+    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    calls: list[str] = []
+    real_start = threading.Thread.start
+    monkeypatch.setattr(threading.Thread, "start", lambda self: calls.append("thread start"))
+    monkeypatch.setattr(monitor.daemon.log, "info", lambda *a, **k: calls.append("log"))
+    daemon._on_signal(signal.SIGTERM, None)
+    assert calls == []
+    monkeypatch.setattr(threading.Thread, "start", real_start)
+    loop = threading.Thread(target=daemon._signal_loop)
+    loop.start()
+    wait_for(lambda: daemon._stopping.is_set() or None, timeout=10, what="the stop acted on")
+    daemon._signals.put_nowait(0)
+    loop.join(timeout=10)
+    assert not loop.is_alive()
+    daemon.http.stop()
