@@ -325,13 +325,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
             ),
         )
         if verdict is None:  # a hung source: this monitor's error, the others still checked
-            from monitor.verdict import error_verdict
-
-            verdict = error_verdict(
-                name,
-                at_,
-                f"check exceeded run_timeout={seconds:g}s and was abandoned (a source may hang)",
-            )
+            verdict = _abandoned(name, at_, seconds)
             hung = True
         verdicts.append(verdict)
     at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
@@ -361,6 +355,15 @@ def _cmd_check(args: argparse.Namespace) -> int:
     # the exit. Never otherwise (an in-process caller's own threads are none of its business:
     # os._exit once ended a test run that had one, with this check's exit code)
     return _exit_hard_if_stuck(code, stuck=True) if hung else code
+
+
+def _abandoned(name: str, at: datetime, seconds: float) -> Verdict:
+    """The ``error`` verdict of a check ``_within`` abandoned after ``seconds``."""
+    from monitor.verdict import error_verdict
+
+    return error_verdict(
+        name, at, f"check exceeded run_timeout={seconds:g}s and was abandoned (a source may hang)"
+    )
 
 
 def _within(seconds: float, work: Any) -> Any:
@@ -508,14 +511,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
                 config, runner, store, history, name, at, start, beat
             ),
         )
-        if got is None:
-            from monitor.verdict import error_verdict
-
-            message = (
-                f"the page's check exceeded run_timeout={seconds:g}s and was abandoned "
-                "(a source may hang)"
-            )
-            got = (error_verdict(name, at, message), None, _entries_to(history, name, at))
+        if got is None:  # a hung source: an error page, the other monitors' pages still drawn
+            got = (_abandoned(name, at, seconds), None, _entries_to(history, name, at))
             hung = True
         verdict, detail, entries = got
         since = _recorded_since(store.load(name), verdict)

@@ -130,10 +130,9 @@ def test_hung_sources_never_touch_healthy_monitors(tmp_path: Path) -> None:
     assert code == 0, d.log()[-3000:]
 
 
-def test_check_bounds_a_hung_source_by_run_timeout_and_checks_the_others(tmp_path: Path) -> None:
-    """``monitor check`` (on-call's command) once waited for a source that never answers for
-    ever, printing nothing, not even for the healthy monitors: now the hung monitor is an
-    ``error`` after its run_timeout, the others are checked, and the process exits."""
+def _with_a_hung_source(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``monitor <args>`` on a config of two monitors, ``healthy`` and ``hung`` (its scores on
+    an endpoint that accepts and never answers, run_timeout 2s); the process, within 60 s."""
     scores, outcomes = make_data(tmp_path / "world")
     with SilentEndpoint.running() as silent:
         tables = [
@@ -143,13 +142,21 @@ def test_check_bounds_a_hung_source_by_run_timeout_and_checks_the_others(tmp_pat
         config = tmp_path / "monitor.toml"
         config.write_text(config_text(free_address(), tmp_path / "state", tables))
         proc = subprocess.run(
-            [sys.executable, "-m", "monitor", "check", "--config", str(config), "--json"],
+            [sys.executable, "-m", "monitor", args[0], "--config", str(config), *args[1:]],
             capture_output=True,
             text=True,
             timeout=60,
             env=child_env(),
         )
         assert silent.connections >= 1
+    return proc
+
+
+def test_check_bounds_a_hung_source_by_run_timeout_and_checks_the_others(tmp_path: Path) -> None:
+    """``monitor check`` (on-call's command) once waited for a source that never answers for
+    ever, printing nothing, not even for the healthy monitors: now the hung monitor is an
+    ``error`` after its run_timeout, the others are checked, and the process exits."""
+    proc = _with_a_hung_source(tmp_path, "check", "--json")
     doc = {m["name"]: m for m in json.loads(proc.stdout)["monitors"]}
     assert doc["hung"]["state"] == "error"
     assert doc["hung"]["reasons"] == [
@@ -163,23 +170,8 @@ def test_report_bounds_a_hung_source_by_run_timeout(tmp_path: Path) -> None:
     """``monitor report`` decides its page's slot as ``check`` does, and now within the same
     run_timeout: it once waited for a hung source for ever. The hung monitor's page is an
     error page naming the timeout; the healthy one's is drawn; the process exits."""
-    scores, outcomes = make_data(tmp_path / "world")
-    with SilentEndpoint.running() as silent:
-        tables = [
-            monitor_toml("healthy", scores, outcomes, extra="run_timeout = '20s'\n"),
-            monitor_toml("hung", silent.s3_uri("scores"), outcomes, extra="run_timeout = '2s'\n"),
-        ]
-        config = tmp_path / "monitor.toml"
-        config.write_text(config_text(free_address(), tmp_path / "state", tables))
-        out = tmp_path / "pages"
-        proc = subprocess.run(
-            [sys.executable, "-m", "monitor", "report", "--config", str(config), "--out", str(out)],
-            capture_output=True,
-            text=True,
-            timeout=60,
-            env=child_env(),
-        )
-        assert silent.connections >= 1
+    out = tmp_path / "pages"
+    proc = _with_a_hung_source(tmp_path, "report", "--out", str(out))
     pages = {p.name.split("-")[0]: p.read_text() for p in out.glob("*.html")}
     assert set(pages) == {"healthy", "hung"}, proc.stdout + proc.stderr[-2000:]
     assert "exceeded run_timeout=2s and was abandoned" in pages["hung"]
