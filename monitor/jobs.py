@@ -656,14 +656,11 @@ class Runner:
             started = self.clock()
             at = at or monitor.schedule.latest_slot(started)
             t0 = time.perf_counter()
-            current = prior = self._finite(name, at, self.board.state(name))
-            redo = current.last_at is not None and at == current.last_at
-            if redo and current.before_last is not None:
-                # the slot decided last, again (a restart or a reload within it): from the
-                # state before it, as it was first decided, not on top of itself (its blocks
-                # then held "no new evidence", and that verdict replaced the first in the
-                # history)
-                prior = current.before_last
+            current = self._finite(name, at, self.board.state(name))
+            # the slot decided last, again (a restart or a reload within it): from the state
+            # before it, as it was first decided, not on top of itself (its blocks then held
+            # "no new evidence", and that verdict replaced the first in the history)
+            prior = _deciding_from(current, at)
             sequential = prior.last_at is None or at >= prior.last_at
             verdict, new_state, rows, samples, detail = self._decide(
                 monitor, at, prior, sequential=sequential, detail=self.detail
@@ -845,14 +842,20 @@ class Runner:
     ) -> tuple[Verdict, CheckDetail | None]:
         monitor = self.config.monitor(name)
         at = at or monitor.schedule.latest_slot(self.clock())
-        prior = self.store.load(name)
-        if prior.last_at is not None and at == prior.last_at and prior.before_last is not None:
-            prior = prior.before_last
+        prior = _deciding_from(self.store.load(name), at)
         sequential = prior.last_at is None or at >= prior.last_at
         verdict, _, _, _, extra = self._decide(
             monitor, at, prior, sequential=sequential, detail=detail
         )
         return verdict, extra
+
+
+def _deciding_from(state: MonitorState, at: datetime) -> MonitorState:
+    """The state slot ``at`` is decided from: the state before it (``before_last``) when it is
+    the slot ``state`` decided last, as it was first decided; else ``state``."""
+    if state.last_at is not None and at == state.last_at and state.before_last is not None:
+        return state.before_last
+    return state
 
 
 def _prints(config: Config) -> dict[str, str]:
