@@ -303,3 +303,43 @@ def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(
 
 
 _GRID = Grid(np.linspace(0.0, 3.0, 64))
+
+
+def test_a_spark_task_adds_up_its_files_parts_before_they_leave_the_executor(
+    tmp_path: Path,
+) -> None:
+    """``summary_part_batches`` (Spark's ``mapInArrow`` function): the paths of a task, in
+    several batches, come back as one row holding their parts' sum, equal to the local
+    engine's; the first bad file is one row holding its error; a task of no path, no row."""
+    import pickle
+
+    import pyarrow as pa
+
+    from monitor.sources import summary_part_batches, window_tasks
+
+    clear_cache()
+    root = tmp_path / "scores"
+    _tree(root)
+    spec = ScoreSpec(path=str(root), segment_column="segment", max_invalid_share=0.1)
+    window = Window(start=T0 + 2 * HOUR, end=T0 + 29 * HOUR)
+    grid = _grid(spec, window)
+    tasks = {t.path: t for t in window_tasks(spec, window)}
+    paths = sorted(tasks)
+    assert len(paths) >= 4
+    payload = pickle.dumps((spec, window, grid, HOUR, tasks))
+
+    def batches(names: list[str]) -> list[pa.RecordBatch]:
+        return [pa.RecordBatch.from_pylist([{"path": p} for p in names[k::2]]) for k in (0, 1)]
+
+    rows = [b.column(0)[0].as_py() for b in summary_part_batches(payload, iter(batches(paths)))]
+    assert len(rows) == 1
+    same_parts(pickle.loads(rows[0]), read_summary_part(spec, window, grid, bucket=HOUR))
+    assert list(summary_part_batches(payload, iter([]))) == []
+
+    Path(paths[1]).write_bytes(b"PAR1 not really")
+    clear_cache()  # the tasks as planned before the file went bad
+    out = [b.column(0)[0].as_py() for b in summary_part_batches(payload, iter(batches(paths)))]
+    assert len(out) == 1
+    error = pickle.loads(out[0])
+    assert isinstance(error, SourceError)
+    assert paths[1] in str(error)

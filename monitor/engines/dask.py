@@ -2,8 +2,9 @@
 
 The caller plans the window's files (``window_files``: the same pruning as every reader); each
 task runs ``read_summary_part`` for its file on a worker, which needs the monitor installed
-(numpy and pyarrow only); the parts are added on the caller's side and the window's
-invalid-share is checked once, as the local engine does. ``address = "local"`` starts a
+(numpy and pyarrow only); the parts are added on the caller's side, one at a time as each is
+taken from its worker (the caller holds the sum and one part, never every file's), and the
+window's invalid-share is checked once, as the local engine does. ``address = "local"`` starts a
 ``LocalCluster`` of two single-threaded worker processes bound to 127.0.0.1 with no dashboard
 (for trying it out and for the tests); any other address is a running scheduler, and one that
 cannot be reached within ``timeout`` is an ``EngineUnavailableError`` naming it, never a
@@ -117,13 +118,22 @@ class DaskEngine:
                 tasks,
                 pure=False,
             )
-            parts = list(self._client.gather(futures)) if tasks else []
+            # each part in turn, added up as it comes and let go: the caller holds the sum
+            # and one part, not every file's part of the window (a part not yet taken stays
+            # on its worker); in the planned order, so a window's first bad file is the one
+            # the local engine names
+            total: SummaryPart | None = None
+            for future in futures:
+                part = future.result()
+                future.release()
+                total = part if total is None else total + part
         except MonitorError:
             raise  # a task's own (a file, a column): raised again as the reader raised it
         except Exception as exc:  # the cluster's: a closed client, a lost scheduler or worker
             raise EngineUnavailableError(
                 "dask", self.address, f"{type(exc).__name__}: {exc}"
             ) from exc
+        parts = [] if total is None else [total]
         return merge_summary_parts(spec, window, grid, parts, bucket=bucket, check=check)
 
     def worker_cpu_seconds(self) -> float:

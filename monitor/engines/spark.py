@@ -1,12 +1,13 @@
-"""The Spark engine: one task per file of the window, in a SparkSession (``local[2]``, a cluster
-master) or over Spark Connect (``sc://host:15002``).
+"""The Spark engine: the window's files spread over a few tasks a core, in a SparkSession
+(``local[2]``, a cluster master) or over Spark Connect (``sc://host:15002``).
 
 As on Dask, the caller plans the window's files with ``monitor.sources``; the files become a
 one-column DataFrame of paths, and ``mapInArrow`` runs the monitor's own ``read_summary_part``
 for each path on an executor (``monitor.sources.summary_part_batches``: the executors need
-the monitor installed). A part, or the ``MonitorError`` its reader raised, comes back
-pickled, so a bad file is the same ``SourceError`` with the same message as on the local
-engine. The parts are added and the window's invalid share checked on the caller's side. A
+the monitor installed), which adds up its task's parts. A task's part, or the
+``MonitorError`` its reader raised, comes back pickled, so a bad file is the same
+``SourceError`` with the same message as on the local engine. The driver collects a part a
+task (not one a file), adds them and checks the window's invalid share. A
 session that cannot start is an ``EngineUnavailableError`` naming the master or remote. In
 ``local`` masters the driver binds 127.0.0.1, the UI is off and the session time zone is UTC;
 the executors' Python is this interpreter. This module is the only importer of pyspark (the
@@ -38,7 +39,8 @@ __all__ = ["SparkEngine"]
 
 
 class SparkEngine:
-    """Summaries computed by Spark executors, one file per task."""
+    """Summaries computed by Spark executors, a few tasks a core, each task's files' parts
+    added up on its executor."""
 
     kind = "spark"
 
@@ -93,7 +95,9 @@ class SparkEngine:
         files = [t.path for t in tasks]
         payload = pickle.dumps((spec, window, grid, bucket, {t.path: t for t in tasks}))
         frame = self._spark.createDataFrame([(f,) for f in files], "path string")
-        frame = frame.repartition(len(files))
+        # a few tasks a core, each adding up its files' parts: the driver collects a part a
+        # task, not one a file (Spark Connect has no context to ask: a task a file there)
+        frame = frame.repartition(min(len(files), 4 * self._cores()))
         task = functools.partial(summary_part_batches, payload)
         rows = frame.mapInArrow(task, "part binary").collect()
         parts: list[SummaryPart] = []
@@ -103,6 +107,14 @@ class SparkEngine:
                 raise got
             parts.append(got)
         return merge_summary_parts(spec, window, grid, parts, bucket=bucket, check=check)
+
+    def _cores(self) -> int:
+        """The executors' cores (``defaultParallelism``); a session of Spark Connect, which
+        exposes no context, is taken as having as many as the window has files."""
+        try:
+            return max(1, int(self._spark.sparkContext.defaultParallelism))
+        except Exception:  # Spark Connect: no sparkContext (its own error class)
+            return 1 << 30
 
     def close(self) -> None:
         self._spark.stop()

@@ -739,14 +739,19 @@ def summary_part_batches(
 ) -> Iterator[pa.RecordBatch]:
     """For an engine that hands a task its files as Arrow batches of paths (Spark's
     ``mapInArrow``): ``payload`` is the pickled (spec, window, grid, bucket, tasks by path);
-    for each path one row ``part`` holding the pickled ``read_summary_part`` of that file's
-    task, or the ``MonitorError`` its reading raised (to be raised again, unchanged, by the
-    caller)."""
+    one row ``part`` holding the pickled sum of the ``read_summary_part`` of each path's task
+    (the executor adds its files' parts, so the driver collects one part a task, not one a
+    file), or the ``MonitorError`` the first bad file's reading raised (to be raised again,
+    unchanged, by the caller). A task of no path yields nothing."""
     spec, window, grid, bucket, tasks = pickle.loads(payload)
+    total: SummaryPart | None = None
     for batch in batches:
         for path in batch.column(0).to_pylist():
             try:
-                out: object = read_summary_part(spec, window, grid, bucket=bucket, task=tasks[path])
+                part = read_summary_part(spec, window, grid, bucket=bucket, task=tasks[path])
             except MonitorError as exc:
-                out = exc
-            yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(out)}])
+                yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(exc)}])
+                return
+            total = part if total is None else total + part
+    if total is not None:
+        yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(total)}])
