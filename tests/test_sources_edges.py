@@ -139,3 +139,48 @@ def test_coverage_is_the_share_of_reference_queries_paired(tmp_path: Path) -> No
         read_outcomes(spec, Window(T0 + DAY, T0 + 2 * DAY)),
     )
     assert paired.coverage == pytest.approx(1 / 3)
+
+
+def test_the_read_caches_hold_no_more_memory_than_their_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Outcome groups kept for the next check, with their query ids decoded to Python strings
+    (several times the table's bytes), and the windows read from them: what the two caches
+    keep, measured (tracemalloc for the decoded values and windows, the tables' bytes for
+    Arrow's), stays within their bounds and is what they charge for it."""
+    import gc
+    import tracemalloc
+
+    from monitor.sources import footers, outcomes
+
+    groups, windows = footers._GROUPS, outcomes.KEPT
+    monkeypatch.setattr(groups, "max_bytes", 24 << 20)
+    monkeypatch.setattr(windows, "max_bytes", 24 << 20)
+    n = 10_000
+    for k in range(20):
+        _outcomes(
+            tmp_path / f"run-{k}.parquet",
+            [T0 + k * H] * n,
+            [f"query-{k}-{i:06d}-with-a-longer-identifier" for i in range(n)],
+            [0.5] * n,
+        )
+    clear_cache()
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for hours in (2, 20, 5):  # three windows, the largest too large to keep
+            w = read_outcomes(OutcomeSpec(str(tmp_path)), Window(T0, T0 + hours * H))
+            assert w.query_ids.size == hours * n
+            del w
+        gc.collect()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    tables = sum(int(table.nbytes) for table, _, _ in groups._entries.values())
+    assert groups._entries, "no row group was kept"
+    assert len(windows._held) == 2
+    assert groups.held_bytes <= groups.max_bytes
+    assert windows.held_bytes <= windows.max_bytes
+    assert kept + tables <= groups.max_bytes + windows.max_bytes, (kept, tables)
+    charged = groups.held_bytes + windows.held_bytes
+    assert kept + tables <= 1.25 * charged, (kept, tables, charged)

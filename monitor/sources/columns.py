@@ -24,13 +24,16 @@ from monitor.errors import (
 )
 from monitor.sources.footers import (
     _GROUPS,
+    ALSO_CLEARED,
     _column_type,
     _Footer,
+    _Memo,
     _native_bounds,
     _numbers,
     _opened,
     _ts_native,
     _valid,
+    footprint,
 )
 from monitor.sources.model import FloatArray, Window
 from monitor.sources.partitions import _Plan
@@ -235,23 +238,35 @@ def _rows_key(
 
 class KeptByRows(Generic[_T]):
     """What was read from a window, kept by the key of the rows it holds (``_rows_key``; an
-    LRU of ``most``): an hourly check's windows hold the same evaluation runs until one enters
-    or leaves them. ``freeze`` makes a value safe to hand out again (its arrays read-only).
-    Thread-safe."""
+    LRU of at most ``most`` values and ``max_bytes`` of their ``footprint``; a value over half
+    of that is not kept): an hourly check's windows hold the same evaluation runs until one
+    enters or leaves them. ``freeze`` makes a value safe to hand out again (its arrays
+    read-only). Thread-safe."""
 
-    def __init__(self, most: int, freeze: Callable[[_T], _T], what: str) -> None:
+    def __init__(
+        self, most: int, freeze: Callable[[_T], _T], what: str, *, max_bytes: int = 64 << 20
+    ) -> None:
         self.most = most
+        self.max_bytes = max_bytes
         self._freeze = freeze
         self._what = what
-        self._held: OrderedDict[tuple[object, ...], _T] = OrderedDict()
+        self._held: OrderedDict[tuple[object, ...], tuple[_T, int]] = OrderedDict()
+        self._bytes = 0
         self._lock = threading.Lock()
+        ALSO_CLEARED.append(self.clear)  # ``clear_cache`` forgets them too
 
     def lookup(self, key: tuple[object, ...]) -> _T | None:
         with self._lock:
             hit = self._held.get(key)
-            if hit is not None:
-                self._held.move_to_end(key)
-        return hit
+            if hit is None:
+                return None
+            self._held.move_to_end(key)
+        return hit[0]
+
+    @property
+    def held_bytes(self) -> int:
+        """The ``footprint`` of the values kept (at most ``max_bytes``)."""
+        return self._bytes
 
     def keep(
         self,
@@ -271,19 +286,30 @@ class KeptByRows(Generic[_T]):
             same = False
         if not same:
             return
+        frozen = self._freeze(out)
+        size = footprint(frozen)
+        if size > self.max_bytes // 2:
+            log.debug(f"{self._what} not kept: {size} bytes", extra={"path": path})
+            return
         with self._lock:
-            self._held[key] = self._freeze(out)
-            while len(self._held) > self.most:
-                self._held.popitem(last=False)
+            old = self._held.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._held[key] = (frozen, size)
+            self._bytes += size
+            while len(self._held) > self.most or self._bytes > self.max_bytes:
+                _, (_, gone) = self._held.popitem(last=False)
+                self._bytes -= gone
 
     def clear(self) -> None:
         with self._lock:
             self._held.clear()
+            self._bytes = 0
 
     def holds(self, out: object) -> bool:
         """Whether ``out`` itself is kept (tests)."""
         with self._lock:
-            return any(kept is out for kept in self._held.values())
+            return any(kept is out for kept, _ in self._held.values())
 
 
 def _digest(data: bytes) -> str:
@@ -291,10 +317,13 @@ def _digest(data: bytes) -> str:
 
 
 def _memo(memo: dict[object, Any], key: object, make: Callable[..., _T], *args: Any) -> _T:
-    """``memo[key]``, made once as ``make(*args)`` (values derived from one row group alone)."""
+    """``memo[key]``, made once as ``make(*args)`` (values derived from one row group alone),
+    its memory charged to the cache that holds the group (``_Memo.charge``)."""
     got = memo.get(key)
     if got is None:
         got = memo[key] = make(*args)
+        if isinstance(memo, _Memo):
+            memo.charge(footprint(got))
     return cast(_T, got)
 
 

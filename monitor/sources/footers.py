@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
+import sys
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -156,12 +158,46 @@ def _footer_bytes(footer: _Footer) -> int:
 _FOOTERS = _FooterCache(_CACHE_MAX_FILES)
 
 
+class _Memo(dict[object, Any]):
+    """A row group's memo of values derived from it alone; ``charge(n)`` tells the cache that
+    holds the group what a new value's memory is (the cache's bound counts it)."""
+
+    __slots__ = ("charge",)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.charge: Callable[[int], None] = _no_charge
+
+
+def _no_charge(nbytes: int) -> None:
+    return None
+
+
+def footprint(value: object) -> int:
+    """An estimate of what ``value`` holds in memory: an array's bytes, plus each object's own
+    size for an array of objects (query ids as Python strings: about 50 bytes each beyond
+    their pointer); tuples, lists, mappings and dataclasses (a read window) member by member;
+    anything else its ``getsizeof``."""
+    if isinstance(value, np.ndarray):
+        if value.dtype.hasobject:
+            return int(value.nbytes) + sum(map(sys.getsizeof, value.ravel().tolist()))
+        return int(value.nbytes)
+    if isinstance(value, (tuple, list)):
+        return sys.getsizeof(value) + sum(footprint(v) for v in value)
+    if isinstance(value, Mapping):
+        return sys.getsizeof(value) + sum(footprint(v) for v in value.values())
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        own = sys.getsizeof(value)
+        return own + sum(footprint(getattr(value, f.name)) for f in dataclasses.fields(value))
+    return 0 if value is None else sys.getsizeof(value)
+
+
 class _GroupCache:
     """LRU cache of row groups read before (``pa.Table``s, immutable), keyed by filesystem,
     path, size, modification time, row group and columns, each with a memo of values derived
-    from it alone (decoded columns), bounded by an estimate of their memory: the table's
-    bytes, 64 bytes a row for the memo's arrays and 16 KiB an entry for the objects around
-    them (measured: a 300-row outcome group takes about 4x its table's bytes in all). A group
+    from it alone (decoded columns), bounded by their memory: the table's bytes, 16 KiB an
+    entry for the objects around them, and each memo value's ``footprint`` as it is made
+    (query ids decoded to Python strings hold several times their table's bytes). A group
     over an eighth of the bound is not kept. For the outcome windows: a check reads the whole
     reference window of outcomes again at every check, and its files rarely change (an
     evaluation run a day or an hour); opening and decoding them cost about 0.3 ms a file."""
@@ -169,7 +205,7 @@ class _GroupCache:
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
         # key -> (table, memo, the bytes charged for it)
-        self._entries: OrderedDict[tuple[object, ...], tuple[pa.Table, dict[object, Any], int]]
+        self._entries: OrderedDict[tuple[object, ...], tuple[pa.Table, _Memo, int]]
         self._entries = OrderedDict()
         self._bytes = 0
         self._lock = threading.Lock()
@@ -179,7 +215,7 @@ class _GroupCache:
     def key(source: _Source, f: _File, group: int, columns: Sequence[str]) -> tuple[object, ...]:
         return (source.fs.type_name, *f.identity, group, tuple(columns))
 
-    def get(self, key: tuple[object, ...]) -> tuple[pa.Table, dict[object, Any]] | None:
+    def get(self, key: tuple[object, ...]) -> tuple[pa.Table, _Memo] | None:
         with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -187,10 +223,11 @@ class _GroupCache:
             self._entries.move_to_end(key)
             return entry[0], entry[1]
 
-    def put(self, key: tuple[object, ...], table: pa.Table) -> tuple[pa.Table, dict[object, Any]]:
-        """Keep ``table`` (unless too large); returns it with its memo (a new one)."""
-        memo: dict[object, Any] = {}
-        size = int(table.nbytes) + 64 * table.num_rows + (16 << 10)
+    def put(self, key: tuple[object, ...], table: pa.Table) -> tuple[pa.Table, _Memo]:
+        """Keep ``table`` (unless too large); returns it with its memo (a new one, whose
+        values are charged to the entry as they are made)."""
+        memo = _Memo()
+        size = int(table.nbytes) + (16 << 10)
         with self._lock:
             self.read += 1
             if size > self.max_bytes // 8:
@@ -200,10 +237,35 @@ class _GroupCache:
                 self._bytes -= old[2]
             self._entries[key] = (table, memo, size)
             self._bytes += size
-            while self._bytes > self.max_bytes:
-                _, gone = self._entries.popitem(last=False)
-                self._bytes -= gone[2]
+            self._shrink()
+        memo.charge = lambda nbytes: self._charge(key, memo, nbytes)
         return table, memo
+
+    def _charge(self, key: tuple[object, ...], memo: _Memo, nbytes: int) -> None:
+        """Count ``nbytes`` more for the entry ``key`` (if it is still this memo's): an entry
+        grown over an eighth of the bound is let go, and the oldest go until the rest fit."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is None or entry[1] is not memo:
+                return
+            size = entry[2] + nbytes
+            self._bytes += nbytes
+            if size > self.max_bytes // 8:
+                del self._entries[key]
+                self._bytes -= size
+            else:
+                self._entries[key] = (entry[0], memo, size)
+            self._shrink()
+
+    def _shrink(self) -> None:
+        while self._bytes > self.max_bytes:
+            _, gone = self._entries.popitem(last=False)
+            self._bytes -= gone[2]
+
+    @property
+    def held_bytes(self) -> int:
+        """The bytes charged for the entries kept (at most ``max_bytes``)."""
+        return self._bytes
 
     def clear(self) -> None:
         with self._lock:
@@ -227,6 +289,9 @@ _WHOLE_MAX = 1 << 16
 _WHOLE_BY_FILE: ByIdentity[Any] = ByIdentity(_WHOLE_MAX)
 
 
+ALSO_CLEARED: list[Callable[[], None]] = []  # the readers' kept windows (``KeptByRows.clear``)
+
+
 def clear_cache() -> None:
     """Forget every cached footer, kept row group and outcome window, directory listing,
     filesystem and table snapshot (tests; or after rewriting files in place)."""
@@ -241,6 +306,8 @@ def clear_cache() -> None:
     with _FS_LOCK:
         _FS_CACHE.clear()
     clear_table_cache()
+    for clear in ALSO_CLEARED:
+        clear()
     CLEARED += 1  # last: a key made after this call meets no group read before it
 
 
