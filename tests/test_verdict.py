@@ -592,15 +592,38 @@ def test_a_block_is_tested_against_the_reference_of_its_own_phases() -> None:
 
     counts = np.array([[300, 500, 200], [4000, 3000, 3000]], dtype=np.int64)  # 1,000 and 10,000
     block = np.array([[40, 45, 15], [0, 0, 0]], dtype=np.int64)  # all in phase 0
-    got = _block_test(counts, block, 0.01, 0.5)
+    got = _block_test(counts, block, 0.01, 0.5, 50)
     assert got is not None
     want = psi_test_counts(counts[0], block[0], tolerance=0.01, smoothing=0.5)
     assert got.n_reference == 1000.0
     assert got.pvalue == pytest.approx(want.pvalue, rel=1e-12)
     both = np.array([[40, 45, 15], [40, 30, 30]], dtype=np.int64)  # w = (0.5, 0.5)
-    mixed = _block_test(counts, both, 0.01, 0.5)
+    mixed = _block_test(counts, both, 0.01, 0.5, 50)
     assert mixed is not None
     assert mixed.n_reference == pytest.approx(1.0 / (0.25 / 1000 + 0.25 / 10_000), rel=1e-12)
+
+
+def test_block_rows_in_phases_the_reference_lacks_are_no_evidence() -> None:
+    """A phase with no reference rows (a feed outage in the reference week, a monitor younger
+    than its reference): the block's rows there are set aside, not compared with the whole
+    reference. A night block of a daily cycle against the week's mix is a large PSI, a false
+    alarm; the rest of the block is the plain test against its own phases."""
+    from monitor.stats import psi_test_counts
+    from monitor.verdict.drift import _block_test
+
+    day, night = [200, 300, 500], [700, 250, 50]  # a strong daily cycle of the score mix
+    counts = np.array([day, [0, 0, 0], day], dtype=np.int64) * 10  # phase 1: an outage
+    block = np.array([[20, 30, 50], [70, 25, 5], [0, 0, 0]], dtype=np.int64)
+    got = _block_test(counts, block, 0.01, 0.5, 50)
+    assert got is not None
+    want = psi_test_counts(counts[0], block[0], tolerance=0.01, smoothing=0.5)
+    assert got.pvalue == pytest.approx(want.pvalue, rel=1e-12)
+    assert got.pvalue > 0.5  # the day rows are as the reference's day
+    nights = np.array([[0, 0, 0], night, [0, 0, 0]], dtype=np.int64) * 2
+    assert _block_test(counts, nights, 0.01, 0.5, 50) is None  # no same-phase reference
+    few = block.copy()
+    few[0] = [10, 10, 10]  # 30 rows left, under min_samples
+    assert _block_test(counts, few, 0.01, 0.5, 50) is None
 
 
 def test_state_round_trips_through_json() -> None:

@@ -44,30 +44,31 @@ def _block_test(
     block: np.ndarray,
     tolerance: float,
     smoothing: float,
+    min_samples: int,
 ) -> _Block | None:
     """Block counts ``block`` (P x B) against the phase-weighted reference counts ``counts``.
 
-    Expected shares q = sum_p w_p c_p / n_p with w_p the block's share in phase p (phases the
-    reference lacks fall back to the whole reference); the reference size for N_eff is
-    1 / sum_p (w_p^2 / n_p), the size of an equally precise plain sample.
+    Expected shares q = sum_p w_p c_p / n_p with w_p the block's share in phase p; the
+    reference size for N_eff is 1 / sum_p (w_p^2 / n_p), the size of an equally precise plain
+    sample. The block's rows in phases the reference lacks (a feed outage in the reference, a
+    monitor or segment younger than its reference) are set aside: no same-phase reference, no
+    evidence (against the whole reference a night block of a daily cycle is a large PSI).
+    None when fewer than ``min_samples`` rows are left, or the reference is empty.
     """
-    phases = counts.shape[0]
-    m = float(block.sum())
-    cur = block.sum(axis=0).astype(np.float64)
     totals = counts.sum(axis=1)
-    if phases == 1:
+    if counts.shape[0] > 1:
+        block = block[totals > 0]
+        counts, totals = counts[totals > 0], totals[totals > 0]
+    m = float(block.sum())
+    if m < max(min_samples, 1) or totals.sum() <= 0:
+        return None
+    cur = block.sum(axis=0).astype(np.float64)
+    if counts.shape[0] == 1:
         ref, n_ref = counts[0], float(totals[0])
     else:
         w = block.sum(axis=1).astype(np.float64) / m
-        missing = (w > 0) & (totals <= 0)
-        overall = counts.sum(axis=0)
-        if overall.sum() <= 0:
-            return None
-        shares = np.where(totals[:, None] > 0, counts / np.maximum(totals, 1.0)[:, None], 0.0)
-        q = (w[:, None] * shares).sum(axis=0) + w[missing].sum() * overall / overall.sum()
-        inv = np.sum(np.where(totals > 0, w**2 / np.maximum(totals, 1.0), 0.0))
-        inv += w[missing].sum() ** 2 / overall.sum()
-        n_ref = 1.0 / inv
+        q = (w[:, None] * (counts / totals[:, None])).sum(axis=0)
+        n_ref = 1.0 / float(np.sum(w**2 / totals))
         ref = q * n_ref
     if n_ref <= 0 or ref.sum() <= 0:
         return None
@@ -383,7 +384,9 @@ def _evaluate_input(
         )
         references.append(("anchor", a_edges, anchor.array, a_block))
     for name, _edges, ref_counts, block_counts in references:
-        test = _block_test(ref_counts, block_counts, cfg.tolerance, cfg.smoothing)
+        test = _block_test(
+            ref_counts, block_counts, cfg.tolerance, cfg.smoothing, cfg.min_block_samples
+        )
         if test is None:
             continue
         z = z_from_pvalue(test.pvalue)

@@ -90,7 +90,13 @@ def _input_reason(
             f"adjusted p={_fmt(ir.anchor_pvalue_adjusted, '.3g')}"
         )
     if not ir.evidence:
-        block = f"no new evidence block ({ir.block_samples} scores since {ir.block_start})"
+        why = (
+            f"under the {cfg.min_block_samples} a block needs"
+            if ir.block_samples < cfg.min_block_samples
+            # phases the reference lacks are set aside (``_block_test``)
+            else f"too few of them in hours the reference holds (need {cfg.min_block_samples})"
+        )
+        block = f"no new evidence block ({ir.block_samples} scores since {ir.block_start}: {why})"
     cusum = f"CUSUM {ir.cusum:.2f}"
     if ir.anchor_cusum is not None:
         cusum += f" (anchor {ir.anchor_cusum:.2f})"
