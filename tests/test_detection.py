@@ -67,3 +67,35 @@ def test_wilson_interval_brackets_the_rate() -> None:
     low, high = detection.wilson_interval(3, 40)
     assert low < 3 / 40 < high
     assert detection.wilson_interval(0, 10)[0] == 0.0
+
+
+@pytest.mark.parametrize("outage", [False, True], ids=["young-monitor", "reference-outage"])
+def test_hours_the_reference_lacks_raise_no_false_drift(tmp_path: Path, outage: bool) -> None:
+    """A strong daily and weekly cycle, nothing changing: a monitor started 3 days into its
+    log (its 7-day reference and anchor lack most hours of the week), or a 6-hour feed
+    outage in the reference week. Blocks in hours with no reference rows were compared
+    with the whole week's mix: data_drift for most of those hours (a review's repro: ~75%
+    of hours for 5 weeks; 9 hours after the outage)."""
+    from dataclasses import replace
+    from datetime import UTC, datetime, timedelta
+
+    from monitor.backtest import backtest
+    from monitor.config import load_config
+    from monitor.simulate import SCENARIOS, write_world
+
+    origin = datetime(2026, 1, 5, tzinfo=UTC)  # a Monday
+    scenario = SCENARIOS["strong_seasonality"]
+    if outage:
+        night = (timedelta(days=1), timedelta(days=1, hours=6))
+        scenario = replace(scenario, name="outage", scores_outage=night)
+    world = write_world(
+        tmp_path / "w", scenario, start=origin, end=origin + timedelta(days=10), seed=11
+    )
+    start = origin + (timedelta(days=7, hours=18) if outage else timedelta(days=3))
+    (result,) = backtest(load_config(world.config_path), start, origin + timedelta(days=10))
+    states = [v.state for v in result.verdicts]
+    assert len(states) >= 48
+    assert "data_drift" not in states
+    if outage:  # the outage's hours of the week came round, with no evidence from them
+        said = " ".join(r for v in result.verdicts for r in v.reasons)
+        assert "too few of them in hours the reference holds" in said

@@ -362,6 +362,9 @@ def _evaluate_input(
                 and not state.active
                 and _close_to_anchor(anchor, inputs, period, cfg.tolerance, cfg.smoothing)
             )
+            # frozen while the log was younger than the reference (phases with no rows, whose
+            # blocks it cannot judge): completed once the rolling reference has them
+            or (not state.active and _fills_anchor(anchor.array, counts))
         ):
             anchor = _make_anchor(at, data, edges, counts)
         state = replace(state, anchor_ref=anchor)
@@ -419,6 +422,14 @@ def _evaluate_input(
     if pvalues:
         state = replace(state, evidence_end=at)
     return replace(report, **more), state, pvalues
+
+
+def _fills_anchor(anchor: np.ndarray, counts: np.ndarray) -> bool:
+    """Whether the rolling reference's per-phase ``counts`` have rows in a phase the anchor
+    has none of (a seasonal anchor frozen from a reference the log did not fill yet)."""
+    if anchor.shape[0] == 1:
+        return False
+    return bool(np.any((anchor.sum(axis=1) <= 0) & (counts.sum(axis=1) > 0)))
 
 
 def _close_to_anchor(
