@@ -18,6 +18,7 @@ costs microseconds.
 
 from __future__ import annotations
 
+import bisect
 import calendar
 import functools
 import itertools
@@ -294,7 +295,7 @@ class Schedule:
         return out
 
     def checks_per(self, period: timedelta) -> int:
-        """Number of slots in a period (for cron: counted over the period starting 2026-01-01)."""
+        """Number of slots in a period (for cron: the most in any such period of a year)."""
         if self.interval is not None:
             return max(1, int(period.total_seconds() // self.interval.total_seconds()))
         return _cron_checks(self, period)
@@ -337,11 +338,31 @@ def _cron_longest_gap(schedule: Schedule) -> timedelta:
     return max(b - a for a, b in itertools.pairwise(walk[:20_001]))
 
 
+_COUNT_WALK = 50_000  # slots walked to find a cron's busiest period
+
+
 @functools.lru_cache(maxsize=1024)
 def _cron_checks(schedule: Schedule, period: timedelta) -> int:
-    """Slots of a cron schedule in ``period`` from 2026-01-01 (cached: each check's plan asks)."""
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    return max(1, len(schedule.slots(start, start + period - timedelta(seconds=1))))
+    """The most slots of a cron schedule in any half-open ``period`` (cached: each check's plan
+    asks): over the slots from 2026-01-01 through a year and a period past it (every monthly
+    and weekly pattern; 29 February's years differ only by that day), the densest window
+    starting at a slot. A schedule quiet in January (``0 * * 3-11 *``) checks hourly from
+    March: its alarm budget is spread over 720 checks a 30-day period, not 1. A schedule too
+    dense to walk that far within ``_COUNT_WALK`` slots is counted from its first slot."""
+    end = _WALK_START + timedelta(days=366) + period
+    walk = [schedule.next_slot(_WALK_START - _MICROSECOND)]
+    while walk[-1] <= end and len(walk) < _COUNT_WALK:
+        walk.append(schedule.next_slot(walk[-1]))
+    last = walk[-1]
+    best = 0
+    for i, t in enumerate(walk):
+        if t + period > last:  # windows reaching past the walk are not all counted
+            break
+        best = max(best, bisect.bisect_left(walk, t + period, lo=i) - i)
+    if best == 0:  # dense: the walk held less than a period
+        first = walk[0]
+        best = len(schedule.slots(first, first + period - _MICROSECOND))
+    return max(1, best)
 
 
 def _never_fires(

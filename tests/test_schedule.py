@@ -82,6 +82,27 @@ def test_cron_every_hour_matches_interval() -> None:
     assert cron.nominal_interval() == timedelta(hours=1)
 
 
+def test_a_cron_is_planned_for_its_busiest_period() -> None:
+    """The alarm budget is per period: a cron is sized by the most slots any period holds.
+    Counting only from 1 January gave 1 check a period for a schedule quiet in January, so
+    thresholds meant for one check guarded 720 (the immediate z 2.58 instead of 4.34)."""
+    month = timedelta(days=30)
+    for text, want in (
+        ("0 * * 2-12 *", 720),
+        ("0 9 * 3-11 *", 30),
+        ("0 * 31 * *", 24),
+        ("0 9 * * 1-5", 22),  # 4 weeks and 2 days can hold 22 weekdays
+        ("0 0 1 * *", 2),  # 1 February and 1 March are 28 days apart
+    ):
+        cron = parse_schedule(text)
+        slots = cron.slots(datetime(2026, 1, 1, tzinfo=UTC), datetime(2027, 3, 1, tzinfo=UTC))
+        densest = max(sum(t <= u < t + month for u in slots) for t in slots)
+        assert densest == want, text
+        assert cron.checks_per(month) == want, text
+    assert parse_schedule("0 * * 2-12 *").nominal_interval() == timedelta(hours=1)
+    assert parse_schedule("*/5 * * * *").checks_per(month) == 8640  # too dense to walk a year
+
+
 def test_cron_fields() -> None:
     s = parse_schedule("*/15 9-17 * * 1-5")  # every 15 min, 9-17h, Monday to Friday
     saturday = datetime(2026, 11, 28, 12, tzinfo=UTC)
