@@ -691,6 +691,14 @@ def _config(monitor: str, engine: str = 'kind = "local"') -> dict[str, object]:
         ('schedule = "30 * * * *"', 'kind = "local"', "inside a bucket"),
         # a time that fires only from June on (a check of 35 days from 1 January missed it)
         ('schedule = "30 0 1 6 *"', 'kind = "local"', "fires at 00:30, inside a bucket"),
+        # a bucket that does not divide a day sees the slots walked; 29 February's first is in
+        # 2028, past the 400 days walked, and passed unchecked
+        (
+            'schedule = "0 0 29 2 *"\nwindows.current = "5d"\nwindows.reference = "10d"\n'
+            'drift.seasonality = "none"',
+            'kind = "local"\nsummary.bucket = "5h"',
+            "fires at 00:00, inside a bucket",
+        ),
         ('windows.current = "36h30m"', 'kind = "local"', "windows.current"),
         (
             'drift.seasonality = "daily"',
