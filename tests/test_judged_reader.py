@@ -483,3 +483,86 @@ def test_two_runs_of_a_query_in_adjacent_rows_are_two_lists(tmp_path: Path) -> N
     w = judged_outcomes(spec, WINDOW)
     assert w.outcomes.tolist() == [0.75]
     assert w.counts.tolist() == [2]
+
+
+def test_infinite_scores_in_parquet_runs_are_values_not_invalid_rows(tmp_path: Path) -> None:
+    """A parquet run's +inf score is first and -inf last, as in a TREC file and trec_eval:
+    they were counted as rows with neither a rank nor a score, dropped (RR 0 instead of 1),
+    and above max_invalid_share failed the window."""
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    (tmp_path / "qrels.txt").write_text("q1 0 rel 1\nq1 0 a 0\nq1 0 c 1\n")
+    docs, scores = ["a", "rel", "b", "c"], [2.0, np.inf, 1.0, -np.inf]
+    write_parquet(
+        tmp_path / "runs" / "r.parquet",
+        {
+            "timestamp": np.full(4, np.datetime64("2026-03-02T02:00", "us")),
+            "query_id": np.array(["q1"] * 4),
+            "doc_id": np.array(docs),
+            "score": np.array(scores),
+        },
+    )
+    clear_cache()
+    judged = JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric="ap")
+    spec = OutcomeSpec(path=str(tmp_path / "runs"), judged=judged)  # max_invalid_share 1%
+    runs = read_judged_runs(spec, window)
+    assert (runs.rows, runs.dropped_null) == (4, 0)
+    # rel first, c last: AP = (1/1 + 2/4) / 2
+    assert float(judged_outcomes(spec, window).outcomes[0]) == pytest.approx(0.75, abs=1e-12)
+
+
+def test_a_byte_order_mark_is_not_part_of_a_trec_files_first_query(tmp_path: Path) -> None:
+    """Files saved by Windows editors start with U+FEFF: it became part of the first query id,
+    a query of its own (the run's first result lost, the first judgment moved)."""
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    (tmp_path / "qrels.txt").write_text("\ufeffq1 0 rel 1\nq1 0 a 0\n", encoding="utf-8")
+    (tmp_path / "runs").mkdir()
+    run = "\ufeffq1 Q0 rel 1 2.0 t\nq1 Q0 a 2 1.0 t\n"
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(run, encoding="utf-8")
+    clear_cache()
+    judged = JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric="rr")
+    out = judged_outcomes(OutcomeSpec(path=str(tmp_path / "runs"), judged=judged), window)
+    assert list(out.query_ids) == ["q1"]
+    assert out.outcomes.tolist() == [1.0]
+
+
+@pytest.mark.parametrize("where", ["judgments", "runs", "trec-runs"])
+def test_a_query_id_with_a_nul_is_a_clear_error_on_the_judged_path(
+    tmp_path: Path, where: str
+) -> None:
+    """numpy's strings drop a trailing NUL: "q1" and "q1\\0" became one query id, and pairing
+    failed with a bare IndexError (or paired the wrong queries). It is refused, naming the
+    file, as on the precomputed outcomes' path."""
+    from monitor.errors import SchemaError
+
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    bad = "q1\x00"
+    queries = ["q1", bad if where == "judgments" else "q2"]
+    write_parquet(
+        tmp_path / "qrels" / "q.parquet",
+        {
+            "query_id": np.array(queries, dtype=object),
+            "doc_id": np.array(["a", "b"]),
+            "grade": np.array([1, 1]),
+        },
+    )
+    run_queries = np.array(["q1", bad if where == "runs" else "q2"], dtype=object)
+    write_parquet(
+        tmp_path / "runs" / "r.parquet",
+        {
+            "timestamp": np.full(2, np.datetime64("2026-03-02T02:00", "us")),
+            "query_id": run_queries,
+            "doc_id": np.array(["a", "b"]),
+            "score": np.array([1.0, 1.0]),
+        },
+    )
+    runs = tmp_path / "runs"
+    if where == "trec-runs":
+        runs = tmp_path / "trec"
+        runs.mkdir()
+        text = f"q1 Q0 a 1 1.0 t\n{bad} Q0 b 1 1.0 t\n"
+        (runs / "run-2026-03-02T020000Z.trec").write_text(text)
+    clear_cache()
+    judged = JudgedSpec(judgments=str(tmp_path / "qrels"), metric="rr")
+    with pytest.raises(SchemaError, match="NUL character") as err:
+        judged_outcomes(OutcomeSpec(path=str(runs), judged=judged), window)
+    assert ("q.parquet" if where == "judgments" else "r") in str(err.value)

@@ -43,6 +43,7 @@ from monitor.sources.footers import (
     _ts_native,
     _ts_stats,
     _ts_to_ns,
+    refuse_nul,
 )
 from monitor.sources.judgments import (
     _BATCH,
@@ -101,8 +102,9 @@ class _Coder:
         self.segments: dict[str, int] = {}
         self._last: tuple[pa.Array, npt.NDArray[np.int32]] | None = None
 
-    def queries(self, ids: pa.Array) -> npt.NDArray[np.int32]:
-        """The codes of a batch of non-null query ids."""
+    def queries(self, ids: pa.Array, path: str, column: str | None) -> npt.NDArray[np.int32]:
+        """The codes of a batch of non-null query ids (of file ``path``, ``column``; one
+        holding a NUL character is a ``SchemaError``)."""
         if (
             pa.types.is_dictionary(ids.type)
             and pa.types.is_string(ids.type.value_type)
@@ -113,6 +115,7 @@ class _Coder:
             encoded = pc.dictionary_encode(_strings(ids))
             dictionary, indices = encoded.dictionary, encoded.indices
         if self._last is None or not self._last[0].equals(dictionary):
+            refuse_nul(dictionary, path, column)
             codes = self.judgments.codes
             lookup = np.array([codes.get(v, -1) for v in dictionary.to_pylist()], dtype=np.int32)
             self._last = (dictionary, lookup)
@@ -551,7 +554,7 @@ def _read_parquet_runs(
             continue
         sink.add(
             part.ts,
-            coder.queries(part.query),
+            coder.queries(part.query, part.group.plan.file.path, spec.query_column),
             part.docs,
             part.keys,
             part.rank,
@@ -741,14 +744,16 @@ def _maybe_floats(table: pa.Table, column: str) -> FloatArray:
 
 
 def _ordered(rank: FloatArray | None, score: FloatArray | None) -> npt.NDArray[np.bool_] | None:
-    """Which rows have a finite rank or score; None when every row has one."""
+    """Which rows have a rank or a score (not NaN: an infinite one is a value, a log
+    probability's -inf last and +inf first, as on the TREC path and in trec_eval); None when
+    every row has one."""
     ordered = None
     for values in (rank, score):
         if values is not None:
-            finite = np.isfinite(values)
-            if finite.all():
+            present = ~np.isnan(values)
+            if present.all():
                 return None
-            ordered = finite if ordered is None else ordered | finite
+            ordered = present if ordered is None else ordered | present
     return ordered
 
 
@@ -761,12 +766,12 @@ def _read_trec_runs(
         fields = _tokens(source, f, 6, "qid Q0 docid rank score tag")
         rank = _numbers(fields[:, 3], f, "rank", fields)
         score = _numbers(fields[:, 4], f, "score", fields)
-        parsed.append((t, fields, rank, score))
+        parsed.append((f.path, t, fields, rank, score))
     sink = _RunSink(
-        sum(p[1].shape[0] for p in parsed), judgments, rank=True, score=True, segment=False
+        sum(p[2].shape[0] for p in parsed), judgments, rank=True, score=True, segment=False
     )
-    for t, fields, rank, score in parsed:
-        query = coder.queries(pa.array(fields[:, 0], pa.string()))
+    for path, t, fields, rank, score in parsed:
+        query = coder.queries(pa.array(fields[:, 0], pa.string()), path, None)
         docs = pa.array(fields[:, 2], pa.string())
         sink.add(t, query, docs, id_keys(docs), rank, score, None)
     return sink.rows(rows=sink.n, dropped=0, files=len(files), fmt="trec")

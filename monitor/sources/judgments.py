@@ -28,7 +28,7 @@ from monitor.sources.columns import (
     _require_label,
     _require_numeric,
 )
-from monitor.sources.footers import _FOOTERS, _Footer, _opened
+from monitor.sources.footers import _FOOTERS, _Footer, _opened, refuse_nul
 from monitor.sources.model import (
     FloatArray,
     IntArray,
@@ -110,11 +110,12 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
     n = 0
     for f, parts in batches:
         for q, d, g in parts:
+            refuse_nul(q, f.path, judged.judgment_query_column if _is_parquet(chosen, f) else None)
             bad = ~np.isfinite(g) | (g < 0)
             if bad.any():
                 i = int(np.flatnonzero(bad)[0])
                 raise SchemaError(
-                    f"query {q[i].as_py()!r}, document {d[i].as_py()!r} has grade {g[i]!r}; "
+                    f"query {q[i].as_py()!r}, document {d[i].as_py()!r} has grade {float(g[i]):g}; "
                     "grades must be finite and >= 0",
                     path=f.path,
                     column=judged.grade_column,

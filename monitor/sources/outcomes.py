@@ -8,10 +8,8 @@ from dataclasses import replace
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from monitor.epoch import from_ns as _from_ns
-from monitor.errors import SchemaError
 from monitor.sources import footers
 from monitor.sources.columns import (
     KeptByRows,
@@ -27,7 +25,7 @@ from monitor.sources.columns import (
     _segment,
     _segment_source,
 )
-from monitor.sources.footers import _native_bounds, _strings, _ts_native, _valid
+from monitor.sources.footers import _native_bounds, _strings, _ts_native, _valid, refuse_nul
 from monitor.sources.model import (
     FloatArray,
     IntArray,
@@ -236,15 +234,7 @@ def _decoded(
         qarr = qarr.dictionary_decode()
     if not (pa.types.is_string(qarr.type) or pa.types.is_large_string(qarr.type)):
         qarr = qarr.cast(pa.string())
-    if pc.any(pc.match_substring(qarr, "\x00")).as_py():
-        # numpy's str drops a trailing NUL: "q1" and "q1\0" were one query, their outcomes
-        # averaged
-        raise SchemaError(
-            "holds a query id with a NUL character",
-            path=path,
-            column=spec.query_column,
-            hint="query ids must be text without NUL characters",
-        )
+    refuse_nul(qarr, path, spec.query_column)
     q, q_valid = _strings(qarr), _valid(qarr)
     value, valid = _floats(table.column(spec.outcome_column))
     for a in (stamps, q, q_valid, value, valid):

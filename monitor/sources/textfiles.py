@@ -99,7 +99,7 @@ def _tokens(source: _Source, f: _File, width: int, shape: str) -> npt.NDArray[np
     except (OSError, pa.ArrowException) as exc:
         raise _translate(exc, f.path, "reading the file") from exc
     try:
-        text = raw.decode("utf-8")
+        text = raw.decode("utf-8-sig")  # a byte-order mark is not part of the first query id
     except UnicodeDecodeError as exc:
         raise SchemaError(
             f"is neither parquet nor UTF-8 text (byte {exc.start})",
