@@ -76,7 +76,9 @@ def cusum_arl(h: float, *, k: float = 0.5, shift: float = 0.0, states: int = _ST
     also holds the reset at 0. From midpoint c_i the next value lands in cell j with probability
     Phi((j + 1) w - c_i + k - shift) - Phi(j w - c_i + k - shift) (cell 0: everything below w);
     ARL = [(I - P)^-1 1]_0. With N = 400 this reproduces the reference values; it is about 1 %
-    below the continuous-state ARL at ARL0 ~ 14 000 (conservative for false alarms).
+    below the continuous-state ARL at ARL0 ~ 14 000 (conservative for false alarms). A chain
+    that all but never escapes (a strongly negative shift), whose I - P is singular in floats,
+    has ARL inf.
     """
     h = v.real(h, "h", low=0.0, low_open=True)
     k = v.real(k, "k", low=0.0)
@@ -93,8 +95,13 @@ def _arl(h: float, k: float, shift: float, states: int) -> float:
     lower = special.ndtr(tops[None, :] - w - centres[:, None] + k - shift)
     transition = upper - lower
     transition[:, 0] = upper[:, 0]
-    run = np.linalg.solve(np.eye(states) - transition, np.ones(states))
-    return float(run[0])
+    # a chain that all but never escapes (a strongly negative shift: ARL past 1e20) leaves
+    # I - P singular in floats: the solve fails, or returns garbage, negative or not finite
+    try:
+        arl = float(np.linalg.solve(np.eye(states) - transition, np.ones(states))[0])
+    except np.linalg.LinAlgError:
+        return math.inf
+    return arl if math.isfinite(arl) and arl >= 1.0 else math.inf
 
 
 def cusum_threshold(arl0: float, *, k: float = 0.5, states: int = _STATES) -> float:
@@ -184,10 +191,7 @@ def cusum_threshold_shared(
         for shift, w in zip(shifts, _GH_WEIGHTS, strict=True):
             if w < 1e-12:
                 continue
-            try:
-                arl = _arl(h / s, k / s, float(shift), states)
-            except np.linalg.LinAlgError:  # I - P singular in floats: the chain never alarms
-                continue
+            arl = _arl(h / s, k / s, float(shift), states)  # inf: the chain never alarms
             fa += w * -math.expm1(-looks / arl)
         return math.log(fa) - math.log(p)
 

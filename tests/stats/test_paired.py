@@ -461,3 +461,33 @@ def test_required_sample_size_iv() -> None:
         required_sample_size(0.1, 0.1, power=2)
     with pytest.raises(StatsInputError, match="`alternative` must be one of"):
         required_sample_size(0.1, 0.1, alternative="")
+
+
+@pytest.mark.parametrize("bits", [np.random.PCG64, np.random.MT19937, np.random.Philox])
+def test_every_bit_generator_gives_a_calibrated_sign_flip(bits: type) -> None:
+    """32 zero differences and 8 of 0.01: exactly 2**-8 of sign vectors reach the observed
+    sum. The signs were the bit generator's raw words, 32 bits for MT19937 (the high half
+    always 0, so the signs of half the differences never flipped): p = 1e-4, not 0.0039."""
+    from monitor.stats import sign_flip_test
+
+    d = np.concatenate([np.zeros(32), np.full(8, 0.01)])
+    r = sign_flip_test(
+        d, alternative="greater", n_resamples=99_999, rng=np.random.Generator(bits(7))
+    )
+    exact = 2.0**-8
+    se = (exact * (1 - exact) / 99_999) ** 0.5
+    assert abs(r.pvalue - exact) < 5 * se
+
+
+def test_the_bca_interval_of_extreme_but_finite_data_is_an_interval() -> None:
+    """The acceleration's sums of cubes overflowed (1e104) or underflowed (1e-170) to 0/0: a
+    NaN quantile level and a bare ValueError. It is computed scale-free."""
+    from monitor.stats import bca_interval
+
+    for data in ([0.0, 1e104, 3e103], [1e-170, 0.0, 0.0, 2e-170]):
+        x = np.array(data)
+        ci = bca_interval(x, n_resamples=999, rng=np.random.default_rng(3))
+        assert x.min() <= ci.low <= ci.high <= x.max() * (1 + 1e-12)  # linear quantiles
+        scaled = bca_interval(x / x.max(), n_resamples=999, rng=np.random.default_rng(3))
+        assert ci.low / x.max() == pytest.approx(scaled.low, rel=1e-9)
+        assert ci.high / x.max() == pytest.approx(scaled.high, rel=1e-9)

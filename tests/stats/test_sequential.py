@@ -121,3 +121,13 @@ def test_arl_for_budget_iv() -> None:
         arl_for_budget(0, 0.05)
     with pytest.raises(StatsInputError, match=r"`false_alarm_probability` must be a finite number"):
         arl_for_budget(720, 1.0)
+
+
+def test_a_run_length_past_float_precision_is_infinite_not_garbage() -> None:
+    """A strongly negative shift: the chain all but never escapes, I - P is singular in
+    floats, and the solve gave -2.1e21; the run length is reported as infinite."""
+    from monitor.stats import cusum_arl
+
+    for shift in (-4.0, -6.0, -8.0):
+        arl = cusum_arl(7.709, k=0.5, shift=shift)
+        assert arl >= cusum_arl(7.709, k=0.5, shift=-2.0)
