@@ -202,3 +202,17 @@ def test_a_fixed_reference_may_end_in_a_lowercase_z(tmp_path: Path) -> None:
     )
     windows = load_config(_write(tmp_path, text)).monitors[0].windows
     assert windows.reference_start == datetime(2026, 3, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize("name", [".", "..", "..."])
+def test_a_monitor_named_only_dots_is_refused(tmp_path: Path, name: str) -> None:
+    """A name becomes file names under state_dir: "." and ".." put the monitor's grid and
+    buckets in the state directory itself (or its parent), outside the cache's bound."""
+    text = f'[[monitors]]\nname = "{name}"\nscores.path = "s"\noutcomes.path = "o"\n'
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    assert [p for p in info.value.problems if p.startswith("monitors[0].name:")] == [
+        f"monitors[0].name: must hold a character other than '.' (it names files); got {name!r}"
+    ]
+    ok = text.replace(f'"{name}"', '".a."')
+    assert load_config(_write(tmp_path, ok)).monitors[0].name == ".a."

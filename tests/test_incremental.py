@@ -1340,3 +1340,22 @@ def test_a_buckets_bin_rows_keep_the_edge_sets_in_use_only() -> None:
         assert all(row.tolist() == fresh.tolist() for row in rows)
         assert int(rows[0].sum()) == 101
     assert all(len(b.bins) <= 4 for b in buckets)
+
+
+def test_a_grid_sample_is_not_held_to_the_windows_invalid_share(tmp_path: Path) -> None:
+    """The grid is built from a sample of the reference's row groups: a row group of NaN that
+    the whole reference tolerates (0.6 % of it, the bound 1 %) is a far larger share of a
+    small sample, and the check was an error quoting the sample's counts as the window's."""
+    root = _world(tmp_path, engine='kind = "local"\nsummary.grid_sample_rows = 20000\n')
+    from monitor.sources import clear_cache
+
+    n = 2000  # in the reference's first file (the sample's first row group)
+    stamps = np.datetime64("2026-11-02T00:00:00", "us") + np.arange(n).astype("timedelta64[s]")
+    write_parquet(
+        root / "scores" / "date=2026-11-02" / "0-nan.parquet",
+        {"timestamp": stamps, "score": np.full(n, np.nan), "segment": np.array(["web"] * n)},
+    )
+    for toml in ("arrays.toml", "summaries.toml"):
+        clear_cache()
+        verdict = Runner(load_config(root / toml)).check("demo", AT)
+        assert verdict.state != "error", (toml, verdict.error)

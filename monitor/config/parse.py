@@ -211,6 +211,12 @@ def _parse_monitor(
         c.add(f"{path}.name", "is required")
     elif name and not _NAME.match(name):
         c.add(f"{path}.name", f"must match {_NAME.pattern} (it becomes a label); got {name!r}")
+    elif name and not name.strip("."):
+        # "." and ".." name the state directory and its parent: the monitor's state, grid and
+        # buckets landed outside their folders, where no bound counts them
+        c.add(
+            f"{path}.name", f"must hold a character other than '.' (it names files); got {name!r}"
+        )
     schedule = c.get(t, "schedule", path, parse_schedule("1h"), _schedule)
     max_invalid = c.get(t, "max_invalid_share", path, 0.01, _float(0.0, 1.0))
 

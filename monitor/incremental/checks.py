@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import cast
@@ -248,7 +249,9 @@ class SummaryChecks:
         keep_edges: Iterable[NDArray[np.float64]],
         rows: tuple[int, int],
     ) -> FrozenGrid:
-        spec = monitor.scores
+        # the sample's invalid share is not the window's (a NaN row group sampled is a far
+        # larger share of the sample): the window's is checked exactly from its buckets
+        spec = replace(monitor.scores, max_invalid_share=1.0)
         sample = read_scores(spec, reference, sample_rows=settings.grid_sample_rows)
         ref_rows, cur_rows = rows[0], max(rows[1], 1)
         split = _by_segment(sample.values, sample.segment_codes, sample.segment_names)
