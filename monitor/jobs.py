@@ -647,7 +647,9 @@ class Runner:
         """One scheduled run of monitor ``name`` for slot ``at`` (default: the latest slot).
 
         Updates the board and persists the state, unless ``token`` was abandoned meanwhile (a run
-        that exceeded its time limit must not overwrite what later runs decided). A state that
+        that exceeded its time limit must not overwrite what later runs decided) or ``at`` is
+        before the slot decided last (its verdict, decided without the alarms' history, is
+        returned but not published). A state that
         could not be saved makes the run a failure (see ``_persist``) but keeps its verdict; a
         non-finite CUSUM is reset (reason ``non_finite``) instead of failing every later run.
         """
@@ -692,6 +694,21 @@ class Runner:
                 log.warning(
                     "late result of an abandoned run discarded",
                     extra={"monitor": name, "at": at.isoformat()},
+                )
+                return record
+            if not sequential:
+                # a slot before the one decided last (a restart with the clock behind, a clock
+                # stepped back): decided without the alarms' history, so not published; the
+                # board, the state and the history stay as the later slot left them
+                assert prior.last_at is not None
+                log.warning(
+                    "slot before the last decided one: its verdict is not published",
+                    extra={
+                        "monitor": name,
+                        "at": at.isoformat(),
+                        "last_decided": prior.last_at.isoformat(),
+                        "state": verdict.state,
+                    },
                 )
                 return record
             error = self._persist(name, new_state)

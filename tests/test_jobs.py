@@ -861,3 +861,32 @@ def test_the_slot_decided_last_decided_again_says_the_same(tmp_path: Path) -> No
     assert kept["last_at"] == saved["last_at"]
     assert kept["drift"] == saved["drift"]  # the raised alarm stays raised
     assert kept["decay"] == saved["decay"]
+
+
+def test_a_slot_before_the_last_decided_one_is_not_published(
+    world_config: Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A restart with the clock a few minutes behind runs the slot before the one decided
+    last: decided without the alarms' history, its verdict was exported, saved and appended,
+    so a raised alarm resolved and fired again with a new "since". It is returned, logged,
+    and not published."""
+    from monitor.report import HistoryStore
+
+    caplog.set_level(logging.INFO, logger="monitor")
+    at = datetime(2026, 11, 19, 12, tzinfo=UTC)
+    history = HistoryStore(world_config.server.state_dir)
+    runner = Runner(world_config, clock=lambda: at, history=history)
+    for k in range(3):
+        runner.run("demo", at + k * HOUR)
+    (before,) = runner.board.snapshot()
+    saved = (world_config.server.state_dir / "demo.json").read_bytes()
+    entries = len(history.entries("demo"))
+    record = runner.run("demo", at)
+    assert record.verdict.sequential is False
+    (after,) = runner.board.snapshot()
+    assert after.state == before.state
+    assert after.runs_total == before.runs_total
+    assert (world_config.server.state_dir / "demo.json").read_bytes() == saved
+    assert len(history.entries("demo")) == entries
+    said = [r for r in caplog.records if "not published" in r.getMessage()]
+    assert said[-1].__dict__["last_decided"] == (at + 2 * HOUR).isoformat()
