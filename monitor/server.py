@@ -566,6 +566,13 @@ class _Handler(BaseHTTPRequestHandler):
         self._conn.busy = True
         try:
             self._route()
+        except OSError:
+            raise  # the connection's: reset, timed out
+        except Exception:  # a page or document that failed to render: a 500, not a dropped
+            # connection (every request for that page ended with no status line)
+            log.exception("http request failed", extra={"path": self.path.partition("?")[0]})
+            self.close_connection = True
+            self._text(500, b"internal error: see the monitor's log\n")
         finally:
             self._conn.busy = False
 

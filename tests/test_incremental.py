@@ -665,6 +665,18 @@ def test_the_page_of_a_summary_check_draws_its_bins(rolling_world: Path) -> None
         assert float(d.contributions.sum()) == pytest.approx(report.psi, rel=1e-12)
         assert np.all(np.diff(d.reference_ecdf) >= 0)
         assert d.reference_ecdf[-1] <= 1.0
+    # D is bracketed through summaries: the page says so, with both bounds and p-values (it
+    # once called D_lo "the largest gap" "at its exact location")
+    from monitor.config import ReportConfig
+    from monitor.report import PageContext, render_monitor_page
+
+    monitor = runner.config.monitor("demo")
+    page = render_monitor_page(monitor, verdict, detail, (), PageContext(ReportConfig()))
+    bracketed = [r for r in verdict.inputs.values() if r.ks_statistic_high is not None]
+    assert bracketed
+    assert "KS D between / at grid point / p-value between" in page
+    assert 'data-key="input.ks_statistic_high"' in page
+    assert "exact location" not in page
 
 
 def test_a_slot_inside_a_bucket_is_refused(rolling_world: Path) -> None:

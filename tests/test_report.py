@@ -336,7 +336,7 @@ def test_report_config_iv(tmp_path: Path) -> None:
     text = str(err.value)
     assert "report.runbook_url: must be an http:// or https:// URL" in text
     assert "report.grafana_url: must be an http:// or https:// URL" in text
-    assert "report.history_max_entries: must be an integer in [10, 1000000]; got 3" in text
+    assert "report.history_max_entries: must be an integer in [10, 30000]; got 3" in text
     assert "report.history_max_age: must be at least 1d; got '1h'" in text
     assert "report.colour: unknown key" in text
     with pytest.raises(ConfigError, match=r"report\.runbook_url: must not hold a #fragment"):
@@ -558,6 +558,17 @@ def test_history_bound_of_an_append_equals_the_whole_bound(
         (b'{"version": 2, "monitor": "r"}\n[1]\n', "not an object"),
         (b'{"version": 1, "entries": [{"at": "2026-01-01T00:00:00Z", "x": NaN}]}', "non-finite"),
         (b"\xff\xfe", "UnicodeDecodeError"),
+        # a string where a number belongs: every page request for the monitor failed
+        (
+            b'{"version": 2, "monitor": "r"}\n{"at": "2026-01-01T00:00:00Z", "state": "ok", '
+            b'"cusum": "13.1"}\n',
+            "`cusum` is not a number",
+        ),
+        (
+            b'{"version": 2, "monitor": "r"}\n{"at": "2026-01-01T00:00:00Z", "state": "ok", '
+            b'"drift": 1}\n',
+            "`drift` is not true or false",
+        ),
     ],
 )
 def test_history_sets_a_corrupt_file_aside(
@@ -1184,3 +1195,70 @@ def test_the_settings_a_page_shows_hold_no_catalog_secret() -> None:
     assert "postgresql://monitor:&lt;redacted&gt;@db.internal/catalog" in page
     assert "db.outcomes" in page  # the rest of the settings is still shown
     assert page.count("&lt;redacted&gt;") == 3
+
+
+def test_the_largest_history_allowed_is_read_back_not_set_aside() -> None:
+    """history_max_entries allowed 1,000,000: a 1 s schedule's file grew to 77.6 MB, which the
+    reader (64 MiB at most) set aside as corrupt at the next start, losing the history. The
+    largest allowed, with every field at its longest and the file at twice its entries'
+    lines (its size between compactions), fits the reader's bound."""
+    import json
+
+    from monitor.config.parse import parse_config as parse
+    from monitor.report import history
+
+    longest = -1.2345678901234567e-100
+    entry = {
+        "at": "2026-10-01T12:01:30.123456Z",
+        "state": "insufficient_data",
+        "input_segment": "s" * history.SEGMENT_CHARS,
+        "evidence": True,
+        "drift": False,
+        **dict.fromkeys(history._INPUT_KEYS, longest),
+        "alarm": "immediate",
+        "outcome_segment": "s" * history.SEGMENT_CHARS,
+        "new_look": True,
+        "decay": False,
+        **dict.fromkeys(history._OUTCOME_KEYS, longest),
+    }
+    line = len(json.dumps(entry, separators=(",", ":"))) + 1
+    most = 30_000
+    assert 2 * most * line + 1024 <= history._MAX_BYTES
+    monitors = [{"name": "a", "scores": {"path": "s"}, "outcomes": {"path": "o"}}]
+    for entries, ok in ((most, True), (most + 1, False)):
+        doc = {"monitors": monitors, "report": {"history_max_entries": entries}}
+        if ok:
+            assert parse(doc, base=Path(".")).report.history_max_entries == most
+        else:
+            with pytest.raises(ConfigError, match=r"history_max_entries: must be an integer"):
+                parse(doc, base=Path("."))
+
+
+def test_a_long_segment_name_is_cut_in_the_history() -> None:
+    """Segment values are the data's, of any length; an entry holds at most SEGMENT_CHARS of
+    one, so the entries' bytes, and the file's, stay bounded."""
+    from monitor.report import history
+
+    long = "x" * 1000
+    assert history._segment(long) == "x" * (history.SEGMENT_CHARS - 1) + "…"
+    assert len(history._segment(long) or "") == history.SEGMENT_CHARS
+    assert history._segment("web") == "web"
+    assert history._segment(None) is None
+
+
+def test_p_values_and_slot_times_keep_what_tells_them_apart() -> None:
+    """A look one hour after the last has alpha 6.7e-05: p-values cut at "< 0.0001" showed a
+    raising look (3.4e-05) and a quiet one (9.4e-05) alike. A 30 s schedule's slots 12:01:00
+    and 12:01:30 were both "12:01"."""
+    from monitor.report.page import _iso, _p
+
+    assert _p(3.36e-05) != _p(9.41e-05)
+    assert (_p(3.36e-05), _p(9.41e-05), _p(0.04321), _p(0.0)) == (
+        "3.36e-05",
+        "9.41e-05",
+        "0.0432",
+        "< 1e-300",
+    )
+    t = datetime(2026, 10, 1, 12, 1, tzinfo=UTC)
+    assert _iso(t) == "2026-10-01 12:01 UTC"
+    assert _iso(t + timedelta(seconds=30)) == "2026-10-01 12:01:30 UTC"

@@ -850,3 +850,22 @@ def test_pages_carry_their_policy_as_a_header_and_before_the_first_check(
         assert f'http-equiv="Content-Security-Policy" content="{PAGE_CSP}"'.encode() in body
     assert b"No check has finished yet" in body
     assert "Content-Security-Policy" not in _get(f"http://127.0.0.1:{server.port}/metrics")[1]
+
+
+def test_a_page_that_fails_to_render_is_a_500_and_the_server_serves_on(
+    serve: list[HttpServer], monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A render error ended every request for the page with no status line (the client saw
+    the connection drop); it is a 500 naming the log, and other routes are unaffected."""
+    server = _start(serve, ServerConfig(port=0))
+
+    def broken(snap: object) -> bytes:
+        raise TypeError("must be real number, not str")
+
+    monkeypatch.setattr(server, "page", broken)
+    base = f"http://127.0.0.1:{server.port}"
+    status, _, body = _get(f"{base}/monitors/a")
+    assert status == 500
+    assert body == b"internal error: see the monitor's log\n"
+    assert any(r.getMessage() == "http request failed" for r in caplog.records)
+    assert _get(f"{base}/status")[0] == 200

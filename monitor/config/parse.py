@@ -135,7 +135,7 @@ def _parse_report(c: _Collector, data: Any) -> ReportConfig:
         runbook_url=runbook,
         grafana_url=c.get(t, "grafana_url", "report", None, _url),
         history_max_entries=c.get(
-            t, "history_max_entries", "report", d.history_max_entries, _int(10, 1_000_000)
+            t, "history_max_entries", "report", d.history_max_entries, _int(10, 30_000)
         ),
         history_max_age=max_age,
     )

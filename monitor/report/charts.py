@@ -123,16 +123,22 @@ def bins_chart(d: InputDetail, segment: str) -> str:
     return svg.render()
 
 
-def ecdf_chart(d: InputDetail, segment: str, ks_statistic: float | None) -> str:
-    """Both ECDFs on the grid, with the KS gap drawn where it is attained."""
+def ecdf_chart(
+    d: InputDetail, segment: str, ks_statistic: float | None, ks_high: float | None = None
+) -> str:
+    """Both ECDFs on the grid, with the KS gap drawn where it is attained (or, for a bracket
+    ``ks_statistic <= D <= ks_high`` from summaries, at the grid point that bounds it)."""
     lo, hi = d.display_range
     xs = Scale(lo, hi, _L, W - _R)
     ys = Scale(0, 1, H - _B, _T)
-    where = (
-        f"; the largest gap, D = {ks_statistic:.3f}, is at score {d.ks_location:.4g} (red line)"
-        if ks_statistic is not None and d.ks_location is not None
-        else ""
-    )
+    where = ""
+    if ks_statistic is not None and d.ks_location is not None:
+        where = (
+            f"; the largest gap, D = {ks_statistic:.3f}, is at score {d.ks_location:.4g} (red line)"
+            if ks_high is None
+            else f"; the largest gap, D between {ks_statistic:.3f} and {ks_high:.3f}, is "
+            f"bounded at score {d.ks_location:.4g} (red line)"
+        )
     label = (
         f"Empirical CDFs of the scores{_seg(segment)}, reference (blue) and current (orange)"
         f"{where}."

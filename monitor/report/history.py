@@ -100,17 +100,27 @@ def history_entry(verdict: Verdict) -> dict[str, Any]:
     seg_in = next((k for k, v in verdict.inputs.items() if v is verdict.input), None)
     inp = verdict.input
     if inp is not None:
-        entry["input_segment"] = seg_in
+        entry["input_segment"] = _segment(seg_in)
         entry["evidence"] = inp.evidence
         entry["drift"] = inp.drift
         entry.update({k: _clean(getattr(inp, f)) for k, f in _INPUT_KEYS.items()})
     out = verdict.outcome
     if out is not None:
-        entry["outcome_segment"] = next((k for k, v in verdict.outcomes.items() if v is out), None)
+        seg_out = next((k for k, v in verdict.outcomes.items() if v is out), None)
+        entry["outcome_segment"] = _segment(seg_out)
         entry["new_look"] = out.new_look
         entry["decay"] = out.decay
         entry.update({k: _clean(getattr(out, f)) for k, f in _OUTCOME_KEYS.items()})
     return entry
+
+
+SEGMENT_CHARS = 128  # a segment's name in an entry, at most: bounds an entry's bytes
+
+
+def _segment(name: str | None) -> str | None:
+    """A segment's name for an entry, cut to ``SEGMENT_CHARS`` (segment values are the data's,
+    of any length; the entries only tell runs of one driving segment apart)."""
+    return name if name is None or len(name) <= SEGMENT_CHARS else name[: SEGMENT_CHARS - 1] + "…"
 
 
 def _parse_at(entry: Mapping[str, Any]) -> datetime:
@@ -437,12 +447,30 @@ def _parse(text: str) -> tuple[list[dict[str, Any]], int, bool]:
     return sorted(entries, key=_parse_at), lines, torn
 
 
+_NUMBERS = (*_INPUT_KEYS.keys() - {"alarm"}, *_OUTCOME_KEYS)  # numbers or null in an entry
+_TEXTS = ("alarm", "input_segment", "outcome_segment")  # text or null
+_FLAGS = ("evidence", "drift", "new_look", "decay")  # true, false or null
+
+
 def _check_entry(e: object) -> None:
+    """``ValueError`` for an entry of another shape than ``history_entry`` makes (a page
+    drawn from a string where a number belongs failed every request for it)."""
     if not isinstance(e, dict):
         raise ValueError("an entry that is not an object")
     _parse_at(e)
     if not isinstance(e.get("state"), str):
         raise ValueError("an entry without a `state` string")
+    for keys, kinds, what in (
+        (_NUMBERS, (int, float), "a number"),
+        (_TEXTS, (str,), "a string"),
+        (_FLAGS, (bool,), "true or false"),
+    ):
+        for key in keys:
+            value = e.get(key)
+            if value is None:
+                continue
+            if not isinstance(value, kinds) or (what == "a number" and isinstance(value, bool)):
+                raise ValueError(f"an entry whose `{key}` is not {what} or null: {value!r}")
 
 
 def _drop_text(entry: dict[str, Any]) -> str:

@@ -142,7 +142,13 @@ def _grafana(
 
 
 def _iso(t: datetime | None) -> str:
-    return "–" if t is None else t.astimezone(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    """``YYYY-MM-DD HH:MM UTC``, with seconds where the time has them (a sub-minute schedule's
+    slots, as ``page_file_name`` names them)."""
+    if t is None:
+        return "–"
+    t = t.astimezone(UTC)
+    seconds = t.second or t.microsecond
+    return t.strftime("%Y-%m-%d %H:%M:%S UTC" if seconds else "%Y-%m-%d %H:%M UTC")
 
 
 def _ago(t: datetime | None, now: datetime) -> str:
@@ -180,9 +186,13 @@ def _pct(x: float | None) -> str:
 
 
 def _p(x: float | None) -> str:
+    """A p-value to 3 significant digits below 0.001 (a look's alpha can be 6.7e-05: a cut-off
+    at 1e-4 showed a raising and a quiet look alike), to 4 decimals above; below 1e-300, 0."""
     if x is None:
         return "–"
-    return "< 0.0001" if x < 1e-4 else f"{x:.4f}"
+    if x < 1e-300:
+        return "< 1e-300"
+    return f"{x:.3g}" if x < 1e-3 else f"{x:.4f}"
 
 
 def _cell(key: str, value: Any, text: str, *, numeric: bool = True) -> str:
@@ -320,6 +330,15 @@ def _input_section(
             _cell("input.ks_statistic", inp.ks_statistic, _g(inp.ks_statistic, 3))
             + _cell("input.ks_location", inp.ks_location, _g(inp.ks_location))
             + _cell("input.ks_pvalue", inp.ks_pvalue, _p(inp.ks_pvalue)),
+        )
+        if inp.ks_statistic_high is None
+        else (  # through summaries on a grid: D is bracketed, its p-value a range
+            "KS D between / at grid point / p-value between",
+            _cell("input.ks_statistic", inp.ks_statistic, _g(inp.ks_statistic, 3))
+            + _cell("input.ks_statistic_high", inp.ks_statistic_high, _g(inp.ks_statistic_high, 3))
+            + _cell("input.ks_location", inp.ks_location, _g(inp.ks_location))
+            + _cell("input.ks_pvalue_low", inp.ks_pvalue_low, _p(inp.ks_pvalue_low))
+            + _cell("input.ks_pvalue", inp.ks_pvalue, _p(inp.ks_pvalue)),
         ),
         (
             "zero-score rate (reference / current)",
@@ -410,9 +429,15 @@ def _input_section(
             "</figcaption></figure>"
         )
         out.append(
-            f"<figure>{charts.ecdf_chart(d, seg, inp.ks_statistic)}<figcaption>Empirical CDFs "
-            f"on {d.grid.size} grid points (exact there), the KS gap drawn at its exact "
-            f"location. {_link(_grafana(ctx.report, monitor.name, panel='ks', segment=seg), 'KS')}"
+            f"<figure>{charts.ecdf_chart(d, seg, inp.ks_statistic, inp.ks_statistic_high)}"
+            f"<figcaption>Empirical CDFs on {d.grid.size} grid points (exact there), the KS "
+            + (
+                "gap drawn at its exact location. "
+                if inp.ks_statistic_high is None
+                else "gap drawn at the grid point where it was bounded (checked through "
+                "summaries: D lies in a bracket, between grid points unseen). "
+            )
+            + f"{_link(_grafana(ctx.report, monitor.name, panel='ks', segment=seg), 'KS')}"
             "</figcaption></figure></div>"
         )
         out.append(_bins_table(d, inp))
