@@ -203,6 +203,33 @@ def test_memory_is_a_row_group_not_the_window(tmp_path: Path) -> None:
     assert peak < 16_000_000 / 4, peak
 
 
+def test_many_row_groups_of_one_bucket_hold_one_summary_not_one_each(tmp_path: Path) -> None:
+    """400 row groups of one hour on an 18k-point grid: each row group's dense summary was
+    kept until the end (110 MiB); they are added as they come, so the read holds about one
+    summary and one row group whatever the row group count."""
+    g = np.random.default_rng(1)
+    n, groups = 200_000, 400
+    ts = np.datetime64(T0.replace(tzinfo=None), "us") + np.sort(
+        g.integers(0, 3_600_000_000, n)
+    ).astype("timedelta64[us]")
+    write_parquet(
+        tmp_path / "many.parquet",
+        {"timestamp": ts, "score": g.normal(0, 1, n)},
+        row_group_size=n // groups,
+    )
+    spec = ScoreSpec(path=str(tmp_path / "many.parquet"))
+    window = Window(start=T0, end=T0 + timedelta(hours=1))
+    grid = Grid(np.sort(g.normal(0, 1, 18_000)))
+    one = grid.n_cells * 8
+    read_summaries(spec, window, grid, bucket=HOUR)  # footers cached
+    tracemalloc.start()
+    got = read_summaries(spec, window, grid, bucket=HOUR)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    assert sum(s.n for s in got.values()) == n
+    assert peak < 8 * one, (peak, one)
+
+
 def test_planned_tasks_read_without_listing_and_add_up_to_the_window(tree: Path) -> None:
     """An engine's tasks (``window_tasks``) read their own file as the caller planned it, hive
     partitions and segments included, without walking the source again: their parts add up to

@@ -619,7 +619,14 @@ def read_summary_part(
             planned.newest,
         )
     labels = _Labels()
-    parts: dict[tuple[int, int], list[ScoreSummary]] = {}
+    # each (segment, bucket)'s summary, added to as its row groups come: memory is a summary
+    # a part, not one a row group (400 row groups an hour held 110 MiB on an 18k-point grid)
+    parts: dict[tuple[int, int], ScoreSummary] = {}
+
+    def add(key: tuple[int, int], summary: ScoreSummary) -> None:
+        held = parts.get(key)
+        parts[key] = summary if held is None else held + summary
+
     rows = n_null = n_nan = n_inf = orphan = 0
     per_file: dict[str, int] = {}
     unplaced_at: dict[int, int] = {}
@@ -657,9 +664,7 @@ def read_summary_part(
                 first_b = 0 if step is None else (oldest - start) // step
                 invalid = bad_at.pop(first_b, 0)
                 orphan += _unplace(bad_at, unplaced_at, start, step)
-                parts.setdefault((0, first_b), []).append(
-                    summarize(chunk.values, grid, invalid=invalid, newest_ns=newest)
-                )
+                add((0, first_b), summarize(chunk.values, grid, invalid=invalid, newest_ns=newest))
                 continue
         assert chunk.stamps is not None  # a span is given only for a row group of one part
         # key = segment code * slots + bucket: (segment, bucket) in order, in a small range
@@ -702,13 +707,10 @@ def read_summary_part(
                 invalid=invalid_of.get(k, 0),
                 newest_ns=int(stamps[sel].max()),
             )
-            parts.setdefault((s_code, b), []).append(part)
+            add((s_code, b), part)
     names = labels.names() if spec.segment_column is not None else [""]
     out: dict[tuple[str, int], ScoreSummary] = {}
-    for (s_code, b), pieces in parts.items():
-        total = pieces[0]
-        for piece in pieces[1:]:
-            total = total + piece
+    for (s_code, b), total in parts.items():
         key2 = (names[s_code], start + b * (step or 0))
         out[key2] = out[key2] + total if key2 in out else total
     return SummaryPart(
