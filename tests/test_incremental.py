@@ -477,6 +477,32 @@ def test_a_late_file_rereads_exactly_its_bucket(rolling_world: Path, tmp_path: P
     assert web_after.current.n == int(np.count_nonzero(whole.segment_codes == web))
 
 
+def test_a_late_file_of_null_timestamps_rereads_no_bucket(
+    rolling_world: Path, tmp_path: Path
+) -> None:
+    """A file whose timestamps are all null holds no row of any window; its unknown span put
+    it in every bucket's fingerprint, and both windows were read again (192 buckets)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    checks = SummaryChecks(tmp_path / "state")
+    before = _read(checks, rolling_world, AT)
+    table = pa.table(
+        {
+            "timestamp": pa.array([None] * 10, pa.timestamp("us", tz="UTC")),
+            "score": np.ones(10),
+            "segment": np.array(["web"] * 10),
+        }
+    )
+    pq.write_table(table, rolling_world / "scores" / "date=2026-11-09" / "late-null.parquet")
+    after = _read(checks, rolling_world, AT)
+    assert after.buckets_read == 0
+    assert _totals(after).keys() == _totals(before).keys()
+    for name, (ref, cur) in _totals(after).items():
+        assert np.array_equal(ref, _totals(before)[name][0])
+        assert np.array_equal(cur, _totals(before)[name][1])
+
+
 @pytest.mark.parametrize("mixed", [False, True])
 @pytest.mark.parametrize("fixed", [True, False])
 def test_an_hour_of_invalid_scores_stays_in_its_hour(

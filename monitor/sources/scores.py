@@ -491,8 +491,17 @@ def _file_stat(
             _WHOLE.clear()
         _WHOLE[(*planned, *f.identity, deletes)] = stat
         return stat, False
-    lo = [stats.lo[g] for g in plan.groups]
-    hi = [stats.hi[g] for g in plan.groups]
+    # a row group of null timestamps only holds no row of any window: its unknown span would
+    # put the file in every bucket's fingerprint (a late file of them re-read both windows)
+    groups = [
+        g
+        for g in plan.groups
+        if stats.lo[g] is not None or (nulls := stats.nulls[g]) is None or nulls < stats.rows[g]
+    ]
+    if not groups:
+        return None, False
+    lo = [stats.lo[g] for g in groups]
+    hi = [stats.hi[g] for g in groups]
     known = all(x is not None for x in lo + hi)
     return (
         FileStat(
