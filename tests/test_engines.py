@@ -252,6 +252,64 @@ def test_spark_summaries_equal_local_ones(tmp_path: Path, spark_engine) -> None:
     assert str(theirs.value) == str(ours.value)
 
 
+_DEAD_JVM = """
+import os, signal, sys, time
+from pathlib import Path
+sys.path.insert(0, sys.argv[2])
+from monitor.engines import make_engine
+from monitor.errors import EngineUnavailableError
+from monitor.sources import ScoreSpec, Window, read_scores
+from monitor.stats import build_baseline, summary_grid
+from tests.test_summaries_reader import HOUR, T0, _tree, same_parts
+root = Path(sys.argv[1])
+_tree(root)
+spec = ScoreSpec(path=str(root), segment_column="segment", max_invalid_share=0.1)
+window = Window(start=T0, end=T0 + 30 * HOUR)
+b = build_baseline(read_scores(spec, window).values)
+grid = summary_grid(b.sorted_reference, b.edges, n_current=100)
+engine = make_engine("spark", spark_master="local[1]")
+first = engine.summaries(spec, window, grid)
+assert engine.alive
+proc = engine._spark.sparkContext._gateway.proc
+os.kill(proc.pid, signal.SIGKILL)
+proc.wait(timeout=30)
+assert not engine.alive
+try:
+    engine.summaries(spec, window, grid)
+except EngineUnavailableError as exc:
+    assert "local[1]" in str(exc), exc
+else:
+    raise AssertionError("a dead JVM's call succeeded")
+engine.close()
+again = make_engine("spark", spark_master="local[1]")
+same_parts(first, again.summaries(spec, window, grid))
+again.close()
+print("replaced")
+"""
+
+
+def test_a_spark_engine_whose_jvm_died_is_replaced_not_kept(tmp_path: Path) -> None:
+    """The driver's JVM killed (an out-of-memory kill): the engine said it was alive, every
+    later check failed with a raw ConnectionRefusedError naming no address, and a new engine
+    got the dead session back from getOrCreate. Now the call is an EngineUnavailableError
+    naming the master, ``alive`` is false (so the checks replace it), and a new engine
+    starts a new JVM. In a process of its own: the module's session shares this one's JVM."""
+    pytest.importorskip("pyspark", reason="the optional extra .[spark] is not installed")
+    import subprocess
+    import sys
+
+    repo = str(Path(__file__).resolve().parent.parent)
+    done = subprocess.run(
+        [sys.executable, "-c", _DEAD_JVM, str(tmp_path / "scores"), repo],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=repo,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip().endswith("replaced")
+
+
 def test_an_unknown_engine_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="'local', 'dask' or 'spark'"):
         make_engine("ray")

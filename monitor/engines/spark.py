@@ -17,6 +17,7 @@ optional extra ``.[spark]``, with Java 17: Debian's ``openjdk-17-jre-headless``)
 from __future__ import annotations
 
 import functools
+import logging
 import os
 import pickle
 import sys
@@ -37,6 +38,8 @@ from monitor.stats import Grid
 
 __all__ = ["SparkEngine"]
 
+log = logging.getLogger(__name__)
+
 
 class SparkEngine:
     """Summaries computed by Spark executors, a few tasks a core, each task's files' parts
@@ -46,6 +49,7 @@ class SparkEngine:
 
     def __init__(self, master: str = "local[2]", *, remote: str | None = None) -> None:
         self.address = remote if remote is not None else master
+        self._remote = remote
         try:
             from pyspark.sql import SparkSession
         except ImportError as exc:
@@ -94,12 +98,18 @@ class SparkEngine:
             return merge_summary_parts(spec, window, grid, [], bucket=bucket, check=check)
         files = [t.path for t in tasks]
         payload = pickle.dumps((spec, window, grid, bucket, {t.path: t for t in tasks}))
-        frame = self._spark.createDataFrame([(f,) for f in files], "path string")
-        # a few tasks a core, each adding up its files' parts: the driver collects a part a
-        # task, not one a file (Spark Connect has no context to ask: a task a file there)
-        frame = frame.repartition(min(len(files), 4 * self._cores()))
-        task = functools.partial(summary_part_batches, payload)
-        rows = frame.mapInArrow(task, "part binary").collect()
+        try:
+            frame = self._spark.createDataFrame([(f,) for f in files], "path string")
+            # a few tasks a core, each adding up its files' parts: the driver collects a part
+            # a task, not one a file (Spark Connect has no context to ask: a task a file there)
+            frame = frame.repartition(min(len(files), 4 * self._cores()))
+            task = functools.partial(summary_part_batches, payload)
+            rows = frame.mapInArrow(task, "part binary").collect()
+        except Exception as exc:  # the session's (py4j, a dead JVM, Spark Connect): a file's
+            # or column's problem comes back as a row, raised below as the reader raised it
+            raise EngineUnavailableError(
+                "spark", self.address, f"{type(exc).__name__}: {exc}"
+            ) from exc
         parts: list[SummaryPart] = []
         for row in rows:
             got = pickle.loads(row.part)
@@ -116,5 +126,41 @@ class SparkEngine:
         except Exception:  # Spark Connect: no sparkContext (its own error class)
             return 1 << 30
 
+    @property
+    def alive(self) -> bool:
+        """Whether the session's JVM still runs (a local or cluster driver's gateway process:
+        once it is killed, an out-of-memory kill, every call fails); Spark Connect's session
+        has no such process and counts as alive (a failed call replaces it)."""
+        return self._remote is not None or not _gateway_dead()
+
     def close(self) -> None:
-        self._spark.stop()
+        try:
+            self._spark.stop()
+        except Exception as exc:  # a dead JVM cannot be asked to stop
+            log.debug("spark session not stopped", extra={"error": str(exc)})
+        if self._remote is None and _gateway_dead():
+            _forget_gateway()
+
+
+def _gateway_dead() -> bool:
+    """Whether pyspark's JVM gateway process (started by this process) has exited."""
+    try:
+        from pyspark import SparkContext
+    except ImportError:  # pragma: no cover - the engine was made, so pyspark imports
+        return False
+    proc = getattr(SparkContext._gateway, "proc", None)
+    return proc is not None and proc.poll() is not None
+
+
+def _forget_gateway() -> None:
+    """Forget a dead JVM gateway and the session and context that used it, so the next
+    ``getOrCreate`` starts a new JVM instead of handing back the dead session (pyspark keeps
+    them in class attributes, and reuses a gateway for every later context)."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    SparkContext._gateway = None
+    SparkContext._jvm = None
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
