@@ -216,3 +216,34 @@ def test_a_monitor_named_only_dots_is_refused(tmp_path: Path, name: str) -> None
     ]
     ok = text.replace(f'"{name}"', '".a."')
     assert load_config(_write(tmp_path, ok)).monitors[0].name == ".a."
+
+
+@pytest.mark.parametrize(
+    ("extra", "engine", "only"),
+    [
+        # a bad cron: the window rule then ran against the default 1h interval
+        ('schedule = "0 25 * * *"\nwindows.current = "30m"\n', "", "monitors[0].schedule:"),
+        # a bad bucket: the bucket rules then ran against the default 1h bucket
+        (
+            'schedule = "30m"\nwindows.current = "90m"\n',
+            '[engine]\nkind = "local"\nsummary.bucket = "2x"\n',
+            "engine.summary.bucket:",
+        ),
+        (
+            'schedule = "30m"\nwindows.current = "90m"\n',
+            '[engine]\nkind = "local"\nsummary.bucket = "2d"\n',
+            "engine.summary.bucket:",
+        ),
+    ],
+)
+def test_a_bad_value_is_reported_once_not_again_through_the_rules_it_feeds(
+    tmp_path: Path, extra: str, engine: str, only: str
+) -> None:
+    """The checks across settings ran on the defaults that stood in for a value that did not
+    parse, adding errors about values the user never wrote."""
+    text = f'{engine}[[monitors]]\nname = "a"\nscores.path = "s"\noutcomes.path = "o"\n{extra}'
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    problems = info.value.problems
+    assert len(problems) == 1, problems
+    assert problems[0].startswith(only)

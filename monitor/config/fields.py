@@ -32,6 +32,14 @@ class _Collector:
     def add(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}")
 
+    def failed(self, *paths: str, since: int = 0) -> bool:
+        """Whether a problem was recorded (after the first ``since``) for one of ``paths`` or
+        a key under it: a check across settings runs only on values that parsed (one bad
+        value once added errors about defaults the user never wrote)."""
+        return any(
+            p.startswith((f"{path}:", f"{path}.")) for p in self.problems[since:] for path in paths
+        )
+
     def table(self, data: Any, path: str) -> dict[str, Any]:
         if data is None:
             return {}

@@ -235,7 +235,10 @@ def _parse_monitor(
     drift = _parse_drift(c, t.get("drift"), f"{path}.drift")
     decay = _parse_decay(c, t.get("decay"), f"{path}.decay")
     budget = _parse_budget(c, t.get("budget"), f"{path}.budget")
-    _check_resamples(c, path, schedule, decay, budget)
+    parts = [f"{path}.{k}" for k in ("schedule", "windows", "drift", "decay", "budget")]
+    parsed = not c.failed(*parts, since=before)  # the cross-checks' inputs are the user's
+    if parsed:
+        _check_resamples(c, path, schedule, decay, budget)
     interval = schedule.nominal_interval(budget.period)
     run_timeout = c.get(t, "run_timeout", path, min(timedelta(minutes=10), interval), _duration)
     misfire = c.get(t, "misfire_grace", path, min(timedelta(minutes=5), interval), _duration)
@@ -244,10 +247,11 @@ def _parse_monitor(
         table = t.get(side)
         if isinstance(table, dict) and "max_lag" in table:
             lags[side] = c.get(table, "max_lag", f"{path}.{side}", None, _duration)
-    _check_windows(c, path, windows, drift, decay, interval, schedule_is_cron=schedule.is_cron)
+    if parsed:
+        _check_windows(c, path, windows, drift, decay, interval, schedule_is_cron=schedule.is_cron)
     kind = c.get(t, "engine", path, None, _engine_kind)
     settings = engine if engine is not None or kind is None else EngineConfig()
-    if settings is not None:
+    if settings is not None and parsed and not c.failed("engine.summary.bucket"):
         _check_buckets(c, path, settings, schedule, windows, drift)
         if kind == "auto" and settings.cluster_kind() is None:
             c.add(
