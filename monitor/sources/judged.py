@@ -65,7 +65,7 @@ from monitor.sources.ranked import (
     join,
     placement,
 )
-from monitor.sources.textfiles import _is_trec, _numbers, _tokens, _trec_files
+from monitor.sources.textfiles import _is_trec, _tokens, _trec_files
 from monitor.sources.translate import _translate
 
 
@@ -763,17 +763,14 @@ def _read_trec_runs(
     files = _trec_files(source, window)
     parsed = []
     for f, t in files:
-        fields = _tokens(source, f, 6, "qid Q0 docid rank score tag")
-        rank = _numbers(fields[:, 3], f, "rank", fields)
-        score = _numbers(fields[:, 4], f, "score", fields)
-        parsed.append((f.path, t, fields, rank, score))
-    sink = _RunSink(
-        sum(p[2].shape[0] for p in parsed), judgments, rank=True, score=True, segment=False
-    )
-    for path, t, fields, rank, score in parsed:
-        query = coder.queries(pa.array(fields[:, 0], pa.string()), path, None)
-        docs = pa.array(fields[:, 2], pa.string())
-        sink.add(t, query, docs, id_keys(docs), rank, score, None)
+        shape = "qid Q0 docid rank score tag"
+        numbers = {3: "rank", 4: "score"}
+        parsed.append((f.path, t, _tokens(source, f, 6, shape, text=(0, 2), numbers=numbers)))
+    sink = _RunSink(sum(p[2].rows for p in parsed), judgments, rank=True, score=True, segment=False)
+    for path, t, fields in parsed:
+        query = coder.queries(fields.text[0], path, None)
+        docs = fields.text[2]
+        sink.add(t, query, docs, id_keys(docs), fields.numbers[3], fields.numbers[4], None)
     return sink.rows(rows=sink.n, dropped=0, files=len(files), fmt="trec")
 
 

@@ -42,7 +42,7 @@ from monitor.sources.ranked import (
     id_keys,
     index_judgments,
 )
-from monitor.sources.textfiles import _is_parquet, _numbers, _tokens
+from monitor.sources.textfiles import _is_parquet, _tokens
 from monitor.sources.translate import _translate
 
 _CACHE_LOCK = threading.Lock()
@@ -96,13 +96,9 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
             batches.append((f, _parquet_judgments(chosen, f, footer, judged)))
         else:
             kinds.add("trec")
-            fields = _tokens(chosen, f, 4, "qid 0 docid grade")
-            capacity += fields.shape[0]
-            trec = (
-                pa.array(fields[:, 0], pa.string()),
-                pa.array(fields[:, 2], pa.string()),
-                _numbers(fields[:, 3], f, "grade", fields),
-            )
+            fields = _tokens(chosen, f, 4, "qid 0 docid grade", text=(0, 2), numbers={3: "grade"})
+            capacity += fields.rows
+            trec = (fields.text[0], fields.text[2], fields.numbers[3])
             batches.append((f, iter([trec])))
     codes = np.empty(capacity, dtype=np.int64)
     grades = np.empty(capacity)
