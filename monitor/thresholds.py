@@ -4,7 +4,7 @@ A monitor's CUSUM threshold is a Markov-chain root search over its budget (0.07-
 schedule and the shared-reference terms; ``verdict.plan``), and a cron or Nagios caller starts a
 fresh process for every check. The daemon (``monitor run``), which owns ``state_dir``, keeps the
 thresholds it knows in ``<state_dir>/cache/thresholds.json`` (a directory, so the name can never
-be a monitor's state file): ``{"format": 1, "versions": {...}, "thresholds": {key: hex}}``, keys
+be a monitor's state file): ``{"format": 2, "versions": {...}, "thresholds": {key: hex}}``, keys
 by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``float.hex``),
 values exact. ``check`` and ``report`` only read it (they write nothing).
 
@@ -41,7 +41,7 @@ from monitor.verdict.plan import known_thresholds, remember_thresholds
 
 __all__ = ["load_thresholds", "save_thresholds"]
 
-FORMAT = 1
+FORMAT = 2  # 2: CUSUM thresholds from the chain's exact T-step absorption (1's are stale)
 log = logging.getLogger("monitor")
 
 

@@ -31,7 +31,7 @@ def test_saved_thresholds_are_the_searched_ones(fresh: None, tmp_path: Path) -> 
     searched = _search()
     assert save_thresholds(tmp_path, known=0) == 2
     doc = json.loads((tmp_path / "cache" / "thresholds.json").read_text())
-    assert doc["format"] == 1
+    assert doc["format"] == 2
     assert set(doc["versions"]) == {
         "monitor",
         "numpy",
@@ -70,8 +70,10 @@ def test_a_remembered_threshold_is_used_instead_of_a_search(fresh: None) -> None
     "text",
     [
         "{not json",
-        '{"format": 2, "versions": {}, "thresholds": {}}',
-        '{"format": 1, "versions": {"monitor": "0"}, "thresholds": {"a": "0x1p+1"}}',
+        '{"format": 3, "versions": {}, "thresholds": {}}',
+        '{"format": 2, "versions": {"monitor": "0"}, "thresholds": {"a": "0x1p+1"}}',
+        # format 1's CUSUM thresholds came from the geometric run-length form: stale
+        '{"format": 1, "versions": {}, "thresholds": {"a": "0x1p+1"}}',
         "[1, 2]",
     ],
 )

@@ -3,7 +3,8 @@
 Design (``docs/statistics.md``, notes D.3): each window's p-value becomes z = Phi^-1(1 - p),
 clipped to [-4, 8]; the CUSUM S_t = max(0, S_{t-1} + z_t - k) alarms when S_t > h, with h chosen
 so that the in-control average run length ARL0 meets a false-alarm budget:
-P(false alarm within T looks) ~= 1 - exp(-T / ARL0).
+P(false alarm within T looks) ~= 1 - exp(-T / ARL0); with a shared reference (below), exactly
+the chain's T-step absorption instead.
 
 Shared reference noise. When every window is compared with the same reference sample, the
 windows' z-scores share the reference's own sampling error. At the edge of a tolerance null
@@ -87,14 +88,45 @@ def cusum_arl(h: float, *, k: float = 0.5, shift: float = 0.0, states: int = _ST
     return _arl(h, k, shift, states)
 
 
-def _arl(h: float, k: float, shift: float, states: int) -> float:
+def _transitions(h: float, k: float, shift: float | np.ndarray, states: int) -> np.ndarray:
+    """The Brook-Evans chain's transient transition matrix (``states`` x ``states``; a stack
+    of them for an array of shifts): P[i, j] = P(next value in cell j | midpoint of cell i)."""
     w = h / states
     centres = (np.arange(states) + 0.5) * w
     tops = (np.arange(states) + 1) * w
-    upper = special.ndtr(tops[None, :] - centres[:, None] + k - shift)
-    lower = special.ndtr(tops[None, :] - w - centres[:, None] + k - shift)
-    transition = upper - lower
-    transition[:, 0] = upper[:, 0]
+    at = np.asarray(shift, dtype=np.float64)[..., None, None]
+    upper = special.ndtr(tops[None, :] - centres[:, None] + k - at)
+    lower = special.ndtr(tops[None, :] - w - centres[:, None] + k - at)
+    transition: np.ndarray = np.asarray(upper - lower, dtype=np.float64)
+    transition[..., :, 0] = upper[..., :, 0]
+    return transition
+
+
+def _alarm_within(h: float, k: float, shifts: np.ndarray, states: int, looks: int) -> np.ndarray:
+    """P(the CUSUM from 0 alarms within ``looks`` steps) for each of ``shifts``: 1 minus the
+    mass the chain keeps after ``looks`` steps of its transient matrix (the exact T-step
+    absorption, not 1 - exp(-T / ARL): a chain must climb to h before it can alarm, so with
+    few looks the geometric form overstates the chance, most for the shifted nodes, and an
+    h solved from it held a daily schedule's CUSUM at 0.000 against a 0.004 budget)."""
+    mats = _transitions(h, k, shifts, states).reshape(len(shifts), states, states)
+    mass = np.zeros((len(shifts), states))
+    mass[:, 0] = 1.0
+    steps = looks
+    # the chain's mass after T steps by repeated squaring of its matrices: log2(T) products
+    out = mass
+    power = mats
+    while steps:
+        if steps & 1:
+            out = np.einsum("ni,nij->nj", out, power)
+        steps >>= 1
+        if steps:
+            power = power @ power
+    alarmed: np.ndarray = np.clip(1.0 - out.sum(axis=1), 0.0, 1.0)
+    return alarmed
+
+
+def _arl(h: float, k: float, shift: float, states: int) -> float:
+    transition = _transitions(h, k, shift, states).reshape(states, states)
     # a chain that all but never escapes (a strongly negative shift: ARL past 1e20) leaves
     # I - P singular in floats: the solve fails, or returns garbage, negative or not finite
     try:
@@ -165,13 +197,14 @@ def cusum_threshold_shared(
     phases: int = 1,
     states: int = _STATES,
 ) -> float:
-    """CUSUM h so that E_U[1 - exp(-T / ARL(h | U))] = p for windows sharing a reference.
+    """CUSUM h so that E_U[P(alarm within T looks | U)] = p for windows sharing a reference.
 
     Given U the increments are N(sqrt(r) U, 1 - r) with r = rho / phases; standardising by
     s = sqrt(1 - r) gives a CUSUM with reference k / s, threshold h / s and shift sqrt(r) U / s,
-    whose ARL is ``cusum_arl``'s Brook-Evans chain. ``rho = 0`` gives exactly
-    ``cusum_threshold(arl_for_budget(T, p), k=k)``. Usually h is above that (a shared
-    reference adds false alarms); with few looks and a large k it can be below it. 0 when even
+    whose chance of an alarm within T looks is the exact T-step absorption of ``cusum_arl``'s
+    Brook-Evans chain from 0 (``_alarm_within``). ``rho = 0`` gives exactly
+    ``cusum_threshold(arl_for_budget(T, p), k=k)``, the ARL definition. Usually h is above
+    that (a shared reference adds false alarms); with few looks it can be below it. 0 when even
     h -> 0 holds the budget independently (then also with a shared reference: P(any alarm)
     = E_U[1 - (1 - q(U))^T] <= 1 - (1 - E q)^T, concave in the per-look rate q).
     """
@@ -186,14 +219,12 @@ def cusum_threshold_shared(
     s = math.sqrt(1.0 - r)
     shifts = math.sqrt(r) * _GH_NODES / s
 
+    used = _GH_WEIGHTS >= 1e-12
+    nodes, weights = shifts[used], _GH_WEIGHTS[used]
+
     def gap(h: float) -> float:
-        fa = 0.0
-        for shift, w in zip(shifts, _GH_WEIGHTS, strict=True):
-            if w < 1e-12:
-                continue
-            arl = _arl(h / s, k / s, float(shift), states)  # inf: the chain never alarms
-            fa += w * -math.expm1(-looks / arl)
-        return math.log(fa) - math.log(p)
+        fa = float(weights @ _alarm_within(h / s, k / s, nodes, states, looks))
+        return math.log(max(fa, 1e-300)) - math.log(p)
 
     low = cusum_threshold(arl_for_budget(looks, p), k=k, states=states)
     if gap(low) <= 0:
