@@ -362,11 +362,13 @@ def _evaluate_input(
                 and not state.active
                 and _close_to_anchor(anchor, inputs, period, cfg.tolerance, cfg.smoothing)
             )
-            # frozen while the log was younger than the reference (phases with no rows, whose
-            # blocks it cannot judge): completed once the rolling reference has them
-            or (not state.active and _fills_anchor(anchor.array, counts))
         ):
             anchor = _make_anchor(at, data, edges, counts)
+        elif not state.active and _fills_anchor(anchor.array, counts):
+            # frozen while the log was younger than the reference, or a quiet hour had no
+            # rows: its empty phases (whose blocks it cannot judge) are filled from the
+            # rolling reference, binned on its own edges; every other phase stays frozen
+            anchor = _filled_anchor(anchor, inputs.reference_counts(anchor.edge_array, period))
         state = replace(state, anchor_ref=anchor)
         more.update(
             anchor_start=_iso(anchor.start),
@@ -430,6 +432,20 @@ def _fills_anchor(anchor: np.ndarray, counts: np.ndarray) -> bool:
     if anchor.shape[0] == 1:
         return False
     return bool(np.any((anchor.sum(axis=1) <= 0) & (counts.sum(axis=1) > 0)))
+
+
+def _filled_anchor(anchor: Anchor, rolling: np.ndarray) -> Anchor:
+    """``anchor`` with its phases of no rows taken from ``rolling`` (per-phase counts on the
+    anchor's edges); its other phases, window and time set unchanged."""
+    empty = anchor.array.sum(axis=1) <= 0
+    filled = np.where(empty[:, None], rolling, anchor.array)
+    return Anchor(
+        edges=anchor.edges,
+        counts=tuple(tuple(float(x) for x in row) for row in filled),
+        start=anchor.start,
+        end=anchor.end,
+        set_at=anchor.set_at,
+    )
 
 
 def _close_to_anchor(
