@@ -353,6 +353,22 @@ def _cron_checks(schedule: Schedule, period: timedelta) -> int:
     walk = [schedule.next_slot(_WALK_START - _MICROSECOND)]
     while walk[-1] <= end and len(walk) < _COUNT_WALK:
         walk.append(schedule.next_slot(walk[-1]))
+    if (
+        walk[-1] <= end
+        and schedule.cron_fields is not None
+        and period % timedelta(days=1) == (timedelta(0))
+    ):
+        # too dense to walk a year: every day that fires has the same slots (the minute and
+        # hour fields do not depend on the day), and a period of whole days starting at any
+        # time holds at most as many as the best period starting at midnight, so count days
+        days = period // timedelta(days=1)
+        per_day = len(schedule.cron_fields[0]) * len(schedule.cron_fields[1])
+        months = schedule.cron_fields[3]
+        fires = [
+            d.month in months and schedule._day_matches(d.year, d.month, d.day)
+            for d in (_WALK_START + timedelta(days=i) for i in range(366 + days))
+        ]
+        return max(1, per_day * max(sum(fires[i : i + days]) for i in range(367)))
     last = walk[-1]
     best = 0
     for i, t in enumerate(walk):

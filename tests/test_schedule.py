@@ -100,6 +100,11 @@ def test_a_cron_is_planned_for_its_busiest_period() -> None:
         assert densest == want, text
         assert cron.checks_per(month) == want, text
     assert parse_schedule("0 * * 2-12 *").nominal_interval() == timedelta(hours=1)
+    # too dense to walk a year (50,000 slots reach only February): counted by the days that
+    # fire, every such day holding the same slots (the walk once missed July and August)
+    assert parse_schedule("* * * 2,7,8 *").checks_per(month) == 30 * 1440
+    assert parse_schedule("* * * 2 *").checks_per(month) == 28 * 1440
+    assert parse_schedule("*/2 * 1-10 * *").checks_per(month) == 12 * 720  # 1-10 Feb, 1-2 Mar
     assert parse_schedule("*/5 * * * *").checks_per(month) == 8640  # too dense to walk a year
 
 
