@@ -1211,12 +1211,12 @@ def test_the_largest_history_allowed_is_read_back_not_set_aside() -> None:
     entry = {
         "at": "2026-10-01T12:01:30.123456Z",
         "state": "insufficient_data",
-        "input_segment": "s" * history.SEGMENT_CHARS,
+        "input_segment": history._segment("界" * 200),
         "evidence": True,
         "drift": False,
         **dict.fromkeys(history._INPUT_KEYS, longest),
         "alarm": "immediate",
-        "outcome_segment": "s" * history.SEGMENT_CHARS,
+        "outcome_segment": history._segment("😀" * 200),
         "new_look": True,
         "decay": False,
         **dict.fromkeys(history._OUTCOME_KEYS, longest),
@@ -1237,11 +1237,16 @@ def test_the_largest_history_allowed_is_read_back_not_set_aside() -> None:
 def test_a_long_segment_name_is_cut_in_the_history() -> None:
     """Segment values are the data's, of any length; an entry holds at most SEGMENT_CHARS of
     one, so the entries' bytes, and the file's, stay bounded."""
+    import json
+
     from monitor.report import history
 
-    long = "x" * 1000
-    assert history._segment(long) == "x" * (history.SEGMENT_CHARS - 1) + "…"
-    assert len(history._segment(long) or "") == history.SEGMENT_CHARS
+    for char in ("x", "界", "😀", "\n"):
+        cut = history._segment(char * 1000) or ""
+        assert cut.endswith("…")
+        assert len(json.dumps(cut)) - 2 <= history.SEGMENT_BYTES  # JSON's bytes, not chars
+        assert len(json.dumps(cut)) - 2 > history.SEGMENT_BYTES - 12
+    assert history._segment("界" * 21) == "界" * 21  # 126 bytes: kept whole
     assert history._segment("web") == "web"
     assert history._segment(None) is None
 
@@ -1253,6 +1258,7 @@ def test_p_values_and_slot_times_keep_what_tells_them_apart() -> None:
     from monitor.report.page import _iso, _p
 
     assert _p(3.36e-05) != _p(9.41e-05)
+    assert _p(0.00157) != _p(0.00164)  # either side of a daily look's alpha, 0.00161
     assert (_p(3.36e-05), _p(9.41e-05), _p(0.04321), _p(0.0)) == (
         "3.36e-05",
         "9.41e-05",

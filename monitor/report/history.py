@@ -114,13 +114,23 @@ def history_entry(verdict: Verdict) -> dict[str, Any]:
     return entry
 
 
-SEGMENT_CHARS = 128  # a segment's name in an entry, at most: bounds an entry's bytes
+SEGMENT_BYTES = 128  # a segment's name in an entry's JSON, at most: bounds an entry's bytes
 
 
 def _segment(name: str | None) -> str | None:
-    """A segment's name for an entry, cut to ``SEGMENT_CHARS`` (segment values are the data's,
-    of any length; the entries only tell runs of one driving segment apart)."""
-    return name if name is None or len(name) <= SEGMENT_CHARS else name[: SEGMENT_CHARS - 1] + "…"
+    """A segment's name for an entry, cut so that its JSON text (ASCII: a CJK character is 6
+    bytes, an emoji 12) holds at most ``SEGMENT_BYTES`` (segment values are the data's, of
+    any length; the entries only tell runs of one driving segment apart)."""
+    if name is None or len(json.dumps(name)) - 2 <= SEGMENT_BYTES:
+        return name
+    room = SEGMENT_BYTES - (len(json.dumps("…")) - 2)
+    cut = []
+    for ch in name:
+        room -= len(json.dumps(ch)) - 2
+        if room < 0:
+            break
+        cut.append(ch)
+    return "".join(cut) + "…"
 
 
 def _parse_at(entry: Mapping[str, Any]) -> datetime:

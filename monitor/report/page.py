@@ -186,13 +186,14 @@ def _pct(x: float | None) -> str:
 
 
 def _p(x: float | None) -> str:
-    """A p-value to 3 significant digits below 0.001 (a look's alpha can be 6.7e-05: a cut-off
-    at 1e-4 showed a raising and a quiet look alike), to 4 decimals above; below 1e-300, 0."""
+    """A p-value to 3 significant digits below 0.01, as the page shows a look's alpha (an
+    hourly look's is 6.7e-05, a daily one's 0.00161: cut at "< 0.0001", or at 4 decimals,
+    a raising and a quiet look read alike), to 4 decimals above; below 1e-300, so."""
     if x is None:
         return "–"
     if x < 1e-300:
         return "< 1e-300"
-    return f"{x:.3g}" if x < 1e-3 else f"{x:.4f}"
+    return f"{x:.3g}" if x < 1e-2 else f"{x:.4f}"
 
 
 def _cell(key: str, value: Any, text: str, *, numeric: bool = True) -> str:
