@@ -659,7 +659,7 @@ def test_a_cache_at_its_bound_is_not_listed_again_at_every_write(
 ) -> None:
     """An eviction lists and stats every entry (other processes write the cache too); at the
     bound every put evicted one bucket and listed them all again (0.2-0.5 s a put with
-    17,000 entries). It now goes down to 90 % of the bound: a listing per tenth of it."""
+    17,000 entries). It lists again only once a tenth of the bound was written since."""
     from monitor.incremental import store
 
     unbounded = tmp_path / "unbounded"
@@ -679,6 +679,24 @@ def test_a_cache_at_its_bound_is_not_listed_again_at_every_write(
     per_bucket = size / (8 * 24)
     past = 8 * 24 - (size // 3) / per_bucket  # the puts after the bound was first reached
     assert len(listings) <= 2 + past / (0.1 * (size // 3) / per_bucket), (len(listings), past)
+
+
+def test_a_cache_just_over_the_working_set_keeps_what_the_next_check_needs(
+    rolling_world: Path, tmp_path: Path
+) -> None:
+    """A bound 1 % over the windows' buckets: each new hour evicts the oldest; a fresh process
+    (``monitor check``, the daemon after a restart) then reads only the new hour. Evicting
+    down to 90 % of the bound (a first fix of the listing cost) removed buckets still in use,
+    and fresh processes read 13-19 of them again every few hours."""
+    unbounded = tmp_path / "unbounded"
+    _read(SummaryChecks(unbounded), rolling_world, AT)
+    size = sum(f.stat().st_size for f in (unbounded / "summaries").rglob("*.bucket"))
+    state = tmp_path / "state"
+    assert _read(SummaryChecks(state, max_bytes=int(size * 1.01)), rolling_world, AT).buckets_read
+    for hours in range(1, 13):
+        fresh = SummaryChecks(state, max_bytes=int(size * 1.01))
+        read = _read(fresh, rolling_world, AT + hours * HOUR)
+        assert read.buckets_read == 1, (hours, read.buckets_read)
 
 
 def test_the_grid_is_kept_then_rebuilt_when_the_reference_has_turned_over(
@@ -1026,8 +1044,7 @@ def test_the_disk_bound_counts_every_writers_buckets_and_only_buckets(tmp_path: 
     for start in range(4, 8):
         daemon.put("m", "k", "fp", bucket(start))
     entries = sorted(int(p.stem) for p in (tmp_path / "m" / "k").glob("*.bucket") if p != stray)
-    # the newest of both writers', down to 90 % of the bound (3 of 4 entries' bytes)
-    assert entries == [5, 6, 7]
+    assert entries == [4, 5, 6, 7]  # the newest four of both writers'
     assert stray.exists()
 
 

@@ -11,7 +11,7 @@ import re
 import threading
 import time
 import zipfile
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -223,7 +223,7 @@ def _checksum(meta: Mapping[str, object], cells: bytes) -> str:
 
 _BUCKET_STEM = re.compile(r"-?\d+")  # an entry's file name: its start, ns since the epoch
 _RELIST_SECONDS = 86_400.0  # how often the cache's files are listed again (other writers)
-_LOW_WATER = 0.9  # an eviction at the bound goes down to this share of it
+_RELIST_SHARE = 0.1  # the share of the bound written between two listings for an eviction
 _TMP_WRITER = re.compile(r"^\..+\.(\d+)_\d+\.tmp$")  # atomic_write's .<stem>.<pid>_<thread>.tmp
 
 
@@ -257,6 +257,9 @@ class BucketCache:
         self._memory: OrderedDict[tuple[str, str, int], tuple[str, Bucket]] = OrderedDict()
         self._memory_bytes = 0
         self._disk: dict[Path, int] | None = None
+        self._disk_total = 0  # the bytes of ``_disk``
+        self._written = 0  # bytes this process wrote since the last listing
+        self._order: deque[Path] | None = None  # ``_disk``'s entries, oldest first, as evicted
         self._listed_at = 0.0
         self._lock = threading.Lock()
         self.hits = self.misses = self.corrupt = 0
@@ -379,35 +382,52 @@ class BucketCache:
                 self._memory_bytes -= gone.nbytes
 
     def _account(self, path: Path, size: int) -> None:
-        """Count a bucket written, and past ``max_bytes`` evict the oldest (by start) on disk.
+        """Count a bucket written, and past ``max_bytes`` evict the oldest (by start) on disk
+        until the rest fit.
 
         Several processes write one cache (the daemon, a backtest): the files are listed again
-        before evicting and once a day, so what the others wrote or removed is counted (a
-        process once counted only its own writes, and the cache grew past its bound). Only
-        files named as buckets (``<start_ns>.bucket``) are counted or evicted. An eviction
-        goes down to ``_LOW_WATER`` of the bound, so the next listing waits for a tenth of
-        the bound's writes (or a day): at the bound, every put once listed and stat-ed every
-        entry (17,000 entries: 0.2-0.5 s a put)."""
+        before an eviction, so what the others wrote or removed is counted (a process once
+        counted only its own writes, and the cache grew past its bound), but at most once a
+        tenth of the bound's bytes written by this process (or a day): at the bound every
+        put once listed and stat-ed every entry (17,000 entries: 0.2-0.5 s a put). Between
+        listings the count is this process's view. Only files named as buckets
+        (``<start_ns>.bucket``) are counted or evicted."""
         assert self.directory is not None
         with self._lock:
             now = time.monotonic()
-            if self._disk is None or now - self._listed_at > _RELIST_SECONDS:
-                self._disk, self._listed_at = self._listing(), now
+            stale = now - self._listed_at > _RELIST_SECONDS
+            if self._disk is None or stale:
+                self._relist(now)
+            assert self._disk is not None
+            self._disk_total += size - self._disk.get(path, 0)
             self._disk[path] = size
-            total = sum(self._disk.values())
-            if total <= self.max_bytes:
+            self._written += size
+            if self._disk_total <= self.max_bytes:
                 return
-            self._disk, self._listed_at = self._listing(), now
-            self._disk[path] = size
-            total = sum(self._disk.values())
-            low = int(self.max_bytes * _LOW_WATER)
-            for victim in sorted(self._disk, key=lambda p: int(p.stem)):
-                if total <= low:
-                    break
-                if victim == path:
+            if self._written >= self.max_bytes * _RELIST_SHARE:
+                self._relist(now)
+                self._disk_total += size - self._disk.get(path, 0)
+                self._disk[path] = size
+            # the oldest first, in the order of the entries known when it was made (made
+            # again when they are used up: those written since are in it then)
+            while self._disk_total > self.max_bytes:
+                if not self._order:
+                    self._order = deque(
+                        sorted((p for p in self._disk if p != path), key=lambda p: int(p.stem))
+                    )
+                    if not self._order:
+                        break  # only the entry just written: it stays
+                victim = self._order.popleft()
+                if victim == path or victim not in self._disk:
                     continue
-                total -= self._disk.pop(victim)
+                self._disk_total -= self._disk.pop(victim)
                 victim.unlink(missing_ok=True)
+
+    def _relist(self, now: float) -> None:
+        self._disk, self._listed_at = self._listing(), now
+        self._disk_total = sum(self._disk.values())
+        self._written = 0
+        self._order = None
 
     def _listing(self) -> dict[Path, int]:
         assert self.directory is not None
