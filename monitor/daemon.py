@@ -46,10 +46,13 @@ from apscheduler.events import (
     EVENT_JOB_ERROR,
     EVENT_JOB_MAX_INSTANCES,
     EVENT_JOB_MISSED,
+    EVENT_SCHEDULER_STARTED,
     JobExecutionEvent,
+    SchedulerEvent,
 )
 from apscheduler.executors.pool import ThreadPoolExecutor as ApsThreadPool
 from apscheduler.jobstores.base import JobLookupError
+from apscheduler.schedulers import SchedulerNotRunningError
 from apscheduler.schedulers.blocking import BlockingScheduler
 from apscheduler.triggers.base import BaseTrigger
 from apscheduler.triggers.interval import IntervalTrigger
@@ -160,6 +163,8 @@ class Daemon:
         self.scheduler.add_listener(
             self._on_event, EVENT_JOB_ERROR | EVENT_JOB_MISSED | EVENT_JOB_MAX_INSTANCES
         )
+        self.scheduler.add_listener(self._on_started, EVENT_SCHEDULER_STARTED)
+        self._shutdown_lock = threading.Lock()
         self._executors: dict[str, ApsThreadPool] = {}
         for m in config.monitors:
             self._add_executor(m.name)
@@ -483,8 +488,19 @@ class Daemon:
             log.exception("configuration reload failed; the running configuration is kept")
 
     def _shutdown_scheduler(self) -> None:
-        if self.scheduler.running:
-            self.scheduler.shutdown(wait=False)
+        with self._shutdown_lock:  # the signal thread and the start listener may both ask
+            if self.scheduler.running:
+                with contextlib.suppress(SchedulerNotRunningError):
+                    self.scheduler.shutdown(wait=False)
+
+    def _on_started(self, event: SchedulerEvent) -> None:
+        """A stop asked for while the scheduler was starting (a SIGTERM right after start-up:
+        ``running`` was still false, so the stop shut nothing down and the daemon then ran
+        with no checks, 503 on /healthz, until a second signal). ``_stopping`` is set before
+        a stop looks at ``running``, and ``running`` before this is called, so one of the two
+        shuts the scheduler down."""
+        if self._stopping.is_set():
+            self._shutdown_scheduler()
 
     def serve(
         self, *, install_signals: bool = True, reload_pending: Callable[[], bool] | None = None

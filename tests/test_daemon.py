@@ -536,3 +536,29 @@ def test_the_signal_handler_only_queues_the_signal(
     loop.join(timeout=10)
     assert not loop.is_alive()
     daemon.http.stop()
+
+
+def test_a_stop_asked_for_while_the_scheduler_starts_is_not_lost(tmp_path: Path) -> None:
+    """A SIGTERM right after start-up set the stop flag while the scheduler was not yet
+    running, so nothing was shut down; the scheduler then started and the daemon ran with
+    no checks (503 on /healthz) until a second signal (a reviewer's repro: 2 of 6 starts).
+    Here the stop comes before ``serve`` starts the scheduler: it must still return."""
+    path, end = _two_monitor_world(tmp_path)
+    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    daemon.stop()  # the signal thread's stop, before the scheduler runs
+    done = threading.Event()
+    codes: list[int] = []
+
+    def serve() -> None:
+        codes.append(daemon.serve(install_signals=False))
+        done.set()
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        assert done.wait(30), "serve() kept running after the stop"
+        assert codes == [0]
+    finally:
+        if not done.is_set():
+            daemon.scheduler.shutdown(wait=False)
+            daemon.http.stop()
