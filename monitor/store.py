@@ -345,10 +345,19 @@ class StateStore:
 
     def save(self, name: str, state: MonitorState) -> None:
         """Write ``state`` atomically; raises ``OSError`` (read-only or full disk, a directory
-        in the way) or ``ValueError`` (a non-finite number) and leaves no temp file behind."""
+        in the way) or ``ValueError`` (a non-finite number, or a state larger than the
+        ``MAX_STATE_BYTES`` a start reads: written, it would be set aside as ``too_large`` at
+        the next start, every alarm with it) and leaves no temp file behind."""
         if self.readonly:
             raise PermissionError(f"state store {self.directory} is read-only (monitor check)")
-        atomic_write(self.directory, self.path(name), encode_state(state), stem=name)
+        text = encode_state(state)
+        if len(text) > MAX_STATE_BYTES:  # ASCII JSON: a character a byte
+            raise ValueError(
+                f"the state is {len(text)} bytes, more than the {MAX_STATE_BYTES} a start reads "
+                "(fewer segments, drift bins or seasonal phases make it smaller); the last "
+                "saved state is kept"
+            )
+        atomic_write(self.directory, self.path(name), text, stem=name)
 
 
 _SLOT = f"\0anchor-{secrets.token_hex(8)}-"  # a placeholder no state string holds

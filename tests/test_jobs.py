@@ -408,6 +408,26 @@ def test_save_refuses_non_finite_numbers_and_leaves_no_temp_file(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
+def test_save_refuses_a_state_its_next_start_would_set_aside(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Configurations validate accepts (1000 segments, 1000 bins, 168 phases, anchors twice)
+    make states over the 16 MiB a start reads: saved, the next start set them aside as
+    too_large and every alarm was lost. The save fails visibly instead; the last saved
+    state stays."""
+    from monitor import store as store_module
+
+    store = StateStore(tmp_path)
+    state = MonitorState(drift={"": SegmentDrift(reference=DriftTrack(cusum=1.0))})
+    store.save("m", state)
+    before = (tmp_path / "m.json").read_bytes()
+    monkeypatch.setattr(store_module, "MAX_STATE_BYTES", len(before) - 1)
+    with pytest.raises(ValueError, match=r"more than the \d+ a start reads"):
+        store.save("m", state)
+    assert (tmp_path / "m.json").read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.json"]
+
+
 def test_state_text_is_the_plain_json_of_the_state_with_anchors_encoded_once(
     tmp_path: Path,
 ) -> None:
