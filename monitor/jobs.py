@@ -42,9 +42,11 @@ from monitor.checkdata import (
 )
 from monitor.config import Config, MonitorConfig
 from monitor.epoch import from_ns as _from_ns
+from monitor.epoch import rfc3339
 from monitor.epoch import to_ns as _ns
 from monitor.errors import MonitorError, SourceError
 from monitor.incremental import SummaryChecks, SummaryRead
+from monitor.schedule import format_duration
 from monitor.sources import (
     OutcomeWindow,
     PairedOutcomes,
@@ -664,9 +666,30 @@ class Runner:
             # "no new evidence", and that verdict replaced the first in the history)
             prior = _deciding_from(current, at)
             sequential = prior.last_at is None or at >= prior.last_at
-            verdict, new_state, rows, samples, detail = self._decide(
-                monitor, at, prior, sequential=sequential, detail=self.detail
-            )
+            # how far the clock is behind the last slot decided (a slot just before it is a
+            # restart's within FUTURE_SKEW: its clock a few minutes behind the old process's)
+            last = prior.last_at
+            behind = timedelta(0) if last is None else last - started
+            clock_behind = last is not None and not sequential and behind > FUTURE_SKEW
+            samples: dict[tuple[str, str], int]
+            if clock_behind and last is not None:
+                # the clock stepped back past the slots decided: an error, so that on-call
+                # hears of it (unpublished, the monitor fell silent until the clock caught
+                # up, its last success in the future, which no staleness alert can see)
+                verdict = error_verdict(
+                    name,
+                    at,
+                    f"the clock is behind: it reads {rfc3339(started)}, "
+                    f"{format_duration(behind - behind % timedelta(minutes=1))} before the "
+                    "last slot decided, "
+                    f"{rfc3339(last)}; checks resume when the clock passes it (fix "
+                    "the clock: NTP, the RTC)",
+                )
+                new_state, rows, samples, detail = current, 0, {}, None
+            else:
+                verdict, new_state, rows, samples, detail = self._decide(
+                    monitor, at, prior, sequential=sequential, detail=self.detail
+                )
             duration = time.perf_counter() - t0
             if not sequential or verdict.state == "error":
                 # nothing decided: the state stays as it is (a redo that failed once rolled it
@@ -696,10 +719,10 @@ class Runner:
                     extra={"monitor": name, "at": at.isoformat()},
                 )
                 return record
-            if not sequential:
-                # a slot before the one decided last (a restart with the clock behind, a clock
-                # stepped back): decided without the alarms' history, so not published; the
-                # board, the state and the history stay as the later slot left them
+            if not sequential and not clock_behind:
+                # a slot just before the one decided last (a restart with the clock a few
+                # minutes behind, within FUTURE_SKEW): decided without the alarms' history, so
+                # not published; the board, the state and the history stay as they were
                 assert prior.last_at is not None
                 log.warning(
                     "slot before the last decided one: its verdict is not published",

@@ -408,6 +408,28 @@ def test_save_refuses_non_finite_numbers_and_leaves_no_temp_file(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_clock_stepped_back_past_the_slots_decided_is_an_error(world_config: Config) -> None:
+    """NTP stepping a clock back by hours: every run was of a slot before the last decided,
+    so none was published and the monitor fell silent (its last success in the future, no
+    staleness alert possible). Past FUTURE_SKEW it is an error that says so; the state and
+    its alarms stay as the later slot left them."""
+    at = datetime(2026, 11, 19, 12, tzinfo=UTC)
+    now = [at]
+    runner = Runner(world_config, clock=lambda: now[0])
+    runner.run("demo", at)
+    decided = runner.board.state("demo")
+    now[0] = at - 2 * HOUR + timedelta(seconds=30)  # stepped back two hours
+    record = runner.run("demo", at - 2 * HOUR)
+    assert record.verdict.state == "error"
+    assert "the clock is behind" in record.verdict.reasons[0]
+    assert "119m before the last slot decided" in record.verdict.reasons[0]
+    (snap,) = runner.board.snapshot()
+    assert snap.latest is not None
+    assert snap.latest.verdict.state == "error"  # published: on-call hears of it
+    assert snap.state.last_at == decided.last_at  # the decided state is kept
+    assert snap.state.drift == decided.drift
+
+
 def test_save_refuses_a_state_its_next_start_would_set_aside(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -895,13 +917,15 @@ def test_a_slot_before_the_last_decided_one_is_not_published(
     caplog.set_level(logging.INFO, logger="monitor")
     at = datetime(2026, 11, 19, 12, tzinfo=UTC)
     history = HistoryStore(world_config.server.state_dir)
-    runner = Runner(world_config, clock=lambda: at, history=history)
+    now = [at]
+    runner = Runner(world_config, clock=lambda: now[0], history=history)
     for k in range(3):
         runner.run("demo", at + k * HOUR)
     (before,) = runner.board.snapshot()
     saved = (world_config.server.state_dir / "demo.json").read_bytes()
     entries = len(history.entries("demo"))
-    record = runner.run("demo", at)
+    now[0] = at + 2 * HOUR - timedelta(minutes=2)  # a restart, its clock 2 minutes behind
+    record = runner.run("demo", at + HOUR)  # its latest slot
     assert record.verdict.sequential is False
     (after,) = runner.board.snapshot()
     assert after.state == before.state
