@@ -168,6 +168,7 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument(
         "--web.listen-address",
         dest="listen",
+        action=_Once,
         metavar="HOST:PORT",
         help="address to listen on ('[::1]:9464' for IPv6; ':9464' is loopback only, unlike "
         "node_exporter: give '0.0.0.0:9464' for every interface); overrides [server] listen",
@@ -645,6 +646,26 @@ def _cmd_run(args: argparse.Namespace) -> int:
         return 1
     code = daemon.serve(reload_pending=hup.is_set)
     return _exit_hard_if_stuck(code, stuck=bool(daemon.wait_idle(0)))
+
+
+class _Once(argparse.Action):
+    """A flag given at most once: exporter-toolkit's --web.listen-address is repeatable (one
+    listener each), and argparse kept the last of several silently; one listener is served
+    here, so a second is a usage error, not an address quietly dropped."""
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: object,
+        option_string: str | None = None,
+    ) -> None:
+        if getattr(namespace, self.dest, None) is not None:
+            parser.error(
+                f"{option_string} given more than once: one address is served (put a proxy "
+                "in front for more)"
+            )
+        setattr(namespace, self.dest, values)
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:

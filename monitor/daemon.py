@@ -386,6 +386,10 @@ class Daemon:
 
     def _apply(self, new: Config) -> bool:
         new = keep_flagged(new, self.config)
+        if new.server.web_config_file == self.config.server.web_config_file:
+            # the web config file's content is read again at every request (``_WebState``):
+            # an edit to it is in force already, not a setting for the next restart
+            new = replace(new, server=replace(new.server, web=self.config.server.web))
         if new.server != self.config.server:
             changed = [
                 f.name

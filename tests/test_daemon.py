@@ -562,3 +562,28 @@ def test_a_stop_asked_for_while_the_scheduler_starts_is_not_lost(tmp_path: Path)
         if not done.is_set():
             daemon.scheduler.shutdown(wait=False)
             daemon.http.stop()
+
+
+def test_an_edited_web_config_file_is_no_server_change_at_a_reload(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The web config file is read again at every request, so an edit to it is in force at
+    once; a SIGHUP after one logged '[server] settings changed; they take effect at the next
+    restart' naming 'web', inviting a restart that changes nothing."""
+    path, end = _two_monitor_world(tmp_path)
+    web = tmp_path / "web.yml"
+    web.write_text("http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+    text = path.read_text()
+    path.write_text(text.replace("[server]", f'[server]\nweb_config_file = "{web}"', 1))
+    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    try:
+        web.write_text("http_server_config:\n  headers:\n    X-Frame-Options: sameorigin\n")
+        path.write_text(
+            path.read_text().replace('windows.current = "1d"', 'windows.current = "2d"')
+        )
+        assert daemon.reload() is True
+        assert not [
+            r for r in caplog.records if r.getMessage().startswith("[server] settings changed")
+        ]
+    finally:
+        daemon.http.stop()

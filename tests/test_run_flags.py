@@ -146,6 +146,11 @@ def test_run_web_config_flags_override_the_toml_json_logs(tmp_path: Path) -> Non
         (["--web.listen-address", "::1:9464"], "put an IPv6 address in brackets"),
         (["--web.listen-address", "127.0.0.1:99999"], "--web.listen-address: must be"),
         (["--web.config.file", "no-such.yml"], "--web.config.file: no-such.yml: cannot read"),
+        # repeatable in exporter-toolkit; argparse kept the last silently, dropping the first
+        (
+            ["--web.listen-address", "127.0.0.1:19140", "--web.listen-address", "127.0.0.1:19141"],
+            "--web.listen-address given more than once",
+        ),
     ],
 )
 def test_run_rejects_bad_flags_with_exit_3(tmp_path: Path, flags: list[str], expected: str) -> None:
