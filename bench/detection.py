@@ -301,6 +301,36 @@ class MonthResult:
 _ENGINE_ENV = "MONITOR_DETECTION_ENGINE"
 
 
+def false_alarms(checks: Sequence[Any], quiet_end: datetime | None) -> tuple[int, int]:
+    """Raises into data_drift and into model_decay (changes of state, not hours) at checks up
+    to ``quiet_end`` (None: all): the check at the onset slot decides on the window before
+    it, so an alarm there is false too (it was counted as neither false nor late)."""
+    drift = decay = 0
+    prev = None
+    for c in checks:
+        if c.state != prev and (quiet_end is None or c.at <= quiet_end):
+            drift += c.state == "data_drift"
+            decay += c.state == "model_decay"
+        prev = c.state
+    return drift, decay
+
+
+def null_failures(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """Worlds with no real change whose false-alarm probability is above 5 % beyond doubt
+    (the Wilson interval's low end): drift (but for the phase-blind rule's worlds, which
+    show what the phases prevent) or decay (once never checked: a decay-only null world could
+    not fail)."""
+    return [
+        n
+        for n, e in summary.items()
+        if "detected" not in e
+        and (
+            ("phase-blind" not in n and e["p_false_drift_ci"][0] > 0.05)
+            or e["p_false_decay_ci"][0] > 0.05
+        )
+    ]
+
+
 def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
     """Write the world of ``month`` under ``workdir`` and replay its 30 days of hourly checks."""
     origin = BASE + timedelta(days=month)
@@ -343,14 +373,7 @@ def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
     quiet_end = onset_at
     if spec.null_until is not None:
         quiet_end = spec.null_until(scenario, origin)
-    drift = decay = 0
-    prev = None
-    for c in checks:
-        before = quiet_end is None or c.at < quiet_end
-        if c.state != prev and before:
-            drift += c.state == "data_drift"
-            decay += c.state == "model_decay"
-        prev = c.state
+    drift, decay = false_alarms(checks, quiet_end)
     delay = right = changes = None
     if spec.expected is not None and onset_at is None:
         right, changes = 0.0, 0  # the effect never reached its onset level this month
@@ -500,11 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(summary))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
-    null_fail = [
-        n
-        for n, e in summary.items()
-        if "detected" not in e and "phase-blind" not in n and e["p_false_drift_ci"][0] > 0.05
-    ]
+    null_fail = null_failures(summary)
     if null_fail:
         print(f"FAIL: false-alarm budget exceeded beyond doubt in {null_fail}")
         return 1

@@ -99,3 +99,29 @@ def test_hours_the_reference_lacks_raise_no_false_drift(tmp_path: Path, outage: 
     if outage:  # the outage's hours of the week came round, with no evidence from them
         said = " ".join(r for v in result.verdicts for r in v.reasons)
         assert "too few of them in hours the reference holds" in said
+
+
+def test_an_alarm_at_the_onset_slot_is_false_and_a_false_decay_fails_the_bench() -> None:
+    """Two counting rules of the bench: the check at the onset slot decides on the window
+    before it, so an alarm there is false (it was neither false nor a detection's delay);
+    and a world with no real change fails on false decay alarms too (only drift was read,
+    so a decay-only null world could never fail ``make bench``)."""
+    from dataclasses import dataclass
+    from datetime import UTC, datetime, timedelta
+
+    @dataclass
+    class Check:
+        at: datetime
+        state: str
+
+    onset = datetime(2026, 1, 10, tzinfo=UTC)
+    states = ["ok", "ok", "data_drift", "data_drift"]
+    checks = [Check(onset + (k - 2) * timedelta(hours=1), s) for k, s in enumerate(states)]
+    assert detection.false_alarms(checks, onset) == (1, 0)  # raised at the onset slot
+    assert detection.false_alarms(checks, onset - timedelta(hours=1)) == (0, 0)
+    quiet = {"p_false_drift_ci": (0.0, 0.16), "p_false_decay_ci": (0.0, 0.16)}
+    loud = {"p_false_drift_ci": (0.0, 0.16), "p_false_decay_ci": (0.84, 1.0)}
+    summary = {"stationary": quiet, "decay_at_margin": loud, "x/phase-blind": loud}
+    assert detection.null_failures(summary) == ["decay_at_margin", "x/phase-blind"]
+    drifting = {"p_false_drift_ci": (0.84, 1.0), "p_false_decay_ci": (0.0, 0.16)}
+    assert detection.null_failures({"a": drifting, "a/phase-blind": drifting}) == ["a"]

@@ -375,6 +375,22 @@ def test_overlapping_spans_of_one_world_agree() -> None:
     np.testing.assert_array_equal(olong.outcomes[inside], oshort.outcomes)
 
 
+@pytest.mark.parametrize(("runs", "hour"), [(24, 2), (2, 23)])
+def test_evaluation_runs_that_cross_midnight_are_in_every_span(runs: int, hour: int) -> None:
+    """A day's later runs (24 a day from 02:00; 2 a day from 23:00) land on the next day; a
+    span starting there never drew the day before, so they were missing from it (22 runs on
+    a world's first day instead of 24) and two spans of one world disagreed."""
+    from dataclasses import replace
+
+    sc = replace(SCENARIOS["abrupt_decay"], evaluations_per_day=runs, evaluation_hour=hour)
+    long = generate_outcomes(sc, START, START + 4 * DAY, rng=5, origin=START)
+    short = generate_outcomes(sc, START + 2 * DAY, START + 4 * DAY, rng=5, origin=START)
+    lo = np.datetime64((START + 2 * DAY).replace(tzinfo=None), "us")
+    inside = long.timestamps >= lo
+    np.testing.assert_array_equal(long.timestamps[inside], short.timestamps)
+    np.testing.assert_array_equal(long.outcomes[inside], short.outcomes)
+
+
 def test_golden_set_does_not_depend_on_span_or_timing() -> None:
     theta, drop, codes = golden_qualities(SCENARIOS["abrupt_decay"], rng=11)
     theta2, _, _ = golden_qualities(SCENARIOS["stationary"], rng=11)

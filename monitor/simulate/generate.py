@@ -261,7 +261,10 @@ def generate_outcomes(
     lo, hi, origin_us = int(t0.astype(np.int64)), int(t1.astype(np.int64)), int(o.astype(np.int64))
     run_us, repeat_us = _td_us(RUN_LENGTH), _td_us(REPEAT_LENGTH)
     parts_us, parts_q, parts_y = [], [], []
-    for day in _days(t0, t1):
+    days = _days(t0, t1)
+    # from the day before: a day's later runs (24 a day from 02:00) and repeats land on the
+    # next day, and a span starting there once lost them (two spans of a world disagreed)
+    for day in range(days.start - 1, days.stop):
         g = _stream(ss, _STREAM_OUTCOMES, day)
         # fixed-size draws per day, so the stream layout never depends on the span
         first_at = g.integers(0, run_us, size=(runs, n), dtype=np.int64)
