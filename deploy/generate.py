@@ -25,8 +25,9 @@ REPO = Path(__file__).resolve().parents[1]
 _RULES_HEADER = (
     "#\n"
     "# Grafana-managed twins of deploy/prometheus/alerts.yml, for teams that alert from Grafana:\n"
-    "# same expressions (query A), severities, `for` and runbook links. Mounted by\n"
-    "# deploy/docker/compose.yml at /etc/grafana/provisioning/alerting. Grafana does not expand\n"
+    "# same expressions (query A), severities, `for` and runbook links. Not mounted by\n"
+    "# deploy/docker/compose.yml by default (Alertmanager notifies there; see its comment to\n"
+    "# switch), at /etc/grafana/provisioning/alerting. Grafana does not expand\n"
     "# environment variables in annotations or query models, so their `$labels`/`$A` are safe.\n"
 )
 _NOTIFICATIONS_HEADER = (
