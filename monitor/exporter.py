@@ -433,10 +433,11 @@ class _JudgedFamilies:
     holes: GaugeMetricFamily
     calibration: dict[str, GaugeMetricFamily]
     info: GaugeMetricFamily
+    calibrated: set[str]  # monitors whose calibration is added (once: it is the window's)
 
     @classmethod
     def make(cls) -> _JudgedFamilies:
-        win = ["monitor", "segment", "window"]
+        win = ["monitor", "window"]  # pooled over the window's lists, not a segment's
         return cls(
             metric=_gauge(
                 "outcome_metric",
@@ -452,6 +453,7 @@ class _JudgedFamilies:
             info=_gauge(
                 "judgments_info", "The judgment set in use; always 1.", ["monitor", "version"]
             ),
+            calibrated=set(),
         )
 
     def add(self, name: str, segment: str, o: OutcomeReport) -> None:
@@ -463,11 +465,14 @@ class _JudgedFamilies:
                 value = sides.get(window)
                 if value is not None:
                     self.metric.add_metric([name, segment, metric, window], float(value))
+        if name in self.calibrated:  # every segment's report holds the same pooled numbers
+            return
+        self.calibrated.add(name)
         for window, cal in (o.calibration or {}).items():
             for key, family in self.calibration.items():
                 value = None if cal is None else cal.get(key)
                 if value is not None:
-                    family.add_metric([name, segment, window], float(value))
+                    family.add_metric([name, window], float(value))
 
     def all(self) -> Iterator[GaugeMetricFamily]:
         yield self.metric

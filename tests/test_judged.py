@@ -364,12 +364,14 @@ def test_exporter_shows_metrics_calibration_and_version(tmp_path: Path) -> None:
     value = registry.get_sample_value
     labels = {"monitor": "golden", "segment": "", "metric": "ndcg@10", "window": "current"}
     assert value("retrieval_monitor_outcome_metric", labels) is not None
-    auc = value(
-        "retrieval_monitor_calibration_auc",
-        {"monitor": "golden", "segment": "", "window": "reference"},
-    )
+    auc = value("retrieval_monitor_calibration_auc", {"monitor": "golden", "window": "reference"})
     assert auc is not None
     assert 0.5 < auc <= 1.0
+    # pooled over the window's lists: one series a window, no segment label (every segment
+    # once carried the same pooled value under its own label)
+    (family,) = [m for m in registry.collect() if m.name == "retrieval_monitor_calibration_auc"]
+    assert sorted(s.labels["window"] for s in family.samples) == ["current", "reference"]
+    assert all(set(s.labels) == {"monitor", "window"} for s in family.samples)
     assert value("retrieval_monitor_judgment_holes", {"monitor": "golden", "segment": ""}) == 0.0
     versions = [
         s.labels["version"]
