@@ -202,6 +202,11 @@ class MonitorCollector(Collector):
             "1 when a source's newest row is older than its max_lag at the latest check.",
             ["monitor", "source"],
         )
+        max_lag = _gauge(
+            "source_max_lag_seconds",
+            "A source's max_lag: older than this at a check, its newest row makes it stale.",
+            ["monitor", "source"],
+        )
         last_run = _gauge("last_run_timestamp_seconds", "When the latest run started.", ["monitor"])
         last_ok = _gauge(
             "last_success_timestamp_seconds",
@@ -273,6 +278,8 @@ class MonitorCollector(Collector):
                 snap.monitor.schedule.longest_gap().total_seconds(),
             )
             tolerance.add_metric([name], snap.monitor.drift.tolerance)
+            max_lag.add_metric([name, "scores"], snap.monitor.score_lag_limit.total_seconds())
+            max_lag.add_metric([name, "outcomes"], snap.monitor.outcome_lag_limit.total_seconds())
             margin.add_metric([name], snap.monitor.decay.margin)
             for metric, value in (
                 (last_run, snap.state.last_run),
@@ -326,6 +333,7 @@ class MonitorCollector(Collector):
             latest,
             src_last,
             stale,
+            max_lag,
             last_run,
             last_ok,
             duration,

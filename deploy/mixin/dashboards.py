@@ -481,13 +481,18 @@ def overview(config: MixinConfig) -> dict[str, Any]:
     panels.append(
         lay.place(
             _stat(
-                "Data freshness",
-                f"time() - retrieval_monitor_data_latest_timestamp_seconds{{{m}}}",
-                "s",
-                _thresholds(("green", None), ("orange", 7200), ("red", 21600)),
+                "Data age / max_lag",
+                f"(time() - retrieval_monitor_data_latest_timestamp_seconds{{{m}}})\n"
+                f"  / on (job, instance, monitor, source)\n"
+                f"  retrieval_monitor_source_max_lag_seconds{{{m}}}",
+                "percentunit",
+                _thresholds(("green", None), ("orange", 0.75), ("red", 1)),
                 legend="{{source}}",
                 text_mode="value_and_name",
-                description="Age of the newest logged row per source (scores, outcomes).",
+                description="Age of the newest logged row per source (scores, outcomes) as a "
+                "share of the source's max_lag: at 100 % the source is stale "
+                "(RetrievalMonitorSourceStale). Outcomes land once a day by default, so a "
+                "healthy outcome feed is hours old; its max_lag is two days or so.",
             ),
             5,
             3,
@@ -496,11 +501,14 @@ def overview(config: MixinConfig) -> dict[str, Any]:
     panels.append(
         lay.place(
             _stat(
-                "Since last success",
-                f"time() - retrieval_monitor_last_success_timestamp_seconds{{{m}}}",
-                "s",
-                _thresholds(("green", None), ("orange", 3600), ("red", 7200)),
-                description="RetrievalMonitorStale fires after two schedule periods.",
+                "Since last success (periods)",
+                f"(time() - retrieval_monitor_last_success_timestamp_seconds{{{m}}})\n"
+                f"  / on (job, instance, monitor)\n"
+                f"  retrieval_monitor_schedule_interval_seconds{{{m}}}",
+                "none",
+                _thresholds(("green", None), ("orange", 1.5), ("red", 2)),
+                description="Time since the last successful check in schedule periods (a cron "
+                "schedule's longest gap): RetrievalMonitorStale fires after two.",
             ),
             5,
             3,
@@ -802,15 +810,17 @@ def drilldown(config: MixinConfig) -> dict[str, Any]:
     panels.append(
         lay.place(
             _timeseries(
-                "Data age per source",
+                "Data age per source / max_lag",
                 [
                     _target(
-                        f"time() - retrieval_monitor_data_latest_timestamp_seconds{{{m}}}",
+                        f"(time() - retrieval_monitor_data_latest_timestamp_seconds{{{m}}})\n"
+                        f"  / on (job, instance, monitor, source)\n"
+                        f"  retrieval_monitor_source_max_lag_seconds{{{m}}}",
                         "{{source}}",
                     )
                 ],
-                "s",
-                thresholds=_thresholds(("green", None), ("orange", 7200), ("red", 21600)),
+                "percentunit",
+                thresholds=_thresholds(("green", None), ("orange", 0.75), ("red", 1)),
                 threshold_style="dashed",
             ),
             8,

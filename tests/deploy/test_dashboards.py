@@ -195,3 +195,25 @@ def test_provisioning_points_at_the_dashboards() -> None:
     rules = compose["services"]["prometheus"]["volumes"]
     assert any("alerts.yml" in v for v in rules)
     assert not any("alerting" in v.split(":")[0] for v in volumes), volumes
+
+
+def test_ages_are_coloured_against_their_own_limits() -> None:
+    """A data age in seconds with fixed thresholds showed a healthy daily outcome feed red
+    most of the day, and a daily monitor's time since its last success red 22 hours a day:
+    ages are shown against the source's max_lag and the schedule's period, red where the
+    stale rule and alert begin."""
+    panels = {
+        p["title"]: p
+        for d in DASHBOARDS.values()
+        for p in d["panels"] + [q for r in d["panels"] for q in r.get("panels", [])]
+    }
+    for title, limit in (
+        ("Data age / max_lag", "retrieval_monitor_source_max_lag_seconds"),
+        ("Data age per source / max_lag", "retrieval_monitor_source_max_lag_seconds"),
+        ("Since last success (periods)", "retrieval_monitor_schedule_interval_seconds"),
+    ):
+        panel = panels[title]
+        assert all(limit in t["expr"] for t in panel["targets"]), title
+        steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
+        red = next(s["value"] for s in steps if s["color"] == "red")
+        assert red == (2 if "periods" in title else 1), title
