@@ -171,6 +171,9 @@ class Daemon:
         self._inflight: dict[str, _Run] = {}
         # runs a reload let go while they hang (their monitor changed): still waited for at exit
         self._let_go: list[tuple[str, _Run]] = []
+        # monitors a reload changed while a run of theirs was in flight: run again with the new
+        # settings once that run ends (or is abandoned), not at the next slot
+        self._rerun: set[str] = set()
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
@@ -272,6 +275,7 @@ class Daemon:
             run.abandoned = True
             ran = (self.runner.clock() - run.since).total_seconds()
             self.runner.abandon(run.token, name, at, reason, duration_seconds=ran)
+            self._rerun_after(name, run)
             return
         if run.error is not None:
             log.error(
@@ -283,6 +287,40 @@ class Daemon:
         elif run.record is not None and self.on_run is not None:
             self.on_run(run.record)
         run.record = None  # the board holds it; kept here, each monitor ever run held a page's
+        self._rerun_after(name, run)
+
+    def _rerun_after(self, name: str, run: _Run) -> None:
+        """Run ``name`` at once with the settings a reload gave it while ``run`` was in flight
+        (a fix of a slow or hanging source): an abandoned ``run`` is let go first, as a reload
+        lets go one abandoned already (at most ``_MAX_LET_GO`` hanging a monitor)."""
+        with self._lock:
+            if name not in self._rerun or self._stopping.is_set():
+                return
+            self._rerun.discard(name)
+            if run.abandoned and not run.done.is_set():
+                hanging = sum(1 for m, r in self._let_go if m == name and not r.done.is_set())
+                if hanging >= _MAX_LET_GO:
+                    log.error(
+                        "a hung run was not let go: the monitor's earlier hung runs still hang; "
+                        "it runs again once one ends, or after a restart",
+                        extra={"monitor": name, "hanging": hanging},
+                    )
+                    return
+                if self._inflight.get(name) is run:
+                    self._inflight.pop(name)
+                    self.runner.discard(run.token, name)
+                    self._let_go.append((name, run))
+        log.info("running a reloaded monitor whose earlier run has ended", extra={"monitor": name})
+        self.scheduler.add_job(
+            self.run_monitor,
+            args=[name],
+            id=f"{name}:rerun",
+            name=f"check {name} after a reload",
+            executor=_executor(name),
+            next_run_time=datetime.now(UTC),
+            replace_existing=True,
+            misfire_grace_time=None,
+        )
 
     def _configured(self, name: str) -> bool:
         return any(m.name == name for m in self.config.monitors)
@@ -444,9 +482,13 @@ class Daemon:
             self._remove_executor(n)
         for n in changed:
             self._remove_job(n)
-            # run at once with the new settings, unless a run is in flight (then at the next
-            # slot: an immediate one would only be recorded as "still in flight")
+            # run at once with the new settings, unless a run is in flight: then as soon as it
+            # ends or is abandoned (``_rerun_after``; an immediate run would only be recorded
+            # as "still in flight", and the next slot may be an hour or a day away)
             self._add_job(fresh[n], immediate=n not in busy)
+            if n in busy:
+                with self._lock:
+                    self._rerun.add(n)
         for n in added:
             self._add_executor(n)
             self._add_job(fresh[n])

@@ -587,3 +587,36 @@ def test_an_edited_web_config_file_is_no_server_change_at_a_reload(
         ]
     finally:
         daemon.http.stop()
+
+
+def test_a_reload_while_a_run_is_in_flight_runs_the_monitor_again_once_it_ends(
+    tmp_path: Path,
+) -> None:
+    """A reload that fixes a slow or hanging source while its run is still in flight (not
+    yet abandoned) re-added the job for the next slot only: the run was then abandoned and
+    the monitor showed error until that slot, up to an hour or a day. Once the run ends (here:
+    is abandoned at run_timeout) the monitor is let go and runs at once with the fix."""
+    path, end = _two_monitor_world(tmp_path)
+    path.write_text(path.read_text().replace('run_timeout = "1s"', 'run_timeout = "3s"'))
+    config = load_config(path)
+    reader = HangOne(config.monitor("hung").scores.path)
+    runner = Runner(config, reader=reader)
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    try:
+        first = threading.Thread(target=daemon.run_monitor, args=("hung",), daemon=True)
+        first.start()
+        assert wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the run")
+        path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        assert daemon.scheduler.get_job("hung:rerun") is None  # not before the run ends
+        first.join(30)  # abandoned at run_timeout
+        job = daemon.scheduler.get_job("hung:rerun")
+        assert job is not None, "no run after the abandoned one"
+        job.func(*job.args)  # what the scheduler runs at once
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+    finally:
+        reader.release.set()
+        daemon.wait_idle(30)
+        daemon.http.stop()
