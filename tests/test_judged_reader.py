@@ -38,6 +38,8 @@ T0 = datetime(2026, 11, 2, 2, tzinfo=UTC)
 METRICS = ("ndcg@5", "ap", "rr", "p@3", "r@10", "rprec", "judged@5", "ndcg'@5", "ndcg")
 # ids of different lengths: short, exactly 8 bytes, longer than one word, multi-byte UTF-8
 DOCS = ["d1", "d2", "d10", "doc-0008", "doc-00009", "a-long-document-id-17", "dé", "d"]
+# ids sharing their first 8 bytes (one word) with "doc-00009", one of the same length
+DOCS += ["doc-00009b", "doc-0000999", "doc-00008"]
 
 
 @st.composite
@@ -151,7 +153,7 @@ def test_reader_equals_ranking_metrics(world: dict[str, object]) -> None:
         _same(_ours(world, Path(tmp)), _expected(world))
 
 
-def _colliding(words: np.ndarray, length: np.ndarray) -> np.ndarray:
+def _colliding(words: np.ndarray, length: np.ndarray, more: np.ndarray | None = None) -> np.ndarray:
     """Every id of one length gets one fingerprint: keys collide inside every query."""
     return (length.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15)).astype(np.uint64)
 
@@ -171,6 +173,65 @@ def test_fingerprint_collisions_change_nothing(world: dict[str, object]) -> None
     finally:
         ranked.fingerprint = original
         judged_source._JUDGMENTS.clear()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(world=worlds())
+def test_ids_past_the_words_kept_change_nothing(world: dict[str, object]) -> None:
+    """Ids longer than the words kept (a batch keeps the words of all but its longest 1 %, at
+    least 8: one 4 KB URL once widened 200k ids' words to 800 MB) are matched, de-duplicated
+    and ordered on their whole bytes: with one word kept and every longer id "long", every
+    metric is still ranking_metrics'."""
+    if not any(q == "q0" for q, *_ in world["run"]):  # type: ignore[attr-defined]
+        world["run"].append(("q0", "d1", 1.0, 1.0))  # type: ignore[attr-defined]
+    expected = _expected(world)
+    judged_source._JUDGMENTS.clear()
+    words, share, original = ranked.WORDS, ranked.LONG_SHARE, ranked.fingerprint
+    ranked.WORDS, ranked.LONG_SHARE = 1, 0.99
+    # every id of one length one fingerprint: matches are confirmed on the bytes past a word
+    ranked.fingerprint = _colliding
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            _same(_ours(world, Path(tmp)), expected)
+    finally:
+        ranked.WORDS, ranked.LONG_SHARE, ranked.fingerprint = words, share, original
+        judged_source._JUDGMENTS.clear()
+
+
+def test_ties_between_ids_past_the_words_kept_are_broken_on_their_whole_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two ids the same in their words kept and in length, tied in score: trec_eval's order,
+    document id descending, needs their whole bytes ("doc-00009" before "doc-00008")."""
+    monkeypatch.setattr(ranked, "WORDS", 1)
+    monkeypatch.setattr(ranked, "LONG_SHARE", 0.99)
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    (tmp_path / "qrels.txt").write_text("q1 0 doc-00008 1\nq1 0 doc-00009 0\n")
+    (tmp_path / "runs").mkdir()
+    run = "q1 Q0 doc-00008 0 1.5 t\nq1 Q0 doc-00009 0 1.5 t\nq1 Q0 d1 0 1.0 t\n"
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(run)
+    clear_cache()
+    judged = JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric="rr")
+    out = judged_outcomes(OutcomeSpec(path=str(tmp_path / "runs"), judged=judged), window)
+    assert out.outcomes.tolist() == [0.5]
+
+
+def test_long_ids_are_kept_whole_beside_the_words_of_the_rest() -> None:
+    """One long id among short ones: the words stay those of the short ids (8, the least),
+    the long id's bytes are kept whole, and its fingerprint is that of all its words."""
+    import pyarrow as pa
+
+    ids = [f"doc-{i}" for i in range(300)] + ["https://example.org/" + "x" * 4000]
+    keys = ranked.id_keys(pa.array(ids))
+    assert keys.words.shape == (ranked.WORDS, len(ids))
+    assert list(keys.long) == [300]
+    raw = ids[-1].encode()
+    full = np.frombuffer(raw + bytes(-len(raw) % 8), dtype="<u8").astype(np.uint64)[:, None]
+    assert keys.fp[300] == ranked.fingerprint(full, np.array([len(raw)]))[0]
+    assert keys.raw(300) == raw
+    prefix = ids[-1][:-1] + "y"  # the same first 4,000 bytes and length, one byte apart
+    other = ranked.id_keys(pa.array([prefix, ids[-1]]))
+    assert list(keys.equal(np.array([300, 300]), other, np.array([0, 1]))) == [False, True]
 
 
 def test_collisions_are_exercised() -> None:

@@ -234,6 +234,7 @@ class _KeySink:
         self.words = np.zeros((1, capacity), dtype=np.uint64)
         self.length = np.empty(capacity, dtype=np.int32)
         self.fp = np.empty(capacity, dtype=np.uint64)
+        self.long: dict[int, bytes] = {}  # ids past their batch's words, whole (``IdKeys``)
 
     def add(self, at: int, keys: IdKeys) -> None:
         width = keys.words.shape[0]
@@ -246,9 +247,12 @@ class _KeySink:
         self.words[width:, at:end] = 0
         self.length[at:end] = keys.length
         self.fp[at:end] = keys.fp
+        for row, raw in keys.long.items():
+            self.long[at + row] = raw
 
     def keys(self, n: int) -> IdKeys:
-        return IdKeys(self.words[:, :n], self.length[:n], self.fp[:n])
+        long = {r: b for r, b in self.long.items() if r < n}
+        return IdKeys(self.words[:, :n], self.length[:n], self.fp[:n], long)
 
 
 def _strings(chunked: pa.ChunkedArray | pa.Array) -> pa.Array:

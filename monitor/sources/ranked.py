@@ -23,7 +23,7 @@ one pass and not sorted. Of duplicate documents in a list the best placed is kep
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -45,15 +45,23 @@ _S33 = np.uint64(33)
 _S29 = np.uint64(29)
 
 
+WORDS = 8  # words kept of every id at least (64 bytes)
+LONG_SHARE = 0.01  # at most this share of a batch's ids are longer than the words kept
+
+
 @dataclass(frozen=True, slots=True)
 class IdKeys:
     """Exact content of n id strings: ``words`` (w, n) uint64, word j of an id holding its
     bytes 8j .. 8j + 7 little-endian, zero padded; ``length`` in bytes; ``fp`` a 64-bit
-    fingerprint of (length, words)."""
+    fingerprint of (length, every word of the id); ``long``: by row, the whole bytes of the ids
+    longer than w words (their words hold their first 8w bytes). w covers all but the longest
+    ``LONG_SHARE`` of the ids (at least ``WORDS``): the longest id once set the width of all,
+    and one 4 KB URL among 200k document ids made their words 800 MB."""
 
     words: UIntArray
     length: npt.NDArray[np.signedinteger[Any]]  # int32 or int64, as the Arrow offsets
     fp: UIntArray
+    long: dict[int, bytes] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -62,16 +70,25 @@ class IdKeys:
     def take(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
         # take, not words[:, rows]: that is laid out id by id, and reading one word of many
         # ids then strides (5x slower in the join)
-        return IdKeys(self.words.take(rows, axis=1), self.length[rows], self.fp[rows])
+        long = {}
+        if self.long:
+            held = self.long
+            long = {i: held[r] for i, r in enumerate(rows.tolist()) if r in held}
+        return IdKeys(self.words.take(rows, axis=1), self.length[rows], self.fp[rows], long)
 
     def keys(self, rows: npt.NDArray[np.integer[Any]]) -> IdKeys:
         """The ``IdKeys`` of ``rows`` (as ``RowIds.keys``)."""
         return self.take(rows)
 
+    def raw(self, row: int) -> bytes:
+        """The bytes of one row's id."""
+        if row in self.long:
+            return self.long[row]
+        return self.words[:, row].astype("<u8").tobytes()[: int(self.length[row])]
+
     def name(self, row: int) -> str:
         """The id of one row, as text (for error messages)."""
-        raw = self.words[:, row].astype("<u8").tobytes()[: int(self.length[row])]
-        return raw.decode("utf-8", errors="replace")
+        return self.raw(row).decode("utf-8", errors="replace")
 
     def equal(
         self,
@@ -80,12 +97,17 @@ class IdKeys:
         other_rows: npt.NDArray[np.integer[Any]],
     ) -> BoolArray:
         """Whether id ``rows[i]`` here has the same bytes as ``other_rows[i]`` in ``other``."""
-        same: BoolArray = np.asarray(
-            self.length.take(rows) == other.length.take(other_rows), dtype=bool
-        )
+        length = self.length.take(rows)
+        same: BoolArray = np.asarray(length == other.length.take(other_rows), dtype=bool)
         w = min(self.words.shape[0], other.words.shape[0])
         for j in range(w):  # ids of equal length fit in min(w) words on both sides
             same &= self.words[j].take(rows) == other.words[j].take(other_rows)
+        if self.long or other.long:  # an id past the words kept on either side: its bytes
+            mine, theirs = self.long, other.long
+            for i in np.flatnonzero(same).tolist():
+                a, b = int(rows[i]), int(other_rows[i])
+                if a in mine or b in theirs:
+                    same[i] = self.raw(a) == other.raw(b)
         return same
 
 
@@ -104,13 +126,18 @@ def _word_constant(j: int) -> np.uint64:
     return np.uint64(((2 * j + 1) * 0x9E3779B97F4A7C15) & ((1 << 64) - 1) | 1)
 
 
-def fingerprint(words: UIntArray, length: npt.NDArray[np.signedinteger[Any]]) -> UIntArray:
+def fingerprint(
+    words: UIntArray, length: npt.NDArray[np.signedinteger[Any]], more: UIntArray | None = None
+) -> UIntArray:
     """Fingerprint of ids from their words: h = length * M2 + sum over words j of x ^ (x >> 29),
     x = word_j * C_j (C_j odd, one per position; mod 2^64), then h ^= h >> 33, h *= M1,
     h ^= h >> 33 (M1, M2: MurmurHash3's finalizer constants). A zero word adds nothing, so the
-    value does not depend on the padding width. In place, two arrays of scratch."""
+    value does not depend on the padding width; ``more``: each id's sum over its words past
+    ``words`` (ids longer than the words kept). In place, two arrays of scratch."""
     h = length.astype(np.uint64)
     h *= _M2
+    if more is not None:
+        h += more
     x = np.empty_like(h)
     shifted = np.empty_like(h)
     for j in range(words.shape[0]):
@@ -118,6 +145,12 @@ def fingerprint(words: UIntArray, length: npt.NDArray[np.signedinteger[Any]]) ->
         np.right_shift(x, _S29, out=shifted)
         x ^= shifted
         h += x
+    return _finish(h, x)
+
+
+def _finish(h: UIntArray, x: UIntArray) -> UIntArray:
+    """The fingerprint's last step, in place (``x``: scratch): h ^= h >> 33, h *= M1,
+    h ^= h >> 33."""
     np.right_shift(h, _S33, out=x)
     h ^= x
     h *= _M1
@@ -144,20 +177,38 @@ def id_keys(strings: pa.Array) -> IdKeys:
     start = cast(npt.NDArray[np.signedinteger[Any]], offsets[:-1] - first)  # int32: faster
     length = np.diff(offsets)
     width = max(int((int(length.max()) + 7) // 8), 1)
+    # the width that holds all but the longest LONG_SHARE, at least WORDS
+    common = int(
+        np.partition(length, int((n - 1) * (1 - LONG_SHARE)))[int((n - 1) * (1 - LONG_SHARE))]
+    )
+    kept = min(width, max(WORDS, (common + 7) // 8))
     # every 8-byte window of the padded data, as one unaligned little-endian word
     windows = np.ndarray((data.size - 7,), dtype="<u8", buffer=data, strides=(1,))
-    words = np.empty((width, n), dtype=np.uint64)
+    words = np.empty((kept, n), dtype=np.uint64)
+    long: dict[int, bytes] = {}
+    if width > kept:  # the bytes of the ids past the words kept, whole
+        starts = (offsets[:-1] - first).tolist()
+        for i in np.flatnonzero(length > 8 * kept).tolist():
+            long[i] = data[starts[i] : starts[i] + int(length[i])].tobytes()
     last_window = data.size - 8
     left = np.minimum(length, 8)
-    for j in range(width):
+    for j in range(kept):
         if j:
             start += 8
             np.minimum(start, last_window, out=start)  # past an id's end: masked to zero
             np.subtract(length, 8 * j, out=left)
             np.clip(left, 0, 8, out=left)
-        words[j] = windows[start]
+        words[j] = windows[start]  # not np.take: it copies the strided windows whole first
         words[j] &= _MASKS[left]
-    return IdKeys(words, length, fingerprint(words, length))
+    if not long:
+        return IdKeys(words, length, fingerprint(words, length), long)
+    more = np.zeros(n, dtype=np.uint64)  # the words past those kept: only long ids have any
+    for i, raw in long.items():
+        rest = np.frombuffer(raw + bytes(-len(raw) % 8), dtype="<u8")[kept:].astype(np.uint64)
+        rest *= np.array([_word_constant(j) for j in range(kept, kept + rest.size)])
+        rest ^= rest >> _S29
+        more[i : i + 1] = rest.sum(dtype=np.uint64, keepdims=True)
+    return IdKeys(words, length, fingerprint(words, length, more), long)
 
 
 @dataclass(frozen=True, slots=True)
@@ -472,11 +523,16 @@ def placement(
         rows = order[at]
         group = sorted_key[at]
         tied_ids = docs.keys(rows)
-        be = tied_ids.words.byteswap()
-        keys: list[npt.NDArray[np.generic]] = [-tied_ids.length]
-        keys += [~be[j] for j in range(be.shape[0] - 1, -1, -1)]
-        keys.append(group)
-        order[at] = rows[np.lexsort(tuple(keys))]
+        if tied_ids.long:  # ids past the words kept: by their whole bytes
+            ranked = sorted(range(rows.size), key=tied_ids.raw, reverse=True)
+            ranked.sort(key=lambda i: int(group[i]))  # stable: bytes descending in a group
+            order[at] = rows[np.asarray(ranked, dtype=np.int64)]
+        else:
+            be = tied_ids.words.byteswap()
+            keys: list[npt.NDArray[np.generic]] = [-tied_ids.length]
+            keys += [~be[j] for j in range(be.shape[0] - 1, -1, -1)]
+            keys.append(group)
+            order[at] = rows[np.lexsort(tuple(keys))]
     return order
 
 
