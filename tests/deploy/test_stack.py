@@ -114,6 +114,8 @@ def _monitor(
         lines.append(f"retrieval_monitor_data_latest_timestamp_seconds{_labels(**src)} {now - 120}")
         stale = source == stale_source
         lines.append(f"retrieval_monitor_source_stale{_labels(**src)} {int(stale)}")
+        lag = 7_200 if source == "scores" else 180_000
+        lines.append(f"retrieval_monitor_source_max_lag_seconds{_labels(**src)} {lag}")
         lines.append(
             f"retrieval_monitor_source_last_timestamp_seconds{_labels(**src)} "
             f"{now - 90_000 if stale else now - 120}"
