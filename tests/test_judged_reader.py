@@ -201,19 +201,21 @@ def test_ids_past_the_words_kept_change_nothing(world: dict[str, object]) -> Non
 def test_ties_between_ids_past_the_words_kept_are_broken_on_their_whole_bytes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Two ids the same in their words kept and in length, tied in score: trec_eval's order,
-    document id descending, needs their whole bytes ("doc-00009" before "doc-00008")."""
+    """Two ids the same in their words kept and in length, tied in score with 150 short ids
+    (so that the tied rows' words are those of the short ones and these two are long):
+    trec_eval's order, document id descending, needs their whole bytes. Descending, the
+    short "s..." ids come first, then "doc-00009", then the relevant "doc-00008" (152nd)."""
     monkeypatch.setattr(ranked, "WORDS", 1)
-    monkeypatch.setattr(ranked, "LONG_SHARE", 0.99)
     window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
     (tmp_path / "qrels.txt").write_text("q1 0 doc-00008 1\nq1 0 doc-00009 0\n")
     (tmp_path / "runs").mkdir()
-    run = "q1 Q0 doc-00008 0 1.5 t\nq1 Q0 doc-00009 0 1.5 t\nq1 Q0 d1 0 1.0 t\n"
-    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(run)
+    lines = ["q1 Q0 doc-00008 0 1.5 t", "q1 Q0 doc-00009 0 1.5 t"]
+    lines += [f"q1 Q0 s{i} 0 1.5 t" for i in range(150)]
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text("\n".join(lines) + "\n")
     clear_cache()
     judged = JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric="rr")
     out = judged_outcomes(OutcomeSpec(path=str(tmp_path / "runs"), judged=judged), window)
-    assert out.outcomes.tolist() == [0.5]
+    assert out.outcomes.tolist() == [pytest.approx(1 / 152)]
 
 
 def test_long_ids_are_kept_whole_beside_the_words_of_the_rest() -> None:
@@ -661,3 +663,38 @@ def test_a_trec_run_is_read_a_chunk_of_lines_at_a_time(tmp_path: Path) -> None:
     assert out.query_ids.size == queries
     lines = queries * depth
     assert peak < 200 * lines, peak / lines
+
+
+@pytest.mark.parametrize("conflict", [False, True])
+def test_a_long_id_is_matched_across_batches_of_other_widths(
+    tmp_path: Path, conflict: bool
+) -> None:
+    """Judgments in two files whose batches keep other widths (300 short ids and a 100-byte
+    target: 8 words, the target kept whole; 300 ids of 120 bytes: 15 words): in the sink the
+    target's words past its batch's are zero, and a run batch holding it in full words never
+    matched it (RR 0 instead of 1), nor was a second, different grade of it a conflict."""
+    from monitor.errors import SchemaError
+
+    target = "https://example.org/docs/" + "t" * 75
+    (tmp_path / "qrels").mkdir()
+    (tmp_path / "qrels" / "a.txt").write_text(
+        f"q1 0 {target} 1\n" + "".join(f"q1 0 s{i} 0\n" for i in range(300))
+    )
+    other = "".join(f"q2 0 {'u' * 110}{i:010d} 1\n" for i in range(300))
+    if conflict:
+        other += f"q1 0 {target} 0\n"
+    (tmp_path / "qrels" / "b.txt").write_text(other)
+    (tmp_path / "runs").mkdir()
+    run = f"q1 Q0 {target} 1 2.0 t\n" + "".join(
+        f"q1 Q0 {'o' * 90}{i:010d} {i + 2} {1 - i / 1000} t\n" for i in range(300)
+    )
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(run)
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    clear_cache()
+    judged = JudgedSpec(judgments=str(tmp_path / "qrels"), metric="rr")
+    spec = OutcomeSpec(path=str(tmp_path / "runs"), judged=judged)
+    if conflict:
+        with pytest.raises(SchemaError, match="judged twice with different grades"):
+            judged_outcomes(spec, window)
+    else:
+        assert judged_outcomes(spec, window).outcomes.tolist() == [1.0]

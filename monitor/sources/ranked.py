@@ -98,16 +98,21 @@ class IdKeys:
     ) -> BoolArray:
         """Whether id ``rows[i]`` here has the same bytes as ``other_rows[i]`` in ``other``."""
         length = self.length.take(rows)
-        same: BoolArray = np.asarray(length == other.length.take(other_rows), dtype=bool)
+        same_length = np.asarray(length == other.length.take(other_rows), dtype=bool)
+        same: BoolArray = same_length.copy()
         w = min(self.words.shape[0], other.words.shape[0])
         for j in range(w):  # ids of equal length fit in min(w) words on both sides
             same &= self.words[j].take(rows) == other.words[j].take(other_rows)
-        if self.long or other.long:  # an id past the words kept on either side: its bytes
-            mine, theirs = self.long, other.long
-            for i in np.flatnonzero(same).tolist():
-                a, b = int(rows[i]), int(other_rows[i])
-                if a in mine or b in theirs:
-                    same[i] = self.raw(a) == other.raw(b)
+        if self.long or other.long:
+            # an id past the words kept on either side is decided on its bytes alone: in a
+            # sink of batches of several widths its words past its own batch's are zero
+            long = np.zeros(rows.size, dtype=bool)
+            if self.long:
+                long |= np.isin(rows, np.fromiter(self.long, dtype=np.int64))
+            if other.long:
+                long |= np.isin(other_rows, np.fromiter(other.long, dtype=np.int64))
+            for i in np.flatnonzero(long & same_length).tolist():
+                same[i] = self.raw(int(rows[i])) == other.raw(int(other_rows[i]))
         return same
 
 
