@@ -338,37 +338,42 @@ def _cron_longest_gap(schedule: Schedule) -> timedelta:
     return max(b - a for a, b in itertools.pairwise(walk[:20_001]))
 
 
-_COUNT_WALK = 50_000  # slots walked to find a cron's busiest period
+_COUNT_WALK = 50_000  # slots walked to find a cron's busiest period (not whole days)
+_CALENDAR_DAYS = 28 * 366  # the Gregorian weekdays of every date repeat within 28 years
 
 
 @functools.lru_cache(maxsize=1024)
 def _cron_checks(schedule: Schedule, period: timedelta) -> int:
     """The most slots of a cron schedule in any half-open ``period`` (cached: each check's plan
-    asks): over the slots from 2026-01-01 through a year and a period past it (every monthly
-    and weekly pattern; 29 February's years differ only by that day), the densest window
-    starting at a slot. A schedule quiet in January (``0 * * 3-11 *``) checks hourly from
-    March: its alarm budget is spread over 720 checks a 30-day period, not 1. A schedule too
-    dense to walk that far within ``_COUNT_WALK`` slots is counted from its first slot."""
+    asks). A period of whole days (the budget's 30d): every day that fires holds the same
+    slots (the minute and hour fields do not depend on the day), and such a period starting
+    at any time holds at most as many as the best one starting at a midnight, so the days
+    that fire are counted over 28 years (every weekday of every date, leap days included:
+    ``0 * 13 * 5``, the 13th or a Friday, has its busiest month in none of 2026's). Else the
+    densest window starting at a slot, over the slots of a year and a period from 2026-01-01
+    (at most ``_COUNT_WALK``; a denser one is counted from its first slot). A schedule quiet in
+    January (``0 * * 3-11 *``) checks hourly from March: its alarm budget is spread over 720
+    checks a 30-day period, not 1."""
+    if schedule.cron_fields is not None and period % timedelta(days=1) == timedelta(0):
+        days = period // timedelta(days=1)
+        per_day = len(schedule.cron_fields[0]) * len(schedule.cron_fields[1])
+        months = schedule.cron_fields[3]
+        day = _WALK_START
+        fires = []
+        for _ in range(_CALENDAR_DAYS + days):
+            fires.append(
+                day.month in months and schedule._day_matches(day.year, day.month, day.day)
+            )
+            day += timedelta(days=1)
+        held = best = sum(fires[:days])
+        for k in range(days, len(fires)):  # the window of days [k - days + 1, k]
+            held += fires[k] - fires[k - days]
+            best = max(best, held)
+        return max(1, per_day * best)
     end = _WALK_START + timedelta(days=366) + period
     walk = [schedule.next_slot(_WALK_START - _MICROSECOND)]
     while walk[-1] <= end and len(walk) < _COUNT_WALK:
         walk.append(schedule.next_slot(walk[-1]))
-    if (
-        walk[-1] <= end
-        and schedule.cron_fields is not None
-        and period % timedelta(days=1) == (timedelta(0))
-    ):
-        # too dense to walk a year: every day that fires has the same slots (the minute and
-        # hour fields do not depend on the day), and a period of whole days starting at any
-        # time holds at most as many as the best period starting at midnight, so count days
-        days = period // timedelta(days=1)
-        per_day = len(schedule.cron_fields[0]) * len(schedule.cron_fields[1])
-        months = schedule.cron_fields[3]
-        fires = [
-            d.month in months and schedule._day_matches(d.year, d.month, d.day)
-            for d in (_WALK_START + timedelta(days=i) for i in range(366 + days))
-        ]
-        return max(1, per_day * max(sum(fires[i : i + days]) for i in range(367)))
     last = walk[-1]
     best = 0
     for i, t in enumerate(walk):

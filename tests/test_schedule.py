@@ -100,12 +100,19 @@ def test_a_cron_is_planned_for_its_busiest_period() -> None:
         assert densest == want, text
         assert cron.checks_per(month) == want, text
     assert parse_schedule("0 * * 2-12 *").nominal_interval() == timedelta(hours=1)
-    # too dense to walk a year (50,000 slots reach only February): counted by the days that
-    # fire, every such day holding the same slots (the walk once missed July and August)
+    # counted by the days that fire over 28 years, every such day holding the same slots (a
+    # walk of 50,000 slots reached only February and missed July and August)
     assert parse_schedule("* * * 2,7,8 *").checks_per(month) == 30 * 1440
-    assert parse_schedule("* * * 2 *").checks_per(month) == 28 * 1440
+    assert parse_schedule("* * * 2 *").checks_per(month) == 29 * 1440  # a leap February
+    # the 13th or a Friday: which months hold most depends on the year's weekdays (2026's
+    # calendar alone gave 8,640 and 144)
+    assert parse_schedule("* * 13 * 5").checks_per(month) == 7 * 1440
+    assert parse_schedule("0 * 13 * 5").checks_per(month) == 7 * 24
+    assert parse_schedule("* * 1,15 * 3").checks_per(month) == 8 * 1440
     assert parse_schedule("*/2 * 1-10 * *").checks_per(month) == 12 * 720  # 1-10 Feb, 1-2 Mar
-    assert parse_schedule("*/5 * * * *").checks_per(month) == 8640  # too dense to walk a year
+    assert parse_schedule("*/5 * * * *").checks_per(month) == 8640
+    # a period not of whole days: the densest window over the slots walked
+    assert parse_schedule("0 */6 * * *").checks_per(timedelta(hours=36)) == 6
 
 
 def test_cron_fields() -> None:
