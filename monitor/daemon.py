@@ -310,6 +310,10 @@ class Daemon:
                     self._inflight.pop(name)
                     self.runner.discard(run.token, name)
                     self._let_go.append((name, run))
+        self._schedule_rerun(name)
+
+    def _schedule_rerun(self, name: str) -> None:
+        """One run of ``name`` at once (a job of its own; the same id, so never two)."""
         log.info("running a reloaded monitor whose earlier run has ended", extra={"monitor": name})
         self.scheduler.add_job(
             self.run_monitor,
@@ -489,6 +493,12 @@ class Daemon:
             if n in busy:
                 with self._lock:
                     self._rerun.add(n)
+                if not self.in_flight(n):  # it ended meanwhile, before the entry was there
+                    with self._lock:
+                        pending = n in self._rerun
+                        self._rerun.discard(n)
+                    if pending:
+                        self._schedule_rerun(n)
         for n in added:
             self._add_executor(n)
             self._add_job(fresh[n])

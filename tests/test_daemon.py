@@ -620,3 +620,36 @@ def test_a_reload_while_a_run_is_in_flight_runs_the_monitor_again_once_it_ends(
         reader.release.set()
         daemon.wait_idle(30)
         daemon.http.stop()
+
+
+def test_a_run_that_ends_during_the_reload_still_gets_its_rerun(tmp_path: Path) -> None:
+    """The run ends while the reload is between seeing it in flight and asking for a rerun
+    after it (forced here inside the runner's reconfigure): the rerun was lost, the monitor
+    waited for its next slot, and a stale request re-ran it after a later, unrelated run."""
+    path, end = _two_monitor_world(tmp_path)
+    path.write_text(path.read_text().replace('run_timeout = "1s"', 'run_timeout = "60s"'))
+    config = load_config(path)
+    reader = HangOne(config.monitor("hung").scores.path)
+    runner = Runner(config, reader=reader)
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    first = threading.Thread(target=daemon.run_monitor, args=("hung",), daemon=True)
+    try:
+        first.start()
+        assert wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the run")
+        original = runner.reconfigure
+
+        def reconfigure(new: Any, **kw: Any) -> None:  # the run ends inside the reload
+            reader.release.set()
+            first.join(30)
+            original(new, **kw)
+
+        runner.reconfigure = reconfigure  # type: ignore[method-assign,assignment]
+        path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        assert not first.is_alive()
+        assert daemon.scheduler.get_job("hung:rerun") is not None
+        assert daemon._rerun == set()
+    finally:
+        reader.release.set()
+        daemon.wait_idle(30)
+        daemon.http.stop()
