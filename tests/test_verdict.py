@@ -828,3 +828,29 @@ def test_an_anchor_missing_a_phase_is_filled_there_and_kept_elsewhere() -> None:
     report = verdict.inputs[""]
     assert report.anchor_psi is not None
     assert report.anchor_psi > 0.15  # the shift is seen against the frozen hours
+
+
+def test_a_look_over_part_of_the_golden_set_does_not_clear_a_decay() -> None:
+    """A run landing in parts: its first half (coverage 50 %, below min_coverage 0.8) looked
+    recovered, cleared the decay to ok for an hour, and the second half raised it again with
+    a new since. Such a look may raise a decay but not clear one; the reason says why."""
+    from dataclasses import replace as swap
+
+    m = make_monitor()
+    seg = segment(np.random.default_rng(9), AT, decay=0.05)
+    _, state = evaluate(m, AT, check_data(AT, {"": seg}), MonitorState())
+    assert state.decay.active
+    fresh = segment(np.random.default_rng(11), AT, decay=0.0)
+    half = swap(fresh, pairs=swap(fresh.pairs, only_reference=fresh.pairs.n))  # 50 % paired
+    day = AT + timedelta(days=1)
+    verdict, kept = evaluate(m, day, check_data(day, {"": half}), state)
+    assert verdict.outcome is not None
+    assert verdict.outcome.recovered
+    assert verdict.outcome.coverage == pytest.approx(0.5)
+    assert verdict.state == "model_decay"
+    assert kept.decay.active == state.decay.active  # the same since
+    assert any("not cleared: this look paired 50%" in r for r in verdict.reasons)
+    whole = AT + timedelta(days=2)
+    verdict, cleared = evaluate(m, whole, check_data(whole, {"": fresh}), kept)
+    assert verdict.state == "ok"
+    assert cleared.decay.active == {}

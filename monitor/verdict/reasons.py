@@ -39,7 +39,14 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
     if r.decay:
         head = f"model decay since {r.decay_since}" if not r.significant else "model decay"
         if not r.significant and r.new_look:
-            head += " (not yet recovered: the interval's lower end is not above -margin)"
+            recovered = r.ci_low is not None and r.ci_low > -monitor.decay.margin
+            cov = monitor.decay.min_coverage
+            head += (
+                f" (not cleared: this look paired {r.coverage:.0%} of the reference's queries, "
+                f"below {cov:.0%}; a run still landing in parts clears nothing)"
+                if recovered and r.coverage < cov
+                else " (not yet recovered: the interval's lower end is not above -margin)"
+            )
         if r.undecidable_reason:
             head += f"; this look undecidable: {r.undecidable_reason}"
         return f"{where}{head}: {stem}"
