@@ -849,8 +849,28 @@ def test_a_look_over_part_of_the_golden_set_does_not_clear_a_decay() -> None:
     assert verdict.outcome.coverage == pytest.approx(0.5)
     assert verdict.state == "model_decay"
     assert kept.decay.active == state.decay.active  # the same since
-    assert any("not cleared: this look paired 50%" in r for r in verdict.reasons)
+    assert any("not cleared: this look paired 50% of" in r for r in verdict.reasons)
     whole = AT + timedelta(days=2)
     verdict, cleared = evaluate(m, whole, check_data(whole, {"": fresh}), kept)
     assert verdict.state == "ok"
     assert cleared.decay.active == {}
+
+
+def test_a_raised_decay_on_an_undecidable_recovered_look_says_why_it_stays() -> None:
+    """A look of too few pairs whose interval is above -margin clears nothing (it is
+    undecidable); its reason said "not yet recovered: the interval's lower end is not above
+    -margin", which was false."""
+    m = make_monitor()
+    seg = segment(np.random.default_rng(9), AT, decay=0.05)
+    _, state = evaluate(m, AT, check_data(AT, {"": seg}), MonitorState())
+    few = segment(np.random.default_rng(11), AT, decay=-0.03, n_pairs=8)  # under min_pairs
+    day = AT + timedelta(days=1)
+    verdict, _ = evaluate(m, day, check_data(day, {"": few}), state)
+    assert verdict.state == "model_decay"
+    assert verdict.outcome is not None
+    assert verdict.outcome.ci_low is not None
+    assert verdict.outcome.ci_low > -m.decay.margin  # above -margin: would have cleared
+    assert not verdict.outcome.decidable
+    said = " ".join(verdict.reasons)
+    assert "the look undecidable" in said
+    assert "not yet recovered" not in said

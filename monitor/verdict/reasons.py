@@ -41,12 +41,16 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
         if not r.significant and r.new_look:
             recovered = r.ci_low is not None and r.ci_low > -monitor.decay.margin
             cov = monitor.decay.min_coverage
-            head += (
-                f" (not cleared: this look paired {r.coverage:.0%} of the reference's queries, "
-                f"below {cov:.0%}; a run still landing in parts clears nothing)"
-                if recovered and r.coverage < cov
-                else " (not yet recovered: the interval's lower end is not above -margin)"
-            )
+            if not recovered:
+                head += " (not yet recovered: the interval's lower end is not above -margin)"
+            elif r.coverage < cov:  # 3 significant digits: 79.5 % is not "80 %, below 80 %"
+                head += (
+                    f" (not cleared: this look paired {100 * r.coverage:.3g}% of the "
+                    f"reference's queries, below {100 * cov:.3g}%; a run still landing in parts "
+                    "clears nothing)"
+                )
+            elif not r.decidable:
+                head += " (not cleared: the interval is above -margin, but the look undecidable)"
         if r.undecidable_reason:
             head += f"; this look undecidable: {r.undecidable_reason}"
         return f"{where}{head}: {stem}"
