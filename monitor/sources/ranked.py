@@ -131,6 +131,19 @@ def _word_constant(j: int) -> np.uint64:
     return np.uint64(((2 * j + 1) * 0x9E3779B97F4A7C15) & ((1 << 64) - 1) | 1)
 
 
+def _add_words(h: UIntArray, words: UIntArray, first: int = 0) -> UIntArray:
+    """``h += sum over rows j of words of x ^ (x >> 29)``, x = word_j * C_(first + j) (the
+    fingerprint's sum; ``first``: the position of the first row); returns a scratch array."""
+    x = np.empty_like(h)
+    shifted = np.empty_like(h)
+    for j in range(words.shape[0]):
+        np.multiply(words[j], _word_constant(first + j), out=x)
+        np.right_shift(x, _S29, out=shifted)
+        x ^= shifted
+        h += x
+    return x
+
+
 def fingerprint(
     words: UIntArray, length: npt.NDArray[np.signedinteger[Any]], more: UIntArray | None = None
 ) -> UIntArray:
@@ -143,19 +156,7 @@ def fingerprint(
     h *= _M2
     if more is not None:
         h += more
-    x = np.empty_like(h)
-    shifted = np.empty_like(h)
-    for j in range(words.shape[0]):
-        np.multiply(words[j], _word_constant(j), out=x)
-        np.right_shift(x, _S29, out=shifted)
-        x ^= shifted
-        h += x
-    return _finish(h, x)
-
-
-def _finish(h: UIntArray, x: UIntArray) -> UIntArray:
-    """The fingerprint's last step, in place (``x``: scratch): h ^= h >> 33, h *= M1,
-    h ^= h >> 33."""
+    x = _add_words(h, words)
     np.right_shift(h, _S33, out=x)
     h ^= x
     h *= _M1
@@ -209,10 +210,8 @@ def id_keys(strings: pa.Array) -> IdKeys:
         return IdKeys(words, length, fingerprint(words, length), long)
     more = np.zeros(n, dtype=np.uint64)  # the words past those kept: only long ids have any
     for i, raw in long.items():
-        rest = np.frombuffer(raw + bytes(-len(raw) % 8), dtype="<u8")[kept:].astype(np.uint64)
-        rest *= np.array([_word_constant(j) for j in range(kept, kept + rest.size)])
-        rest ^= rest >> _S29
-        more[i : i + 1] = rest.sum(dtype=np.uint64, keepdims=True)
+        rest = np.frombuffer(raw + bytes(-len(raw) % 8), dtype="<u8")[kept:, None]
+        _add_words(more[i : i + 1], rest.astype(np.uint64), first=kept)
     return IdKeys(words, length, fingerprint(words, length, more), long)
 
 
