@@ -36,7 +36,6 @@ import queue
 import signal
 import threading
 import time
-from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime, timedelta
@@ -297,20 +296,29 @@ class Daemon:
             if name not in self._rerun or self._stopping.is_set():
                 return
             self._rerun.discard(name)
-            if run.abandoned and not run.done.is_set():
-                hanging = sum(1 for m, r in self._let_go if m == name and not r.done.is_set())
-                if hanging >= _MAX_LET_GO:
-                    log.error(
-                        "a hung run was not let go: the monitor's earlier hung runs still hang; "
-                        "it runs again once one ends, or after a restart",
-                        extra={"monitor": name, "hanging": hanging},
-                    )
-                    return
-                if self._inflight.get(name) is run:
-                    self._inflight.pop(name)
-                    self.runner.discard(run.token, name)
-                    self._let_go.append((name, run))
+            hung = run.abandoned and not run.done.is_set() and self._inflight.get(name) is run
+            if hung and not self._let_go_of(name):
+                return
         self._schedule_rerun(name)
+
+    def _let_go_of(self, name: str) -> bool:
+        """Let the abandoned run of ``name`` still in flight go (with ``_lock`` held): its
+        thread is left to end on its own, its late result discarded, and the monitor may run
+        again. At most ``_MAX_LET_GO`` such threads a monitor: each reload of a source that
+        still hung once left one more behind; past the bound it is kept (the monitor waits
+        for one to end; a restart ends them all), and the log says so. Whether it went."""
+        hanging = sum(1 for m, r in self._let_go if m == name and not r.done.is_set())
+        if hanging >= _MAX_LET_GO:
+            log.error(
+                "a hung run was not let go: the monitor's earlier hung runs still hang; "
+                "it runs again once one ends, or after a restart",
+                extra={"monitor": name, "hanging": hanging},
+            )
+            return False
+        run = self._inflight.pop(name)
+        self.runner.discard(run.token, name)
+        self._let_go.append((name, run))
+        return True
 
     def _schedule_rerun(self, name: str) -> None:
         """One run of ``name`` at once (a job of its own; the same id, so never two)."""
@@ -456,23 +464,9 @@ class Daemon:
             for n in set(reset + removed) & busy:
                 self.runner.discard(self._inflight[n].token)
             # a run abandoned as hung no longer holds back a monitor whose settings changed
-            # (the operator's fix: it once blocked every slot until a restart); its thread is
-            # left to end on its own. At most _MAX_LET_GO such threads a monitor: each reload of
-            # a source that still hung once left one more behind; past the bound the monitor
-            # waits for one to end (a restart ends them all), and says so
-            hanging = Counter(m for m, r in self._let_go if not r.done.is_set())
+            # (the operator's fix: it once blocked every slot until a restart): let go (bounded)
             for n in (set(changed) | set(removed)) & busy:
-                if self._inflight[n].abandoned and hanging[n] >= _MAX_LET_GO:
-                    log.error(
-                        "a hung run was not let go: the monitor's earlier hung runs still hang; "
-                        "it runs again once one ends, or after a restart",
-                        extra={"monitor": n, "hanging": hanging[n]},
-                    )
-                    continue
-                if self._inflight[n].abandoned:
-                    run = self._inflight.pop(n)
-                    self.runner.discard(run.token, n)
-                    self._let_go.append((n, run))
+                if self._inflight[n].abandoned and self._let_go_of(n):
                     busy.discard(n)
         self.runner.reconfigure(new, reset=reset)
         self.config = new
