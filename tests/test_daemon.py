@@ -253,10 +253,16 @@ def _two_monitor_world(tmp_path: Path) -> tuple[Path, datetime]:
 
 
 @contextlib.contextmanager
-def _hung_daemon(tmp_path: Path) -> Iterator[tuple[Path, datetime, Runner, Daemon]]:
+def _hung_daemon(
+    tmp_path: Path, run_timeout: str = "1s"
+) -> Iterator[tuple[Path, datetime, Runner, Daemon]]:
     """A daemon (not serving) of the two-monitor world whose ``hung`` monitor's score reads
-    block until the end, when they are released and every run is awaited."""
+    block until the end (or ``runner.reader.release``), when they are released and every run
+    is awaited."""
     path, end = _two_monitor_world(tmp_path)
+    path.write_text(
+        path.read_text().replace('run_timeout = "1s"', f'run_timeout = "{run_timeout}"')
+    )
     config = load_config(path)
     reader = HangOne(config.monitor("hung").scores.path)
     runner = Runner(config, reader=reader)
@@ -596,16 +602,8 @@ def test_a_reload_while_a_run_is_in_flight_runs_the_monitor_again_once_it_ends(
     yet abandoned) re-added the job for the next slot only: the run was then abandoned and
     the monitor showed error until that slot, up to an hour or a day. Once the run ends (here:
     is abandoned at run_timeout) the monitor is let go and runs at once with the fix."""
-    path, end = _two_monitor_world(tmp_path)
-    path.write_text(path.read_text().replace('run_timeout = "1s"', 'run_timeout = "3s"'))
-    config = load_config(path)
-    reader = HangOne(config.monitor("hung").scores.path)
-    runner = Runner(config, reader=reader)
-    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
-    try:
-        first = threading.Thread(target=daemon.run_monitor, args=("hung",), daemon=True)
-        first.start()
-        assert wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the run")
+    with _hung_daemon(tmp_path, run_timeout="3s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
         path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
         assert daemon.scheduler.get_job("hung:rerun") is None  # not before the run ends
@@ -616,27 +614,25 @@ def test_a_reload_while_a_run_is_in_flight_runs_the_monitor_again_once_it_ends(
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.latest is not None
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
-    finally:
-        reader.release.set()
-        daemon.wait_idle(30)
-        daemon.http.stop()
+
+
+def _hung_run(daemon: Daemon) -> threading.Thread:
+    """A run of the ``hung`` monitor started in a thread of its own, once it is in flight."""
+    first = threading.Thread(target=daemon.run_monitor, args=("hung",), daemon=True)
+    first.start()
+    assert wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the run")
+    return first
 
 
 def test_a_run_that_ends_during_the_reload_still_gets_its_rerun(tmp_path: Path) -> None:
     """The run ends while the reload is between seeing it in flight and asking for a rerun
     after it (forced here inside the runner's reconfigure): the rerun was lost, the monitor
     waited for its next slot, and a stale request re-ran it after a later, unrelated run."""
-    path, end = _two_monitor_world(tmp_path)
-    path.write_text(path.read_text().replace('run_timeout = "1s"', 'run_timeout = "60s"'))
-    config = load_config(path)
-    reader = HangOne(config.monitor("hung").scores.path)
-    runner = Runner(config, reader=reader)
-    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
-    first = threading.Thread(target=daemon.run_monitor, args=("hung",), daemon=True)
-    try:
-        first.start()
-        assert wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the run")
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
         original = runner.reconfigure
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
 
         def reconfigure(new: Any, **kw: Any) -> None:  # the run ends inside the reload
             reader.release.set()
@@ -649,7 +645,3 @@ def test_a_run_that_ends_during_the_reload_still_gets_its_rerun(tmp_path: Path) 
         assert not first.is_alive()
         assert daemon.scheduler.get_job("hung:rerun") is not None
         assert daemon._rerun == set()
-    finally:
-        reader.release.set()
-        daemon.wait_idle(30)
-        daemon.http.stop()
