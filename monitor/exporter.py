@@ -20,9 +20,9 @@ from prometheus_client import (
 )
 from prometheus_client.exposition import (
     CONTENT_TYPE_LATEST,
+    CONTENT_TYPE_PLAIN_0_0_4,
     choose_encoder,
     generate_latest,
-    gzip_accepted,
 )
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -593,15 +593,37 @@ def render_negotiated(
 ) -> tuple[bytes, list[tuple[str, str]]]:
     """``(body, headers)`` of a ``/metrics`` response, as prometheus_client's own server does it.
 
-    ``Accept`` chooses the Prometheus text or OpenMetrics format (``choose_encoder``),
-    ``Accept-Encoding: gzip`` compresses, and ``names`` (``?name[]=...``) restricts the families.
+    ``Accept`` chooses the Prometheus text or OpenMetrics format (``choose_encoder``; an
+    ``Accept`` it cannot parse, such as ``version=abc``, gets the text format, as client_golang's
+    negotiation does: it was a 500 and a logged traceback per request), ``Accept-Encoding: gzip``
+    compresses unless its ``q`` is 0, and ``names`` (``?name[]=...``) restricts the families.
     """
-    encoder, content_type = choose_encoder(accept or "")
+    encoder: Callable[[Any], bytes]
+    try:
+        encoder, content_type = choose_encoder(accept or "")
+    except (ValueError, TypeError):  # a version that is not a version: prometheus_client raises
+        encoder, content_type = generate_latest, CONTENT_TYPE_PLAIN_0_0_4
     source: Any = _Restricted(registry, frozenset(names)) if names else registry
     body = encoder(source)
     headers = [("Content-Type", content_type)]
-    if gzip_accepted(accept_encoding or ""):
+    if _gzip_accepted(accept_encoding or ""):
         body = gzip.compress(body)
         headers.append(("Content-Encoding", "gzip"))
     headers.append(("Vary", "Accept, Accept-Encoding"))
     return body, headers
+
+
+def _gzip_accepted(header: str) -> bool:
+    """Whether ``Accept-Encoding`` takes gzip: named with a ``q`` above 0 (RFC 9110 12.5.3:
+    ``gzip;q=0`` refuses it; prometheus_client's ``gzip_accepted`` ignores ``q``). A ``q`` that
+    is not a number counts as 1."""
+    for item in header.split(","):
+        name, *params = (p.strip() for p in item.split(";"))
+        if name.lower() != "gzip":
+            continue
+        q = next((p[2:] for p in params if p.lower().startswith("q=")), "1")
+        try:
+            return float(q) > 0
+        except ValueError:
+            return True
+    return False

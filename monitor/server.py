@@ -63,7 +63,13 @@ from monitor.report import (
     render_monitor_page,
     render_pending_page,
 )
-from monitor.webconfig import TlsConfig, WebConfig, build_ssl_context, load_web_config
+from monitor.webconfig import (
+    TlsConfig,
+    WebConfig,
+    build_ssl_context,
+    load_web_config,
+    named_files,
+)
 
 __all__ = ["HttpServer", "status_document"]
 
@@ -244,6 +250,10 @@ class _WebState:
         self._tls = server.tls()
         self._context = build_ssl_context(self._tls) if self._tls is not None else None
         self._auth = _BasicAuth(self._web.basic_auth_users)
+        # files a failed reload named that are not in force (a config pointed at new
+        # certificate names before they were written): watched too, so that their arrival
+        # retries the reload
+        self._pending: tuple[Path, ...] = ()
         self._stamps = self._stamps_now()
         self._failed: tuple[object, ...] | None = None
         self._building = False
@@ -252,14 +262,17 @@ class _WebState:
     def tls(self) -> bool:
         return self._context is not None
 
-    def _files(self) -> list[Path]:
+    def _files(self, pending: tuple[Path, ...] | None = None) -> list[Path]:
+        """The files a reload follows: the TLS files in force, the web config, then ``pending``
+        (default: those a failed reload named)."""
         files = list(self._tls.files()) if self._tls is not None else []
         if self._server.web_config_file is not None:
             files.append(self._server.web_config_file)
-        return files
+        extra = self._pending if pending is None else pending
+        return files + [f for f in extra if f not in files]
 
     def _stamps_now(self) -> tuple[object, ...]:
-        return tuple(_stamp(f) for f in self._files())
+        return tuple((f, _stamp(f)) for f in self._files())
 
     def current(self) -> tuple[ssl.SSLContext | None, WebConfig, _BasicAuth]:
         """What a request uses: reloaded first if any file changed since the last build. One
@@ -280,18 +293,35 @@ class _WebState:
         with self._lock:
             return self._context, self._web, self._auth
 
-    def _give_up(self, stamps: tuple[object, ...], message: str, **extra: object) -> None:
+    def _give_up(
+        self,
+        known: dict[Path, object],
+        named: tuple[Path, ...],
+        message: str,
+        **extra: object,
+    ) -> None:
+        """Keep what is in force until a followed file changes: those in force and the web
+        config, and ``named`` (the files the failed config names), so that a certificate
+        written after the config that names it retries the reload (it was never retried).
+        ``known``: stamps read before the files were."""
         with self._lock:
-            self._failed = stamps
+            self._pending = tuple(f for f in named if f not in self._files(pending=()))
+            self._failed = tuple((f, known[f] if f in known else _stamp(f)) for f in self._files())
         log.error(message, extra=extra)
 
     def _reload(self, stamps: tuple[object, ...]) -> None:
+        # the stamps read before the files are: a write between the read and now is loaded by
+        # the next request (the stamps after it recorded that write as loaded)
+        known: dict[Path, object] = dict(stamps)  # type: ignore[arg-type]
         web = self._web
         if self._server.web_config_file is not None:
+            named = named_files(self._server.web_config_file)
+            known |= {f: _stamp(f) for f in named if f not in known}
             parsed, problems = load_web_config(self._server.web_config_file)
             if parsed is None:
                 self._give_up(
-                    stamps,
+                    known,
+                    named,
                     "web config reload failed; keeping the previous one",
                     file=str(self._server.web_config_file),
                     problems=problems,
@@ -305,25 +335,28 @@ class _WebState:
             # exporter-toolkit decides on TLS once, at start: a reload that dropped the
             # certificate once served the same port as plain HTTP, credentials in the clear
             self._give_up(
-                stamps,
+                known,
+                (),
                 "web config reload would turn TLS off; keeping the previous one (restart to "
                 "serve plain HTTP)",
                 file=str(self._server.web_config_file),
             )
             return
+        named = tuple(tls.files()) if tls is not None else ()
+        known |= {f: _stamp(f) for f in named if f not in known}
         try:
             context = build_ssl_context(tls) if tls is not None else None
         except (OSError, ValueError) as exc:
             self._give_up(
-                stamps, "TLS reload failed; keeping the previous certificate", error=str(exc)
+                known, named, "TLS reload failed; keeping the previous certificate", error=str(exc)
             )
             return
         auth = _BasicAuth(web.basic_auth_users)
         with self._lock:
             self._web, self._tls, self._context, self._auth = web, tls, context, auth
-            # the stamps read before the files were: a write between the read and now is
-            # loaded by the next request (the stamps after it recorded that write as loaded)
-            self._stamps = stamps
+            self._pending = ()
+            # the stamps of the files now in force (a change of names was reloaded twice)
+            self._stamps = tuple((f, known[f] if f in known else _stamp(f)) for f in self._files())
             self._failed = None
         log.info("web config and TLS reloaded", extra={"tls": context is not None})
 
@@ -420,7 +453,11 @@ class _Handler(BaseHTTPRequestHandler):
     """Routes; one instance serves every request of one connection (HTTP/1.1 keep-alive)."""
 
     server: HttpServer  # type: ignore[assignment]
+    raw_requestline: bytes  # set by handle_one_request before parse_request
     protocol_version = "HTTP/1.1"
+    # the version of a request line the standard library refused (``HTTP/9.9``, the HTTP/2
+    # preface): "HTTP/0.9" (its default) answered with a body and no status line or headers
+    default_request_version = "HTTP/1.0"
     server_version = f"retrieval-monitor/{__version__}"
     disable_nagle_algorithm = True
     timeout = None  # the connection thread sets the socket timeouts and deadlines
@@ -476,25 +513,24 @@ class _Handler(BaseHTTPRequestHandler):
         a 400, as is any ``Transfer-Encoding`` (the server reads no chunked body); a
         ``Content-Length`` body is read and dropped (up to 64 KiB; past it 413), since a body
         left unread was parsed as the next request on a kept-alive connection."""
+        server = self.server
+        if len(self.raw_requestline.split()) == 2:
+            # HTTP/0.9 (no version): no headers follow, and the standard library waited for
+            # them until the request timed out, answering nothing
+            self.command, self.request_version = "", self.default_request_version
+            self.requestline = str(self.raw_requestline, "iso-8859-1").rstrip("\r\n")
+            self.close_connection = True
+            self.send_error(400, "HTTP/0.9 is not supported")
+            return False
         self.rfile.left = _MAX_HEAD  # the headers that parse_request reads next
         try:
             if not super().parse_request():
                 return False
         finally:
             self.rfile.left = None  # the head is read: a body has its own limit
-        server = self.server
-        with server.lock:  # a connection that gave way at the cap answers no more
-            if self._conn.expired:
-                self.close_connection = True
-                return False
-            self._conn.waiting_since = None
         # the web config of now, per request: a user removed from it was still let in on a
         # connection kept alive since before the change (Prometheus keeps one for hours)
         _, self._web, self._auth = server.web_state.current()
-        if self.request_version == "HTTP/0.9":
-            self.request_version = "HTTP/1.0"  # so that the error has a status line
-            self.send_error(400, "HTTP/0.9 is not supported")
-            return False
         if self.headers.get("Transfer-Encoding") is not None:
             self.send_error(400, "Transfer-Encoding is not accepted")
             return False
@@ -513,6 +549,13 @@ class _Handler(BaseHTTPRequestHandler):
             if size and len(self.rfile.read(size)) < size:
                 self.close_connection = True
                 return False
+        with server.lock:  # a connection that gave way at the cap answers no more
+            if self._conn.expired:
+                self.close_connection = True
+                return False
+            # answering from here on: until the body is read too, the connection still waits
+            # and gives way at the cap (a body sent a byte at a time held a slot that never did)
+            self._conn.waiting_since = None
         return True
 
     def _send(

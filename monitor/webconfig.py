@@ -43,6 +43,7 @@ __all__ = [
     "build_ssl_context",
     "check_tls_files",
     "load_web_config",
+    "named_files",
     "unreadable",
 ]
 
@@ -316,6 +317,21 @@ def unreadable(exc: OSError | UnicodeDecodeError) -> str:
     decoding error): "cannot read the file: No such file or directory"."""
     reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
     return f"cannot read the file: {reason}"
+
+
+def named_files(path: Path) -> tuple[Path, ...]:
+    """The certificate, key and client CA files the web config at ``path`` names, as far as
+    it can be read (none when it cannot): a reload that failed on them watches them."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        return ()
+    tls = data.get("tls_server_config") if isinstance(data, dict) else None
+    if not isinstance(tls, dict):
+        return ()
+    base = path.resolve().parent
+    names = (tls.get(key) for key in ("cert_file", "key_file", "client_ca_file"))
+    return tuple(base / name for name in names if isinstance(name, str) and name)
 
 
 def load_web_config(path: Path) -> tuple[WebConfig | None, list[str]]:

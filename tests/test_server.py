@@ -177,6 +177,16 @@ def test_metrics_negotiation_gzip_and_standard_collectors(serve: list[HttpServer
     status, headers, body = _get(url + "?name[]=retrieval_monitor_state")
     assert b"retrieval_monitor_state{" in body
     assert b"process_cpu_seconds_total" not in body
+    # an Accept it cannot parse gets the text format (client_golang's negotiation): it was a
+    # 500 and a logged traceback per request; and gzip;q=0 refuses gzip (RFC 9110 12.5.3)
+    for accept in ("application/openmetrics-text; version=abc", "text/plain; version=x.y"):
+        status, headers, body = _get(url, headers={"Accept": accept})
+        assert status == 200, accept
+        assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+        assert b"retrieval_monitor_state{" in body
+    status, headers, body = _get(url, headers={"Accept-Encoding": "identity, gzip;q=0"})
+    assert "Content-Encoding" not in headers
+    assert b"retrieval_monitor_state{" in body
 
 
 def test_keep_alive_serves_several_requests_on_one_connection(serve: list[HttpServer]) -> None:
@@ -335,6 +345,28 @@ def _waited_to_give_way(since: float) -> None:
         what="connections old enough to give way",
         interval=0.05,
     )
+
+
+def test_a_body_sent_a_byte_at_a_time_gives_way_at_the_cap(serve: list[HttpServer]) -> None:
+    """A whole head with ``Content-Length`` and then its body a byte at a time counted as a
+    request being answered, which never gives way: such clients held every slot and /healthz
+    answered 503 for as long as they went on. Until its body is read a connection waits."""
+    server = _start(serve, ServerConfig(port=0, max_connections=2))
+    opened = time.monotonic()
+    slow = [socket.create_connection(("127.0.0.1", server.port), timeout=BOUND) for _ in range(2)]
+    try:
+        for sock in slow:
+            sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nx")
+        wait_for(lambda: server.counts().connections_active == 2, timeout=BOUND, what="2 held")
+        _waited_to_give_way(opened)
+        for sock in slow:
+            sock.sendall(b"x")  # still sending
+        for _ in range(2):
+            assert _get(f"http://127.0.0.1:{server.port}/healthz")[0] == 200
+        assert server.counts().connections_rejected == 0
+    finally:
+        for sock in slow:
+            sock.close()
 
 
 def test_a_request_not_yet_parsed_is_not_dropped_at_the_cap(
@@ -641,6 +673,14 @@ def test_a_get_body_is_dropped_not_read_as_the_next_request(serve: list[HttpServ
     ("request_bytes", "status"),
     [
         (b"GET /healthz\r\n\r\n", b"HTTP/1.1 400"),  # HTTP/0.9 was answered with no status line
+        # ... and one with no blank line after it (no headers follow HTTP/0.9) was answered
+        # nothing, cut at request_timeout
+        (b"GET /healthz\r\n", b"HTTP/1.1 400"),
+        # a version the standard library refuses, and the HTTP/2 preface: a bare HTML body
+        # with no status line and no headers (nosniff, the web config's)
+        (b"GET /healthz HTTP/9.9\r\n\r\n", b"HTTP/1.1 505"),
+        (b"GET /healthz HTTP/x.y\r\n\r\n", b"HTTP/1.1 400"),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", b"HTTP/1.1 505"),
         (
             b"GET /healthz HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
             b"HTTP/1.1 400",
@@ -679,9 +719,13 @@ def test_requests_the_server_cannot_frame_are_refused(
     serve: list[HttpServer], request_bytes: bytes, status: bytes
 ) -> None:
     server = _start(serve, ServerConfig(port=0))
+    began = time.monotonic()
     out = _raw_exchange(server.port, request_bytes)
     assert out.startswith(status), out[:80]
     assert out.count(b"HTTP/1.") == 1  # one answer, and the connection closed
+    assert b"\r\nX-Content-Type-Options: nosniff\r\n" in out.partition(b"\r\n\r\n")[0] + b"\r\n"
+    if not status.endswith(b"200"):  # a refusal closes at once (a 200 is kept alive)
+        assert time.monotonic() - began < BOUND  # answered, not cut at a timeout
 
 
 def test_idle_keep_alive_connections_give_way_at_the_cap(serve: list[HttpServer]) -> None:
@@ -723,6 +767,28 @@ def test_a_reload_never_turns_tls_off(tmp_path: Path, serve: list[HttpServer]) -
     assert _get(url, cert)[0] == 200
     with pytest.raises((urllib.error.URLError, ConnectionError)):  # still a TLS port
         _get(f"http://127.0.0.1:{server.port}/healthz")
+
+
+def test_a_certificate_named_before_it_is_written_is_loaded_when_it_is(
+    tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    """A web config pointed at new certificate files before they exist fails to reload; the
+    files written after it were never loaded (only the old names were watched), and the old
+    certificate was served until the config was touched."""
+    cert, key = self_signed(tmp_path / "a")
+    config = _web_config(tmp_path, f"tls_server_config:\n  cert_file: {cert}\n  key_file: {key}\n")
+    server = _start(serve, config)
+    first = _peer_cert(server.port)
+    assert config.web_config_file is not None
+    new = tmp_path / "b"
+    config.web_config_file.write_text(
+        f"tls_server_config:\n  cert_file: {new / 'server.crt'}\n  key_file: {new / 'server.key'}\n"
+    )
+    assert _peer_cert(server.port) == first  # the reload failed: the files are not there
+    new_cert, _ = self_signed(new)
+    second = _peer_cert(server.port)
+    assert second == ssl.PEM_cert_to_DER_cert(new_cert.read_text())
+    assert _get(f"https://127.0.0.1:{server.port}/healthz", new_cert)[0] == 200
 
 
 def test_an_unknown_user_costs_what_a_known_one_does() -> None:
