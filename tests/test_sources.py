@@ -263,6 +263,28 @@ def test_a_null_segment_partition_is_null_segments_not_a_segment(tmp_path: Path)
     assert got.segment_names == ("en",)
 
 
+def test_a_sample_of_row_groups_reads_every_kth_group_of_files_with_several(
+    tmp_path: Path,
+) -> None:
+    """``sample_rows`` keeps every k-th row group in plan order; a file with a dropped group
+    raised ValueError (the groups' first rows were left whole), so a grid sample of any
+    reference of daily files failed at every check."""
+    values = np.arange(2000, dtype=np.float64)
+    for f in range(2):
+        rows = slice(1000 * f, 1000 * (f + 1))
+        table = pa.table(
+            {
+                "timestamp": pa.array(_ts(T0) + np.arange(1000 * f, 1000 * (f + 1))),
+                "score": values[rows],
+            }
+        )
+        pq.write_table(table, tmp_path / f"{f}.parquet", row_group_size=100)
+    got = read_scores(ScoreSpec(str(tmp_path)), Window(T0, T0 + DAY), sample_rows=500)
+    # step ceil(2000 / 500) = 4 over the 20 groups in plan order: groups 0, 4, 8, 12, 16
+    kept = np.concatenate([values[100 * g : 100 * g + 100] for g in (0, 4, 8, 12, 16)])
+    np.testing.assert_array_equal(np.sort(got.values), kept)
+
+
 def test_misfiled_partition_is_an_error_unless_pruning_is_off(tmp_path: Path) -> None:
     _scores(tmp_path / "date=2026-11-30" / "p.parquet", [T0 + HOUR, T0 + DAY + HOUR], [1.0, 2.0])
     w = Window(T0, T0 + 2 * DAY)
@@ -283,6 +305,9 @@ def test_misfiled_partition_is_an_error_unless_pruning_is_off(tmp_path: Path) ->
         ("date=2026-11-30/hour=7", T0 + 7 * HOUR, "read"),
         # a second date below the first (an ingest date) says nothing of the rows' times
         ("date=2026-11-30/ingest=2026-12-02", T0 + 10 * HOUR, "read"),
+        # ... below integer year=/month=/day= too: it moved the files to Dec 2, 10:00, where
+        # no window read them (pruned as Dec 2 under Nov 30, and as Nov 30 under Dec 2)
+        ("year=2026/month=11/day=30/hour=10/ingest_date=2026-12-02", T0 + 10 * HOUR, "read"),
     ],
 )
 def test_a_partition_level_that_is_no_period_checks_against_the_coarser_one(

@@ -149,23 +149,23 @@ def _hive(name: str) -> tuple[str, str] | None:
 def _partition_interval(parts: tuple[tuple[str, str], ...]) -> _Interval:
     """The UTC period a chain of hive partitions spells, or None when it spells none.
 
-    ``<any>=YYYY-MM-DD`` sets year, month and day, unless an earlier key of the chain set them
-    (a second date below the first, such as an ingest date, says nothing of the rows' times);
-    ``year=``, ``month=``, ``day=``, ``hour=`` set one field each (integers). The interval is
+    ``<any>=YYYY-MM-DD`` sets year, month and day, unless an earlier key of the chain set any
+    of them (a second date below the first, such as an ingest date, says nothing of the rows'
+    times: below ``year=/month=/day=`` it once moved their files to another day, where no
+    window read them); ``year=``, ``month=``, ``day=``, ``hour=`` set one field each
+    (integers), unless an earlier key set it. The interval is
     the finest valid period whose coarser fields are all known: a level that is no period
     (``hour=24``, ``month=13``) leaves the coarser one, so its files are still checked
     against a period that holds them, never read as from no period at all.
     """
     fields: dict[str, int] = {}
-    dated = False
     for key, value in parts:
         m = _DATE_VALUE.match(value)
         if m:
-            if not dated:
+            if not fields.keys() & {"year", "month", "day"}:
                 fields.update(year=int(m[1]), month=int(m[2]), day=int(m[3]))
-                dated = True
         elif key.lower() in ("year", "month", "day", "hour") and value.isdigit():
-            fields[key.lower()] = int(value)
+            fields.setdefault(key.lower(), int(value))
     if "year" not in fields:
         return None
     period: tuple[datetime, datetime] | None = None

@@ -244,6 +244,10 @@ def _thinned(spec: ScoreSpec, planned: _Planned, max_rows: int) -> _Planned:
                 plan,
                 groups=groups,
                 inside=tuple(plan.inside[j] for j in keep),
+                # each kept group's first row too: left whole, the read's zip with the groups
+                # raised on any file with a dropped group (and a table's deletes would have
+                # been matched to the wrong rows)
+                starts=tuple(plan.starts[j] for j in keep),
                 capacity=sum(rows[g] for g in groups),
             )
         )
