@@ -17,6 +17,7 @@ Conventions (see ``docs/statistics.md``):
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -655,6 +656,15 @@ class _Fading:
             np.multiply(part, self.shrink[: e - s], out=out[s:e])
 
 
+@functools.lru_cache(maxsize=256)
+def _below_switch(n_eff: float) -> float:
+    """``kstwo_sf`` at the largest D with N D^2 below the switch to the large-N expansion."""
+    d = math.sqrt(_KS_SMIRNOV_Z2 / n_eff)
+    while n_eff * d * d >= _KS_SMIRNOV_Z2:
+        d = math.nextafter(d, 0.0)
+    return _dist.kstwo_sf(d, n_eff)
+
+
 def _ks_asymp_sf(d: float, n: int, m: int, alternative: str) -> float:
     """scipy's asymptotic p-values: kstwo.sf(D, round(N_eff)) or Hodges' eq. 5.3 one-sided.
 
@@ -664,7 +674,9 @@ def _ks_asymp_sf(d: float, n: int, m: int, alternative: str) -> float:
     2 exp(-2 z^2 - 2 z / (3 sqrt(N))), z = sqrt(N) D (Smirnov's one-sided correction; Hodges'
     eq. 5.3 with one sample size -> infinity). It is slightly larger than scipy's (conservative):
     relative difference <= 40 / N for p >= 1e-8 (3.3e-3 at N = 10 001, 4.2e-5 at N = 875 000),
-    absolute <= 3e-6 (see ``docs/statistics.md``).
+    absolute <= 3e-6 (see ``docs/statistics.md``). Being larger, it is capped at the p-value
+    just below the switch, so that p never rises with D across it (a larger D got a larger p
+    there, and a KS bracket straddling it an inverted p-value range).
     """
     big, small = float(max(n, m)), float(min(n, m))
     en = big * small / (big + small)
@@ -675,7 +687,8 @@ def _ks_asymp_sf(d: float, n: int, m: int, alternative: str) -> float:
             if z2 >= 370.0:  # scipy's cut-off: sf is 0 to double precision
                 return 0.0
             z = math.sqrt(z2)
-            return 2.0 * math.exp(-2.0 * z2 - 2.0 * z / (3.0 * math.sqrt(n_eff)))
+            value = 2.0 * math.exp(-2.0 * z2 - 2.0 * z / (3.0 * math.sqrt(n_eff)))
+            return min(value, _below_switch(n_eff))
         return _dist.kstwo_sf(d, n_eff)
     z = math.sqrt(en) * d
     expt = -2 * z**2 - 2 * z * (big + 2 * small) / math.sqrt(big * small * (big + small)) / 3.0

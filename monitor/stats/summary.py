@@ -514,8 +514,12 @@ def ks_bracket(x: ScoreSummary, y: ScoreSummary, *, method: str = "auto") -> KSB
     if n == 0 or m == 0:
         raise StatsInputError("both summaries must hold at least one score.")
     # d = i m - j n at every cell end (i, j: counts up to it; point ends are F(g), gap ends
-    # F(g-)), as one cumulative sum of the cells' own differences (|d| <= n m fits int64)
-    xm, yn = x.counts * m, y.counts * n
+    # F(g-)), as one cumulative sum of the cells' own differences: |d| <= n m, which fits
+    # int64 below 2^63 and past it is summed in Python integers (int64 wrapped silently: at
+    # 2^33 rows a side a D of 0.25 came out 0)
+    wide = n * m >= 1 << 63
+    xm = (x.counts.astype(object) if wide else x.counts) * m
+    yn = (y.counts.astype(object) if wide else y.counts) * n
     d = np.cumsum(xm - yn)
     k_all = np.abs(d)
     at = int(np.argmax(k_all))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -637,6 +639,22 @@ def test_ks_asymp_large_n_against_kstwo() -> None:
                 assert ref <= ours <= ref * (1 + 40 / n_eff) or ref < 1e-8
     small = drift._ks_asymp_sf(0.03, 20_000, 3_000, "two-sided")  # N_eff 2 609: scipy's value
     assert small == float(stats.kstwo.sf(0.03, round(20_000 * 3_000 / 23_000)))
+
+
+@pytest.mark.parametrize("n_eff", [10_001, 875_000, 10_000_019])
+def test_ks_asymp_p_never_rises_with_d_across_the_switch(n_eff: int) -> None:
+    """The large-N expansion is a little above scipy's value, and scipy's below the switch
+    (N D^2 = 2.2) was used as is: a larger D got a larger p there (by 3e-7 at N 10 000 019),
+    and a KS bracket straddling it an inverted p-value range."""
+    switch = math.sqrt(2.2 / n_eff)
+    ds = np.concatenate(
+        [switch * (1 + np.linspace(-1e-3, 1e-3, 401)), switch * (1 + np.geomspace(1e-15, 1, 200))]
+    )
+    ds.sort()
+    ps = [drift._ks_asymp_sf(float(d), 2 * n_eff, 2 * n_eff, "two-sided") for d in ds]
+    assert all(b <= a for a, b in itertools.pairwise(ps)), n_eff
+    below = float(stats.kstwo.sf(float(ds[ds * ds * n_eff < 2.2][-1]), n_eff))
+    assert ps[int(np.searchsorted(ds * ds * n_eff, 2.2))] <= below
 
 
 def test_against_scipy_ks_2samp_asymptotic_large_n() -> None:
