@@ -197,6 +197,8 @@ class Runner:
             self._forget(name)
         prints = _prints(config)
         decay_prints = _decay_prints(config)
+        # the cache's bound too (it was kept from start-up: lowered to free a disk, no effect)
+        self.summaries.cache.max_bytes = config.engine.cache_max_bytes if config.engine else 1 << 30
         self.config = config
         self._fingerprints = prints
         self._decay_prints = decay_prints

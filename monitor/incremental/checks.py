@@ -228,6 +228,8 @@ class SummaryChecks:
                     "cannot write the summary grid; it is kept in memory",
                     extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
                 )
+            else:  # the old grid's buckets are never read again: they go now, not at the bound
+                self.cache.drop_grids(monitor.name, built.key)
         log.info(
             "summary grid built",
             extra={

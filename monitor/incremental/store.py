@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import json
@@ -38,6 +39,9 @@ _BUCKET_FORMAT = 4
 _OLD_BUCKET_FORMATS = (2, 3)
 _MAGIC = b"RMBUCKET"
 _SUFFIX = ".bucket"
+# free bytes the cache leaves on its volume (at most a tenth of the volume): the state files
+# share it, and a cache grown into a full volume left every state save failing
+_RESERVE = 64 << 20
 # what numpy (a grid file) or a bucket entry's reader raises on a damaged or foreign file
 _CORRUPT = (
     ValueError,
@@ -265,12 +269,13 @@ class BucketCache:
         self.hits = self.misses = self.corrupt = 0
         self.writable = directory is not None
         self._retry_at = 0.0
+        self._stuck: set[Path] = set()  # entries it could not remove: never counted again
         if directory is not None and directory.is_dir():
             for tmp in directory.glob("*/*/.*.tmp"):  # a write a kill interrupted
                 if not _writer_alive(tmp.name):  # never another process's write under way
-                    tmp.unlink(missing_ok=True)
+                    _remove(tmp, "a cache write left by a killed process")
             for old in directory.glob("*/*/*.npz"):  # entries of the first format
-                old.unlink(missing_ok=True)
+                _remove(old, "a cached bucket of the first format")
 
     def _path(self, monitor: str, key: str, start_ns: int) -> Path:
         assert self.directory is not None
@@ -329,16 +334,18 @@ class BucketCache:
             bucket, stored = Bucket.from_bytes(data, grid, key)
         except _OldEntry:  # written by the version before: recomputed, nothing to warn of
             self.misses += 1
-            path.unlink(missing_ok=True)
+            _remove(path, "a cached bucket of an older format")
             return None
         except _CORRUPT as exc:
+            # a read-only process (monitor check as another user) cannot remove it: the
+            # check goes on with the bucket recomputed (it was an error)
+            removed = _remove(path, "a corrupt cached bucket")
             log.warning(
-                "corrupt cached bucket removed; recomputing it",
+                f"corrupt cached bucket {'removed' if removed else 'kept'}; recomputing it",
                 extra={"monitor": monitor, "path": str(path), "error": str(exc)},
             )
             self.corrupt += 1
             self.misses += 1
-            path.unlink(missing_ok=True)
             return None
         if stored != fingerprint or bucket.start_ns != start_ns:
             self.misses += 1
@@ -358,7 +365,14 @@ class BucketCache:
         path = self._path(monitor, key, bucket.start_ns)
         data = bucket.to_bytes(key, fingerprint)
         try:
-            atomic_write(path.parent, path, data, stem="bucket", durable=False)
+            try:
+                atomic_write(path.parent, path, data, stem="bucket", durable=False)
+            except OSError as exc:
+                if exc.errno not in (errno.ENOSPC, errno.EDQUOT) or not self._make_room(path):
+                    raise
+                # the volume filled past the reserve (other files grew): once more, with
+                # the oldest entries gone to leave the reserve free
+                atomic_write(path.parent, path, data, stem="bucket", durable=False)
         except OSError as exc:  # a full or read-only disk costs the cache, not the check
             log.warning(
                 "cannot write a cached bucket; buckets are kept in memory only for 10 minutes",
@@ -381,9 +395,30 @@ class BucketCache:
                 _, (_, gone) = self._memory.popitem(last=False)
                 self._memory_bytes -= gone.nbytes
 
+    def _make_room(self, path: Path) -> bool:
+        """After a write failed for space: list the entries again and evict the oldest until
+        the volume's reserve is free; whether any was removed."""
+        assert self.directory is not None
+        with self._lock:
+            self._relist(time.monotonic())
+            before = self._disk_total
+            self._evict(path, self._limit())
+            return self._disk_total < before
+
+    def _limit(self) -> int:
+        """The bytes the cache may hold: ``max_bytes``, less what would leave its volume with
+        under ``_RESERVE`` (a tenth of a smaller volume) free."""
+        assert self.directory is not None
+        try:
+            st = os.statvfs(self.directory)
+        except OSError:
+            return self.max_bytes
+        reserve = min(_RESERVE, st.f_blocks * st.f_frsize // 10)
+        return min(self.max_bytes, max(0, self._disk_total + st.f_bavail * st.f_frsize - reserve))
+
     def _account(self, path: Path, size: int) -> None:
-        """Count a bucket written, and past ``max_bytes`` evict the oldest (by start) on disk
-        until the rest fit.
+        """Count a bucket written, and past ``max_bytes`` (or past what leaves its volume
+        ``_RESERVE`` free) evict the oldest (by start) on disk until the rest fit.
 
         Several processes write one cache (the daemon, a backtest): the files are listed again
         before an eviction, so what the others wrote or removed is counted (a process once
@@ -402,26 +437,70 @@ class BucketCache:
             self._disk_total += size - self._disk.get(path, 0)
             self._disk[path] = size
             self._written += size
-            if self._disk_total <= self.max_bytes:
+            limit = self._limit()
+            if self._disk_total <= limit:
                 return
             if self._written >= self.max_bytes * _RELIST_SHARE:
                 self._relist(now)
                 self._disk_total += size - self._disk.get(path, 0)
                 self._disk[path] = size
-            # the oldest first, in the order of the entries known when it was made (made
-            # again when they are used up: those written since are in it then)
-            while self._disk_total > self.max_bytes:
+            self._evict(path, limit)
+
+    def _evict(self, path: Path, limit: int) -> None:
+        """Remove the oldest entries but ``path`` until the rest hold at most ``limit`` bytes
+        (under the lock). One the process cannot remove (another user's) is left and no
+        longer counted: its failure once made every check an error, and counting it would
+        evict the live entries in its place."""
+        assert self._disk is not None
+        stuck: list[Path] = []
+        # the oldest first, in the order of the entries known when it was made (made again
+        # when they are used up: those written since are in it then)
+        while self._disk_total > limit:
+            if not self._order:
+                self._order = deque(
+                    sorted((p for p in self._disk if p != path), key=lambda p: int(p.stem))
+                )
                 if not self._order:
-                    self._order = deque(
-                        sorted((p for p in self._disk if p != path), key=lambda p: int(p.stem))
-                    )
-                    if not self._order:
-                        break  # only the entry just written: it stays
-                victim = self._order.popleft()
-                if victim == path or victim not in self._disk:
-                    continue
-                self._disk_total -= self._disk.pop(victim)
-                victim.unlink(missing_ok=True)
+                    break  # only the entry just written: it stays
+            victim = self._order.popleft()
+            if victim == path or victim not in self._disk:
+                continue
+            self._disk_total -= self._disk.pop(victim)
+            if not _remove(victim, None):
+                self._stuck.add(victim)
+                stuck.append(victim)
+        if stuck:
+            log.warning(
+                "cannot evict cached buckets; they are left and no longer counted against "
+                "the cache's bound (remove them, or give the monitor's user write access)",
+                extra={"count": len(stuck), "path": str(stuck[0])},
+            )
+
+    def drop_grids(self, monitor: str, keep: str) -> None:
+        """Remove ``monitor``'s cached buckets of every grid but ``keep`` (a grid rebuilt:
+        the old one's entries, never read again, outlived the live grid's at the bound, and
+        a fresh process read half its windows again every hour for days)."""
+        if self.directory is None:
+            return
+        base = self.directory / monitor
+        try:
+            folders = [d for d in base.iterdir() if d.is_dir() and d.name != keep]
+        except OSError:
+            return
+        for folder in folders:
+            for entry in folder.glob(f"*{_SUFFIX}"):
+                if _BUCKET_STEM.fullmatch(entry.stem) and _remove(entry, None):
+                    with self._lock:
+                        if self._disk is not None and entry in self._disk:
+                            self._disk_total -= self._disk.pop(entry)
+            try:
+                folder.rmdir()
+            except OSError as exc:  # not empty: a write under way, or files not its own
+                log.log(
+                    logging.INFO if exc.errno == errno.ENOTEMPTY else logging.WARNING,
+                    "an old grid's cache folder is left",
+                    extra={"monitor": monitor, "path": str(folder), "error": str(exc)},
+                )
 
     def _relist(self, now: float) -> None:
         self._disk, self._listed_at = self._listing(), now
@@ -433,7 +512,7 @@ class BucketCache:
         assert self.directory is not None
         out: dict[Path, int] = {}
         for p in self.directory.glob(f"*/*/*{_SUFFIX}"):
-            if not _BUCKET_STEM.fullmatch(p.stem):
+            if not _BUCKET_STEM.fullmatch(p.stem) or p in self._stuck:
                 continue  # not an entry (a copy, a stray file): never counted or removed
             try:
                 out[p] = p.stat().st_size
@@ -453,6 +532,22 @@ class BucketCache:
             for k in [k for k in self._memory if k[0] == monitor]:
                 _, gone = self._memory.pop(k)
                 self._memory_bytes -= gone.nbytes
+
+
+def _remove(path: Path, what: str | None) -> bool:
+    """Unlink ``path`` (gone already counts as removed); on any other error, warn naming
+    ``what`` (None: the caller reports it) and return False: a cache entry that cannot be
+    removed costs the cache, never the check."""
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        if what is not None:
+            log.warning(
+                f"cannot remove {what}; it is left",
+                extra={"path": str(path), "error": exc.strerror or str(exc)},
+            )
+        return False
+    return True
 
 
 _CELL_DTYPES = tuple(np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.int32, np.int64))
