@@ -874,3 +874,96 @@ def test_a_raised_decay_on_an_undecidable_recovered_look_says_why_it_stays() -> 
     said = " ".join(verdict.reasons)
     assert "the look undecidable" in said
     assert "not yet recovered" not in said
+
+
+def test_a_cusum_alarm_quotes_the_cusum_that_crossed_h() -> None:
+    """The CUSUM is reset when it raises an alarm, and the report took it after the reset:
+    "CUSUM against the anchor crossed h: ... CUSUM 0.00 / h 12.74"."""
+    m = make_monitor()
+    plan = alarm_plan(m)
+    state = MonitorState(drift={"": SegmentDrift(evidence_end=AT)})
+    rng = np.random.default_rng(0)
+    reference = scores(rng, 20_000)
+    for k in range(1, 40):
+        at = AT + timedelta(hours=k)
+        seg = replace(segment(rng, at, n_cur=24 * 400, shift=0.3), reference=reference)
+        verdict, state = evaluate(m, at, check_data(at, {"": seg}), state)
+        if verdict.state == "data_drift":
+            break
+    assert verdict.input is not None
+    assert verdict.input.alarm == "cusum"
+    assert verdict.input.cusum is not None
+    assert verdict.input.cusum > plan.drift_h  # the value that crossed, not the reset 0
+    assert state.drift[""].reference.cusum == 0.0  # the state is reset
+    assert f"CUSUM {verdict.input.cusum:.2f}" in verdict.reasons[0]
+
+
+def test_a_raised_drift_on_an_undecidable_window_says_it_is_raised() -> None:
+    """A raised drift whose window became undecidable (a feed thinned out) kept the state
+    data_drift, and its only drift reason said "undecidable drift"."""
+    m = make_monitor()
+    rng = np.random.default_rng(8)
+    v, state = evaluate(m, AT, check_data(AT, {"": segment(rng, AT, shift=1.0)}), MonitorState())
+    assert v.state == "data_drift"
+    later = AT + timedelta(hours=1)
+    thin = segment(rng, later, n_cur=50)  # under min_current_samples
+    v, _ = evaluate(m, later, check_data(later, {"": thin}), state)
+    assert v.state == "data_drift"
+    assert v.input is not None
+    assert not v.input.decidable
+    (said,) = [r for r in v.reasons if "drift" in r]
+    assert said.startswith(f"data drift since {v.input.drift_since} against the reference")
+    assert "(this window undecidable drift: 50 scores" in said
+
+
+def test_a_stale_feed_heads_the_reasons_only_when_it_decided() -> None:
+    """The page's headline is the first reason: a decay page was headed by "outcome feed
+    stale since ..." although the decay decided the state."""
+    m = make_monitor()
+    seg = segment(np.random.default_rng(9), AT, decay=0.05)
+    data = replace(check_data(AT, {"": seg}), newest_score=AT - timedelta(days=3))
+    v, _ = evaluate(m, AT, data, MonitorState())
+    assert v.state == "model_decay"
+    assert v.reasons[0].startswith("model decay")
+    assert any(r.startswith("score feed stale since") for r in v.reasons)
+    healthy = segment(np.random.default_rng(9), AT)
+    v, _ = evaluate(
+        m,
+        AT,
+        replace(check_data(AT, {"": healthy}), newest_score=data.newest_score),
+        MonitorState(),
+    )
+    assert v.state == "insufficient_data"
+    assert v.reasons[0].startswith("score feed stale since")
+
+
+def test_a_raised_decay_on_a_look_without_an_interval_does_not_claim_one() -> None:
+    """A look of one pair has no interval; a raised decay's reason said "not yet recovered:
+    the interval's lower end is not above -margin"."""
+    m = make_monitor()
+    seg = segment(np.random.default_rng(9), AT, decay=0.05)
+    _, state = evaluate(m, AT, check_data(AT, {"": seg}), MonitorState())
+    one = segment(np.random.default_rng(11), AT, n_pairs=1)
+    day = AT + timedelta(days=1)
+    verdict, _ = evaluate(m, day, check_data(day, {"": one}), state)
+    assert verdict.state == "model_decay"
+    assert verdict.outcome is not None
+    assert verdict.outcome.ci_low is None
+    said = " ".join(verdict.reasons)
+    assert "not cleared: this look has no interval, 1 pairs" in said
+    assert "lower end" not in said
+
+
+def test_the_coverage_reason_stays_while_its_look_decides() -> None:
+    """The pairing-coverage reason was given at the look only, and vanished at the next
+    check although the verdict still rested on that partial look; 79.8 % read "80 % is below
+    80 %"."""
+    m = make_monitor()
+    seg = segment(np.random.default_rng(21), AT)
+    pairs = replace(seg.pairs, only_reference=76)  # 300 of 376: 79.8 % paired
+    v, state = evaluate(m, AT, check_data(AT, {"": replace(seg, pairs=pairs)}), MonitorState())
+    later = AT + timedelta(hours=2)
+    v2, _ = evaluate(m, later, check_data(later, {"": seg}, runs=0), state)
+    for verdict in (v, v2):
+        (said,) = [r for r in verdict.reasons if "pairing coverage" in r]
+        assert said.startswith("pairing coverage 79.8% is below 80%"), said

@@ -210,7 +210,15 @@ def evaluate(
         verdict_state = "insufficient_data"
     else:
         verdict_state = "ok"
-    reasons = _reasons(monitor, data, inputs, outcomes, plan, stale)
+    reasons = _reasons(
+        monitor,
+        data,
+        inputs,
+        outcomes,
+        plan,
+        stale,
+        decided=verdict_state in ("model_decay", "data_drift"),
+    )
     if not data.segments:
         reasons.insert(
             0,

@@ -487,6 +487,9 @@ def _settle_drift(
     for name, report in list(reports.items()):
         state = states[name]
         fired: list[tuple[str, str]] = []
+        # each track's CUSUM as this check left it, before an alarm resets it: the report
+        # quotes the value that crossed h (it showed the reset 0.00 beside "crossed h")
+        shown = {t: state.track(t).cusum for t in TRACKS[: plan.tracks]}
         for track_name in TRACKS[: plan.tracks]:
             track = state.track(track_name)
             key = (name, track_name)
@@ -523,8 +526,8 @@ def _settle_drift(
             anchor_drift=state.anchor.active,
             drift_since=_iso(_since(state)),
             drift_tracks=tuple(t for t in TRACKS if state.track(t).active),
-            cusum=state.reference.cusum,
-            anchor_cusum=state.anchor.cusum if plan.tracks == 2 else None,
+            cusum=shown["reference"],
+            anchor_cusum=shown["anchor"] if plan.tracks == 2 else None,
             clear_cusum=state.reference.clear_cusum if state.reference.active else None,
             anchor_clear_cusum=state.anchor.clear_cusum if state.anchor.active else None,
             clear_threshold=(

@@ -41,7 +41,9 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
         if not r.significant and r.new_look:
             recovered = r.ci_low is not None and r.ci_low > -monitor.decay.margin
             cov = monitor.decay.min_coverage
-            if not recovered:
+            if r.ci_low is None:  # no interval to compare (it claimed one was not above)
+                head += f" (not cleared: this look has no interval, {r.n_pairs} pairs)"
+            elif not recovered:
                 head += " (not yet recovered: the interval's lower end is not above -margin)"
             elif r.coverage < cov:  # 3 significant digits: 79.5 % is not "80 %, below 80 %"
                 head += (
@@ -81,12 +83,15 @@ def _input_reason(
     cfg = monitor.drift
     if not ir.decidable:
         newest = _iso(data.newest_score) or "never"
-        return (
-            f"{where}undecidable drift: {ir.n_current} scores in the current window "
+        text = (
+            f"undecidable drift: {ir.n_current} scores in the current window "
             f"[{_iso(data.current_start)}, {_iso(data.current_end)}) (need "
             f"{cfg.min_current_samples}), {ir.n_reference} in the reference (need "
             f"{cfg.min_reference_samples}); newest score at {newest}"
         )
+        if ir.drift:  # the alarm stands: said first (only "undecidable" was said)
+            text = f"data drift since {ir.drift_since} against {_tracks(ir)} (this window {text})"
+        return where + text
     ref_txt = f"the reference [{_iso(data.reference_start)}, {_iso(data.reference_end)})"
     if plan.seasonal_period is not None:
         daily = plan.seasonal_period == timedelta(days=1)
@@ -129,15 +134,17 @@ def _input_reason(
     if ir.alarm == "cusum":
         return f"{where}data drift (sustained, CUSUM against {track} crossed h): {stem}"
     if ir.drift:
-        which = " and ".join(
-            "the anchor" if t == "anchor" else "the reference" for t in ir.drift_tracks
-        )
         return (
-            f"{where}data drift since {ir.drift_since} against {which} (clears after "
+            f"{where}data drift since {ir.drift_since} against {_tracks(ir)} (clears after "
             f"{cfg.clear_after} blocks with debiased PSI below "
             f"{cfg.clear_share * cfg.tolerance:g}{_clearing(ir)}): {stem}"
         )
     return f"{where}no input drift alarm: {stem}"
+
+
+def _tracks(ir: InputReport) -> str:
+    """The raised tracks: "the reference", "the anchor" or both."""
+    return " and ".join("the anchor" if t == "anchor" else "the reference" for t in ir.drift_tracks)
 
 
 def _clearing(ir: InputReport) -> str:
@@ -158,20 +165,26 @@ def _reasons(
     outcomes: Mapping[str, OutcomeReport],
     plan: AlarmPlan,
     stale: Sequence[str],
+    *,
+    decided: bool = False,
 ) -> list[str]:
-    """Reasons, the deciding ones first: decays, drifts, then the rest, undecidable last."""
-    out: list[tuple[int, str]] = [(0, s) for s in stale]
+    """Reasons, the deciding ones first: decays, drifts, then the rest, undecidable last. A
+    stale feed's line comes first when it decided (``insufficient_data``), else after the
+    decays and drifts that did (``decided``): the page's headline is the first reason."""
+    out: list[tuple[float, str]] = [(2.5 if decided else 0, s) for s in stale]
     for name in sorted(outcomes):
         r = outcomes[name]
         rank = 1 if r.decay else (5 if not r.decidable else 3)
         out.append((rank, _outcome_reason(monitor, name, r)))
-        if r.coverage < monitor.decay.min_coverage and r.new_look:
+        # while the look decides, carried or new (it vanished one check after the look)
+        if r.coverage < monitor.decay.min_coverage and r.looked_at:
             where = f"segment {name!r}: " if name else ""
             out.append(
                 (
                     4,
-                    f"{where}pairing coverage {r.coverage:.0%} is below "
-                    f"{monitor.decay.min_coverage:.0%}: the golden set changed, or "
+                    # 3 significant digits: 79.7 % is not "80 %, below 80 %"
+                    f"{where}pairing coverage {100 * r.coverage:.3g}% is below "
+                    f"{100 * monitor.decay.min_coverage:.3g}%: the golden set changed, or "
                     "queries returned no results "
                     f"({r.only_reference} reference-only, {r.only_current} current-only "
                     f"queries)",
