@@ -263,7 +263,7 @@ class StateStore:
             kept = decay_kept(state, self.decay_prints.get(name))
             if kept is not None:
                 detail += "; the decay track is kept (its own settings did not change)"
-            return self._reject(name, fingerprint, "config_changed", detail, kept)
+            return self._reject(name, fingerprint, "config_changed", detail, kept, state)
         saved_at = datetime.fromtimestamp(st.st_mtime, UTC)
         adopted = replace(state, fingerprint=fingerprint or state.fingerprint)
         return StateLoad(adopted, saved_at=saved_at)
@@ -275,9 +275,22 @@ class StateStore:
         reason: str,
         detail: str,
         decay: DecayTrack | None = None,
+        prior: MonitorState | None = None,
     ) -> StateLoad:
+        """Start ``name`` fresh (the file set aside unless read-only). ``prior``: a state
+        written under other settings (config_changed), whose state and its start, last run
+        and last success are kept, as a reload keeps them (a restart dropped the last success,
+        and the stale alert's clock started at the restart)."""
         path = self.path(name)
         fresh = MonitorState(fingerprint=fingerprint)
+        if prior is not None:
+            fresh = replace(
+                fresh,
+                state=prior.state,
+                state_since=prior.state_since,
+                last_run=prior.last_run,
+                last_success=prior.last_success,
+            )
         if decay is not None:  # config_changed with the decay settings unchanged
             fresh = replace(
                 fresh,

@@ -720,3 +720,45 @@ def test_a_long_replay_reads_its_windows_a_chunk_at_a_time(
     assert len(spans) == 1
     assert chunked == whole
     assert whole["state"] in ("data_drift", "model_decay")
+
+
+def test_a_settings_change_that_keeps_the_decay_keeps_when_its_state_began(
+    tmp_path: Path,
+) -> None:
+    """A drift-only edit during a raised decay kept the decay but moved ``state_since`` to
+    the reload (on-call looked for a cause in the hour before their own edit); at a restart
+    it also dropped the last success, so the stale alert's clock began at the restart."""
+    from monitor.jobs import Runner
+
+    origin = datetime(2026, 3, 1, tzinfo=UTC)
+    day, _hour = timedelta(days=1), timedelta(hours=1)
+    scenario = dataclasses.replace(SCENARIOS["abrupt_decay"], scores_per_hour=300.0)
+    world = write_world(
+        tmp_path / "w", scenario, start=origin, end=origin + 18 * day, seed=5, schedule="1h"
+    )
+    config = load_config(world.config_path)
+    now = [origin]
+    runner = Runner(config, clock=lambda: now[0])
+    slots = list(config.monitors[0].schedule.slots(origin + 16 * day, origin + 17 * day))
+    for at in slots[:-2]:
+        now[0] = at
+        runner.run("demo", at)
+    before = runner.board.state("demo")
+    assert before.state == "model_decay"
+    assert before.state_since is not None
+    assert before.last_success is not None
+    edited = world.directory / "edited.toml"  # the same state_dir
+    edited.write_text(world.config_path.read_text() + 'drift.seasonality = "none"\n')
+    runner.reconfigure(load_config(edited), reset=["demo"])
+    now[0] = slots[-2]
+    assert runner.run("demo", slots[-2]).verdict.state == "model_decay"
+    assert runner.board.state("demo").state_since == before.state_since
+    # a restart under yet other drift settings: the state file was written for others
+    again = world.directory / "again.toml"
+    again.write_text(world.config_path.read_text() + "drift.tolerance = 0.03\n")
+    restarted = Runner(load_config(again), clock=lambda: now[0])
+    loaded = restarted.board.state("demo")
+    assert loaded.last_success == runner.board.state("demo").last_success
+    now[0] = slots[-1]
+    assert restarted.run("demo", slots[-1]).verdict.state == "model_decay"
+    assert restarted.board.state("demo").state_since == before.state_since

@@ -307,7 +307,9 @@ def test_report_config_iv(tmp_path: Path) -> None:
         {
             **base,
             "report": {
-                "runbook_url": "https://x.example/runbook.md",
+                # a runbook's trailing slash is its page's (pages link <url>#<alert>); a
+                # Grafana base's is cut (paths are appended to it)
+                "runbook_url": "https://x.example/runbook/",
                 "grafana_url": "http://g:3000/",
                 "history_max_entries": 500,
                 "history_max_age": "40d",
@@ -316,6 +318,7 @@ def test_report_config_iv(tmp_path: Path) -> None:
         base=tmp_path,
     )
     assert good.report.grafana_url == "http://g:3000"
+    assert good.report.runbook_url == "https://x.example/runbook/"
     assert good.report.history_max_entries == 500
     assert good.report.history_max_age == timedelta(days=40)
     assert parse_config(base, base=tmp_path).report == ReportConfig()

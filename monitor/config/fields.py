@@ -210,9 +210,17 @@ def parse_listen(text: Any) -> tuple[str, int]:
 
 
 def _url(value: Any) -> str:
+    """An http(s) URL, as given (a runbook's ``.../runbook/`` is another page than
+    ``.../runbook``: its slash was cut, and the pages' links missed it)."""
     text = _string(value)
     if not re.match(r"^https?://[^\s/?#]+[^\s]*$", text):
         raise ValueError(f"must be an http:// or https:// URL without spaces; got {text!r}")
+    return text
+
+
+def _base_url(value: Any) -> str:
+    """An http(s) URL that paths are appended to: without its trailing slashes."""
+    text = _url(value)
     return text.rstrip("/") if "#" not in text else text
 
 

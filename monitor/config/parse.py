@@ -18,6 +18,7 @@ from monitor.config.checks import (
     _check_windows,
 )
 from monitor.config.fields import (
+    _base_url,
     _bool,
     _catalog,
     _Collector,
@@ -133,7 +134,7 @@ def _parse_report(c: _Collector, data: Any) -> ReportConfig:
         c.add("report.history_max_age", f"must be at least 1d; got {format_duration(max_age)!r}")
     return ReportConfig(
         runbook_url=runbook,
-        grafana_url=c.get(t, "grafana_url", "report", None, _url),
+        grafana_url=c.get(t, "grafana_url", "report", None, _base_url),
         history_max_entries=c.get(
             t, "history_max_entries", "report", d.history_max_entries, _int(10, 30_000)
         ),
