@@ -1486,6 +1486,9 @@ def test_a_rebuilt_grid_removes_the_old_grids_buckets(tmp_path: Path) -> None:
     cache = root / "state" / "summaries" / "demo"
     (first,) = (d.name for d in cache.iterdir() if d.is_dir())
     assert any((cache / first).glob("*.bucket"))
+    replay = cache / "0123456789abcdef" / "3600000000000.bucket"  # a backtest's own grid
+    replay.parent.mkdir()
+    replay.write_bytes(b"RMBUCKET")
     # a score setting that keys the grid changes: a new grid, under a new key
     changed = (
         (root / "summaries.toml")
@@ -1494,9 +1497,10 @@ def test_a_rebuilt_grid_removes_the_old_grids_buckets(tmp_path: Path) -> None:
     )
     (root / "summaries.toml").write_text(changed)
     Runner(load_config(root / "summaries.toml")).check("demo", AT)
-    keys = [d.name for d in cache.iterdir() if d.is_dir()]
-    assert len(keys) == 1, keys
-    assert keys[0] != first
+    keys = sorted(d.name for d in cache.iterdir() if d.is_dir())
+    assert first not in keys
+    assert len(keys) == 2, keys
+    assert replay.exists()  # only the replaced grid's buckets go: a replay's are its own
 
 
 def test_a_reload_applies_a_new_cache_bound(tmp_path: Path) -> None:
@@ -1539,6 +1543,73 @@ cache.put("m", "k", "fp", Bucket(99, {"a": cells}))
 entries = sorted(int(p.stem) for p in (root / "summaries" / "m" / "k").glob("*.bucket"))
 print(json.dumps({"free": after_puts, "entries": entries, "writable": cache.writable}))
 """
+
+
+_SHARED_SCRIPT = r"""
+import json, os, sys
+from pathlib import Path
+import numpy as np
+from monitor.incremental.store import Bucket, BucketCache
+from monitor.stats import Cells
+
+root = Path(sys.argv[1])
+big = Cells(np.arange(0, 40_000, 2), np.full(20_000, 70_000), 0, 0, 0)  # ~100 KB entries
+small = Cells(np.array([3]), np.array([1]), 1, 0, 0)
+if sys.argv[2] == "shared":  # two writers; the daemon lists again after 10 % of its bound
+    daemon = BucketCache(root / "s", max_bytes=8 << 20)
+    other = BucketCache(root / "s", max_bytes=8 << 20)
+    daemon.put("m", "k", "fp", Bucket(0, {"a": big}))
+    for start in range(1000, 1068):
+        other.put("m", "k", "fp", Bucket(start, {"a": big}))
+    for start in range(1, 10):
+        daemon.put("m", "k", "fp", Bucket(start, {"a": big}))
+else:  # small entries: the inodes run out before the bytes
+    cache = BucketCache(root / "s", max_bytes=1 << 30)
+    for start in range(400):
+        cache.put("m", "k", "fp", Bucket(start, {"a": small}))
+    (root / "state.json").write_text("{}")  # a state save still finds an inode
+entries = sorted(int(p.stem) for p in (root / "s" / "m" / "k").glob("*.bucket"))
+st = os.statvfs(root)
+print(json.dumps({"entries": entries, "inodes": st.f_favail}))
+"""
+
+
+@pytest.mark.parametrize(
+    ("options", "mode"), [("size=8m", "shared"), ("size=64m,nr_inodes=200", "inodes")]
+)
+def test_the_volume_reserve_evicts_what_it_needs_and_counts_inodes(
+    tmp_path: Path, options: str, mode: str
+) -> None:
+    """Two writers on a volume the reserve binds: after the daemon listed the cache again, it
+    evicted to the limit of its stale view and removed nearly all the other writer had added
+    (6 MB to free 23 KB). Small entries ran out of inodes with bytes to spare, and every state
+    save failed: a tenth of the inodes is kept free too."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.ci import missing
+    from tests.faults import _unshare, namespace_mounts_work
+
+    if (why := namespace_mounts_work()) is not None:
+        missing(why)
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    out = subprocess.run(
+        [*_unshare(), "sh", "-c",
+         f"mount -t tmpfs -o {options} tmpfs {volume} && exec \"$@\"", "sh",
+         sys.executable, "-c", _SHARED_SCRIPT, str(volume), mode],
+        capture_output=True, text=True, check=True, timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    if mode == "shared":
+        others = [e for e in got["entries"] if e >= 1000]
+        assert len(others) >= 55, got  # a few evicted for room, not all 68
+        assert got["entries"][-1] == 1067
+    else:
+        assert got["inodes"] >= 200 // 10 - 3, got
+        assert got["entries"][-1] == 399
 
 
 def test_the_cache_leaves_its_volume_room_for_the_state(tmp_path: Path) -> None:

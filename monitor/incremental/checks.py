@@ -186,10 +186,13 @@ class SummaryChecks:
             rows = (_rows(monitor.scores, reference), _rows(monitor.scores, current))
         memo = self._grids.get(monitor.name)
         held = memo[1] if memo is not None and memo[0] == want else None
+        # the grid a rebuild replaces: its cached buckets go with it
+        replaced = memo[1].key if memo is not None else None
         path = self._grid_path(monitor.name)
         if held is None and path is not None and path.exists():
             try:
                 held = FrozenGrid.from_bytes(path.read_bytes())
+                replaced = held.key
                 if held.key != _grid_key(held.grid, want):
                     held = None  # built under other score or summary settings
             except _CORRUPT as exc:
@@ -229,7 +232,8 @@ class SummaryChecks:
                     extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
                 )
             else:  # the old grid's buckets are never read again: they go now, not at the bound
-                self.cache.drop_grids(monitor.name, built.key)
+                if replaced is not None and replaced != built.key:
+                    self.cache.drop_grid(monitor.name, replaced)
         log.info(
             "summary grid built",
             extra={

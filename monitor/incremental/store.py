@@ -396,25 +396,32 @@ class BucketCache:
                 self._memory_bytes -= gone.nbytes
 
     def _make_room(self, path: Path) -> bool:
-        """After a write failed for space: list the entries again and evict the oldest until
-        the volume's reserve is free; whether any was removed."""
+        """After a write failed for space (bytes, inodes or a quota, which ``statvfs`` may
+        not show): list the entries again and evict the oldest until the volume's reserve is
+        free, and at least a tenth of the entries; whether any was removed."""
         assert self.directory is not None
         with self._lock:
             self._relist(time.monotonic())
-            before = self._disk_total
-            self._evict(path, self._limit())
-            return self._disk_total < before
+            before = len(self._disk or ())
+            size, entries = self._limit()
+            self._evict(path, size, min(entries, before - max(before // 10, 1)))
+            return len(self._disk or ()) < before
 
-    def _limit(self) -> int:
-        """The bytes the cache may hold: ``max_bytes``, less what would leave its volume with
-        under ``_RESERVE`` (a tenth of a smaller volume) free."""
+    def _limit(self) -> tuple[int, int]:
+        """The bytes and the entries the cache may hold: ``max_bytes``, less what would leave
+        its volume with under ``_RESERVE`` bytes (a tenth of a smaller volume) or a tenth of
+        its inodes free (small entries run out of inodes first: a state save needs one)."""
         assert self.directory is not None
+        assert self._disk is not None
         try:
             st = os.statvfs(self.directory)
         except OSError:
-            return self.max_bytes
+            return self.max_bytes, len(self._disk) + 1
         reserve = min(_RESERVE, st.f_blocks * st.f_frsize // 10)
-        return min(self.max_bytes, max(0, self._disk_total + st.f_bavail * st.f_frsize - reserve))
+        size = min(self.max_bytes, max(0, self._disk_total + st.f_bavail * st.f_frsize - reserve))
+        if st.f_files <= 0:  # a filesystem without an inode count (btrfs)
+            return size, len(self._disk) + 1
+        return size, max(0, len(self._disk) + st.f_favail - st.f_files // 10)
 
     def _account(self, path: Path, size: int) -> None:
         """Count a bucket written, and past ``max_bytes`` (or past what leaves its volume
@@ -437,25 +444,28 @@ class BucketCache:
             self._disk_total += size - self._disk.get(path, 0)
             self._disk[path] = size
             self._written += size
-            limit = self._limit()
-            if self._disk_total <= limit:
+            limit, entries = self._limit()
+            if self._disk_total <= limit and len(self._disk) <= entries:
                 return
             if self._written >= self.max_bytes * _RELIST_SHARE:
                 self._relist(now)
                 self._disk_total += size - self._disk.get(path, 0)
                 self._disk[path] = size
-            self._evict(path, limit)
+                # the limits of the entries now known (those of before would evict what the
+                # other writers added since the last listing, not what the volume needs)
+                limit, entries = self._limit()
+            self._evict(path, limit, entries)
 
-    def _evict(self, path: Path, limit: int) -> None:
+    def _evict(self, path: Path, limit: int, entries: int) -> None:
         """Remove the oldest entries but ``path`` until the rest hold at most ``limit`` bytes
-        (under the lock). One the process cannot remove (another user's) is left and no
-        longer counted: its failure once made every check an error, and counting it would
-        evict the live entries in its place."""
+        in at most ``entries`` files (under the lock). One the process cannot remove (another
+        user's) is left and no longer counted: its failure once made every check an error,
+        and counting it would evict the live entries in its place."""
         assert self._disk is not None
         stuck: list[Path] = []
         # the oldest first, in the order of the entries known when it was made (made again
         # when they are used up: those written since are in it then)
-        while self._disk_total > limit:
+        while self._disk_total > limit or len(self._disk) > max(entries, 1):
             if not self._order:
                 self._order = deque(
                     sorted((p for p in self._disk if p != path), key=lambda p: int(p.stem))
@@ -476,18 +486,15 @@ class BucketCache:
                 extra={"count": len(stuck), "path": str(stuck[0])},
             )
 
-    def drop_grids(self, monitor: str, keep: str) -> None:
-        """Remove ``monitor``'s cached buckets of every grid but ``keep`` (a grid rebuilt:
-        the old one's entries, never read again, outlived the live grid's at the bound, and
-        a fresh process read half its windows again every hour for days)."""
+    def drop_grid(self, monitor: str, key: str) -> None:
+        """Remove ``monitor``'s cached buckets of grid ``key`` (a grid the daemon replaced:
+        its entries, never read again, outlived the live grid's at the bound, and a fresh
+        process read half its windows again every hour for days). Other grids' (a backtest's,
+        a replay's) are left to eviction."""
         if self.directory is None:
             return
-        base = self.directory / monitor
-        try:
-            folders = [d for d in base.iterdir() if d.is_dir() and d.name != keep]
-        except OSError:
-            return
-        for folder in folders:
+        folder = self.directory / monitor / key
+        if folder.is_dir():
             for entry in folder.glob(f"*{_SUFFIX}"):
                 if _BUCKET_STEM.fullmatch(entry.stem) and _remove(entry, None):
                     with self._lock:
