@@ -967,3 +967,44 @@ def test_the_coverage_reason_stays_while_its_look_decides() -> None:
     for verdict in (v, v2):
         (said,) = [r for r in verdict.reasons if "pairing coverage" in r]
         assert said.startswith("pairing coverage 79.8% is below 80%"), said
+
+
+def test_a_log_younger_than_its_weekly_reference_tests_nothing_and_says_so() -> None:
+    """A log a day old against a 7-day reference with weekly phases: every block's hours are
+    missing from the reference and set aside, so no block was tested; the check said ok
+    (with a window PSI four times the tolerance) for a week. The drift side is undecidable
+    until a block is tested: insufficient_data, naming why."""
+    from monitor.verdict import Pairs, SegmentData
+
+    m = make_monitor()
+    assert alarm_plan(m).seasonal_period == timedelta(days=7)
+    rng = np.random.default_rng(5)
+    hour = 3_600 * 10**9
+
+    def seg(reference_days: int, shift: float) -> SegmentData:
+        # the log began ``reference_days`` before the reference ends: the current window's
+        # weekday is missing from a reference shorter than a week
+        r0 = int((AT - timedelta(days=1 + reference_days) - EPOCH).total_seconds() * 1e9)
+        rts = np.sort(rng.integers(r0, r0 + reference_days * 24 * hour, 8_000 * reference_days))
+        c0 = int((AT - timedelta(days=1) - EPOCH).total_seconds() * 1e9)
+        cts = np.sort(rng.integers(c0, c0 + 24 * hour, 24_000))
+        q = rng.beta(2.5, 2.0, 300)
+        return SegmentData(
+            reference=scores(rng, rts.size),
+            current=scores(rng, cts.size, shift),
+            current_timestamps=cts,
+            reference_timestamps=rts,
+            pairs=Pairs(reference=q, current=q),
+        )
+
+    verdict, state = evaluate(m, AT, check_data(AT, {"": seg(1, 1.0)}), MonitorState())
+    assert verdict.state == "insufficient_data", verdict.reasons
+    report = verdict.inputs[""]
+    assert not report.decidable
+    assert report.psi is not None
+    assert report.psi > 0.1  # seen, but not tested
+    assert state.drift[""].evidence_end is None
+    said = [r for r in verdict.reasons if r.startswith("undecidable drift: no block tested")]
+    assert said, verdict.reasons
+    full, _ = evaluate(m, AT, check_data(AT, {"": seg(7, 1.0)}), MonitorState())
+    assert full.state == "data_drift"  # the same change, with the week's phases to test on

@@ -84,7 +84,10 @@ def _input_reason(
     if not ir.decidable:
         newest = _iso(data.newest_score) or "never"
         text = (
-            f"undecidable drift: {ir.n_current} scores in the current window "
+            f"undecidable drift: {ir.undecidable_reason}; descriptive: window PSI "
+            f"{_fmt(ir.psi)}, KS D {_fmt(ir.ks_statistic)}"
+            if ir.undecidable_reason
+            else f"undecidable drift: {ir.n_current} scores in the current window "
             f"[{_iso(data.current_start)}, {_iso(data.current_end)}) (need "
             f"{cfg.min_current_samples}), {ir.n_reference} in the reference (need "
             f"{cfg.min_reference_samples}); newest score at {newest}"

@@ -72,6 +72,7 @@ class InputReport:
     clear_threshold: float | None = None
     alarm: str | None = None
     alarm_track: str | None = None
+    undecidable_reason: str | None = None
     drift_since: str | None = None
     drift_tracks: tuple[str, ...] = ()
 
