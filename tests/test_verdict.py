@@ -1008,3 +1008,42 @@ def test_a_log_younger_than_its_weekly_reference_tests_nothing_and_says_so() -> 
     assert said, verdict.reasons
     full, _ = evaluate(m, AT, check_data(AT, {"": seg(7, 1.0)}), MonitorState())
     assert full.state == "data_drift"  # the same change, with the week's phases to test on
+
+
+def test_a_daily_check_after_a_day_the_reference_lacks_tests_nothing_and_says_so() -> None:
+    """Daily checks with weekly phases and a day-long feed outage a week before: the check's
+    block [D - 1d, D) is set aside whole. The last block tested ended at the window's start,
+    so nothing in the window was tested; the rule held that equality as tested and said ok
+    (a window PSI of 0.5 unseen)."""
+    m = make_monitor("1d")
+    rng = np.random.default_rng(3)
+
+    def ns(t: datetime) -> int:
+        return int((t - EPOCH).total_seconds() * 1e9)
+
+    ts = np.sort(rng.integers(ns(AT - timedelta(days=12)), ns(AT), 1_000 * 24 * 12))
+    ts = ts[(ts < ns(AT - timedelta(days=8))) | (ts >= ns(AT - timedelta(days=7)))]  # outage
+    shift = np.where(ts >= ns(AT - timedelta(days=1)), 1.0, 0.0)  # the change, in D's window
+    values = scores(rng, ts.size) + shift * (scores(rng, ts.size) > 0)
+    q = rng.beta(2.5, 2.0, 300)
+
+    def seg(at: datetime) -> SegmentData:
+        r = (ts >= ns(at - timedelta(days=8))) & (ts < ns(at - timedelta(days=1)))
+        c = (ts >= ns(at - timedelta(days=1))) & (ts < ns(at))
+        return SegmentData(
+            reference=values[r],
+            current=values[c],
+            current_timestamps=ts[c],
+            reference_timestamps=ts[r],
+            pairs=Pairs(reference=q, current=q),
+        )
+
+    state = MonitorState()
+    for at in (AT - timedelta(days=2), AT - timedelta(days=1)):
+        v, state = evaluate(m, at, check_data(at, {"": seg(at)}), state)
+        assert v.inputs[""].evidence
+    v, _ = evaluate(m, AT, check_data(AT, {"": seg(AT)}), state)
+    assert state.drift[""].evidence_end == AT - timedelta(days=1)  # the window's start
+    assert v.state == "insufficient_data", v.reasons
+    assert not v.inputs[""].decidable
+    assert any("undecidable drift: no block tested since" in r for r in v.reasons)

@@ -42,6 +42,7 @@ _SUFFIX = ".bucket"
 # free bytes the cache leaves on its volume (at most a tenth of the volume): the state files
 # share it, and a cache grown into a full volume left every state save failing
 _RESERVE = 64 << 20
+_INODES = 1024  # inodes the cache leaves free on its volume (at most a tenth of them)
 # what numpy (a grid file) or a bucket entry's reader raises on a damaged or foreign file
 _CORRUPT = (
     ValueError,
@@ -409,8 +410,9 @@ class BucketCache:
 
     def _limit(self) -> tuple[int, int]:
         """The bytes and the entries the cache may hold: ``max_bytes``, less what would leave
-        its volume with under ``_RESERVE`` bytes (a tenth of a smaller volume) or a tenth of
-        its inodes free (small entries run out of inodes first: a state save needs one)."""
+        its volume with under ``_RESERVE`` bytes (a tenth of a smaller volume) or ``_INODES``
+        inodes (a tenth of a smaller count) free: small entries run out of inodes first, and
+        a state save needs one."""
         assert self.directory is not None
         assert self._disk is not None
         try:
@@ -421,7 +423,7 @@ class BucketCache:
         size = min(self.max_bytes, max(0, self._disk_total + st.f_bavail * st.f_frsize - reserve))
         if st.f_files <= 0:  # a filesystem without an inode count (btrfs)
             return size, len(self._disk) + 1
-        return size, max(0, len(self._disk) + st.f_favail - st.f_files // 10)
+        return size, max(0, len(self._disk) + st.f_favail - min(st.f_files // 10, _INODES))
 
     def _account(self, path: Path, size: int) -> None:
         """Count a bucket written, and past ``max_bytes`` (or past what leaves its volume

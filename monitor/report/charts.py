@@ -295,8 +295,9 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     """The drift CUSUM S (reference track) at every check against its threshold h, the z of
     every evidence block (one dot per check that had a new block) against the immediate
     rule's z threshold, with the checks whose state changed marked, and each alarm: S is
-    recorded after the check, reset to 0 by its alarm, so a CUSUM alarm is drawn where S
-    crossed h (a ring on h) and an immediate one as a ring round its block's z."""
+    recorded at the check (at an alarm the value that crossed h, which the alarm then resets
+    to 0; 0 there in history written before 2026-12-06), so a CUSUM alarm is drawn as a ring
+    on h and an immediate one as a ring round its block's z."""
     ts = _times(history)
     s = [e.get("cusum") for e in history]
     h = [e.get("cusum_threshold") for e in history]
@@ -326,11 +327,11 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     # broken where it changes (joined, another segment's reset read as this one's)
     breaks = _runs_of([e.get("input_segment") for e in history])
     label = (
-        f"Drift evidence over the last {len(history)} checks: CUSUM S (blue, after each check: "
-        f"reset to 0 by an alarm) against the alarm threshold h (black dashed), the z of each "
-        f"of {len(blocks)} evidence blocks (orange dots) against the immediate alarm's z "
-        f"threshold (orange dashed); {len(alarms)} alarm(s) ringed (on h for a CUSUM alarm); "
-        f"{changes} change(s) of state marked by grey lines"
+        f"Drift evidence over the last {len(history)} checks: CUSUM S (blue, at each check; "
+        f"an alarm resets it to 0 after it) against the alarm threshold h (black dashed), "
+        f"the z of each of {len(blocks)} evidence blocks (orange dots) against the immediate "
+        f"alarm's z threshold (orange dashed); {len(alarms)} alarm(s) ringed (on h for a "
+        f"CUSUM alarm); {changes} change(s) of state marked by grey lines"
         + (
             f"; S is the deciding segment's, and its line breaks at each of {len(breaks) - 1} "
             "change(s) of that segment."

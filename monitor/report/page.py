@@ -380,7 +380,7 @@ def _input_section(
             + _cell("input.z_threshold", inp.z_threshold, _g(inp.z_threshold, 3)),
         ),
         (
-            "CUSUM S after this check (alarm above h; an alarm resets it to 0)",
+            "CUSUM S this check (alarm above h: the value that crossed it, then reset to 0)",
             _cell("input.cusum", inp.cusum, _g(inp.cusum, 3))
             + _cell("input.cusum_threshold", inp.cusum_threshold, _g(inp.cusum_threshold, 3)),
         ),

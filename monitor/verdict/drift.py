@@ -423,7 +423,9 @@ def _evaluate_input(
         pvalues[name] = test.pvalue
     if pvalues:
         state = replace(state, evidence_end=at)
-    elif prior.evidence_end is None or prior.evidence_end < data.current_start:
+    elif prior.evidence_end is None or prior.evidence_end <= data.current_start:
+        # <=: the last block tested ended at evidence_end, so at the window's start it lies
+        # wholly before the window (a daily check after a day the reference lacks said ok)
         # a block large enough, set aside whole (its hours lack from the reference), and no
         # block tested within the current window: the drift side has tested nothing (a log
         # or segment younger than its weekly reference said ok for a week, a change in it
@@ -432,7 +434,7 @@ def _evaluate_input(
             decidable=False,
             undecidable_reason=(
                 f"no block tested since {_iso(prior.evidence_end) or 'the first check'}: the "
-                f"reference holds too few scores in the hours of the {block_size} since "
+                f"reference holds too few scores in the hours of the {block_size} scores since "
                 f"{_iso(block_start)} (a log or segment younger than the reference's "
                 f"{'phases' if period is not None else 'window'}, or its feed out then)"
             ),

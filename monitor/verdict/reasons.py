@@ -16,6 +16,16 @@ def _fmt(x: float | None, spec: str = ".4f") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
+def _below(share: float, bound: float) -> str:
+    """``share`` (< ``bound``) in percent to 3 significant digits, more where those would
+    read as the bound itself (79.996 % is not "80 %, below 80 %")."""
+    for digits in range(3, 12):
+        text = format(100 * share, f".{digits}g")
+        if text != format(100 * bound, f".{digits}g"):
+            return text
+    return format(100 * share, ".12g")
+
+
 def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
     where = f"segment {name!r}: " if name else ""
     ci = (
@@ -45,9 +55,9 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
                 head += f" (not cleared: this look has no interval, {r.n_pairs} pairs)"
             elif not recovered:
                 head += " (not yet recovered: the interval's lower end is not above -margin)"
-            elif r.coverage < cov:  # 3 significant digits: 79.5 % is not "80 %, below 80 %"
+            elif r.coverage < cov:  # 79.5 % is not "80 %, below 80 %"
                 head += (
-                    f" (not cleared: this look paired {100 * r.coverage:.3g}% of the "
+                    f" (not cleared: this look paired {_below(r.coverage, cov)}% of the "
                     f"reference's queries, below {100 * cov:.3g}%; a run still landing in parts "
                     "clears nothing)"
                 )
@@ -185,8 +195,8 @@ def _reasons(
             out.append(
                 (
                     4,
-                    # 3 significant digits: 79.7 % is not "80 %, below 80 %"
-                    f"{where}pairing coverage {100 * r.coverage:.3g}% is below "
+                    f"{where}pairing coverage "
+                    f"{_below(r.coverage, monitor.decay.min_coverage)}% is below "
                     f"{100 * monitor.decay.min_coverage:.3g}%: the golden set changed, or "
                     "queries returned no results "
                     f"({r.only_reference} reference-only, {r.only_current} current-only "
