@@ -301,7 +301,14 @@ class Runner:
         out_ref_w = reference_w
         decay = state.decay
         ref_s, ref_e = decay.reference_start, decay.reference_end
-        frozen_held = bool(decay.active) or decay.holds_reference(reference_w.start)
+        # the hold is judged on the rolling reference this look would use: moved back to end
+        # where its runs begin (below) after an outage, it can hold the decayed runs again,
+        # and a relapse compared with them was missed
+        looked_at = runs.new.start if runs.new is not None else None
+        rolling_start = reference_w.start
+        if looked_at is not None and looked_at < reference_w.end:
+            rolling_start = looked_at - (reference_w.end - reference_w.start)
+        frozen_held = bool(decay.active) or decay.holds_reference(rolling_start)
         if ref_s is not None and ref_e is not None and frozen_held:
             # a raised decay is judged against the reference it was found against, and so is
             # every look until the rolling reference holds none of the decayed runs (cleared,
@@ -316,7 +323,6 @@ class Runner:
         # towards 0. A rolling reference moves back to end where the pooled runs begin (its
         # length kept: after a long outage it would otherwise be empty, and the runs looked at
         # with nothing to compare); a frozen or fixed one is cut there.
-        looked_at = runs.new.start if runs.new is not None else None
         emptied = False
         if looked_at is not None and looked_at < out_ref_w.end:
             if not frozen:
@@ -504,7 +510,12 @@ class Runner:
         lookback = max(monitor.windows.current, monitor.outcome_lag_limit)
         seen = state.decay.runs_end
         if seen is not None and at - lookback > seen:
-            lookback = min(at - seen, monitor.budget.period)
+            back = seen
+            if state.decay.runs_start is not None:  # the last look's span whole, for its late
+                # rows (cut at seen, they were never counted after an outage, and entered the
+                # rolling reference untested)
+                back = min(seen, state.decay.runs_start - cfg.run_gap)
+            lookback = min(at - back, monitor.budget.period)
         window = Window(start=at - lookback, end=at)
         times = self.reader.outcome_times(monitor.outcomes, window)
         if times.size == 0:

@@ -10,6 +10,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from monitor.config import load_config
 from monitor.jobs import Runner
@@ -87,6 +88,28 @@ def test_a_relapse_after_a_decay_cleared_is_raised(tmp_path: Path) -> None:
         assert abs(o.mean_difference - shift(day)) < 0.005
 
 
+def test_a_relapse_found_after_an_outage_is_compared_with_the_healthy_runs(
+    tmp_path: Path,
+) -> None:
+    """Raised on days 9-11, cleared on day 12, the daemon down from day 13 to day 22 while the
+    golden set relapses by 0.015: the look after the outage moved the rolling reference back
+    to [day 6, day 13), which held the decayed runs; the hold was judged on the unmoved window
+    and released, and the relapse read as -0.002 (ok)."""
+
+    def shift(day: int) -> float:
+        return -0.03 if 9 <= day <= 11 else (-0.015 if day >= 13 else 0.0)
+
+    runner = _world(tmp_path, shift, 24)
+    states = [_look(runner, day).state for day in range(8, 13)]
+    assert states == ["ok", "model_decay", "model_decay", "model_decay", "ok"]
+    v = _look(runner, 22)
+    o = v.outcomes[""]
+    assert v.state == "model_decay"
+    assert _when(o.reference_end) <= T0 + 9 * DAY + timedelta(hours=2)  # the healthy runs
+    assert o.mean_difference is not None
+    assert abs(o.mean_difference - shift(13)) < 0.005
+
+
 def test_a_cleared_decay_keeps_its_reference_until_the_rolling_one_is_clean(
     tmp_path: Path,
 ) -> None:
@@ -129,17 +152,20 @@ def test_a_look_after_a_long_outage_pairs_with_the_week_before_its_runs(tmp_path
     assert _when(o.reference_end) - _when(o.reference_start) == 7 * DAY
 
 
-def test_rows_that_land_late_in_a_looked_at_run_are_looked_at(tmp_path: Path) -> None:
+@pytest.mark.parametrize("later", [4, 52])
+def test_rows_that_land_late_in_a_looked_at_run_are_looked_at(tmp_path: Path, later: int) -> None:
     """Day 9's run is written in two files: half its queries on time (healthy), the other half
     90 minutes later, down 0.2, with the same 02:00 times. The check after they land looks at
     the run again, with them; they were older than the last look's runs_end, so they were
-    never tested and entered the rolling reference. Without late rows, no check looks twice."""
-    runner = _world(tmp_path, lambda day: 0.0, 11, runs=9)
+    never tested and entered the rolling reference. Without late rows, no check looks twice.
+    ``later``: the next check's hour after day 9 00:00 (52: after an outage past the 2d15m
+    lookback, which was cut at the last look's end and never counted them)."""
+    runner = _world(tmp_path, lambda day: 0.0, 13, runs=9)
     for day in range(3, 9):
         assert _look(runner, day).outcomes[""].late_rows == 0
     rng = np.random.default_rng(3)
     quality = np.random.default_rng(7)  # the world's per-query quality (its second draw)
-    quality.normal(size=11 * 24 * 30)
+    quality.normal(size=13 * 24 * 30)
     base = quality.uniform(0.2, 0.8, QUERIES.size)
     at = _us(T0 + 9 * DAY + timedelta(hours=2)) + np.arange(QUERIES.size).astype("timedelta64[s]")
     for part, half, shift in (("a", slice(0, None, 2), 0.0), ("b", slice(1, None, 2), -0.2)):
@@ -155,7 +181,7 @@ def test_rows_that_land_late_in_a_looked_at_run_are_looked_at(tmp_path: Path) ->
                 "outcome": base[half] + shift + rng.normal(0.0, 0.01, 50),
             },
         )
-    late = runner.run("m", T0 + 9 * DAY + timedelta(hours=4)).verdict
+    late = runner.run("m", T0 + 9 * DAY + timedelta(hours=later)).verdict
     o = late.outcomes[""]
     assert late.state == "model_decay"
     # 49 late: the 50th (at 02:01:39) is newer than the on-time half's newest row (02:01:38)
@@ -163,7 +189,7 @@ def test_rows_that_land_late_in_a_looked_at_run_are_looked_at(tmp_path: Path) ->
     assert o.mean_difference is not None
     assert abs(o.mean_difference + 0.1) < 0.01
     assert "landed late" in " ".join(late.reasons)
-    again = runner.run("m", T0 + 9 * DAY + timedelta(hours=5)).verdict
+    again = runner.run("m", T0 + 9 * DAY + timedelta(hours=later + 1)).verdict
     assert not again.outcomes[""].new_look  # counted now: no third look at the same rows
 
 

@@ -845,7 +845,9 @@ def test_a_look_over_part_of_the_golden_set_does_not_clear_a_decay() -> None:
     day = AT + timedelta(days=1)
     verdict, kept = evaluate(m, day, check_data(day, {"": half}), state)
     assert verdict.outcome is not None
-    assert verdict.outcome.recovered
+    assert verdict.outcome.ci_low is not None
+    assert verdict.outcome.ci_low > -m.decay.margin  # the interval alone would clear it
+    assert not verdict.outcome.recovered  # but the look did not: recovered beside decay true
     assert verdict.outcome.coverage == pytest.approx(0.5)
     assert verdict.state == "model_decay"
     assert kept.decay.active == state.decay.active  # the same since
@@ -1047,3 +1049,34 @@ def test_a_daily_check_after_a_day_the_reference_lacks_tests_nothing_and_says_so
     assert v.state == "insufficient_data", v.reasons
     assert not v.inputs[""].decidable
     assert any("undecidable drift: no block tested since" in r for r in v.reasons)
+
+
+def test_the_mde_is_at_alpha_over_the_segments_tested() -> None:
+    """Scores in three segments, golden queries in one: Holm's family is that one, but the
+    MDE was computed at alpha / 3 (every segment counted), overstating what the look could
+    miss ("a drop smaller than the margin plus the MDE may be present and unseen")."""
+    from monitor.stats import minimum_detectable_effect
+
+    m = make_monitor(
+        scores={"path": "s", "segment_column": "locale"},
+        outcomes={"path": "o", "segment_column": "locale"},
+    )
+    rng = np.random.default_rng(0)
+    ref = rng.uniform(0.2, 0.8, 200)
+    cur = ref + rng.normal(-0.002, 0.05, 200)
+    none = np.empty(0)
+    segs = {
+        name: SegmentData(
+            reference=none,
+            current=none,
+            current_timestamps=np.empty(0, np.int64),
+            pairs=Pairs(ref, cur) if name == "de" else Pairs(none, none),
+        )
+        for name in ("de", "fr", "it")
+    }
+    v, _ = evaluate(m, AT, check_data(AT, segs), MonitorState())
+    o = v.outcomes["de"]
+    assert o.alpha is not None
+    sd = float(np.std(cur - ref, ddof=1))
+    want = minimum_detectable_effect(sd, 200, alpha=o.alpha, alternative="less")
+    assert o.mde == pytest.approx(want, rel=1e-9)

@@ -134,12 +134,19 @@ def _evaluate_outcomes(
         return carried, decay
     since = None if decay.last_look_at is None else at - decay.last_look_at
     alpha = plan.look_alpha(monitor, since)
-    # Holm's first step asks p <= alpha / k of k segments: a sign-flip p is at least
-    # 1 / (R + 1), so R grows with k (20 resamples a unit of the smallest level Holm may ask;
-    # with 21 segments and R = ceil(20 / alpha), no decay could ever be raised)
-    tested = max(1, len(data.segments))
-    n_resamples = cfg.n_resamples or min(MAX_RESAMPLES, max(9999, math.ceil(20.0 * tested / alpha)))
     needed = max(cfg.min_pairs, math.ceil(math.log2(1.0 / alpha)))
+    judged = {name: _judged_numbers(data, seg.pairs) for name, seg in data.segments.items()}
+    holes = {name: j.get("undecidable_reason") is not None for name, j in judged.items()}
+    # Holm's first step asks p <= alpha / k of the k segments tested (those with the pairs
+    # a look needs: a segment of scores only, with no golden queries, is no test; counted,
+    # it raised R and the MDE reported): a sign-flip p is at least 1 / (R + 1), so R grows
+    # with k (20 resamples a unit of the smallest level Holm may ask; with 21 segments and
+    # R = ceil(20 / alpha), no decay could ever be raised)
+    tested = max(
+        1,
+        sum(seg.pairs.n >= needed and not holes[n] for n, seg in data.segments.items()),
+    )
+    n_resamples = cfg.n_resamples or min(MAX_RESAMPLES, max(9999, math.ceil(20.0 * tested / alpha)))
     look = {
         "alpha": alpha,
         "margin": cfg.margin,
@@ -156,19 +163,17 @@ def _evaluate_outcomes(
     results = {}
     for name, seg in data.segments.items():
         p = seg.pairs
-        judged = _judged_numbers(data, p)
-        holes = judged.get("undecidable_reason") is not None
         base[name] = OutcomeReport(
             n_pairs=p.n,
             only_reference=p.only_reference,
             only_current=p.only_current,
             coverage=p.coverage,
-            decidable=p.n >= needed and not holes,
+            decidable=p.n >= needed and not holes[name],
             **look,  # type: ignore[arg-type]
             **_describe(p),
-            **judged,
+            **judged[name],
         )
-        if p.n >= 2 and not holes:
+        if p.n >= 2 and not holes[name]:
             results[name] = paired_test(
                 p.reference,
                 p.current,
@@ -201,14 +206,18 @@ def _evaluate_outcomes(
         # min_coverage) may raise a decay but not clear one: the missing half was the decayed
         # one in a reviewer's world, which read ok for an hour and re-raised with a new since
         whole = base[name].coverage >= cfg.min_coverage
+        cleared = False
         if significant:
             active.setdefault(name, at)
         elif name in active and recovered and base[name].decidable and whole:
             del active[name]
+            cleared = True
         out[name] = replace(
             base[name],
             significant=bool(significant),
-            recovered=bool(recovered and not significant and name in decay.active),
+            # cleared by this look (an interval above -margin on a partial or undecidable
+            # look read recovered beside decay true)
+            recovered=cleared,
             pvalue=r.pvalue,
             pvalue_adjusted=None if p_adj is None else float(p_adj),
             ci_low=ci.low,
