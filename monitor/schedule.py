@@ -295,9 +295,13 @@ class Schedule:
         return out
 
     def checks_per(self, period: timedelta) -> int:
-        """Number of slots in a period (for cron: the most in any such period of a year)."""
+        """The most slots any half-open ``period`` holds: for an interval, ceil(period /
+        interval) (one that starts on a slot holds the slot a whole interval past it too
+        when the interval does not divide the period: "1w" checks 5 times in some 30 days,
+        and was counted 4, overspending the budget); for cron, the most of a year's."""
         if self.interval is not None:
-            return max(1, int(period.total_seconds() // self.interval.total_seconds()))
+            step = self.interval // timedelta(microseconds=1)  # exact integers: no float floor
+            return max(1, -(-(period // timedelta(microseconds=1)) // step))
         return _cron_checks(self, period)
 
     def nominal_interval(self, period: timedelta = timedelta(days=30)) -> timedelta:

@@ -27,6 +27,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -88,6 +89,11 @@ def load_thresholds(state_dir: Path) -> int:
             log.debug("threshold cache of other versions ignored", extra={"path": str(path)})
             return 0
         entries = {str(k): float.fromhex(v) for k, v in doc["thresholds"].items()}
+        # a threshold is finite and non-negative: NaN silenced every CUSUM alarm (S > nan is
+        # never true), -inf raised one at every block; the file is recomputed, not trusted
+        bad = next((k for k, v in entries.items() if not (math.isfinite(v) and v >= 0)), None)
+        if bad is not None:
+            raise ValueError(f"threshold {bad!r} is {entries[bad]!r}")
     except FileNotFoundError:
         return 0
     except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:

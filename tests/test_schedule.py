@@ -59,11 +59,23 @@ def test_the_latest_interval_slot_is_never_after_the_time(step: int, at: int) ->
     assert slot <= t < slot + timedelta(seconds=step)
 
 
-def test_checks_per_period_counts_whole_intervals() -> None:
-    """A 5 h schedule fits 4 whole checks in a day (the budget's per-check share follows):
-    rounding said 5."""
-    assert parse_schedule("5h").checks_per(timedelta(days=1)) == 4
-    assert parse_schedule("7h").checks_per(timedelta(days=30)) == 102
+def test_checks_per_period_counts_the_busiest_period() -> None:
+    """The budget holds over any period, so it is spread over the most checks one holds: a
+    day that starts on a slot of a 5 h schedule holds 5 (0, 5, 10, 15, 20 h), as the cron
+    ``0 */5 * * *`` does; the floor said 4, and "1w" 4 in 30 days where some hold 5 (a 3.2 %
+    false-alarm rate against a 2 % share, simulated)."""
+    for text, period in (("5h", timedelta(days=1)), ("7h", timedelta(days=30))):
+        schedule = parse_schedule(text)
+        start = schedule.latest_slot(datetime(2026, 3, 1, tzinfo=UTC))
+        held = [t for t in schedule.slots(start, start + period) if t < start + period]
+        assert schedule.checks_per(period) == len(held), text
+    assert parse_schedule("5h").checks_per(timedelta(days=1)) == 5
+    assert parse_schedule("7h").checks_per(timedelta(days=30)) == 103
+    assert parse_schedule("1w").checks_per(timedelta(days=30)) == 5
+    assert parse_schedule("1w").checks_per(timedelta(days=30)) == parse_schedule(
+        "@weekly"
+    ).checks_per(timedelta(days=30))
+    assert parse_schedule("1h").checks_per(timedelta(days=30)) == 720  # divides: unchanged
 
 
 def test_slots_inclusive_range() -> None:

@@ -149,3 +149,24 @@ def test_a_failed_write_leaves_no_new_directory(
     monkeypatch.setattr(thresholds, "atomic_write", full)
     assert save_thresholds(tmp_path, known=0) == 0
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("-inf"), float("inf"), -1.0])
+def test_a_threshold_that_is_no_threshold_is_never_trusted(
+    fresh: None, tmp_path: Path, value: float
+) -> None:
+    """A cache file of matching versions whose value is NaN silenced every CUSUM alarm
+    (S > nan is never true), and -inf raised one at every block: the file is ignored and
+    the thresholds searched again."""
+    searched = _search()
+    save_thresholds(tmp_path, known=0)
+    path = tmp_path / "cache" / "thresholds.json"
+    doc = json.loads(path.read_text())
+    first = sorted(doc["thresholds"])[0]
+    doc["thresholds"][first] = value.hex()
+    path.write_text(json.dumps(doc))
+    plan._THRESHOLDS.clear()
+    plan._cusum_h.cache_clear()
+    plan._shewhart_z.cache_clear()
+    assert load_thresholds(tmp_path) == 0
+    assert _search() == searched
