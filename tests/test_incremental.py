@@ -49,6 +49,20 @@ def _world(root: Path, *, engine: str, fixed: bool = False, days: int = 10) -> P
     return root
 
 
+def _held(path: Path) -> int:
+    """The bytes a cache entry takes on disk, as the cache counts them (whole blocks)."""
+    st = path.stat()
+    return st.st_blocks * 512 if st.st_blocks else st.st_size
+
+
+def _blocks(directory: Path, size: int) -> int:
+    """``size`` bytes written in ``directory``'s volume: whole blocks."""
+    import os
+
+    block = os.statvfs(directory).f_bsize
+    return -(-size // block) * block
+
+
 def _inputs(runner: Runner, at: datetime) -> dict[str, dict[str, object]]:
     v = runner.check("demo", at)
     return {name: r.to_dict() for name, r in v.inputs.items()}
@@ -638,14 +652,14 @@ def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path
 def test_the_disk_cache_is_bounded(rolling_world: Path, tmp_path: Path) -> None:
     unbounded = tmp_path / "unbounded"
     full = _read(SummaryChecks(unbounded), rolling_world, AT)
-    size = sum(f.stat().st_size for f in (unbounded / "summaries").rglob("*.bucket"))
+    size = sum(_held(f) for f in (unbounded / "summaries").rglob("*.bucket"))
     state = tmp_path / "state"
     checks = SummaryChecks(state, max_bytes=size // 3)
     read = _read(checks, rolling_world, AT)
     assert read.grid.key == full.grid.key
     files = list((state / "summaries" / "demo" / read.grid.key).glob("*.bucket"))
     assert 0 < len(files) < 8 * 24
-    assert sum(f.stat().st_size for f in files) <= size // 3
+    assert sum(_held(f) for f in files) <= size // 3
     # evicted buckets are read again; the numbers do not change
     again = _read(checks, rolling_world, AT)
     for name, (r, c) in _totals(again).items():
@@ -664,7 +678,7 @@ def test_a_cache_at_its_bound_is_not_listed_again_at_every_write(
 
     unbounded = tmp_path / "unbounded"
     _read(SummaryChecks(unbounded), rolling_world, AT)
-    size = sum(f.stat().st_size for f in (unbounded / "summaries").rglob("*.bucket"))
+    size = sum(_held(f) for f in (unbounded / "summaries").rglob("*.bucket"))
     listings = []
     listing = store.BucketCache._listing
 
@@ -675,7 +689,7 @@ def test_a_cache_at_its_bound_is_not_listed_again_at_every_write(
     monkeypatch.setattr(store.BucketCache, "_listing", counted)
     read = _read(SummaryChecks(tmp_path / "state", max_bytes=size // 3), rolling_world, AT)
     files = list((tmp_path / "state" / "summaries" / "demo" / read.grid.key).glob("*.bucket"))
-    assert sum(f.stat().st_size for f in files) <= size // 3
+    assert sum(_held(f) for f in files) <= size // 3
     per_bucket = size / (8 * 24)
     past = 8 * 24 - (size // 3) / per_bucket  # the puts after the bound was first reached
     assert len(listings) <= 2 + past / (0.1 * (size // 3) / per_bucket), (len(listings), past)
@@ -690,7 +704,7 @@ def test_a_cache_just_over_the_working_set_keeps_what_the_next_check_needs(
     and fresh processes read 13-19 of them again every few hours."""
     unbounded = tmp_path / "unbounded"
     _read(SummaryChecks(unbounded), rolling_world, AT)
-    size = sum(f.stat().st_size for f in (unbounded / "summaries").rglob("*.bucket"))
+    size = sum(_held(f) for f in (unbounded / "summaries").rglob("*.bucket"))
     state = tmp_path / "state"
     assert _read(SummaryChecks(state, max_bytes=int(size * 1.01)), rolling_world, AT).buckets_read
     for hours in range(1, 13):
@@ -1033,7 +1047,7 @@ def test_the_disk_bound_counts_every_writers_buckets_and_only_buckets(tmp_path: 
     def bucket(start: int) -> Bucket:
         return Bucket(start, {"a": Cells(np.array([3, 7]), np.array([2, 5]), 7, 0, 0)})
 
-    size = len(bucket(0).to_bytes("k", "fp"))
+    size = _blocks(tmp_path, len(bucket(0).to_bytes("k", "fp")))
     daemon = BucketCache(tmp_path, max_bytes=4 * size)
     other = BucketCache(tmp_path, max_bytes=4 * size)
     stray = tmp_path / "m" / "k" / "123 (copy).bucket"
@@ -1457,7 +1471,7 @@ def test_an_entry_the_cache_cannot_remove_costs_the_cache_not_the_check(
     def bucket(start: int) -> Bucket:
         return Bucket(start, {"a": Cells(np.array([3, 7]), np.array([2, 5]), 7, 0, 0)})
 
-    size = len(bucket(0).to_bytes("k", "fp"))
+    size = _blocks(tmp_path, len(bucket(0).to_bytes("k", "fp")))
     folder = tmp_path / "m" / "k"
     stuck = folder / "0.bucket"  # the oldest entry by name: the first evicted
     (stuck / "inside").mkdir(parents=True)
@@ -1655,3 +1669,20 @@ def test_the_cache_leaves_its_volume_room_for_the_state(tmp_path: Path) -> None:
     assert got["writable"], out.stderr
     assert got["entries"][-2:] == [19, 99], got  # the newest kept
     assert 0 not in got["entries"], got
+
+
+def test_the_disk_bound_counts_the_blocks_entries_take(tmp_path: Path) -> None:
+    """An entry of a few hundred bytes takes a whole block: counted by length, a cache at its
+    bound held 5-14 times its bytes on disk (a daemon's minute buckets, measured with du)."""
+    from monitor.incremental.store import BucketCache
+    from monitor.stats import Cells
+
+    block = _blocks(tmp_path, 1)
+    cache = BucketCache(tmp_path, max_bytes=10 * block)
+    for start in range(50):
+        cache.put(
+            "m", "k", "fp", Bucket(start, {"a": Cells(np.array([3]), np.array([2]), 2, 0, 0)})
+        )
+    files = list((tmp_path / "m" / "k").glob("*.bucket"))
+    assert sum(_held(f) for f in files) <= 10 * block
+    assert sorted(int(f.stem) for f in files)[-1] == 49
