@@ -433,6 +433,7 @@ class Runner:
             runs_rows=runs.rows,
             late_rows=runs.late,
             outcome_reference_start=out_ref_w.start,
+            outcome_rolling_start=rolling_start,
             outcome_reference_end=out_ref_w.end,
             judged=_judged_check(monitor, ref_out, cur_out if runs.new else None),
         )

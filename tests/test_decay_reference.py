@@ -228,3 +228,54 @@ def test_a_schedule_edit_keeps_a_raised_decay_and_its_looks(tmp_path: Path) -> N
     )
     fresh = Runner(load_config(config_path), clock=lambda: T0 + 11 * DAY)
     assert not fresh.board.state("m").decay.active
+
+
+def test_the_frozen_reference_outlives_an_outage_look_that_moved_back(tmp_path: Path) -> None:
+    """Cleared on day 12, the daemon down to day 22: that look used the frozen reference (its
+    rolling one, moved back, held the decayed runs) but then released it, judged on the unmoved
+    window. Relapsed rows of days 13-21 landing late were looked at with the moved-back rolling
+    reference, decayed runs and all, and read "outcome flat"."""
+    days = 25
+    rng = np.random.default_rng(7)
+    stamps = _us(T0) + np.arange(0, days * 24 * 60, 2).astype("timedelta64[m]")
+    write_parquet(
+        tmp_path / "scores" / "s.parquet",
+        {"timestamp": stamps, "score": rng.normal(size=stamps.size)},
+    )
+    quality = rng.uniform(0.2, 0.8, QUERIES.size)
+    noise = {d: rng.normal(0.0, 0.01, QUERIES.size) for d in range(days)}
+
+    def write(name: str, day: int, half: slice, shift: float) -> None:
+        at = _us(T0 + day * DAY + timedelta(hours=2)) + np.arange(QUERIES.size).astype(
+            "timedelta64[s]"
+        )
+        write_parquet(
+            tmp_path / "outcomes" / f"{name}-{day:02d}.parquet",
+            {
+                "timestamp": at[half],
+                "query_id": QUERIES[half],
+                "outcome": (quality + shift + noise[day])[half],
+            },
+        )
+
+    for day in range(days):  # days 13-21: the even half on time, healthy
+        whole = slice(None) if not 13 <= day <= 21 else slice(0, None, 2)
+        write("run", day, whole, -0.03 if 9 <= day <= 11 else 0.0)
+    (tmp_path / "monitor.toml").write_text(
+        '[server]\nstate_dir = "state"\n[[monitors]]\nname = "m"\nschedule = "1h"\nseed = 1\n'
+        'scores.path = "scores"\noutcomes.path = "outcomes"\noutcomes.query_column = '
+        '"query_id"\nwindows.current = "1d"\nwindows.reference = "7d"\n'
+    )
+    runner = Runner(load_config(tmp_path / "monitor.toml"), clock=lambda: T0 + days * DAY)
+    assert [_look(runner, day).state for day in range(8, 13)] == [
+        "ok", "model_decay", "model_decay", "model_decay", "ok",
+    ]  # fmt: skip
+    assert _look(runner, 22).state == "ok"
+    assert runner.board.state("m").decay.reference_start is not None  # still held
+    for day in range(13, 22):  # the odd half lands late, relapsed
+        write("late", day, slice(1, None, 2), -0.03)
+    v = _look(runner, 24)
+    o = v.outcomes[""]
+    assert v.state == "model_decay"
+    assert o.late_rows > 0
+    assert _when(o.reference_end) <= T0 + 9 * DAY + timedelta(hours=3)  # the healthy runs

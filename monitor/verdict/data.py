@@ -144,6 +144,10 @@ class CheckData:
     outcome_reference_start: datetime | None = None
     outcome_reference_end: datetime | None = None
     judged: JudgedCheck | None = None
+    # where the rolling outcome reference of this look starts (moved back to end where the
+    # look's runs begin after an outage); None: ``reference_start``. A cleared decay's frozen
+    # reference is kept while this is before the clearing look's runs
+    outcome_rolling_start: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

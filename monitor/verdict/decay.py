@@ -245,7 +245,10 @@ def _evaluate_outcomes(
         # cleared: the frozen reference stays until the rolling one starts at or after this
         # look's first run, so the decayed runs never enter it (a relapse would be masked)
         hold = data.runs_start
-    elif not active and not decay.holds_reference(data.reference_start):
+    elif not active and not decay.holds_reference(
+        data.outcome_rolling_start or data.reference_start
+    ):  # released on the window the look used (after an outage, moved back: it can still
+        # hold the decayed runs, and the next such look compared a relapse with them)
         ref_start = ref_end = hold = None
     if active:
         hold = None

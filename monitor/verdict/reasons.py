@@ -16,14 +16,15 @@ def _fmt(x: float | None, spec: str = ".4f") -> str:
     return "n/a" if x is None else format(x, spec)
 
 
-def _below(share: float, bound: float) -> str:
-    """``share`` (< ``bound``) in percent to 3 significant digits, more where those would
-    read as the bound itself (79.996 % is not "80 %, below 80 %")."""
-    for digits in range(3, 12):
-        text = format(100 * share, f".{digits}g")
-        if text != format(100 * bound, f".{digits}g"):
-            return text
-    return format(100 * share, ".12g")
+def _below(share: float, bound: float) -> tuple[str, str]:
+    """``share`` (< ``bound``) and the bound in percent, both to 3 significant digits or as
+    many more as tell them apart (79.996 % is not "80 %, below 80 %"; nor is a bound of
+    80.04 % printed as 80 %)."""
+    for digits in range(3, 13):
+        a, b = (format(100 * x, f".{digits}g") for x in (share, bound))
+        if a != b:
+            return a, b
+    return repr(100 * share), repr(100 * bound)
 
 
 def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
@@ -56,10 +57,10 @@ def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
             elif not recovered:
                 head += " (not yet recovered: the interval's lower end is not above -margin)"
             elif r.coverage < cov:  # 79.5 % is not "80 %, below 80 %"
+                share, bound = _below(r.coverage, cov)
                 head += (
-                    f" (not cleared: this look paired {_below(r.coverage, cov)}% of the "
-                    f"reference's queries, below {100 * cov:.3g}%; a run still landing in parts "
-                    "clears nothing)"
+                    f" (not cleared: this look paired {share}% of the reference's queries, "
+                    f"below {bound}%; a run still landing in parts clears nothing)"
                 )
             elif not r.decidable:
                 head += " (not cleared: the interval is above -margin, but the look undecidable)"
@@ -192,12 +193,12 @@ def _reasons(
         # while the look decides, carried or new (it vanished one check after the look)
         if r.coverage < monitor.decay.min_coverage and r.looked_at:
             where = f"segment {name!r}: " if name else ""
+            share, bound = _below(r.coverage, monitor.decay.min_coverage)
             out.append(
                 (
                     4,
-                    f"{where}pairing coverage "
-                    f"{_below(r.coverage, monitor.decay.min_coverage)}% is below "
-                    f"{100 * monitor.decay.min_coverage:.3g}%: the golden set changed, or "
+                    f"{where}pairing coverage {share}% is below {bound}%: the golden set "
+                    "changed, or "
                     "queries returned no results "
                     f"({r.only_reference} reference-only, {r.only_current} current-only "
                     f"queries)",
