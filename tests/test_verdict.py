@@ -1080,3 +1080,39 @@ def test_the_mde_is_at_alpha_over_the_segments_tested() -> None:
     sd = float(np.std(cur - ref, ddof=1))
     want = minimum_detectable_effect(sd, 200, alpha=o.alpha, alternative="less")
     assert o.mde == pytest.approx(want, rel=1e-9)
+
+
+def test_a_plan_its_chain_cannot_resolve_says_so() -> None:
+    """A reference of one check's length shares rho 0.5 with every block: the CUSUM h the
+    100-state chain solves (about 365) undercounts slow climbs, and the anchor track alarmed
+    falsely at about 4 times its share (simulated). The check says the budget may not hold."""
+    short = make_monitor(windows={"current": "1h", "reference": "1h"})
+    plan = alarm_plan(short)
+    assert plan.drift_h > 50
+    assert not plan.resolved
+    rng = np.random.default_rng(2)
+    seg = segment(rng, AT, n_ref=2_000, n_cur=2_000, window=timedelta(hours=1))
+    v, _ = evaluate(short, AT, check_data(AT, {"": seg}), MonitorState())
+    assert any(r.startswith("alarm plan: the CUSUM threshold h") for r in v.reasons)
+    usual = alarm_plan(make_monitor())
+    assert usual.resolved
+    v, _ = evaluate(make_monitor(), AT, check_data(AT, {"": segment(rng, AT)}), MonitorState())
+    assert not any(r.startswith("alarm plan:") for r in v.reasons)
+
+
+@pytest.mark.parametrize(
+    ("share", "bound", "want"),
+    [
+        (0.75, 0.8, ("75", "80")),
+        (0.798, 0.8, ("79.8", "80")),
+        (0.79996, 0.8, ("79.996", "80")),  # .3g read "80 % is below 80 %"
+        (0.8001, 0.8004, ("80.01", "80.04")),  # the bound printed .3g read 80 %
+        (0.333, 1 / 3, ("33.3", "33.33")),
+    ],
+)
+def test_a_share_below_its_bound_never_reads_as_the_bound(
+    share: float, bound: float, want: tuple[str, str]
+) -> None:
+    from monitor.verdict.reasons import _below
+
+    assert _below(share, bound) == want

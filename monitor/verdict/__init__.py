@@ -228,6 +228,12 @@ def evaluate(
         )
     if not outcomes and data.segments:
         reasons.append("no evaluation run looked at yet: decay undecided")
+    if not plan.resolved:
+        reasons.append(
+            f"alarm plan: the CUSUM threshold h {plan.drift_h:.4g} is past what its chain "
+            f"resolves, so the drift false-alarm budget may not hold (the reference shares "
+            f"rho {plan.rho:g} with each block): lengthen windows.reference"
+        )
     verdict = Verdict(
         monitor=monitor.name,
         at=at,

@@ -109,12 +109,22 @@ class AlarmPlan:
     n_resamples: int
     min_pairs_for_alpha: int
 
+    @property
+    def resolved(self) -> bool:
+        """Whether the CUSUM threshold is one its ``_CHAIN_STATES``-state chain resolves (cells
+        at most half a z unit wide). Past that (a reference of few checks against its blocks,
+        rho near 0.1 and up) the chain undercounts slow climbs and the solved h holds less
+        than its budget: simulated, an anchor track at 4 times its share."""
+        return not math.isfinite(self.drift_h) or self.drift_h <= 0.5 * _CHAIN_STATES
+
     def look_alpha(self, monitor: MonitorConfig, since_last: timedelta | None) -> float:
         """Alpha a look spends ``since_last`` after the previous look (None: first look)."""
         period = monitor.budget.period
         dt = self.cadence if since_last is None else min(since_last, self.cadence)
         return monitor.budget.decay * (dt / (period + self.cadence))
 
+
+_CHAIN_STATES = 100  # the Brook-Evans chain's states in the CUSUM threshold search
 
 # Thresholds by their exact inputs (``threshold_key``): what this process computed, and what a
 # persistent cache handed in (``remember_thresholds``; the file is ``monitor.thresholds``'s).
@@ -153,8 +163,10 @@ def _cusum_h(checks: int, p: float, k: float, rho: float, phases: int) -> float:
             threshold_key("cusum", checks, p, k), lambda: cusum_threshold_shared(checks, p, k=k)
         )
     return _known(
-        threshold_key("cusum", checks, p, k, rho, phases, 100),
-        lambda: cusum_threshold_shared(checks, p, k=k, rho=rho, phases=phases, states=100),
+        threshold_key("cusum", checks, p, k, rho, phases, _CHAIN_STATES),
+        lambda: cusum_threshold_shared(
+            checks, p, k=k, rho=rho, phases=phases, states=_CHAIN_STATES
+        ),
     )
 
 
