@@ -509,14 +509,18 @@ class Runner:
         # the previous look's runs (within a budget period), so that the runs that landed
         # meanwhile are pooled into the next look, not dropped
         lookback = max(monitor.windows.current, monitor.outcome_lag_limit)
-        seen = state.decay.runs_end
-        if seen is not None and at - lookback > seen:
-            back = seen
-            if state.decay.runs_start is not None:  # the last look's span whole, for its late
-                # rows (cut at seen, they were never counted after an outage, and entered the
-                # rolling reference untested)
-                back = min(seen, state.decay.runs_start - cfg.run_gap)
-            lookback = min(at - back, monitor.budget.period)
+        seen, span_start = state.decay.runs_end, state.decay.runs_start
+        # the last look's span whole, for its late rows: cut at seen, or at the usual lookback
+        # when a look after an outage pooled days of runs, they were never counted, and
+        # entered the rolling reference untested
+        counted = span_start is not None and state.decay.runs_rows
+        span_from = span_start - cfg.run_gap if span_start is not None else None
+        if seen is not None and (
+            at - lookback > seen
+            or (counted and span_from is not None and at - lookback > span_from)
+        ):
+            back = seen if span_from is None else min(seen, span_from)
+            lookback = max(lookback, min(at - back, monitor.budget.period))
         window = Window(start=at - lookback, end=at)
         times = self.reader.outcome_times(monitor.outcomes, window)
         if times.size == 0:

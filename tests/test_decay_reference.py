@@ -234,7 +234,8 @@ def test_the_frozen_reference_outlives_an_outage_look_that_moved_back(tmp_path: 
     """Cleared on day 12, the daemon down to day 22: that look used the frozen reference (its
     rolling one, moved back, held the decayed runs) but then released it, judged on the unmoved
     window. Relapsed rows of days 13-21 landing late were looked at with the moved-back rolling
-    reference, decayed runs and all, and read "outcome flat"."""
+    reference, decayed runs and all, and read "outcome flat" (and by a daemon checking every
+    slot, never looked at: its lookback did not reach back to the outage look's runs)."""
     days = 25
     rng = np.random.default_rng(7)
     stamps = _us(T0) + np.arange(0, days * 24 * 60, 2).astype("timedelta64[m]")
@@ -274,8 +275,10 @@ def test_the_frozen_reference_outlives_an_outage_look_that_moved_back(tmp_path: 
     assert runner.board.state("m").decay.reference_start is not None  # still held
     for day in range(13, 22):  # the odd half lands late, relapsed
         write("late", day, slice(1, None, 2), -0.03)
-    v = _look(runner, 24)
+    # the daemon's next slot: the outage look pooled days of runs, older than the usual
+    # lookback (2d 15m), which never reached back to count their late rows
+    v = runner.run("m", T0 + 22 * DAY + timedelta(hours=4)).verdict
     o = v.outcomes[""]
     assert v.state == "model_decay"
-    assert o.late_rows > 0
+    assert o.late_rows == 450
     assert _when(o.reference_end) <= T0 + 9 * DAY + timedelta(hours=3)  # the healthy runs
