@@ -4,22 +4,25 @@ What runs. Each simulated *month* is a world from ``monitor.simulate`` written t
 ``O`` = ``BASE + month`` days, so weekdays rotate), replayed by ``monitor.backtest.backtest`` (which
 calls ``Runner.run`` for every slot, exactly as the daemon does) over 30 days of hourly checks
 ``[O + 8d, O + 38d)`` with the shipped defaults (rolling 7-day reference, 1-day current window,
-seasonality ``auto`` = hour of day, anchor on, budget 5 % drift + 5 % decay per 30 days).
+seasonality ``auto`` = hour of week, anchor on, budget 5 % drift + 5 % decay per 30 days).
 
 Worlds (``WORLDS``): null worlds, where every alarm is false: ``stationary``, ``diurnal`` (zero
 share 10 %/30 % day/night, weekend mix +0.05), ``strong_seasonality`` (5 %/40 %, weekends +0.05
 zeros and +0.10 hard share), ``segments_20`` (20 locales sharing a 300-query golden set); the same
 seasonal worlds with ``drift.seasonality = "none"`` (the phase-blind rule the monitor had before);
 effect worlds: ``step_drift`` (hard share +0.35 at day 15, true PSI ~0.14, persists),
-``step_drift_0.05_300/h`` (true PSI 0.05 = 2.5 x the tolerance on 300 scores an hour), ``creep``
-(hard share ramping by +0.30 over 14 days from day 10), ``decay_h<H>`` (an abrupt -0.04 decay
+``step_drift_0.05_300/h`` (true PSI 0.05 = 2.5 x the tolerance on 300 scores an hour),
+``creep_to_0.05`` and ``creep_to_0.1`` (hard share ramping over 14 days from day 10 to a true
+PSI of 0.05 and 0.1), ``decay_h<H>`` (an abrupt -0.04 decay
 whose onset is at hour H of day 15: the daily golden-set run is at 02:00), ``dead_feed`` (scores
 stop at day 15 10:00).
 
 Figures per world: P(any false alarm in 30 days) with a Wilson 95 % interval (null worlds), false
-alarms per month; for effect worlds the delay from onset to the first check in the expected state
-(median and max over months), the share of post-onset hours in that state and the number of state
-changes after onset (goal: one).
+alarms per month; for effect worlds the months that detected (k/n) and the delay from onset to
+the first check in the expected state (median, p90 and max over the months that detected), the
+share of post-onset hours in that state and the number of state changes after onset (goal: one);
+for every world the checks that ended in ``error`` (any fails the run: a month of failed checks
+read as a perfect null month).
 
 Usage: ``python bench/detection.py [--months N] [--worlds a,b=M|all] [--processes P]
 [--json PATH] [--engine local]`` (``b=M``: M months of world b; ``--engine``: through cached
@@ -39,6 +42,7 @@ import json
 import math
 import multiprocessing
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -296,6 +300,7 @@ class MonthResult:
     changes_after_onset: int | None
     seconds: float
     share_insufficient: float = 0.0
+    errors: int = 0  # checks that ended in error (no alarm, but no verdict either)
 
 
 _ENGINE_ENV = "MONITOR_DETECTION_ENGINE"
@@ -385,7 +390,10 @@ def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
         right = sum(c.state == spec.expected for c in after) / max(len(after), 1)
         changes = sum(1 for a, b in itertools.pairwise(after) if a.state != b.state)
     insufficient = sum(c.state == "insufficient_data" for c in checks) / max(len(checks), 1)
-    return MonthResult(spec.name, month, drift, decay, delay, right, changes, seconds, insufficient)
+    errors = sum(c.state == "error" for c in checks)
+    return MonthResult(
+        spec.name, month, drift, decay, delay, right, changes, seconds, insufficient, errors
+    )
 
 
 def _iso(t: datetime) -> str:
@@ -424,11 +432,14 @@ def summarize(results: Sequence[MonthResult]) -> dict[str, dict[str, Any]]:
             "p_false_decay_ci": wilson_interval(any_decay, n),
             "seconds_per_month": sum(r.seconds for r in rows) / n,
             "share_insufficient": sum(r.share_insufficient for r in rows) / n,
+            "error_checks": sum(r.errors for r in rows),
         }
         if rows[0].hours_right is not None:
             entry |= {
                 "detected": len(delays) / n,
-                "delay_median_h": delays[len(delays) // 2] if delays else None,
+                "detected_months": len(delays),
+                # over the months that detected (a missed one is counted in ``detected``)
+                "delay_median_h": statistics.median(delays) if delays else None,
                 "delay_max_h": delays[-1] if delays else None,
                 "delay_p90_h": delays[min(len(delays) - 1, math.ceil(0.9 * len(delays)) - 1)]
                 if delays
@@ -447,9 +458,9 @@ def _fmt_ci(ci: tuple[float, float]) -> str:
 def format_table(summary: dict[str, dict[str, Any]]) -> str:
     lines = [
         "| world | months | P(false drift) [95 % CI] | P(false decay) [95 % CI] | "
-        "delay median / p90 / max (h) | post-onset hours right | changes after onset | "
-        "hours insufficient |",
-        "|---|---|---|---|---|---|---|---|",
+        "detected | delay median / p90 / max (h) | post-onset hours right | changes after "
+        "onset | hours insufficient | checks in error |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, e in summary.items():
         delay = (
@@ -459,10 +470,11 @@ def format_table(summary: dict[str, dict[str, Any]]) -> str:
         )
         right = f"{e['share_hours_right']:.0%}" if "share_hours_right" in e else "-"
         changes = str(e["changes_after_onset_max"]) if "changes_after_onset_max" in e else "-"
+        found = f"{e['detected_months']}/{e['months']}" if "detected" in e else "-"
         lines.append(
             f"| {name} | {e['months']} | {e['p_false_drift']:.1%} {_fmt_ci(e['p_false_drift_ci'])}"
-            f" | {e['p_false_decay']:.1%} {_fmt_ci(e['p_false_decay_ci'])} | {delay} | {right} "
-            f"| {changes} | {e['share_insufficient']:.1%} |"
+            f" | {e['p_false_decay']:.1%} {_fmt_ci(e['p_false_decay_ci'])} | {found} | {delay} "
+            f"| {right} | {changes} | {e['share_insufficient']:.1%} | {e['error_checks']} |"
         )
     return "\n".join(lines)
 
@@ -523,11 +535,24 @@ def main(argv: list[str] | None = None) -> int:
     print(format_table(summary))
     if args.json:
         args.json.write_text(json.dumps(summary, indent=1))
+    failures = run_failures(summary)
+    for line in failures:
+        print(f"FAIL: {line}")
+    return 1 if failures else 0
+
+
+def run_failures(summary: dict[str, dict[str, Any]]) -> list[str]:
+    """Why the run fails (none: it passes): a null world over its false-alarm budget beyond
+    doubt, or any check that ended in error (a month of failed checks raises no alarm, and is
+    no evidence of none)."""
+    out = []
     null_fail = null_failures(summary)
     if null_fail:
-        print(f"FAIL: false-alarm budget exceeded beyond doubt in {null_fail}")
-        return 1
-    return 0
+        out.append(f"false-alarm budget exceeded beyond doubt in {null_fail}")
+    failed = [n for n, e in summary.items() if e.get("error_checks")]
+    if failed:
+        out.append(f"checks ended in error in {failed}: their months decide nothing")
+    return out
 
 
 if __name__ == "__main__":

@@ -125,3 +125,28 @@ def test_an_alarm_at_the_onset_slot_is_false_and_a_false_decay_fails_the_bench()
     assert detection.null_failures(summary) == ["decay_at_margin", "x/phase-blind"]
     drifting = {"p_false_drift_ci": (0.84, 1.0), "p_false_decay_ci": (0.0, 0.16)}
     assert detection.null_failures({"a": drifting, "a/phase-blind": drifting}) == ["a"]
+
+
+def test_failed_checks_and_missed_months_show_in_the_summary() -> None:
+    """A month whose checks all ended in error read as a perfect null month (no alarm, nothing
+    insufficient), and a month that never detected vanished from the delays with no count of
+    the months that did; the median of two delays was the larger."""
+    result = detection.MonthResult
+    rows = [
+        result("w", 0, 0, 0, 3.0, 0.9, 1, 1.0),
+        result("w", 1, 0, 0, 5.0, 0.9, 1, 1.0),
+        result("w", 2, 0, 0, None, 0.0, 0, 1.0),
+        result("broken", 0, 0, 0, None, None, None, 1.0, errors=720),
+    ]
+    summary = detection.summarize(rows)
+    assert summary["w"]["detected_months"] == 2
+    assert summary["w"]["delay_median_h"] == 4.0
+    assert summary["broken"]["error_checks"] == 720
+    table = detection.format_table(summary)
+    assert "| w | 3 |" in table
+    assert "| 2/3 | 4 / 5 / 5 |" in table
+    assert table.rstrip().endswith("| 720 |")
+    assert detection.run_failures(summary) == [
+        "checks ended in error in ['broken']: their months decide nothing"
+    ]
+    assert detection.run_failures({"w": summary["w"]}) == []
