@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from monitor.errors import BadValuesError
 from monitor.judged import judged_outcomes
 from monitor.sources import (
     JudgedSpec,
@@ -698,3 +699,47 @@ def test_a_long_id_is_matched_across_batches_of_other_widths(
             judged_outcomes(spec, window)
     else:
         assert judged_outcomes(spec, window).outcomes.tolist() == [1.0]
+
+
+def test_a_trec_line_with_neither_rank_nor_score_is_dropped_as_a_parquet_row_is(
+    tmp_path: Path,
+) -> None:
+    """``nan nan`` for rank and score on a TREC line was kept (placed last, counted in the
+    list), where the same parquet row is dropped and counted: judged@10 0.75 against 1.0 on
+    the same data, and ``max_invalid_share`` never applied to TREC runs."""
+    rows = [("d9", "nan", "nan"), ("d2", "1", "3"), ("d1", "2", "2"), ("d3", "3", "1")]
+    (tmp_path / "qrels.txt").write_text("".join(f"q1 0 d{i} {int(i != 2)}\n" for i in range(1, 6)))
+    (tmp_path / "trec").mkdir()
+    (tmp_path / "trec" / "run-2026-11-02T020000Z.trec").write_text(
+        "".join(f"q1 Q0 {d} {r} {s} t\n" for d, r, s in rows)
+    )
+    write_parquet(
+        tmp_path / "pq" / "run.parquet",
+        {
+            "timestamp": np.array([np.datetime64(T0.replace(tzinfo=None), "us")] * 4),
+            "query_id": np.array(["q1"] * 4),
+            "doc_id": np.array([d for d, _, _ in rows]),
+            "rank": np.array([float(r) for _, r, _ in rows]),
+            "score": np.array([float(s) for _, _, s in rows]),
+        },
+    )
+    window = Window(T0 - timedelta(hours=1), T0 + timedelta(hours=1))
+    got = {}
+    for kind in ("trec", "pq"):
+        clear_cache()
+        spec = OutcomeSpec(
+            path=str(tmp_path / kind),
+            max_invalid_share=1.0,
+            judged=JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric="judged@10"),
+        )
+        w = judged_outcomes(spec, window)
+        got[kind] = (w.outcomes.tolist(), w.rows, w.dropped_null)
+    assert got["trec"] == got["pq"] == ([1.0], 4, 1)
+    clear_cache()
+    strict = OutcomeSpec(
+        path=str(tmp_path / "trec"),
+        max_invalid_share=0.1,
+        judged=JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric="judged@10"),
+    )
+    with pytest.raises(BadValuesError, match=r"run-2026-11-02T020000Z\.trec"):
+        judged_outcomes(strict, window)

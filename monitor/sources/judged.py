@@ -358,7 +358,7 @@ def _read_runs(
     judgments: _Judgments,
 ) -> _RunRows:
     if _is_trec(source, window):
-        return _read_trec_runs(source, window, coder, judgments)
+        return _read_trec_runs(spec, source, window, coder, judgments)
     return _read_parquet_runs(spec, judged, source, window, coder, judgments)
 
 
@@ -758,20 +758,43 @@ def _ordered(rank: FloatArray | None, score: FloatArray | None) -> npt.NDArray[n
 
 
 def _read_trec_runs(
-    source: _Source, window: Window, coder: _Coder, judgments: _Judgments
+    spec: OutcomeSpec, source: _Source, window: Window, coder: _Coder, judgments: _Judgments
 ) -> _RunRows:
+    """TREC run files' rows; a line whose rank and score are both ``nan`` is dropped and
+    counted, as a parquet row with neither is (it was kept, last: judged@k and P@k differed
+    from the same data in parquet, and ``max_invalid_share`` never applied)."""
     files = _trec_files(source, window)
     parsed = []
     for f, t in files:
         shape = "qid Q0 docid rank score tag"
         numbers = {3: "rank", 4: "score"}
         parsed.append((f.path, t, _tokens(source, f, 6, shape, text=(0, 2), numbers=numbers)))
-    sink = _RunSink(sum(p[2].rows for p in parsed), judgments, rank=True, score=True, segment=False)
+    rows = sum(p[2].rows for p in parsed)
+    sink = _RunSink(rows, judgments, rank=True, score=True, segment=False)
+    dropped, per_file = 0, {}
     for path, t, fields in parsed:
-        query = coder.queries(fields.text[0], path, None)
-        docs = fields.text[2]
-        sink.add(t, query, docs, id_keys(docs), fields.numbers[3], fields.numbers[4], None)
-    return sink.rows(rows=sink.n, dropped=0, files=len(files), fmt="trec")
+        queries, docs = fields.text[0], fields.text[2]
+        rank, score = fields.numbers[3], fields.numbers[4]
+        ordered = _ordered(rank, score)
+        if ordered is not None:
+            per_file[path] = int(ordered.size - np.count_nonzero(ordered))
+            dropped += per_file[path]
+            keep = pa.array(ordered)
+            queries, docs = queries.filter(keep), docs.filter(keep)
+            rank, score = rank[ordered], score[ordered]
+        query = coder.queries(queries, path, None)
+        sink.add(t, query, docs, id_keys(docs), rank, score, None)
+    if rows and dropped / rows > spec.max_invalid_share:
+        _raise_bad_values(
+            "run",
+            spec.query_column,
+            window,
+            rows,
+            {"both rank and score nan": dropped},
+            spec.max_invalid_share,
+            per_file,
+        )
+    return sink.rows(rows=rows, dropped=dropped, files=len(files), fmt="trec")
 
 
 __all__ = ["read_judged_runs", "read_run_times"]
