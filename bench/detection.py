@@ -12,10 +12,10 @@ zeros and +0.10 hard share), ``segments_20`` (20 locales sharing a 300-query gol
 seasonal worlds with ``drift.seasonality = "none"`` (the phase-blind rule the monitor had before);
 effect worlds: ``step_drift`` (hard share +0.35 at day 15, true PSI ~0.14, persists),
 ``step_drift_0.05_300/h`` (true PSI 0.05 = 2.5 x the tolerance on 300 scores an hour),
-``creep_to_0.05`` and ``creep_to_0.1`` (hard share ramping over 14 days from day 10 to a true
-PSI of 0.05 and 0.1), ``decay_h<H>`` (an abrupt -0.04 decay
-whose onset is at hour H of day 15: the daily golden-set run is at 02:00), ``dead_feed`` (scores
-stop at day 15 10:00).
+``creep_to_0.05 (onset: true PSI 0.04)`` and ``creep_to_0.1 (onset: true PSI 0.04)`` (hard
+share ramping over 14 days from day 10 to a true PSI of 0.05 and 0.1), ``decay_h<H>`` (an
+abrupt -0.04 decay whose onset is at hour H of day 15: the daily golden-set run is at 02:00),
+``dead_feed`` (scores stop at day 15 10:00).
 
 Figures per world: P(any false alarm in 30 days) with a Wilson 95 % interval (null worlds), false
 alarms per month; for effect worlds the months that detected (k/n) and the delay from onset to

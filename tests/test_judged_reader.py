@@ -13,6 +13,7 @@ match is confirmed on the bytes.
 from __future__ import annotations
 
 import tempfile
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from monitor.errors import BadValuesError
+from monitor.errors import BadValuesError, SchemaError
 from monitor.judged import judged_outcomes
 from monitor.sources import (
     JudgedSpec,
@@ -743,3 +744,32 @@ def test_a_trec_line_with_neither_rank_nor_score_is_dropped_as_a_parquet_row_is(
     )
     with pytest.raises(BadValuesError, match=r"run-2026-11-02T020000Z\.trec"):
         judged_outcomes(strict, window)
+
+
+def test_a_dropped_trec_line_is_still_checked_and_only_its_file_is_named(
+    tmp_path: Path,
+) -> None:
+    """Lines dropped for nan rank and score: their query ids were filtered out before the NUL
+    check (a file parquet refuses was accepted), and a file with a nan rank on one line and a
+    nan score on another, none with both, was named among the files holding invalid rows."""
+    (tmp_path / "qrels.txt").write_text("q1 0 d1 1\nq1 0 d2 1\n")
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "run-2026-11-02T020000Z.trec").write_text("q1 Q0 d1 1 1 t\nq1 Q0 d2 nan nan t\n")
+    (runs / "run-2026-11-02T020500Z.trec").write_text("q1 Q0 d1 nan 2 t\nq1 Q0 d2 2 nan t\n")
+    window = Window(T0 - timedelta(hours=1), T0 + timedelta(hours=1))
+    spec = OutcomeSpec(
+        path=str(runs),
+        max_invalid_share=0.1,
+        judged=JudgedSpec(judgments=str(tmp_path / "qrels.txt"), metric="judged@10"),
+    )
+    clear_cache()
+    with pytest.raises(BadValuesError) as caught:
+        judged_outcomes(spec, window)
+    assert caught.value.path == str(runs / "run-2026-11-02T020000Z.trec")
+    assert "020500Z" not in str(caught.value)
+    (runs / "run-2026-11-02T020500Z.trec").unlink()
+    (runs / "run-2026-11-02T020000Z.trec").write_text("q1 Q0 d1 1 1 t\nq\0x Q0 d2 nan nan t\n")
+    clear_cache()
+    with pytest.raises(SchemaError, match="NUL"):
+        judged_outcomes(replace(spec, max_invalid_share=1.0), window)

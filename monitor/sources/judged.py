@@ -773,16 +773,18 @@ def _read_trec_runs(
     sink = _RunSink(rows, judgments, rank=True, score=True, segment=False)
     dropped, per_file = 0, {}
     for path, t, fields in parsed:
-        queries, docs = fields.text[0], fields.text[2]
+        # every line's query id checked (a NUL one is refused), dropped lines' too
+        query = coder.queries(fields.text[0], path, None)
+        docs = fields.text[2]
         rank, score = fields.numbers[3], fields.numbers[4]
         ordered = _ordered(rank, score)
         if ordered is not None:
-            per_file[path] = int(ordered.size - np.count_nonzero(ordered))
-            dropped += per_file[path]
-            keep = pa.array(ordered)
-            queries, docs = queries.filter(keep), docs.filter(keep)
-            rank, score = rank[ordered], score[ordered]
-        query = coder.queries(queries, path, None)
+            gone = int(ordered.size - np.count_nonzero(ordered))
+            if gone:
+                per_file[path] = gone
+                dropped += gone
+                query, docs = query[ordered], docs.filter(pa.array(ordered))
+                rank, score = rank[ordered], score[ordered]
         sink.add(t, query, docs, id_keys(docs), rank, score, None)
     if rows and dropped / rows > spec.max_invalid_share:
         _raise_bad_values(
