@@ -572,6 +572,13 @@ def test_history_bound_of_an_append_equals_the_whole_bound(
             b'"drift": 1}\n',
             "`drift` is not true or false",
         ),
+        # a literal past the float range parses as inf (only NaN and Infinity were caught):
+        # the CUSUM chart was drawn flat at 0 and every whole rewrite of the file failed
+        (
+            b'{"version": 2, "monitor": "r"}\n{"at": "2026-01-01T00:00:00Z", "state": "ok", '
+            b'"z": 1e999}\n',
+            "`z` is not a number",
+        ),
     ],
 )
 def test_history_sets_a_corrupt_file_aside(
@@ -1271,3 +1278,28 @@ def test_p_values_and_slot_times_keep_what_tells_them_apart() -> None:
     t = datetime(2026, 10, 1, 12, 1, tzinfo=UTC)
     assert _iso(t) == "2026-10-01 12:01 UTC"
     assert _iso(t + timedelta(seconds=30)) == "2026-10-01 12:01:30 UTC"
+
+
+def test_the_ecdf_of_one_value_rises_at_that_value() -> None:
+    """Both windows all one score v: the display range is widened to v +- 0.5 and the only
+    grid point is v; the curves started at F(v) = 1, drawing every score at or below v - 0.5."""
+    from monitor.stats import build_baseline, drift_tests
+    from monitor.verdict.detail import input_detail
+
+    base = build_baseline(np.full(100, 0.5), bins=10)
+    cur = np.full(100, 0.5)
+    both = drift_tests(base, cur, smoothing=0.5)
+    d = input_detail(
+        base.sorted_reference,
+        cur,
+        base.edges,
+        smoothing=0.5,
+        ks_location=both.ks.statistic_location,
+    )
+    svg = ecdf_chart(d, "", both.ks.statistic)
+    lines = re.findall(r'<polyline points="([^"]*)"[^>]*class="line-(?:ref|cur)"', svg)
+    lines = lines or re.findall(r'class="line-(?:ref|cur)"[^>]*points="([^"]*)"', svg)
+    assert len(lines) == 2, svg[:400]
+    for points in lines:
+        ys = [float(p.split(",")[1]) for p in points.split()]
+        assert ys[0] > ys[-1]  # starts at F = 0 (the bottom) and ends at F = 1 (the top)

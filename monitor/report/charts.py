@@ -156,10 +156,13 @@ def ecdf_chart(
     inside = (d.grid >= lo) & (d.grid <= hi)
     for values, cls in ((d.reference_ecdf, "line-ref"), (d.current_ecdf, "line-cur")):
         pts: list[tuple[float, float]] = []
-        prev = float(values[inside][0]) if inside.any() else 0.0
+        # F just below the range: the grid point before it, else 0 (the exact path's grid holds
+        # each window's minimum; the first point's F drew every score at or below the range's
+        # start when it was widened round one value)
         first = int(np.argmax(inside)) if inside.any() else 0
-        if first > 0:
-            prev = float(values[first - 1])
+        prev = float(values[first - 1]) if first > 0 else 0.0
+        if not inside.any():
+            prev = float(values[-1]) if values.size and d.grid[-1] < lo else 0.0
         pts.append((xs(lo), ys(prev)))
         for g, f in zip(d.grid[inside], values[inside], strict=True):
             pts.append((xs(float(g)), ys(prev)))  # a step: flat, then up at the grid point

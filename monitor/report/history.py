@@ -479,7 +479,10 @@ def _check_entry(e: object) -> None:
             value = e.get(key)
             if value is None:
                 continue
-            if not isinstance(value, kinds) or (what == "a number" and isinstance(value, bool)):
+            if not isinstance(value, kinds) or (
+                # 1e999 parses as inf (parse_constant sees only NaN and Infinity)
+                what == "a number" and (isinstance(value, bool) or not math.isfinite(float(value)))
+            ):
                 raise ValueError(f"an entry whose `{key}` is not {what} or null: {value!r}")
 
 
