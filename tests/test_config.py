@@ -247,3 +247,50 @@ def test_a_bad_value_is_reported_once_not_again_through_the_rules_it_feeds(
     problems = info.value.problems
     assert len(problems) == 1, problems
     assert problems[0].startswith(only)
+
+
+@pytest.mark.parametrize(
+    ("lines", "problem"),
+    [
+        # past the timestamps data can hold: validate crashed (year 1), or passed and every
+        # check failed (year 1000, 9999)
+        (
+            'windows.reference_start = "0001-01-01T00:00:00+01:00"\n'
+            'windows.reference_end = "2026-03-08T00:00:00Z"\n',
+            r"windows\.reference_start: must be an RFC 3339 timestamp within 1677-09-22",
+        ),
+        (
+            'windows.reference_start = "2026-03-01T00:00:00Z"\n'
+            'windows.reference_end = "9999-01-01T00:00:00Z"\n',
+            r"windows\.reference_end: must be an RFC 3339 timestamp within",
+        ),
+        # an integer too large for a float: a traceback
+        ("budget.drift = " + "9" * 400 + "\n", r"budget\.drift: must be a number in"),
+        # a look cadence that rounds to 0: a division by zero
+        ("decay.looks = 10000000000000\n", r"decay\.looks: must be an integer in \[1, 1000000\]"),
+        # false == 0 was a zero duration
+        ("windows.gap = false\n", r"windows\.gap: must be a duration string"),
+        ("decay.settle = false\n", r"decay\.settle: must be a duration string"),
+        # accepted and ignored
+        ("scores.top_rank = 5\n", r"scores\.top_rank: applies only with rank_column"),
+    ],
+)
+def test_values_past_what_a_check_can_use_are_refused_naming_the_key(
+    tmp_path: Path, lines: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError, match=rf"monitors\[0\]\.{problem}"):
+        load_config(_write(tmp_path, MINIMAL + lines))
+
+
+def test_a_final_newline_is_no_part_of_a_name_or_a_url(tmp_path: Path) -> None:
+    """``$`` matches before a final newline: ``name = "web\\n"`` became a label and a state
+    file other than ``web``'s, and a runbook URL got a newline before its ``#``."""
+    text = (
+        '[report]\nrunbook_url = "https://x.example/runbook\\n"\n'
+        '[[monitors]]\nname = "web\\n"\nscores.path = "s"\noutcomes.path = "o"\n'
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(_write(tmp_path, text))
+    text = "\n".join(info.value.problems)
+    assert "monitors[0].name: must match" in text
+    assert "report.runbook_url: must be an http:// or https:// URL" in text

@@ -102,14 +102,17 @@ def _float(
     def convert(value: Any) -> float:
         ok = isinstance(value, int | float) and not isinstance(value, bool)
         if ok:
-            v = float(value)
+            try:
+                v = float(value)
+            except OverflowError:  # an integer of hundreds of digits (TOML has no limit)
+                v = math.inf
             ok = math.isfinite(v) and (v > low if open_low else v >= low)
             ok = ok and (v < high if open_high else v <= high)
         if not ok:
             lo = "(" if open_low else "["
             hi = ")" if open_high else "]"
             raise ValueError(f"must be a number in {lo}{low}, {high}{hi}; got {value!r}")
-        return float(value)
+        return v
 
     return convert
 
@@ -130,7 +133,7 @@ def _duration(value: Any) -> timedelta:
 
 def _nonneg_duration(value: Any) -> timedelta:
     """A duration that may be zero: ``0``, or zero of any unit (``"0s"``, ``"0m"``, ``"0.0h"``)."""
-    if value == 0 or value == "0":
+    if not isinstance(value, bool) and (value == 0 or value == "0"):  # False == 0 was read as 0
         return timedelta(0)
     if not isinstance(value, str):
         raise ValueError(f"must be a duration string like '1h'; got {value!r}")
@@ -149,7 +152,21 @@ def _timestamp(value: Any) -> datetime:
         raise ValueError(f"must be an RFC 3339 timestamp; got {value!r}")
     if parsed.tzinfo is None:
         raise ValueError(f"must carry a timezone (e.g. 'Z'); got {value!r}")
-    return parsed.astimezone(UTC)
+    try:
+        utc = parsed.astimezone(UTC)
+    except OverflowError:
+        utc = None
+    # the data's timestamps are int64 ns: a bound past them passed validate and failed
+    # every check (or crashed validate itself at year 1 or 9999)
+    if utc is None or not _TIMESTAMPS[0] <= utc <= _TIMESTAMPS[1]:
+        raise ValueError(
+            f"must be an RFC 3339 timestamp within 1677-09-22..2262-04-11 (the timestamps "
+            f"data can hold); got {value!r}"
+        )
+    return utc
+
+
+_TIMESTAMPS = (datetime(1677, 9, 22, 1, tzinfo=UTC), datetime(2262, 4, 11, tzinfo=UTC))
 
 
 def _unit(value: Any) -> Any:
@@ -213,7 +230,7 @@ def _url(value: Any) -> str:
     """An http(s) URL, as given (a runbook's ``.../runbook/`` is another page than
     ``.../runbook``: its slash was cut, and the pages' links missed it)."""
     text = _string(value)
-    if not re.match(r"^https?://[^\s/?#]+[^\s]*$", text):
+    if not re.fullmatch(r"https?://[^\s/?#]+[^\s]*", text):  # "$" let a final newline in
         raise ValueError(f"must be an http:// or https:// URL without spaces; got {text!r}")
     return text
 

@@ -210,7 +210,7 @@ def _parse_monitor(
     name = c.get(t, "name", path, "", _string)
     if "name" not in t:
         c.add(f"{path}.name", "is required")
-    elif name and not _NAME.match(name):
+    elif name and not _NAME.fullmatch(name):  # "$" of match let a final newline in
         c.add(f"{path}.name", f"must match {_NAME.pattern} (it becomes a label); got {name!r}")
     elif name and not name.strip("."):
         # "." and ".." name the state directory and its parent: the monitor's state, grid and
@@ -397,6 +397,8 @@ def _parse_source(
     if kind is ScoreSpec:
         kwargs["rank_column"] = c.get(t, "rank_column", path, None, _optional_string)
         kwargs["top_rank"] = c.get(t, "top_rank", path, 1, _int(0))
+        if isinstance(t, dict) and "top_rank" in t and "rank_column" not in t:
+            c.add(f"{path}.top_rank", "applies only with rank_column (it was ignored)")
     if len(c.problems) > before:
         return None
     try:
@@ -530,7 +532,8 @@ def _parse_decay(c: _Collector, data: Any, path: str) -> DecayConfig:
     d = DecayConfig()
     c.unknown(t, path, set(DecayConfig.__dataclass_fields__))
     n_resamples = c.get(t, "n_resamples", path, None, _int(99, 10_000_000))
-    looks = c.get(t, "looks", path, None, _int(1))
+    # at most a million looks a period (more: a cadence under a microsecond, and alpha 0)
+    looks = c.get(t, "looks", path, None, _int(1, 1_000_000))
     if isinstance(t, dict) and "looks" in t and "cadence" in t:  # one would silently lose
         c.add(
             f"{path}.looks",
