@@ -227,13 +227,10 @@ class Runner:
                     decay_fingerprint=decay_prints[m.name] if kept is not None else None,
                     decay=kept if kept is not None else DecayTrack(),
                     origin_decay=kept,  # where a replay from this state's first slot starts
-                    last_run=prior.last_run,
-                    last_success=prior.last_success,
-                    # the state and its start too: a check that finds the same state keeps
-                    # the time it began (a drift edit during a decay moved it to the reload,
-                    # and on-call looked for a cause in the hour before their own edit)
-                    state=prior.state,
-                    state_since=prior.state_since,
+                    # last run and success, and the state and its start: a check that finds
+                    # the same state keeps the time it began (a drift edit during a decay
+                    # moved it to the reload, and on-call looked for a cause before their edit)
+                    **prior.times(),  # type: ignore[arg-type]
                 )
         self.board.reconfigure(config.monitors, states)
         self._note_loads(loads)

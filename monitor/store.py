@@ -284,13 +284,7 @@ class StateStore:
         path = self.path(name)
         fresh = MonitorState(fingerprint=fingerprint)
         if prior is not None:
-            fresh = replace(
-                fresh,
-                state=prior.state,
-                state_since=prior.state_since,
-                last_run=prior.last_run,
-                last_success=prior.last_success,
-            )
+            fresh = replace(fresh, **prior.times())  # type: ignore[arg-type]
         if decay is not None:  # config_changed with the decay settings unchanged
             fresh = replace(
                 fresh,

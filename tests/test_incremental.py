@@ -11,6 +11,7 @@ import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -1533,6 +1534,7 @@ def test_a_reload_applies_a_new_cache_bound(tmp_path: Path) -> None:
 _RESERVE_SCRIPT = r"""
 import json, os, sys
 from pathlib import Path
+from typing import Any
 import numpy as np
 from monitor.incremental.store import Bucket, BucketCache
 from monitor.stats import Cells
@@ -1562,6 +1564,7 @@ print(json.dumps({"free": after_puts, "entries": entries, "writable": cache.writ
 _SHARED_SCRIPT = r"""
 import json, os, sys
 from pathlib import Path
+from typing import Any
 import numpy as np
 from monitor.incremental.store import Bucket, BucketCache
 from monitor.stats import Cells
@@ -1595,6 +1598,30 @@ print(json.dumps({"entries": entries, "inodes": st.f_favail}))
 """
 
 
+def _on_tmpfs(tmp_path: Path, options: str, script: str, *args: str) -> tuple[dict[str, Any], str]:
+    """Run ``script`` (Python, its first argument the volume) on a tmpfs of ``options``
+    mounted in a private mount namespace: its last stdout line as JSON, and its stderr."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.ci import missing
+    from tests.faults import _unshare, namespace_mounts_work
+
+    if (why := namespace_mounts_work()) is not None:
+        missing(why)
+    volume = tmp_path / "volume"
+    volume.mkdir()
+    out = subprocess.run(
+        [*_unshare(), "sh", "-c",
+         f"mount -t tmpfs -o {options} tmpfs {volume} && exec \"$@\"", "sh",
+         sys.executable, "-c", script, str(volume), *args],
+        capture_output=True, text=True, check=True, timeout=120,
+        cwd=Path(__file__).resolve().parent.parent,
+    )  # fmt: skip
+    return json.loads(out.stdout.strip().splitlines()[-1]), out.stderr
+
+
 @pytest.mark.parametrize(
     ("options", "mode"),
     [
@@ -1611,25 +1638,7 @@ def test_the_volume_reserve_evicts_what_it_needs_and_counts_inodes(
     (6 MB to free 23 KB). Small entries ran out of inodes with bytes to spare, and every state
     save failed: a tenth of the inodes (at most 1,024) is kept free too; uncapped, a volume
     whose other files held 91 % of its inodes kept one entry."""
-    import json
-    import subprocess
-    import sys
-
-    from tests.ci import missing
-    from tests.faults import _unshare, namespace_mounts_work
-
-    if (why := namespace_mounts_work()) is not None:
-        missing(why)
-    volume = tmp_path / "volume"
-    volume.mkdir()
-    out = subprocess.run(
-        [*_unshare(), "sh", "-c",
-         f"mount -t tmpfs -o {options} tmpfs {volume} && exec \"$@\"", "sh",
-         sys.executable, "-c", _SHARED_SCRIPT, str(volume), mode],
-        capture_output=True, text=True, check=True, timeout=120,
-        cwd=Path(__file__).resolve().parent.parent,
-    )  # fmt: skip
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got, _ = _on_tmpfs(tmp_path, options, _SHARED_SCRIPT, mode)
     if mode == "shared":
         others = [e for e in got["entries"] if e >= 1000]
         assert len(others) >= 55, got  # a few evicted for room, not all 68
@@ -1646,27 +1655,9 @@ def test_the_cache_leaves_its_volume_room_for_the_state(tmp_path: Path) -> None:
     cache filled the volume, and every state save failed from then on. It leaves a tenth of
     the volume (at most 64 MiB) free, and a write that finds the volume full evicts the
     oldest entries and is written."""
-    import json
-    import subprocess
-    import sys
-
-    from tests.ci import missing
-    from tests.faults import _unshare, namespace_mounts_work
-
-    if (why := namespace_mounts_work()) is not None:
-        missing(why)
-    volume = tmp_path / "volume"
-    volume.mkdir()
-    out = subprocess.run(
-        [*_unshare(), "sh", "-c",
-         f"mount -t tmpfs -o size=4m tmpfs {volume} && exec \"$@\"", "sh",
-         sys.executable, "-c", _RESERVE_SCRIPT, str(volume)],
-        capture_output=True, text=True, check=True, timeout=120,
-        cwd=Path(__file__).resolve().parent.parent,
-    )  # fmt: skip
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got, stderr = _on_tmpfs(tmp_path, "size=4m", _RESERVE_SCRIPT)
     assert got["free"] >= (4 << 20) // 10 - (64 << 10), got  # a tenth left, to a page or so
-    assert got["writable"], out.stderr
+    assert got["writable"], stderr
     assert got["entries"][-2:] == [19, 99], got  # the newest kept
     assert 0 not in got["entries"], got
 

@@ -325,13 +325,7 @@ def test_untrusted_state_is_set_aside_with_its_reason(
     assert loaded.reason == reason, loaded.detail
     fresh = MonitorState(fingerprint="mine")
     if reason == "config_changed":  # written for other settings: when its state began kept
-        fresh = replace(
-            fresh,
-            state=STATE.state,
-            state_since=STATE.state_since,
-            last_run=STATE.last_run,
-            last_success=STATE.last_success,
-        )
+        fresh = replace(fresh, **STATE.times())  # type: ignore[arg-type]
     assert loaded.state == fresh
     assert loaded.aside is not None
     assert loaded.aside.name.startswith("m.json.corrupt-")

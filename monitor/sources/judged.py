@@ -561,16 +561,8 @@ def _read_parquet_runs(
             part.score,
             part.group.seg_const if part.segment is None else coder.segment(part.segment),
         )
-    if rows and dropped / rows > spec.max_invalid_share:
-        _raise_bad_values(
-            "run",
-            spec.query_column,
-            window,
-            rows,
-            {"null query id, document id, segment, or both rank and score": dropped},
-            spec.max_invalid_share,
-            per_file,
-        )
+    why = {"null query id, document id, segment, or both rank and score": dropped}
+    _refuse_dropped(spec, window, rows, why, per_file)
     return sink.rows(rows=rows, dropped=dropped, files=len(plans), fmt="parquet")
 
 
@@ -786,17 +778,24 @@ def _read_trec_runs(
                 query, docs = query[ordered], docs.filter(pa.array(ordered))
                 rank, score = rank[ordered], score[ordered]
         sink.add(t, query, docs, id_keys(docs), rank, score, None)
-    if rows and dropped / rows > spec.max_invalid_share:
-        _raise_bad_values(
-            "run",
-            spec.query_column,
-            window,
-            rows,
-            {"both rank and score nan": dropped},
-            spec.max_invalid_share,
-            per_file,
-        )
+    _refuse_dropped(spec, window, rows, {"both rank and score nan": dropped}, per_file)
     return sink.rows(rows=rows, dropped=dropped, files=len(files), fmt="trec")
+
+
+def _refuse_dropped(
+    spec: OutcomeSpec,
+    window: Window,
+    rows: int,
+    dropped: dict[str, int],
+    per_file: dict[str, int],
+) -> None:
+    """``BadValuesError`` when the run rows dropped (by cause) are more than
+    ``max_invalid_share`` of the window's ``rows``."""
+    total = sum(dropped.values())
+    if rows and total / rows > spec.max_invalid_share:
+        _raise_bad_values(
+            "run", spec.query_column, window, rows, dropped, spec.max_invalid_share, per_file
+        )
 
 
 __all__ = ["read_judged_runs", "read_run_times"]

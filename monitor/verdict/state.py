@@ -436,6 +436,16 @@ class MonitorState:
     origin_decay: DecayTrack | None = None
     segments: tuple[str, ...] | None = None
 
+    def times(self) -> dict[str, datetime | str | None]:
+        """The state and its start, the last run and the last success: what a state started
+        fresh under other settings keeps (``replace(fresh, **prior.times())``)."""
+        return {
+            "state": self.state,
+            "state_since": self.state_since,
+            "last_run": self.last_run,
+            "last_success": self.last_success,
+        }
+
     def to_dict(self, *, nested: bool = True, decay: bool = True) -> dict[str, Any]:
         """The persisted JSON document (version 2); ``from_dict`` reads it back. Without
         ``decay``, each ``"decay"`` (this state's and ``before_last``'s) is None: the caller
