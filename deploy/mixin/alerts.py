@@ -134,12 +134,16 @@ def _verdicts(c: MixinConfig) -> AlertGroup:
                 note=(
                     "Per segment: the top-1 score distribution moved (CUSUM or Shewhart on PSI "
                     "evidence) while the same segment shows no decay. A decayed segment raises "
-                    "RetrievalModelDecay instead."
+                    "RetrievalModelDecay instead; a stale score feed holds it back (the monitor is "
+                    "insufficient_data and RetrievalMonitorSourceStale fires), as it holds back "
+                    "the data_drift state."
                 ),
                 expr=(
                     f"retrieval_monitor_input_drift{{{s}}} == 1\n"
                     f"unless on ({MONITOR_KEY}, segment)\n"
                     f"retrieval_monitor_model_decay{{{s}}} == 1\n"
+                    f"unless on ({MONITOR_KEY})\n"
+                    f'retrieval_monitor_source_stale{{{s},source="scores"}} == 1\n'
                 ),
                 for_=drift.for_,
                 keep_firing_for=drift.duration("keep_firing_for"),
