@@ -188,9 +188,31 @@ def parse(doc: Mapping[str, Any], path: Path = CONFIG_PATH) -> MixinConfig:
         if name not in alerts:
             problems.append(f"alerts.{name}: missing")
     _unknown(alerts, "alerts", set(ALERT_PARAMS), problems)
+    _uid_lengths(config, problems)
     if problems:
         raise MixinConfigError(path, problems)
     return config
+
+
+#: Grafana's longest uid, and the names the prefixes are joined with (``<prefix>-<name>``).
+UID_MAX = 40
+DASHBOARD_NAMES = ("overview", "drilldown")
+
+
+def _uid_lengths(config: MixinConfig, problems: list[str]) -> None:
+    """Append a problem for each prefix whose longest uid is past :data:`UID_MAX` characters."""
+    longest = {
+        "dashboard_uid_prefix": (config.dashboard_uid_prefix, max(DASHBOARD_NAMES, key=len)),
+        "alert_uid_prefix": (config.alert_uid_prefix, max(ALERT_PARAMS, key=len).lower()),
+    }
+    for key, (prefix, name) in longest.items():
+        if len(prefix) + 1 + len(name) > UID_MAX:
+            problems.append(
+                f"grafana.{key}: at most {UID_MAX - 1 - len(name)} characters (its uid "
+                f"'{prefix}-{name}' is past Grafana's {UID_MAX}); got {len(prefix)}"
+            )
+    if (n := len(config.datasource_uid)) > UID_MAX:
+        problems.append(f"grafana.datasource_uid: at most {UID_MAX} characters; got {n}")
 
 
 def load(path: Path = CONFIG_PATH) -> MixinConfig:

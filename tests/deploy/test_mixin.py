@@ -19,7 +19,7 @@ import yaml
 from deploy.generate import main, outputs
 from deploy.mixin import grafana_alerting, render
 from deploy.mixin.alerts import alert_groups
-from deploy.mixin.config import CONFIG_PATH, MixinConfigError, load, parse
+from deploy.mixin.config import ALERT_PARAMS, CONFIG_PATH, MixinConfigError, load, parse
 from tests.deploy.contract import (
     REPO,
     dashboard_exprs,
@@ -195,6 +195,31 @@ def test_config_iv() -> None:
     for text in expected:
         assert any(p.startswith(text) for p in problems), (text, problems)
     assert len(problems) == len(expected), problems
+
+
+def test_uids_past_grafanas_40_characters_are_refused() -> None:
+    """A prefix is refused when the longest uid built from it is past 40 characters; the
+    longest that fits is taken (the longest alert name is 32 characters, 'drilldown' 9)."""
+    longest_alert = max(ALERT_PARAMS, key=len)
+    fits_alert, fits_dashboard = "r" * (39 - len(longest_alert)), "d" * (39 - len("drilldown"))
+    parse(
+        _variant(grafana__alert_uid_prefix=fits_alert, grafana__dashboard_uid_prefix=fits_dashboard)
+    )
+    doc = _variant(
+        grafana__alert_uid_prefix="retrieval-monitor",
+        grafana__dashboard_uid_prefix=fits_dashboard + "x",
+        grafana__datasource_uid="p" * 41,
+    )
+    with pytest.raises(MixinConfigError) as info:
+        parse(doc)
+    problems = info.value.problems
+    assert problems == [
+        "grafana.dashboard_uid_prefix: at most 30 characters (its uid "
+        f"'{fits_dashboard}x-drilldown' is past Grafana's 40); got 31",
+        "grafana.alert_uid_prefix: at most 7 characters (its uid 'retrieval-monitor-"
+        f"{longest_alert.lower()}' is past Grafana's 40); got 17",
+        "grafana.datasource_uid: at most 40 characters; got 41",
+    ], problems
 
 
 def test_invalid_config_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
