@@ -54,6 +54,16 @@ def _state_mappings() -> list[dict[str, Any]]:
     ]
 
 
+def _last_success(m: str) -> str:
+    """The time of the last successful check, as RetrievalMonitorStale reads it: when a monitor
+    has never succeeded (0 or absent), the time its current state began."""
+    return (
+        f"(retrieval_monitor_last_success_timestamp_seconds{{{m}}} > 0\n"
+        f"  or on (job, instance, monitor)\n"
+        f"  retrieval_monitor_state_since_timestamp_seconds{{{m}}})"
+    )
+
+
 def _thresholds(*steps: tuple[str, float | None]) -> dict[str, Any]:
     return {"mode": "absolute", "steps": [{"color": c, "value": v} for c, v in steps]}
 
@@ -502,13 +512,14 @@ def overview(config: MixinConfig) -> dict[str, Any]:
         lay.place(
             _stat(
                 "Since last success (periods)",
-                f"(time() - retrieval_monitor_last_success_timestamp_seconds{{{m}}})\n"
+                f"(time() - {_last_success(m)})\n"
                 f"  / on (job, instance, monitor)\n"
                 f"  retrieval_monitor_schedule_interval_seconds{{{m}}}",
                 "none",
                 _thresholds(("green", None), ("orange", 1.5), ("red", 2)),
                 description="Time since the last successful check in schedule periods (a cron "
-                "schedule's longest gap): RetrievalMonitorStale fires after two.",
+                "schedule's longest gap; a monitor that never succeeded counts from when its "
+                "state began, as the alert does): RetrievalMonitorStale fires after two.",
             ),
             5,
             3,
@@ -853,7 +864,7 @@ def drilldown(config: MixinConfig) -> dict[str, Any]:
                 [
                     _target(f"retrieval_monitor_last_run_duration_seconds{{{m}}}", "duration", "A"),
                     _target(
-                        f"time() - retrieval_monitor_last_success_timestamp_seconds{{{m}}}",
+                        f"time() - {_last_success(m)}",
                         "since last success",
                         "B",
                     ),

@@ -160,6 +160,74 @@ def test_every_expression_parses_with_promtool(tmp_path: Path) -> None:
     assert f"{len(rules)} rules found" in proc.stdout
 
 
+def test_time_since_last_success_reads_the_stale_alerts_clock(tmp_path: Path) -> None:
+    """Both 'since last success' panels count a monitor that never succeeded (no last success
+    exported) from when its state began, as RetrievalMonitorStale does, and one that did from
+    its last success: promtool evaluates them on series the daemon exports."""
+    labels = 'job="retrieval-monitor",instance="monitor:9464"'
+    exprs = [
+        (title, substitute(expr, monitor=monitor))  # title: for the assertion's message
+        for name in ("overview.json", "drilldown.json")
+        for title, expr in dashboard_exprs(DASHBOARDS[name])
+        if "last_success" in expr
+        for monitor in ("never", "search")
+    ]
+    assert len(exprs) == 4, exprs
+    at = 1860  # eval at 31m: "never" in error since 300 s, "search" last succeeded at 600 s
+    expected = {
+        ("never", True): (at - 300) / 600,
+        ("search", True): (at - 600) / 600,
+        ("never", False): at - 300,
+        ("search", False): at - 600,
+    }
+    tests = []
+    for _, expr in exprs:
+        monitor = "never" if 'monitor="never"' in expr else "search"
+        periods = "schedule_interval" in expr
+        tests.append(
+            {
+                "expr": expr,
+                "eval_time": "31m",
+                "exp_samples": [
+                    {
+                        "labels": f"{{{labels},monitor={monitor!r}}}".replace("'", '"'),
+                        "value": expected[(monitor, periods)],
+                    }
+                ],
+            }
+        )
+    series = [
+        (f'retrieval_monitor_state_since_timestamp_seconds{{{labels},monitor="never"}}', "300x40"),
+        (f'retrieval_monitor_state_since_timestamp_seconds{{{labels},monitor="search"}}', "0x40"),
+        (
+            f'retrieval_monitor_last_success_timestamp_seconds{{{labels},monitor="search"}}',
+            "600x40",
+        ),
+        (f'retrieval_monitor_schedule_interval_seconds{{{labels},monitor="never"}}', "600x40"),
+        (f'retrieval_monitor_schedule_interval_seconds{{{labels},monitor="search"}}', "600x40"),
+    ]
+    doc = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [{"series": k, "values": v} for k, v in series],
+                "promql_expr_test": tests,
+            }
+        ],
+    }
+    path = tmp_path / "panels_test.yml"
+    path.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run(
+        [binary("promtool"), "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
 def test_a_broken_expression_is_caught(tmp_path: Path) -> None:
     """The check above can fail: promtool rejects an unparsable expression."""
     path = tmp_path / "bad.yml"
