@@ -271,6 +271,28 @@ def test_planned_tasks_read_without_listing_and_add_up_to_the_window(tree: Path)
     assert tasks[0].path in str(err.value)
 
 
+def test_a_broken_file_after_the_window_is_not_opened(tree: Path) -> None:
+    """The in-process read opens what an engine's planned tasks open: a file still being
+    written in a partition after the window (a producer writing in place) fails neither, so
+    the local engine and Dask or Spark agree on the same tree."""
+    from monitor.sources import window_tasks
+
+    spec = ScoreSpec(path=str(tree), segment_column="segment", max_invalid_share=0.1)
+    window = Window(start=T0, end=T0 + 24 * HOUR)
+    grid = _grid(spec, window)
+    before = read_summary_part(spec, window, grid, bucket=HOUR)
+    later = tree / "date=2026-11-25"
+    later.mkdir()
+    (later / "inprogress.parquet").write_bytes(b"PAR1 partial")
+    clear_cache()
+    same_parts(read_summary_part(spec, window, grid, bucket=HOUR), before)
+    tasks = window_tasks(spec, window)
+    parts = [read_summary_part(spec, window, grid, bucket=HOUR, task=t) for t in tasks]
+    assert sum(p.rows for p in parts) == before.rows
+    with pytest.raises(SourceError, match=r"inprogress\.parquet"):  # a window that covers it
+        read_summary_part(spec, Window(start=T0, end=T0 + 72 * HOUR), grid, bucket=HOUR)
+
+
 def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -610,10 +610,10 @@ def read_summary_part(
     without the window's invalid-share check (the caller adds the parts up and checks once)."""
     if bucket is not None and bucket <= timedelta(0):
         raise ValueError(f"`bucket` must be a positive duration; got {bucket!r}.")
-    if task is not None:
-        planned = _prepare(spec, window, newest=False, source=task.source)
-    else:
-        planned = _prepare(spec, window)
+    # no newest-timestamp walk: a summary's newest row is its own, and a check through
+    # summaries looks the source's newest up itself only when both windows are empty; the
+    # walk would open partitions after the window, which an engine's planned tasks never do
+    planned = _prepare(spec, window, newest=False, source=None if task is None else task.source)
     if files is not None:
         keep = [i for i, p in enumerate(planned.plans) if p.file.path in files]
         if spec.format != "parquet" and len(keep) < len(files):
