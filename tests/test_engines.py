@@ -4,6 +4,7 @@ worker processes on 127.0.0.1, no dashboard), compared with ``np.array_equal``."
 from __future__ import annotations
 
 import dataclasses
+import os
 import socket
 from datetime import timedelta
 from pathlib import Path
@@ -250,6 +251,87 @@ def test_spark_summaries_equal_local_ones(tmp_path: Path, spark_engine) -> None:
     with pytest.raises(SourceError) as theirs:
         spark_engine.summaries(spec, window, grid)
     assert str(theirs.value) == str(ours.value)
+
+
+def test_spark_names_the_bad_file_a_local_read_names(tmp_path: Path, spark_engine) -> None:  # type: ignore[no-untyped-def]
+    """Spark's rows come in its partitions' order: the first bad file (in planned order) is
+    the one named, and a BadValuesError lists tied files as a local read does."""
+    import itertools
+
+    import pyarrow.parquet as pq
+
+    grid = Grid(np.linspace(0.0, 1.0, 11))
+    window = Window(start=T0, end=T0 + 24 * HOUR)
+    local = LocalEngine()
+    for i, j in itertools.combinations(range(6), 2):
+        root = tmp_path / f"bad{i}{j}"
+        for k in range(6):
+            path = root / "date=2026-11-23" / f"part-{k:02d}.parquet"
+            ts = np.datetime64(T0.replace(tzinfo=None) + k * HOUR, "us")
+            write_parquet(
+                path,
+                {
+                    "timestamp": ts + np.arange(20).astype("timedelta64[m]"),
+                    "score": np.full(20, 0.5),
+                },
+            )
+            if k in (i, j):  # a footer that reads, a score page that does not
+                at = pq.ParquetFile(path).metadata.row_group(0).column(1).data_page_offset
+                data = bytearray(path.read_bytes())
+                data[at : at + 12] = b"\xff" * 12
+                path.write_bytes(bytes(data))
+        spec = ScoreSpec(path=str(root))
+        clear_cache()
+        with pytest.raises(SourceError) as ours:
+            local.summaries(spec, window, grid)
+        with pytest.raises(SourceError) as theirs:
+            spark_engine.summaries(spec, window, grid)
+        assert f"part-{i:02d}" in str(ours.value), ours.value
+        assert str(theirs.value) == str(ours.value), (i, j)
+    root = tmp_path / "ties"
+    for k in range(6):  # ten NaN scores in each file: every file ties in "most in:"
+        score = np.full(40, 0.5)
+        score[:10] = np.nan
+        ts = np.datetime64(T0.replace(tzinfo=None) + k * HOUR, "us")
+        write_parquet(
+            root / "date=2026-11-23" / f"part-{k:02d}.parquet",
+            {"timestamp": ts + np.arange(40).astype("timedelta64[m]"), "score": score},
+        )
+    spec = ScoreSpec(path=str(root), max_invalid_share=0.01)
+    clear_cache()
+    with pytest.raises(SourceError) as ours:
+        local.summaries(spec, window, grid)
+    with pytest.raises(SourceError) as theirs:
+        spark_engine.summaries(spec, window, grid)
+    assert "part-00.parquet (10), " in str(ours.value), ours.value
+    assert str(theirs.value) == str(ours.value)
+
+
+def test_a_cluster_master_keeps_its_executors_python(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This interpreter's path is the executors' Python on a local master only: set for a
+    cluster master, it overrode the cluster's own configuration and every task failed where
+    that path does not exist. The session's start is stopped where it would reach the master
+    (there is no cluster here); what the engine asked for is what it set on the builder."""
+    pytest.importorskip("pyspark", reason="the optional extra .[spark] is not installed")
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    asked: dict[str, dict[str, str]] = {}
+
+    def stop_here(builder: SparkSession.Builder) -> None:
+        asked[builder._options["spark.master"]] = dict(builder._options)
+        raise RuntimeError("no master reached in this test")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", stop_here)
+    for master in ("spark://cluster.example:7077", "yarn", "local[2]"):
+        monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
+        with pytest.raises(EngineUnavailableError, match="no master reached"):
+            make_engine("spark", spark_master=master)
+        local = master.startswith("local")
+        assert ("spark.pyspark.python" in asked[master]) is local, asked[master]
+        assert (os.environ.get("PYSPARK_PYTHON") == sys.executable) is local
+        assert (asked[master].get("spark.driver.bindAddress") == "127.0.0.1") is local
 
 
 _DEAD_JVM = """

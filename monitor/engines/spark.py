@@ -9,15 +9,18 @@ the monitor installed), which adds up its task's parts. A task's part, or the
 ``SourceError`` with the same message as on the local engine. The driver collects a part a
 task (not one a file), adds them and checks the window's invalid share. A
 session that cannot start is an ``EngineUnavailableError`` naming the master or remote. In
-``local`` masters the driver binds 127.0.0.1, the UI is off and the session time zone is UTC;
-the executors' Python is this interpreter. This module is the only importer of pyspark (the
+``local`` masters the driver binds 127.0.0.1, the UI is off and the executors' Python is this
+interpreter (a cluster's executors keep the Python its configuration names); the session time
+zone is UTC. This module is the only importer of pyspark (the
 optional extra ``.[spark]``, with Java 17: Debian's ``openjdk-17-jre-headless``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import operator
 import os
 import pickle
 import sys
@@ -56,20 +59,22 @@ class SparkEngine:
             raise EngineUnavailableError(
                 "spark", self.address, "pyspark is not installed: pip install '.[spark]'"
             ) from exc
-        if remote is None:
-            # executors' Python: this interpreter (PATH's python3 lacks the monitor's packages);
-            # a local master binds the loopback address only
+        local = remote is None and master.startswith("local")
+        if local:
+            # a local master's executors run this interpreter (PATH's python3 lacks the
+            # monitor's packages) and bind the loopback address only; a cluster's executors
+            # keep the Python its own configuration names (this path need not exist there)
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            if master.startswith("local"):
-                os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         builder: Any = SparkSession.builder.appName("retrieval-monitor")
         if remote is not None:
             builder = builder.remote(remote)
         else:
-            builder = builder.master(master).config("spark.pyspark.python", sys.executable)
-            if master.startswith("local"):
+            builder = builder.master(master)
+            if local:
                 builder = (
-                    builder.config("spark.driver.bindAddress", "127.0.0.1")
+                    builder.config("spark.pyspark.python", sys.executable)
+                    .config("spark.driver.bindAddress", "127.0.0.1")
                     .config("spark.driver.host", "127.0.0.1")
                     .config("spark.ui.enabled", "false")
                 )
@@ -104,18 +109,26 @@ class SparkEngine:
             # a task, not one a file (Spark Connect has no context to ask: a task a file there)
             frame = frame.repartition(min(len(files), 4 * self._cores()))
             task = functools.partial(summary_part_batches, payload)
-            rows = frame.mapInArrow(task, "part binary").collect()
+            rows = frame.mapInArrow(task, "index long, part binary").collect()
         except Exception as exc:  # the session's (py4j, a dead JVM, Spark Connect): a file's
             # or column's problem comes back as a row, raised below as the reader raised it
             raise EngineUnavailableError(
                 "spark", self.address, f"{type(exc).__name__}: {exc}"
             ) from exc
+        # rows come in Spark's partition order: taken in planned order, the bad file named is
+        # the first a local read meets, and the per-file invalid counts are listed as it lists
+        # them (their ties' order in a BadValuesError's message)
         parts: list[SummaryPart] = []
-        for row in rows:
-            got = pickle.loads(row.part)
+        for row in sorted(rows, key=lambda r: int(r["index"])):  # r.index: a tuple method
+            got = pickle.loads(row["part"])
             if isinstance(got, BaseException):
                 raise got
             parts.append(got)
+        if parts:
+            total = functools.reduce(operator.add, parts)
+            planned = {path: i for i, path in enumerate(files)}
+            per_file = sorted(total.per_file.items(), key=lambda kv: planned.get(kv[0], len(files)))
+            parts = [dataclasses.replace(total, per_file=dict(per_file))]
         return merge_summary_parts(spec, window, grid, parts, bucket=bucket, check=check)
 
     def _cores(self) -> int:

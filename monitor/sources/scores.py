@@ -754,19 +754,21 @@ def summary_part_batches(
 ) -> Iterator[pa.RecordBatch]:
     """For an engine that hands a task its files as Arrow batches of paths (Spark's
     ``mapInArrow``): ``payload`` is the pickled (spec, window, grid, bucket, tasks by path);
-    one row ``part`` holding the pickled sum of the ``read_summary_part`` of each path's task
-    (the executor adds its files' parts, so the driver collects one part a task, not one a
-    file), or the ``MonitorError`` the first bad file's reading raised (to be raised again,
-    unchanged, by the caller). A task of no path yields nothing."""
+    one row ``part`` holding the pickled sum of the ``read_summary_part`` of each path's task,
+    read in planned order (the executor adds its files' parts, so the driver collects one part
+    a task, not one a file), or the ``MonitorError`` the first bad file's reading raised (to be
+    raised again, unchanged, by the caller), with ``index``, the planned index of its first
+    file or of the bad one. A task of no path yields nothing."""
     spec, window, grid, bucket, tasks = pickle.loads(payload)
+    order = {path: i for i, path in enumerate(tasks)}
+    paths = sorted((p for b in batches for p in b.column(0).to_pylist()), key=order.__getitem__)
     total: SummaryPart | None = None
-    for batch in batches:
-        for path in batch.column(0).to_pylist():
-            try:
-                part = read_summary_part(spec, window, grid, bucket=bucket, task=tasks[path])
-            except MonitorError as exc:
-                yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(exc)}])
-                return
-            total = part if total is None else total + part
+    for path in paths:  # in planned order: the first bad file is the one a local read names
+        try:
+            part = read_summary_part(spec, window, grid, bucket=bucket, task=tasks[path])
+        except MonitorError as exc:
+            yield pa.RecordBatch.from_pylist([{"index": order[path], "part": pickle.dumps(exc)}])
+            return
+        total = part if total is None else total + part
     if total is not None:
-        yield pa.RecordBatch.from_pylist([{"part": pickle.dumps(total)}])
+        yield pa.RecordBatch.from_pylist([{"index": order[paths[0]], "part": pickle.dumps(total)}])
