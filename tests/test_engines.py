@@ -334,6 +334,99 @@ def test_a_cluster_master_keeps_its_executors_python(monkeypatch: pytest.MonkeyP
         assert (asked[master].get("spark.driver.bindAddress") == "127.0.0.1") is local
 
 
+@pytest.fixture(scope="module")
+def connect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """A real Spark Connect server (pyspark's own jar, local[2] behind it) on a free loopback
+    port; its address once it says it listens."""
+    pytest.importorskip("pyspark", reason="the optional extra .[spark] is not installed")
+    pytest.importorskip("grpc", reason="Spark Connect's client (pyspark[connect]) is missing")
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import pyspark
+
+    home = Path(pyspark.__file__).parent
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = tmp_path_factory.mktemp("connect") / "server.log"
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "PYSPARK_PYTHON": sys.executable,
+        "SPARK_LOCAL_IP": "127.0.0.1",
+    }
+    confs = {
+        "spark.connect.grpc.binding.address": "127.0.0.1",
+        "spark.connect.grpc.binding.port": str(port),
+        "spark.driver.bindAddress": "127.0.0.1",
+        "spark.driver.host": "127.0.0.1",
+        "spark.ui.enabled": "false",
+    }
+    args = [str(home / "bin" / "spark-submit"), "--master", "local[2]"]
+    args += ["--class", "org.apache.spark.sql.connect.service.SparkConnectServer"]
+    for key, value in confs.items():
+        args += ["--conf", f"{key}={value}"]
+    with log.open("wb") as out:
+        proc = subprocess.Popen(
+            [*args, "spark-internal"],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+    try:
+        deadline = time.monotonic() + 120
+        while "Spark Connect server started" not in log.read_text(errors="replace"):
+            assert proc.poll() is None, log.read_text(errors="replace")[-3000:]
+            assert time.monotonic() < deadline, log.read_text(errors="replace")[-3000:]
+            time.sleep(0.2)  # polling a log file: there is no event to wait on
+        yield f"sc://127.0.0.1:{port}"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+def test_spark_connect_summaries_equal_local_ones(tmp_path: Path, connect_server: str) -> None:
+    """Over Spark Connect (``spark_remote``, the session on a server): the same summaries as
+    the local engine, and a bad file the same SourceError; the remote session starts with
+    the documented install (it needs pyspark's connect extra) and without a warning."""
+    import warnings
+
+    clear_cache()
+    root = tmp_path / "scores"
+    _tree(root)
+    spec = ScoreSpec(path=str(root), segment_column="segment", max_invalid_share=0.1)
+    from monitor.sources import read_scores
+
+    window = Window(start=T0, end=T0 + 30 * HOUR)
+    b = build_baseline(read_scores(spec, window).values)
+    grid = summary_grid(b.sorted_reference, b.edges, n_current=100)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        engine = make_engine("spark", spark_remote=connect_server)
+    try:
+        same_parts(
+            LocalEngine().summaries(spec, window, grid, bucket=HOUR),
+            engine.summaries(spec, window, grid, bucket=HOUR),
+        )
+        (root / "date=2026-11-23" / "broken.parquet").write_bytes(b"PAR1 not really")
+        clear_cache()
+        with pytest.raises(SourceError) as ours:
+            LocalEngine().summaries(spec, window, grid)
+        with pytest.raises(SourceError) as theirs:
+            engine.summaries(spec, window, grid)
+        assert str(theirs.value) == str(ours.value)
+    finally:
+        engine.close()
+
+
 _DEAD_JVM = """
 import os, signal, sys, time
 from pathlib import Path

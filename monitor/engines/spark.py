@@ -78,9 +78,9 @@ class SparkEngine:
                     .config("spark.driver.host", "127.0.0.1")
                     .config("spark.ui.enabled", "false")
                 )
-        builder = builder.config("spark.sql.session.timeZone", "UTC").config(
-            "spark.ui.showConsoleProgress", "false"
-        )
+        builder = builder.config("spark.sql.session.timeZone", "UTC")
+        if remote is None:  # a Spark Connect server's console is its own (it refuses the key)
+            builder = builder.config("spark.ui.showConsoleProgress", "false")
         try:
             self._spark: Any = builder.getOrCreate()
         except Exception as exc:  # py4j / JVM start-up errors have no common base class
