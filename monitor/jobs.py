@@ -199,6 +199,9 @@ class Runner:
         decay_prints = _decay_prints(config)
         # the cache's bound too (it was kept from start-up: lowered to free a disk, no effect)
         self.summaries.cache.max_bytes = config.engine.cache_max_bytes if config.engine else 1 << 30
+        self.summaries.keep_engines(
+            s for s in (config.engine_for(m) for m in config.monitors) if s is not None
+        )
         self.config = config
         self._fingerprints = prints
         self._decay_prints = decay_prints

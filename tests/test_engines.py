@@ -538,3 +538,30 @@ def test_an_unreachable_engine_makes_the_check_an_error_naming_it(tmp_path: Path
     assert verdict.state == "error"
     assert any(address in r for r in verdict.reasons), verdict.reasons
     assert "demo" not in runner.summaries.last_engine  # nothing fell back to another engine
+
+
+def test_a_reload_that_moves_every_monitor_off_an_engine_closes_it(tmp_path: Path) -> None:
+    """A SIGHUP from ``kind = "dask"`` to the local engine once left the LocalCluster (its
+    scheduler and worker processes) running, unused, until the daemon exited. An engine some
+    monitor can still use (``auto`` can use its cluster kind) is kept."""
+    pytest.importorskip("distributed", reason="the optional extra .[dask] is not installed")
+    from dataclasses import replace
+
+    from monitor.config import load_config
+    from monitor.jobs import Runner
+    from tests.test_incremental import _world
+
+    root = _world(tmp_path, engine='kind = "dask"\ndask.address = "local"\n')
+    config = load_config(root / "summaries.toml")
+    assert config.engine is not None
+    runner = Runner(config)
+    cluster = runner.summaries.engine(config.engine, "dask")
+    try:
+        runner.reconfigure(replace(config, engine=replace(config.engine, kind="auto")))
+        assert engine_alive(cluster)  # auto can still reach for it
+        local = replace(config.engine, kind="local", dask_address=None)
+        runner.reconfigure(replace(config, engine=local))
+        assert not engine_alive(cluster)
+        assert runner.summaries.engine(local, "local").kind == "local"
+    finally:
+        runner.summaries.close()

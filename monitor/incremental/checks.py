@@ -81,10 +81,7 @@ class SummaryChecks:
         """The engine of ``kind`` (started once, shared by the monitors)."""
         if kind in self._given:
             return self._given[kind]
-        address = {
-            "dask": settings.dask_address or "local",
-            "spark": settings.spark_remote or settings.spark_master or "local[2]",
-        }.get(kind)
+        address = _address(settings, kind)
         with self._lock:
             starting = self._starting.setdefault(kind, threading.Lock())
         # one lock a kind, held while an engine starts: a connect that waits out its timeout on
@@ -124,6 +121,22 @@ class SummaryChecks:
                 with self._lock:
                     self._engines[(kind, address)] = held
             return held
+
+    def keep_engines(self, settings: Iterable[EngineConfig]) -> None:
+        """Close the held engines none of ``settings`` can use (a reload moved every monitor
+        off a Dask cluster or a Spark session: its workers or JVM would run, unused, until the
+        daemon exits); engines handed in at construction are the caller's."""
+        usable = {
+            (kind, _address(s, kind))
+            for s in settings
+            for kind in ((s.kind,) if s.kind != "auto" else ("local", s.cluster_kind()))
+            if kind is not None
+        }
+        with self._lock:
+            gone = [self._engines.pop(k) for k in list(self._engines) if k not in usable]
+        for engine in gone:
+            log.info("engine closed: no monitor uses it", extra={"kind": engine.kind})
+            _close(engine)
 
     def _drop(self, engine: Engine) -> None:
         """Forget and close a held engine that failed (the next ``engine`` starts another)."""
@@ -443,6 +456,15 @@ class SummaryChecks:
             starts=(per_window[0][1], per_window[1][1]),
             rolling=(rolled[0], rolled[1]),
         )
+
+
+def _address(settings: EngineConfig, kind: str) -> str | None:
+    """Where an engine of ``kind`` runs under ``settings`` (None: in process); one held a
+    (kind, address)."""
+    return {
+        "dask": settings.dask_address or "local",
+        "spark": settings.spark_remote or settings.spark_master or "local[2]",
+    }.get(kind)
 
 
 def _close(engine: Engine) -> None:
