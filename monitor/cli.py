@@ -100,6 +100,28 @@ def _listen_address(text: str) -> str:
     return text
 
 
+def _positive_seconds(text: str) -> float:
+    """``text`` as a finite number of seconds above zero (a usage error otherwise)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 < value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0; got {text}")
+    return value
+
+
+def _seed(text: str) -> int:
+    """``text`` as a non-negative integer seed (a usage error otherwise)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {text}")
+    return value
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse, but a usage error (an unknown flag, a bad value) exits 3, not 2: ``check``'s
     callers read exit codes as Nagios states, where 2 is CRITICAL (here: model decay) and a
@@ -198,7 +220,13 @@ def _parser() -> argparse.ArgumentParser:
     )
 
     d = sub.add_parser("demo", help="write a synthetic world and run the daemon on it, fast")
-    d.add_argument("--dir", type=Path, default=Path("demo-world"), help="where to write it")
+    d.add_argument(
+        "--dir",
+        type=Path,
+        default=Path("demo-world"),
+        help="where to write it (a new or empty directory, or an earlier demo world, which is "
+        "replaced; any other directory is refused)",
+    )
     d.add_argument(
         "--web.listen-address",
         "--listen",
@@ -208,8 +236,10 @@ def _parser() -> argparse.ArgumentParser:
         metavar="HOST:PORT",
         help="address to listen on (default 127.0.0.1:9464)",
     )
-    d.add_argument("--tick", type=float, default=0.3, help="real seconds per simulated check")
-    d.add_argument("--seed", type=int, default=7)
+    d.add_argument(
+        "--tick", type=_positive_seconds, default=0.3, help="real seconds per simulated check"
+    )
+    d.add_argument("--seed", type=_seed, default=7)
     d.add_argument(
         "--log.level", "--log-level", dest="log_level", type=_log_level, default="warning"
     )
@@ -669,13 +699,16 @@ class _Once(argparse.Action):
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from monitor.demo import run_demo
+    from monitor.demo import DemoDirError, run_demo
 
-    return _exit_hard_if_stuck(
-        run_demo(
+    try:
+        code = run_demo(
             args.dir, listen=args.listen, tick=args.tick, seed=args.seed, log_level=args.log_level
         )
-    )
+    except DemoDirError as exc:
+        print(f"monitor demo: error: {exc}", file=sys.stderr)
+        return 3
+    return _exit_hard_if_stuck(code)
 
 
 def _cmd_backtest(args: argparse.Namespace) -> int:

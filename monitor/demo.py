@@ -22,7 +22,24 @@ from monitor.daemon import Daemon
 from monitor.logs import configure_logging
 from monitor.simulate import SCENARIOS, write_world
 
-__all__ = ["DEMO_END", "DEMO_FIRST_SLOT", "DEMO_START", "demo_scenario", "run_demo"]
+__all__ = [
+    "DEMO_END",
+    "DEMO_FIRST_SLOT",
+    "DEMO_START",
+    "DemoDirError",
+    "demo_scenario",
+    "run_demo",
+]
+
+#: the file that marks a directory as a demo world ``run_demo`` may replace
+MARK = ".retrieval-monitor-demo"
+#: what a demo world of a version before the mark holds (its state once the daemon ran)
+_OLD_WORLD = {"monitor.toml", "scores", "outcomes", "state"}
+
+
+class DemoDirError(ValueError):
+    """``--dir`` names a directory that is not a demo world: it is left as it is."""
+
 
 DEMO_START = datetime(2026, 11, 1, tzinfo=UTC)
 DEMO_FIRST_SLOT = DEMO_START + timedelta(days=8)
@@ -48,12 +65,16 @@ def run_demo(
     seed: int = 7,
     log_level: str = "WARNING",
 ) -> int:
-    """Write the world to ``directory`` (replacing an earlier demo) and serve it until Ctrl-C."""
+    """Write the world to ``directory`` (replacing an earlier demo world, never anything else:
+    ``DemoDirError``) and serve it until Ctrl-C."""
+    if not tick > 0 or tick == float("inf"):
+        raise ValueError(f"`tick` must be a positive number of seconds; got {tick!r}.")
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ValueError(f"`seed` must be a non-negative integer; got {seed!r}.")
     configure_logging(log_level)
     # ticks that find the previous check still running are skipped on purpose here
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
-    if directory.exists():
-        shutil.rmtree(directory)
+    clear_demo_dir(directory)
     world = write_world(
         directory,
         demo_scenario(),  # type: ignore[arg-type]
@@ -64,6 +85,7 @@ def run_demo(
         schedule="3h",
         listen=listen,
     )
+    (directory / MARK).write_text("a demo world: `monitor demo` replaces this directory\n")
     config = load_config(world.config_path)
     monitor = config.monitors[0]
     slots = monitor.schedule.slots(DEMO_FIRST_SLOT, DEMO_END)
@@ -103,3 +125,21 @@ def run_demo(
     )
     daemon = Daemon(config, slot_source=next_slot, tick=timedelta(seconds=tick), on_run=show)
     return daemon.serve()
+
+
+def clear_demo_dir(directory: Path) -> None:
+    """Remove ``directory`` when it is a demo world (its mark, or only what an older demo
+    wrote) or empty; ``DemoDirError`` for anything else, and for a path that is not a
+    directory, touching nothing."""
+    if not directory.exists() and not directory.is_symlink():
+        return
+    if directory.is_symlink() or not directory.is_dir():
+        raise DemoDirError(f"{directory}: not a directory; give --dir a new or demo directory")
+    names = {p.name for p in directory.iterdir()}
+    if names and MARK not in names and not names <= _OLD_WORLD:
+        shown = ", ".join(sorted(names - _OLD_WORLD)[:3])
+        raise DemoDirError(
+            f"{directory}: not a demo world (it holds {shown}, and no {MARK}); the demo "
+            "replaces only its own directory: give --dir a new path"
+        )
+    shutil.rmtree(directory)

@@ -221,6 +221,12 @@ def test_exit_code_convention() -> None:
         # the demo's flags are checked as run's are (they once raised a traceback)
         ["demo", "--web.listen-address", "bogus"],
         ["demo", "--log-level", "loud"],
+        # a negative tick once ran forever, deaf to Ctrl-C; NaN was a traceback
+        ["demo", "--tick=-1"],
+        ["demo", "--tick", "0"],
+        ["demo", "--tick", "nan"],
+        ["demo", "--tick", "inf"],
+        ["demo", "--seed=-1"],
     ],
 )
 def test_a_usage_error_exits_3_not_nagios_critical(
@@ -232,6 +238,49 @@ def test_a_usage_error_exits_3_not_nagios_critical(
         main(argv)
     assert exited.value.code == 3
     assert "error:" in capsys.readouterr().err
+
+
+def test_demo_replaces_only_a_demo_world(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``monitor demo --dir`` once removed whatever directory it named (a typo'd seed then
+    failed after the removal). It replaces an earlier demo world (its mark, or only what a
+    demo before the mark wrote) or an empty directory, and refuses anything else, touching
+    nothing."""
+    from monitor.demo import MARK, DemoDirError, clear_demo_dir
+
+    precious = tmp_path / "precious"
+    (precious / "sub").mkdir(parents=True)
+    (precious / "notes.txt").write_text("mine")
+    argv = ["demo", "--dir", str(precious), "--listen", "127.0.0.1:0", "--tick", "0.1"]
+    assert main(argv) == 3
+    err = capsys.readouterr().err
+    assert f"{precious}: not a demo world (it holds notes.txt, sub" in err, err
+    assert (precious / "notes.txt").read_text() == "mine"
+    with pytest.raises(SystemExit):  # a bad seed is refused before anything is touched
+        main(["demo", "--dir", str(precious), "--seed", "-1"])
+    assert (precious / "notes.txt").read_text() == "mine"
+    mixed = tmp_path / "mixed"  # a demo's files and one of the user's
+    for name in ("monitor.toml", "notes.txt"):
+        (mixed / name).parent.mkdir(exist_ok=True)
+        (mixed / name).write_text("x")
+    with pytest.raises(DemoDirError):
+        clear_demo_dir(mixed)
+    assert (mixed / "notes.txt").exists()
+    a_file = tmp_path / "a-file"
+    a_file.write_text("x")
+    with pytest.raises(DemoDirError, match="not a directory"):
+        clear_demo_dir(a_file)
+    marked, old, empty = tmp_path / "marked", tmp_path / "old", tmp_path / "empty"
+    for d in (marked, old, empty):
+        d.mkdir()
+    (marked / MARK).write_text("")
+    (marked / "anything").write_text("")
+    for name in ("monitor.toml", "state"):
+        (old / name).write_text("")
+    for d in (marked, old, empty, tmp_path / "new"):
+        clear_demo_dir(d)
+        assert not d.exists()
 
 
 def test_an_unexpected_error_exits_3_not_nagios_warning(
