@@ -80,6 +80,7 @@ max_segments = 5
     assert m.decay.looks == 7
     assert m.budget.period == timedelta(days=7)
     assert m.max_segments == 5
+    assert m.scores.max_segments == 5  # the reader refuses more as it meets them
 
 
 def test_every_problem_is_reported_with_its_path(tmp_path: Path) -> None:

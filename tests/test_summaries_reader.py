@@ -293,6 +293,48 @@ def test_a_broken_file_after_the_window_is_not_opened(tree: Path) -> None:
         read_summary_part(spec, Window(start=T0, end=T0 + 72 * HOUR), grid, bucket=HOUR)
 
 
+def test_a_segment_column_of_many_values_is_refused_as_the_read_meets_them(
+    tmp_path: Path,
+) -> None:
+    """A request id written as the segment: the whole read, the summary read and an engine's
+    task each stop at the first file past ``max_segments`` distinct values, naming it and the
+    column, where the check once split every row by segment (minutes, or out of memory on
+    the summary path) before it counted them."""
+    from monitor.sources import window_tasks
+
+    root = tmp_path / "scores"
+    for k in range(3):
+        n = 500
+        ts = np.datetime64((T0 + k * HOUR).replace(tzinfo=None), "us")
+        write_parquet(
+            root / "date=2026-11-23" / f"part-{k}.parquet",
+            {
+                "timestamp": ts + np.arange(n).astype("timedelta64[s]"),
+                "score": np.linspace(0.0, 1.0, n),
+                "segment": np.array([f"req-{k}-{i}" for i in range(n)]),
+            },
+        )
+    window = Window(start=T0, end=T0 + 3 * HOUR)
+    few = ScoreSpec(path=str(root), segment_column="segment", max_segments=20)
+    first = str(root / "date=2026-11-23" / "part-0.parquet")
+    grid = Grid(np.linspace(0.0, 1.0, 11))
+    for read in (
+        lambda: read_scores(few, window),
+        lambda: read_summary_part(few, window, grid, bucket=HOUR),
+        lambda: read_summary_part(few, window, grid, task=window_tasks(few, window)[0]),
+    ):
+        clear_cache()
+        with pytest.raises(SourceError) as err:
+            read()
+        text = str(err.value)
+        for part in (first, "'segment'", "more than 20 distinct segments", "max_segments=20"):
+            assert part in text, text
+    many = ScoreSpec(path=str(root), segment_column="segment", max_segments=1500)
+    assert len(read_scores(many, window).segment_names) == 1500  # at the bound: read
+    with pytest.raises(ValueError, match="max_segments"):
+        ScoreSpec(path=str(root), max_segments=0)
+
+
 def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -380,15 +422,21 @@ def test_a_spark_task_adds_up_its_files_parts_before_they_leave_the_executor(
     def batches(names: list[str]) -> list[pa.RecordBatch]:
         return [pa.RecordBatch.from_pylist([{"path": p} for p in names[k::2]]) for k in (0, 1)]
 
-    rows = [b.column(0)[0].as_py() for b in summary_part_batches(payload, iter(batches(paths)))]
-    assert len(rows) == 1
-    same_parts(pickle.loads(rows[0]), read_summary_part(spec, window, grid, bucket=HOUR))
+    planned = list(tasks)  # the order a local read takes them in
+    got = [b.to_pylist()[0] for b in summary_part_batches(payload, iter(batches(paths[::-1])))]
+    assert len(got) == 1
+    assert got[0]["index"] == 0  # its first file in planned order, whatever order they came in
+    whole = read_summary_part(spec, window, grid, bucket=HOUR)
+    same_parts(pickle.loads(got[0]["part"]), whole)
     assert list(summary_part_batches(payload, iter([]))) == []
 
-    Path(paths[1]).write_bytes(b"PAR1 not really")
-    clear_cache()  # the tasks as planned before the file went bad
-    out = [b.column(0)[0].as_py() for b in summary_part_batches(payload, iter(batches(paths)))]
+    for bad in (paths[1], paths[2]):
+        Path(bad).write_bytes(b"PAR1 not really")
+    clear_cache()  # the tasks as planned before the files went bad
+    out = [b.to_pylist()[0] for b in summary_part_batches(payload, iter(batches(paths[::-1])))]
     assert len(out) == 1
-    error = pickle.loads(out[0])
+    first_bad = min(planned.index(paths[1]), planned.index(paths[2]))
+    assert out[0]["index"] == first_bad  # the first bad one in planned order, not as they came
+    error = pickle.loads(out[0]["part"])
     assert isinstance(error, SourceError)
-    assert paths[1] in str(error)
+    assert planned[first_bad] in str(error)

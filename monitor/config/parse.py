@@ -264,6 +264,8 @@ def _parse_monitor(
     max_segments = c.get(t, "max_segments", path, 20, _int(1, 1000))
     if len(c.problems) > before or scores is None or outcomes is None:
         return None
+    if scores.segment_column is not None:  # the reader refuses a window of more as it reads
+        scores = replace(scores, max_segments=max_segments)
     return MonitorConfig(
         name=name,
         schedule=schedule,

@@ -21,6 +21,7 @@ from monitor.errors import (
     BadValuesError,
     MonitorError,
     SchemaError,
+    SourceError,
 )
 from monitor.sources.footers import (
     _GROUPS,
@@ -106,10 +107,12 @@ def _floats(chunked: pa.ChunkedArray) -> tuple[FloatArray, npt.NDArray[np.bool_]
 
 
 class _Labels:
-    """Maps label values (strings, or integers written as strings) to stable integer codes."""
+    """Maps label values (strings, or integers written as strings) to stable integer codes;
+    ``limit``: the most distinct values a read may meet (``ScoreSpec.max_segments``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, limit: int | None = None) -> None:
         self.codes: dict[str, int] = {}
+        self.limit = limit
 
     def code(self, name: str) -> int:
         return self.codes.setdefault(name, len(self.codes))
@@ -145,11 +148,26 @@ def _segment(
     if column is None:
         return None, None
     if column in table.column_names:
-        return labels.encode(table.column(column))
-    value = dict(f.partitions)[column]
-    if value == HIVE_NULL:  # counted as null segments are (invalid rows), never a segment
-        return np.full(n, -1, dtype=np.int32), np.zeros(n, dtype=np.bool_)
-    return np.full(n, labels.code(value), dtype=np.int32), None
+        out: tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_] | None] = labels.encode(
+            table.column(column)
+        )
+    else:
+        value = dict(f.partitions)[column]
+        if value == HIVE_NULL:  # counted as null segments are (invalid rows), never a segment
+            return np.full(n, -1, dtype=np.int32), np.zeros(n, dtype=np.bool_)
+        out = np.full(n, labels.code(value), dtype=np.int32), None
+    if labels.limit is not None and len(labels.codes) > labels.limit:
+        # refused as the read meets them, before any per-segment work: a column of many
+        # values (a request or user id as the segment) once ran for minutes, or out of
+        # memory, before the check counted its segments
+        raise SourceError(
+            f"more than {labels.limit} distinct segments in the window read exceed "
+            f"max_segments={labels.limit} (metric label cardinality is bounded)",
+            path=f.path,
+            column=column,
+            hint="raise max_segments or map rare segments to 'other' upstream",
+        )
+    return out
 
 
 def _segment_source(footer: _Footer, f: _File, column: str | None) -> str | None:

@@ -126,6 +126,8 @@ class ScoreSpec:
     ``catalog``: pyiceberg's ``load_catalog`` properties, ``name`` among them). A table is read
     as the data files of its snapshot ``snapshot`` (None: the current one; see
     ``monitor.sources.tables``), through the same planner and reader as parquet paths.
+    ``max_segments`` (None: no bound): a read that meets more distinct values of
+    ``segment_column`` is a ``SourceError`` naming the file, as soon as it meets them.
     """
 
     path: str
@@ -140,8 +142,17 @@ class ScoreSpec:
     format: SourceFormat = "parquet"
     catalog: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     snapshot: int | None = None
+    max_segments: int | None = None
 
     def __post_init__(self) -> None:
+        if self.max_segments is not None and (
+            isinstance(self.max_segments, bool)
+            or not isinstance(self.max_segments, int)
+            or self.max_segments < 1
+        ):
+            raise ValueError(
+                f"`max_segments` must be a positive integer or None; got {self.max_segments!r}."
+            )
         _validate_spec(
             self,
             {

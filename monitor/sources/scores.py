@@ -297,7 +297,7 @@ def read_scores(
     values = np.empty(capacity, dtype=np.float64)
     stamps = np.empty(capacity if with_timestamps else 0, dtype=np.int64)
     codes = np.empty(capacity if seg_col is not None else 0, dtype=np.int32)
-    labels = _Labels()
+    labels = _Labels(spec.max_segments)
     n = rows = n_null = n_nan = n_inf = 0
     per_file: dict[str, int] = {}
     span_ok = _no_cut_within(cuts) if with_timestamps and cuts is not None else None
@@ -631,7 +631,7 @@ def read_summary_part(
             [planned.seg_sources[i] for i in keep],
             planned.newest,
         )
-    labels = _Labels()
+    labels = _Labels(spec.max_segments)
     # each (segment, bucket)'s summary, added to as its row groups come: memory is a summary
     # a part, not one a row group (400 row groups an hour held 110 MiB on an 18k-point grid)
     parts: dict[tuple[int, int], ScoreSummary] = {}
