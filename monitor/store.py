@@ -148,6 +148,14 @@ def _state_times(state: MonitorState, prefix: str = "") -> Iterator[tuple[str, d
         yield f"{prefix}decay.looks[{i}]", look
     for segment, since in decay.active.items():
         yield f"{prefix}decay.active[{segment!r}]", since
+    for segment, report in decay.reports.items():
+        for key in ("looked_at", "runs_start", "runs_end", "reference_start", "reference_end"):
+            # a look's runs ahead of now failed every check that rebuilt its pairs
+            text = getattr(report, key)
+            yield (
+                f"{prefix}decay.reports[{segment!r}].{key}",
+                None if text is None else datetime.fromisoformat(text.replace("Z", "+00:00")),
+            )
     for segment, seg in state.drift.items():
         yield f"{prefix}drift[{segment!r}].evidence_end", seg.evidence_end
         yield f"{prefix}drift[{segment!r}].reference.active_since", seg.reference.active_since

@@ -266,6 +266,16 @@ def test_check_at_any_past_slot_replays_what_the_daemon_decided(tmp_path: Path) 
 NOW = datetime(2026, 12, 1, 12, tzinfo=UTC)
 
 
+#: the fields a saved outcome report must have
+_REPORT = {
+    "n_pairs": 40,
+    "only_reference": 0,
+    "only_current": 0,
+    "coverage": 1.0,
+    "decidable": True,
+}
+
+
 def _good(**changes: object) -> dict[str, object]:
     doc = STATE.to_dict()
     doc.update(changes)
@@ -314,6 +324,33 @@ def _good(**changes: object) -> dict[str, object]:
         (json.dumps(_good(first_at="2099-01-01T00:00:00Z")).encode(), "future"),
         (json.dumps(_good(before_last=_good(last_at="2099-01-01T00:00:00Z"))).encode(), "future"),
         (json.dumps(_good(fingerprint="other")).encode(), "config_changed"),
+        # an outcome report's fields by type, span and time: once loaded, each failed every
+        # later check (the page's pairs rebuilt from them), never set aside
+        *[
+            (json.dumps(_good(decay={"reports": {"": {**_REPORT, **fields}}})).encode(), reason)
+            for fields, reason in (
+                ({"n_pairs": 1.5}, "shape"),
+                ({"wins": -1}, "shape"),
+                ({"decidable": "yes"}, "shape"),
+                ({"exact": 1}, "shape"),
+                ({"alpha": "0.05"}, "shape"),
+                ({"metric": 3}, "shape"),
+                ({"metrics": [1]}, "shape"),
+                (
+                    {"runs_start": "2026-11-30T02:00:00Z", "runs_end": "2026-11-29T02:00:00Z"},
+                    "shape",
+                ),
+                ({"reference_start": "yesterday"}, "shape"),
+                (
+                    {"runs_start": "2099-01-01T00:00:00Z", "runs_end": "2099-01-02T00:00:00Z"},
+                    "future",
+                ),
+                ({"looked_at": "2099-01-01T00:00:00Z"}, "future"),
+            )
+        ],
+        # a time no nanosecond timestamp reaches: every check failed subtracting a run gap
+        (json.dumps(_good(decay={"runs_start": "0001-01-01T00:00:00Z"})).encode(), "shape"),
+        (json.dumps(_good(last_at="2300-01-01T00:00:00Z")).encode(), "shape"),
     ],
 )
 def test_untrusted_state_is_set_aside_with_its_reason(
@@ -333,6 +370,35 @@ def test_untrusted_state_is_set_aside_with_its_reason(
     assert not store.path("m").exists()
     (record,) = [r for r in caplog.records if r.getMessage().startswith("state file")]
     assert record.__dict__["reason"] == reason
+
+
+def test_a_complete_outcome_report_is_resumed(tmp_path: Path) -> None:
+    """Every field of a saved report, each of its type, loads: the checks above refuse only
+    what is wrong."""
+    from monitor.verdict.reports import OutcomeReport
+
+    report = {
+        **_REPORT,
+        "runs_start": "2026-11-29T02:00:00Z",
+        "runs_end": "2026-11-29T02:30:00Z",
+        "reference_start": "2026-11-22T00:00:00Z",
+        "reference_end": "2026-11-29T00:00:00Z",
+        "looked_at": "2026-11-29T03:00:00Z",
+        "decay_since": None,
+        "wins": 3,
+        "exact": False,
+        "n_resamples": 10_000,
+        "alpha": 0.01,
+        "mean_difference": -0.01,
+        "metric": "ndcg@10",
+        "metrics": {"ap": {"mean_difference": None}},
+    }
+    assert set(report) <= set(OutcomeReport.__dataclass_fields__)
+    store = StateStore(tmp_path, clock=lambda: NOW)
+    store.path("m").write_text(json.dumps(_good(decay={"reports": {"": report}})))
+    loaded = store.read("m", fingerprint=None)
+    assert loaded.reason is None, loaded.detail
+    assert loaded.state.decay.reports[""].runs_end == "2026-11-29T02:30:00Z"
 
 
 def test_state_within_the_skew_and_legacy_files_are_resumed(tmp_path: Path) -> None:

@@ -254,6 +254,10 @@ def _need(ok: bool, where: str, what: str, value: Any) -> None:
         raise ValueError(f"`{where}` must be {what}; got {value!r:.80}")
 
 
+_OLDEST = datetime(1677, 9, 22, tzinfo=UTC)
+_NEWEST = datetime(2262, 4, 11, tzinfo=UTC)
+
+
 def _check_time(d: Mapping[str, Any], key: str, where: str) -> None:
     value = d.get(key)
     _need(
@@ -268,11 +272,19 @@ def _check_time(d: Mapping[str, Any], key: str, where: str) -> None:
             ) from None
         _need(t.tzinfo is not None, f"{where}{key}", "a time with a UTC offset", value)
         try:  # a time at the edge of the calendar (0001-01-01+14:00) has no UTC form
-            t.astimezone(UTC)
+            utc = t.astimezone(UTC)
         except OverflowError:
             raise ValueError(
                 f"`{where}{key}` is not a time in UTC's range; got {value!r:.80}"
             ) from None
+        # the span of the data's nanosecond timestamps: a state time outside it (0001-01-01)
+        # once passed, and every later check failed subtracting a run gap from it
+        _need(
+            _OLDEST <= utc <= _NEWEST,
+            f"{where}{key}",
+            f"a time from {_OLDEST:%Y-%m-%d} to {_NEWEST:%Y-%m-%d}",
+            value,
+        )
 
 
 def _check_number(value: Any, where: str) -> None:
@@ -384,7 +396,6 @@ def _check_decay(decay: Any, where: str) -> None:
         _check_time(raised, k, f"{where}.active.")
     reports = decay.get("reports", {})
     _need(isinstance(reports, Mapping), f"{where}.reports", "an object of segments", reports)
-    names = set(OutcomeReport.__dataclass_fields__)
     for segment, report in reports.items():
         at = f"{where}.reports[{segment!r:.40}]"
         _need(isinstance(report, Mapping), at, "an object", report)
@@ -394,9 +405,56 @@ def _check_decay(decay: Any, where: str) -> None:
             "a complete outcome report",
             sorted(report),
         )
-        for key, value in report.items():
-            if key in names and isinstance(value, float):
-                _check_number(value, f"{at}.{key}")
+        _check_report(report, at)
+
+
+#: an outcome report's fields by the type a state file must hold (the rest: numbers or null;
+#: ``metrics`` and ``calibration``: objects or null)
+_REPORT_COUNTS = {"n_pairs", "only_reference", "only_current", "wins", "losses", "ties", "runs"}
+_REPORT_COUNTS |= {"late_rows"}
+_REPORT_FLAGS = {"decidable", "decay", "significant", "recovered", "flat", "new_look"}
+_REPORT_FLAGS |= {"judgment_holes"}
+_REPORT_TIMES = {"decay_since", "looked_at", "runs_start", "runs_end"}
+_REPORT_TIMES |= {"reference_start", "reference_end"}
+_REPORT_TEXTS = {"metric", "judged_metric", "undecidable_reason"}
+_REPORT_OBJECTS = {"metrics", "calibration"}
+
+
+def _check_report(report: Mapping[str, Any], at: str) -> None:
+    """Each field of a persisted outcome report has its type (a float where a count belongs,
+    a time in the future or a span that ends before it starts once loaded and then failed
+    every check that rebuilt the page's pairs from it)."""
+    names = set(OutcomeReport.__dataclass_fields__)
+    for key, value in report.items():
+        where = f"{at}.{key}"
+        if key not in names:
+            continue
+        if key in _REPORT_COUNTS:
+            _need(
+                isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                where,
+                "a count",
+                value,
+            )
+        elif key in _REPORT_FLAGS:
+            _need(isinstance(value, bool), where, "true or false", value)
+        elif key == "exact":
+            _need(value is None or isinstance(value, bool), where, "null, true or false", value)
+        elif key == "n_resamples":
+            ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+            _need(ok and (value is None or value >= 0), where, "null or a count", value)
+        elif key in _REPORT_TIMES:
+            _check_time(report, key, f"{at}.")
+        elif key in _REPORT_TEXTS:
+            _need(value is None or isinstance(value, str), where, "null or a string", value)
+        elif key in _REPORT_OBJECTS:
+            _need(value is None or isinstance(value, Mapping), where, "null or an object", value)
+        elif value is not None or key == "coverage":
+            _check_number(value, where)
+    for start, end in (("runs_start", "runs_end"), ("reference_start", "reference_end")):
+        a, b = _parse_iso(report.get(start)), _parse_iso(report.get(end))
+        if a is not None and b is not None:
+            _need(a <= b, f"{at}.{start}", f"not after {end}", report[start])
 
 
 MAX_SKIPPED = 256
