@@ -404,6 +404,26 @@ def encode_state(state: MonitorState) -> str:
     return text
 
 
+class NotRegularFile(OSError):
+    """A path that should hold a regular file holds something else (a FIFO, a directory), or
+    one past the size it may have."""
+
+
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """The bytes of ``path`` when it is a regular file of at most ``max_bytes``; opened without
+    blocking, so a FIFO in its place (whose read waits for a writer) is refused, not waited
+    on: ``NotRegularFile``."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+            raise NotRegularFile(f"{path} is {kind}")
+        if st.st_size > max_bytes:
+            raise NotRegularFile(f"{path}: larger than {max_bytes} bytes")
+        return f.read(max_bytes + 1)
+
+
 def atomic_write(
     directory: Path, target: Path, data: str | bytes, *, stem: str, durable: bool = True
 ) -> None:

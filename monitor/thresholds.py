@@ -37,10 +37,13 @@ import scipy
 
 from monitor import __version__
 from monitor.cpu import ENABLE, VARIABLE, processor_key
-from monitor.store import atomic_write
+from monitor.store import atomic_write, read_regular
 from monitor.verdict.plan import known_thresholds, remember_thresholds
 
 __all__ = ["load_thresholds", "save_thresholds"]
+
+#: the largest threshold cache read (a few thousand entries are a few hundred KiB)
+_MAX_BYTES = 8 << 20
 
 FORMAT = 2  # 2: CUSUM thresholds from the chain's exact T-step absorption (1's are stale)
 log = logging.getLogger("monitor")
@@ -84,7 +87,9 @@ def load_thresholds(state_dir: Path) -> int:
     """Hand the cached thresholds to the alarm plan; returns how many were read."""
     path = _path(state_dir)
     try:
-        doc: Any = json.loads(path.read_text(encoding="utf-8"))
+        # a regular file of a bounded size (a FIFO there once hung start-up before the HTTP
+        # server), parsed whole (a deep nesting is a RecursionError: ignored too)
+        doc: Any = json.loads(read_regular(path, _MAX_BYTES).decode("utf-8"))
         if doc.get("format") != FORMAT or doc.get("versions") != _versions():
             log.debug("threshold cache of other versions ignored", extra={"path": str(path)})
             return 0
@@ -96,7 +101,7 @@ def load_thresholds(state_dir: Path) -> int:
             raise ValueError(f"threshold {bad!r} is {entries[bad]!r}")
     except FileNotFoundError:
         return 0
-    except (OSError, ValueError, TypeError, KeyError, AttributeError) as exc:
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
         log.debug("threshold cache ignored", extra={"path": str(path), "error": repr(exc)})
         return 0
     remember_thresholds(entries)

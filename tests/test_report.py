@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
@@ -599,6 +600,47 @@ def test_history_sets_a_corrupt_file_aside(
     (tmp_path / "r.json.history").write_bytes(content)
     assert HistoryStore(tmp_path, readonly=True).entries("r") == ()
     assert (tmp_path / "r.json.history").read_bytes() == content
+
+
+def test_a_fifo_in_a_historys_place_is_set_aside_not_waited_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A FIFO where a history file belongs: its read waited for a writer forever, holding the
+    store's lock, so every monitor's runs stopped behind it, silently. It is set aside as a
+    corrupt file is; one made after the history was read fails the append (logged, kept in
+    memory) instead of waiting for a reader. Each call runs in a thread the test joins, so a
+    regression fails here instead of hanging the suite."""
+    import os
+    import threading
+
+    def within(call: Callable[[], object]) -> object:
+        out: list[object] = []
+        t = threading.Thread(target=lambda: out.append(call()), daemon=True)
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "blocked on the FIFO"
+        return out[0]
+
+    os.mkfifo(tmp_path / "m.json.history")
+    (tmp_path / "d.json.history").mkdir()
+    store = HistoryStore(tmp_path)
+    with caplog.at_level(logging.ERROR, logger="monitor"):
+        assert within(lambda: store.entries("m")) == ()
+        assert within(lambda: store.entries("d")) == ()
+    errors = [r.__dict__["error"] for r in caplog.records if "unreadable" in r.getMessage()]
+    assert any("m.json.history is not a regular file" in e for e in errors), errors
+    assert len(list(tmp_path.glob("m.json.history.corrupt-*"))) == 1
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    within(lambda: store.append("m", _verdict(at)))
+    assert HistoryStore(tmp_path).entries("m")[0]["state"] == "ok"
+    (tmp_path / "m.json.history").unlink()
+    os.mkfifo(tmp_path / "m.json.history")  # after the read: the next append meets it
+    caplog.clear()
+    with caplog.at_level(logging.ERROR, logger="monitor"):
+        held = within(lambda: store.append("m", _verdict(at + timedelta(hours=1))))
+    assert isinstance(held, tuple)
+    assert len(held) == 2  # kept in memory
+    assert any("history not saved" in r.getMessage() for r in caplog.records)
 
 
 def test_report_package_needs_no_plotting_library() -> None:

@@ -97,6 +97,35 @@ def test_an_unwritable_cache_never_fails(fresh: None, tmp_path: Path) -> None:
     assert save_thresholds(tmp_path, known=0) == 0
 
 
+def test_a_damaged_cache_in_any_form_is_ignored(fresh: None, tmp_path: Path) -> None:
+    """A deep nesting (RecursionError, once a crash at start-up), a FIFO (once a start-up that
+    waited for a writer, before its HTTP server) or a directory where the file belongs is
+    ignored as any damaged cache is: the thresholds are searched again. In a thread joined
+    with a bound, so a regression fails here instead of hanging the suite."""
+    import os
+    import threading
+
+    path = tmp_path / "cache" / "thresholds.json"
+    path.parent.mkdir()
+
+    def loaded() -> int:
+        out: list[int] = []
+        t = threading.Thread(target=lambda: out.append(load_thresholds(tmp_path)), daemon=True)
+        t.start()
+        t.join(30)
+        assert not t.is_alive(), "load_thresholds blocked"
+        return out[0]
+
+    path.write_text("[" * 200_000)
+    assert loaded() == 0
+    path.unlink()
+    os.mkfifo(path)
+    assert loaded() == 0
+    path.unlink()
+    path.mkdir()
+    assert loaded() == 0
+
+
 def test_other_blas_threads_do_not_use_the_file(
     fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -33,6 +33,7 @@ import json
 import logging
 import math
 import os
+import stat
 import threading
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
@@ -40,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.epoch import rfc3339
-from monitor.store import atomic_write
+from monitor.store import NotRegularFile, atomic_write, read_regular
 from monitor.verdict import Verdict
 
 __all__ = [
@@ -306,11 +307,11 @@ class HistoryStore:
             return []
         path = self.path(name)
         try:
-            if path.stat().st_size > _MAX_BYTES:
-                return self._aside(name, f"larger than {_MAX_BYTES} bytes")
-            text = path.read_text(encoding="utf-8")
+            text = read_regular(path, _MAX_BYTES).decode("utf-8")
         except FileNotFoundError:
             return []
+        except NotRegularFile as exc:
+            return self._aside(name, str(exc))
         except (OSError, UnicodeDecodeError) as exc:
             return self._aside(name, f"{type(exc).__name__}: {exc}")
         try:
@@ -409,9 +410,12 @@ class HistoryStore:
 
 
 def _append_line(path: Path, line: str) -> None:
-    """``line`` appended to the existing file ``path`` in one write, then fsync."""
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC)
+    """``line`` appended to the existing regular file ``path`` in one write, then fsync
+    (a FIFO there is an error, not a write that waits for a reader)."""
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(f"{path} is not a regular file")
         data = line.encode("utf-8")
         written = os.write(fd, data)
         if written != len(data):
