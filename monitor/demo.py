@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
+import tomllib
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -128,18 +129,48 @@ def run_demo(
 
 
 def clear_demo_dir(directory: Path) -> None:
-    """Remove ``directory`` when it is a demo world (its mark, or only what an older demo
-    wrote) or empty; ``DemoDirError`` for anything else, and for a path that is not a
+    """Empty ``directory`` (kept itself: it may be ``.``) when it is a demo world (its mark,
+    or what a demo before the mark wrote: only its files, with the demo's own
+    ``monitor.toml``); ``DemoDirError`` for anything else, and for a path that is not a
     directory, touching nothing."""
     if not directory.exists() and not directory.is_symlink():
         return
     if directory.is_symlink() or not directory.is_dir():
         raise DemoDirError(f"{directory}: not a directory; give --dir a new or demo directory")
-    names = {p.name for p in directory.iterdir()}
-    if names and MARK not in names and not names <= _OLD_WORLD:
-        shown = ", ".join(sorted(names - _OLD_WORLD)[:3])
+    entries = list(directory.iterdir())
+    names = {p.name for p in entries}
+    if names and MARK not in names and not _old_demo_world(directory, names):
+        shown = ", ".join(sorted(names)[:3])
         raise DemoDirError(
             f"{directory}: not a demo world (it holds {shown}, and no {MARK}); the demo "
             "replaces only its own directory: give --dir a new path"
         )
-    shutil.rmtree(directory)
+    for entry in entries:
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.rmtree(entry)
+        else:
+            entry.unlink()
+
+
+def _old_demo_world(directory: Path, names: set[str]) -> bool:
+    """Whether ``directory`` holds a world an older demo wrote: nothing but its entries, and a
+    ``monitor.toml`` whose only monitor is the demo's, reading ``scores`` and ``outcomes``
+    next to it (a project's configuration and state are never taken for one)."""
+    if not names <= _OLD_WORLD or not {"monitor.toml", "scores", "outcomes"} <= names:
+        return False
+    try:
+        doc = tomllib.loads((directory / "monitor.toml").read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return False
+    monitors = doc.get("monitors")
+    if not isinstance(monitors, list) or len(monitors) != 1 or not isinstance(monitors[0], dict):
+        return False
+    (m,) = monitors
+    scores, outcomes = m.get("scores"), m.get("outcomes")
+    return (
+        m.get("name") == "demo"
+        and isinstance(scores, dict)
+        and isinstance(outcomes, dict)
+        and scores.get("path") == "scores"
+        and outcomes.get("path") == "outcomes"
+    )

@@ -241,7 +241,7 @@ def test_a_usage_error_exits_3_not_nagios_critical(
 
 
 def test_demo_replaces_only_a_demo_world(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``monitor demo --dir`` once removed whatever directory it named (a typo'd seed then
     failed after the removal). It replaces an earlier demo world (its mark, or only what a
@@ -271,16 +271,34 @@ def test_demo_replaces_only_a_demo_world(
     a_file.write_text("x")
     with pytest.raises(DemoDirError, match="not a directory"):
         clear_demo_dir(a_file)
+    project = tmp_path / "project"  # a real layout: its config and state_dir = "state"
+    (project / "state").mkdir(parents=True)
+    (project / "state" / "web.json").write_text("{}")
+    (project / "monitor.toml").write_text(
+        '[[monitors]]\nname = "web"\nscores.path = "/lake/scores"\noutcomes.path = "/lake/o"\n'
+    )
+    with pytest.raises(DemoDirError, match="not a demo world"):
+        clear_demo_dir(project)
+    assert (project / "state" / "web.json").exists()
     marked, old, empty = tmp_path / "marked", tmp_path / "old", tmp_path / "empty"
     for d in (marked, old, empty):
         d.mkdir()
     (marked / MARK).write_text("")
     (marked / "anything").write_text("")
-    for name in ("monitor.toml", "state"):
-        (old / name).write_text("")
+    (marked / "sub").mkdir()
+    for name in ("scores", "outcomes", "state"):  # a world of a demo before the mark
+        (old / name).mkdir()
+    (old / "monitor.toml").write_text(
+        '[[monitors]]\nname = "demo"\nscores.path = "scores"\noutcomes.path = "outcomes"\n'
+    )
     for d in (marked, old, empty, tmp_path / "new"):
         clear_demo_dir(d)
-        assert not d.exists()
+        assert not d.exists() or list(d.iterdir()) == []
+    (marked / MARK).write_text("")  # "--dir .": emptied, the directory itself kept
+    monkeypatch.chdir(marked)
+    clear_demo_dir(Path("."))
+    assert marked.is_dir()
+    assert list(marked.iterdir()) == []
 
 
 def test_an_unexpected_error_exits_3_not_nagios_warning(
