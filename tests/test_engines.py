@@ -589,3 +589,55 @@ def test_a_reload_that_moves_every_monitor_off_an_engine_closes_it(tmp_path: Pat
         assert runner.summaries.engine(local, "local").kind == "local"
     finally:
         runner.summaries.close()
+
+
+def test_a_reload_during_a_check_closes_the_engine_once_the_check_is_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reload off the Dask engine while a check reads through it: closing it under the check
+    made the check's retry start a new LocalCluster with the old settings, held for good. The
+    check finishes on the engine it had, which is closed when it is done, and none is left."""
+    pytest.importorskip("distributed", reason="the optional extra .[dask] is not installed")
+    import threading
+    from dataclasses import replace
+
+    from monitor.config import load_config
+    from monitor.engines.dask import DaskEngine
+    from monitor.jobs import Runner
+    from tests.test_incremental import AT, _world
+
+    inside, go = threading.Event(), threading.Event()
+    used: list[DaskEngine] = []
+    real = DaskEngine.summaries
+
+    def gated(self: DaskEngine, *args: object, **kwargs: object) -> object:
+        used.append(self)
+        if len(used) == 1:  # the first read waits, inside the engine, for the reload
+            inside.set()
+            assert go.wait(120)
+        return real(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(DaskEngine, "summaries", gated)
+    root = _world(tmp_path, engine='kind = "dask"\ndask.address = "local"\n')
+    config = load_config(root / "summaries.toml")
+    assert config.engine is not None
+    runner = Runner(config)
+    got: list[object] = []
+    check = threading.Thread(target=lambda: got.append(runner.check("demo", AT)), daemon=True)
+    check.start()
+    try:
+        assert inside.wait(120)
+        local = replace(config.engine, kind="local", dask_address=None)
+        runner.reconfigure(replace(config, engine=local))
+        assert engine_alive(used[0])  # in use: not closed under the check
+        go.set()
+        check.join(120)
+        assert not check.is_alive()
+        (verdict,) = got
+        assert verdict.state != "error", verdict.reasons  # type: ignore[attr-defined]
+        assert len({id(e) for e in used}) == 1  # no second cluster started for the old settings
+        assert not engine_alive(used[0])  # closed once the check was done with it
+        assert all(k[0] == "local" for k in runner.summaries._engines)
+    finally:
+        go.set()
+        runner.summaries.close()

@@ -73,12 +73,19 @@ class SummaryChecks:
         self._plans: dict[str, BucketPlan] = {}  # per monitor: its last check's buckets
         self._lock = threading.Lock()  # guards the dicts of engines and of start locks
         self._starting: dict[str, threading.Lock] = {}
+        # engines a check is using (``engine(hold=True)`` to ``release``), by id: one a reload
+        # or an address change retires is closed when its last check is done with it, not
+        # under a check (whose retry started it again with the old settings, for good)
+        self._users: dict[int, int] = {}
+        self._retired: dict[int, Engine] = {}
+        self._usable: set[tuple[str, str | None]] | None = None  # None: every engine
         self.last_engine: dict[str, str] = {}
 
     # -- engines ----------------------------------------------------------------------------
 
-    def engine(self, settings: EngineConfig, kind: str) -> Engine:
-        """The engine of ``kind`` (started once, shared by the monitors)."""
+    def engine(self, settings: EngineConfig, kind: str, *, hold: bool = False) -> Engine:
+        """The engine of ``kind`` (started once, shared by the monitors); ``hold``: counted as
+        in use until ``release`` (a reload then closes it only once it is released)."""
         if kind in self._given:
             return self._given[kind]
         address = _address(settings, kind)
@@ -89,12 +96,16 @@ class SummaryChecks:
         with starting:
             with self._lock:
                 held = self._engines.get((kind, address))
+                if held is not None and hold:  # counted at once: a reload may run meanwhile
+                    self._users[id(held)] = self._users.get(id(held), 0) + 1
             if held is not None and not engine_alive(held):
                 # its scheduler went away (a restart): a new engine reconnects, where the
                 # closed one failed every later check until the daemon restarted
                 log.warning(
                     "engine lost; starting it again", extra={"kind": kind, "address": address}
                 )
+                if hold:
+                    self.release(held)
                 self._drop(held)
                 held = None
             if held is None:
@@ -102,7 +113,8 @@ class SummaryChecks:
                 # got the old SparkSession back from getOrCreate and kept running on it
                 with self._lock:
                     others = [self._engines.pop(k) for k in list(self._engines) if k[0] == kind]
-                for other in others:
+                    idle = self._retire(others)
+                for other in idle:
                     _close(other)
                 try:
                     held = make_engine(
@@ -120,7 +132,43 @@ class SummaryChecks:
                 log.info("engine started", extra={"kind": kind, "address": address})
                 with self._lock:
                     self._engines[(kind, address)] = held
+                    if hold:
+                        self._users[id(held)] = self._users.get(id(held), 0) + 1
             return held
+
+    def release(self, engine: Engine) -> None:
+        """A check is done with ``engine`` (from ``engine(hold=True)``): closed now if it was
+        retired meanwhile, or if no monitor can use it any more (one a check started after a
+        reload, with the settings from before it)."""
+        with self._lock:
+            key = id(engine)
+            if key not in self._users:
+                return  # a given engine, or one dropped as failed
+            self._users[key] -= 1
+            if self._users[key] > 0:
+                return
+            del self._users[key]
+            close = self._retired.pop(key, None)
+            if close is None and self._usable is not None:
+                stale = [
+                    k for k, e in self._engines.items() if e is engine and k not in self._usable
+                ]
+                for k in stale:
+                    close = self._engines.pop(k)
+        if close is not None:
+            log.info("engine closed: no monitor uses it", extra={"kind": close.kind})
+            _close(close)
+
+    def _retire(self, engines: Iterable[Engine]) -> list[Engine]:
+        """Of ``engines`` (taken out of the held ones, under the lock), those no check uses,
+        to be closed now; the others are closed by their last ``release``."""
+        idle = []
+        for engine in engines:
+            if self._users.get(id(engine), 0) > 0:
+                self._retired[id(engine)] = engine
+            else:
+                idle.append(engine)
+        return idle
 
     def keep_engines(self, settings: Iterable[EngineConfig]) -> None:
         """Close the held engines none of ``settings`` can use (a reload moved every monitor
@@ -133,8 +181,11 @@ class SummaryChecks:
             if kind is not None
         }
         with self._lock:
-            gone = [self._engines.pop(k) for k in list(self._engines) if k not in usable]
-        for engine in gone:
+            self._usable = usable
+            idle = self._retire(
+                [self._engines.pop(k) for k in list(self._engines) if k not in usable]
+            )
+        for engine in idle:
             log.info("engine closed: no monitor uses it", extra={"kind": engine.kind})
             _close(engine)
 
@@ -143,6 +194,8 @@ class SummaryChecks:
         with self._lock:
             for key in [k for k, held in self._engines.items() if held is engine]:
                 self._engines.pop(key)
+            self._users.pop(id(engine), None)
+            self._retired.pop(id(engine), None)
         _close(engine)
 
     def close(self) -> None:
@@ -370,30 +423,37 @@ class SummaryChecks:
                     touched |= table.touching(run[0][0], run[-1][0] + step)
             rows_to_read = int(table.rows[touched].sum())
             engine_used = _choose(settings, rows_to_read)
-            engine = self.engine(settings, engine_used)
-            for order, lack, have in missing:
-                for run in _runs(lack, step):
-                    lo, hi = run[0][0], run[-1][0] + step
-                    run_window = Window(start=from_ns(lo), end=from_ns(hi))
-                    try:
-                        part = engine.summaries(
-                            spec, run_window, frozen.grid, bucket=settings.bucket, check=False
-                        )
-                    except EngineUnavailableError:
-                        if engine_used == "local":
-                            raise
-                        # the cluster went away under a held engine (a scheduler restart):
-                        # one new engine, once; a second failure is this check's error
-                        self._drop(engine)
-                        engine = self.engine(settings, engine_used)
-                        part = engine.summaries(
-                            spec, run_window, frozen.grid, bucket=settings.bucket, check=False
-                        )
-                    made = _split(part, [b for b, _ in run])
-                    for b, fp in run:
-                        self.cache.put(monitor.name, frozen.key, fp, made[b])
-                        have[(b - order[0]) // step] = made[b]
-                        read += 1
+            engine: Engine | None = self.engine(settings, engine_used, hold=True)
+            try:
+                for order, lack, have in missing:
+                    for run in _runs(lack, step):
+                        lo, hi = run[0][0], run[-1][0] + step
+                        run_window = Window(start=from_ns(lo), end=from_ns(hi))
+                        try:
+                            assert engine is not None
+                            part = engine.summaries(
+                                spec, run_window, frozen.grid, bucket=settings.bucket, check=False
+                            )
+                        except EngineUnavailableError:
+                            if engine_used == "local" or engine is None:
+                                raise
+                            # the cluster went away under a held engine (a scheduler
+                            # restart): one new engine, once; a second failure is this
+                            # check's error
+                            self._drop(engine)
+                            engine = None
+                            engine = self.engine(settings, engine_used, hold=True)
+                            part = engine.summaries(
+                                spec, run_window, frozen.grid, bucket=settings.bucket, check=False
+                            )
+                        made = _split(part, [b for b, _ in run])
+                        for b, fp in run:
+                            self.cache.put(monitor.name, frozen.key, fp, made[b])
+                            have[(b - order[0]) // step] = made[b]
+                            read += 1
+            finally:
+                if engine is not None:
+                    self.release(engine)
             self.last_engine[monitor.name] = engine_used
             log.info(
                 "buckets summarised",
