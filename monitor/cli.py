@@ -713,7 +713,11 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 def _cmd_backtest(args: argparse.Namespace) -> int:
     from monitor.backtest import run_backtest_cli
+    from monitor.logs import configure_logging
 
+    # problems as JSON lines on stderr, as check writes them: unset, Python's last-resort
+    # handler printed each errored slot's warning as the bare word "check"
+    configure_logging("WARNING")
     config = _load(args.config)
     if config is None:
         return 3

@@ -284,6 +284,35 @@ def test_cli_backtest_json(drift_and_decay: Config, capsys: pytest.CaptureFixtur
     assert captured.err == ""  # not a terminal: no progress bar
 
 
+def test_an_errored_slot_is_a_json_log_line_on_stderr(tmp_path: Path) -> None:
+    """Each slot whose check ended in error writes its warning as a JSON line naming the
+    monitor, the slot and the error, as ``check`` writes them; with logging never set up, the
+    last-resort handler printed the bare word "check" instead. A process of its own: the log
+    set-up is the process's."""
+    import subprocess
+    import sys
+
+    config = _world(tmp_path, "stationary")
+    assert config.path is not None
+    broken = sorted(Path(config.monitors[0].scores.path).glob("date=2026-03-16/*.parquet"))[0]
+    broken.write_bytes(b"not parquet")
+    argv = ["backtest", "--config", str(config.path), "--csv"]
+    argv += ["--from", "2026-03-16T00:00:00Z", "--to", "2026-03-16T04:00:00Z"]
+    proc = subprocess.run(
+        [sys.executable, "-m", "monitor", *argv], capture_output=True, text=True, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    lines = [json.loads(line) for line in proc.stderr.splitlines()]
+    checks = [line for line in lines if line["message"] == "check"]
+    rows = list(csv.reader(io.StringIO(proc.stdout)))
+    errored = [datetime.fromisoformat(r[1].replace("Z", "+00:00")) for r in rows if r[2] == "error"]
+    assert len(errored) == 2  # the slots whose current window holds the broken file
+    assert [datetime.fromisoformat(c["at"]) for c in checks] == errored, proc.stderr
+    for c in checks:
+        assert c["monitor"] == "demo"
+        assert str(broken) in c["error"], c
+
+
 def test_text_report(short_run: Any, drift_and_decay: Config) -> None:
     out = io.StringIO()
     code = run_backtest_cli(
