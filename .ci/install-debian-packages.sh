@@ -3,7 +3,8 @@
 # prometheus (prometheus, promtool), prometheus-alertmanager (alertmanager, amtool) and
 # chromium (the headless browser tests/test_browser.py loads the HTML pages in) and Java 17
 # (openjdk-17-jre-headless: the Spark engine's JVM, tests/test_engines.py); openssl, systemd
-# (systemd-analyze) and util-linux (unshare) for the TLS, unit and fault tests. A test whose tool
+# (systemd-analyze), util-linux (unshare) and faketime (libfaketime, which steps a daemon's wall
+# clock) for the TLS, unit and fault tests. A test whose tool
 # is missing is skipped on a developer's machine and fails under CI (tests/ci.py).
 set -euo pipefail
 missing=()
@@ -15,6 +16,7 @@ command -v java >/dev/null 2>&1 || missing+=(openjdk-17-jre-headless)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the TLS tests' certificates
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)  # the unit's verify
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)  # the state-dir fault tests
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)  # libfaketime: a clock stepped back
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

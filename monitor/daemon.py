@@ -111,6 +111,11 @@ class _Run:
 
 _MAX_LET_GO = 3  # hung runs of one monitor let go by reloads, still hanging
 
+#: how often the wall clock is compared with the monotonic one, and the backward step (in
+#: seconds) that makes the scheduler plan its jobs again from the clock as it reads now
+CLOCK_WATCH_SECONDS = 2.0
+CLOCK_STEP_SECONDS = 1.0
+
 
 def _iso(t: datetime) -> str:
     return rfc3339(t)
@@ -576,11 +581,32 @@ class Daemon:
             },
         )
         self._add_jobs()
+        threading.Thread(target=self._watch_clock, name="clock", daemon=True).start()
         try:
             self.scheduler.start()
         finally:
             code = self._finish()
         return code
+
+    def _watch_clock(self) -> None:
+        """Plan every job again from the clock as it reads now when the wall clock steps back
+        (NTP, a VM restored, the RTC): the scheduler waits for each job's next time on the old
+        clock, so a step back of two hours made the daemon silent for two hours, no run, no
+        error, /healthz ok. Planned again, the runs come, and a run whose slot is more than
+        FUTURE_SKEW before the last one decided says "the clock is behind" (an ``error``)."""
+        offset = time.time() - time.monotonic()
+        while not self._stopping.wait(CLOCK_WATCH_SECONDS):
+            now = time.time() - time.monotonic()
+            step, offset = offset - now, now
+            if step <= CLOCK_STEP_SECONDS or not self.scheduler.running:
+                continue
+            log.warning(
+                "the wall clock stepped back; the checks are planned again from it",
+                extra={"seconds": round(step, 3), "now": _iso(datetime.now(UTC))},
+            )
+            for job in self.scheduler.get_jobs():
+                with contextlib.suppress(JobLookupError):  # removed by a reload meanwhile
+                    self.scheduler.reschedule_job(job.id, trigger=job.trigger)
 
     def stop(self) -> None:
         """Ask a serving daemon to stop (from another thread)."""

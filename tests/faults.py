@@ -16,7 +16,7 @@ import socket
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -75,7 +75,7 @@ def child_env() -> dict[str, str]:
 
 class Daemon:
     """``python -m monitor run`` as a child, its output in a log file; ``wrapper`` is an argv
-    prefix (e.g. ``mount_wrapper``)."""
+    prefix (e.g. ``mount_wrapper``), ``env`` variables added to its environment."""
 
     def __init__(
         self,
@@ -83,6 +83,7 @@ class Daemon:
         log_path: Path,
         *,
         wrapper: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.address = ""
         for line in config.read_text().splitlines():
@@ -96,7 +97,7 @@ class Daemon:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             cwd=config.parent,
-            env=child_env(),
+            env={**child_env(), **(env or {})},
         )
 
     @property

@@ -709,6 +709,58 @@ def test_sigterm_exits_0_when_the_state_was_saved(tmp_path: Path) -> None:
     assert [r["message"] for r in d.records()][-1] == "stopped"
 
 
+def _libfaketime() -> Path:
+    found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
+    if not found:
+        missing("libfaketime (Debian faketime) is not installed")
+    return found[0]
+
+
+def test_a_clock_stepped_back_is_an_error_not_silence(tmp_path: Path) -> None:
+    """The wall clock steps back two hours under a running daemon (libfaketime, its offset
+    read from a file at every call; the monotonic clock untouched). The scheduler waited for
+    each job's next time on the old clock: no run, no error, /healthz ok, for two hours. Now
+    the jobs are planned again from the clock, the next run says "the clock is behind", the
+    state (and its alarms) stay as they were, and the runs go on."""
+    shift = tmp_path / "faketime"
+    shift.write_text("+0\n")
+    env = {
+        "LD_PRELOAD": str(_libfaketime()),
+        "FAKETIME_TIMESTAMP_FILE": str(shift),
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    scores, outcomes = make_data(tmp_path / "world")
+    state_dir = tmp_path / "state"
+    config = tmp_path / "monitor.toml"
+    monitor = monitor_toml("t", scores, outcomes, schedule="5s", extra=SLOW_OK)
+    config.write_text(config_text(free_address(), state_dir, [monitor]))
+    d = Daemon(config, tmp_path / "daemon.log", env=env)
+
+    def failures() -> float:
+        try:
+            snap = d.samples()
+        except OSError:
+            return 0.0
+        return value(snap, "retrieval_monitor_run_failures_total", monitor="t") or 0.0
+
+    try:
+        wait_for(partial(_all_ran, d, ["t"], 2), timeout=90, what="two runs", log=d.log)
+        assert failures() == 0
+        saved = (state_dir / "t.json").read_bytes()
+        shift.write_text("-2h\n")
+        wait_for(lambda: failures() >= 2, timeout=60, what="runs after the step", log=d.log)
+        errors = [r for r in d.records() if r.get("message") == "check" and r.get("error")]
+        assert "the clock is behind" in errors[-1]["error"], errors[-1]
+        steps = [r for r in d.records() if "clock stepped back" in r.get("message", "")]
+        assert steps, d.log()[-3000:]
+        assert 7100 < steps[0]["seconds"] < 7300, steps
+        last_at = json.loads(saved)["last_at"]
+        assert json.loads((state_dir / "t.json").read_text())["last_at"] == last_at
+    finally:
+        d.stop()
+
+
 # -------------------------------------------------------------------------------- summary cache
 
 
