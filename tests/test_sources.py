@@ -257,7 +257,11 @@ def test_a_null_segment_partition_is_null_segments_not_a_segment(tmp_path: Path)
     for locale in ("en", "__HIVE_DEFAULT_PARTITION__"):
         _scores(tmp_path / f"locale={locale}" / "p.parquet", [T0 + HOUR] * 2, [1.0, 2.0])
     w = Window(T0, T0 + DAY)
-    with pytest.raises(BadValuesError, match=r"2 of 4 score rows .* are invalid \(null: 2"):
+    # named as what it may be: a null score, or a null segment (the score column had none)
+    with pytest.raises(
+        BadValuesError,
+        match=r"2 of 4 score rows .* are invalid \(null value or null segment \('locale'\): 2",
+    ):
         read_scores(ScoreSpec(str(tmp_path), segment_column="locale"), w)
     got = read_scores(ScoreSpec(str(tmp_path), segment_column="locale", max_invalid_share=0.5), w)
     assert got.segment_names == ("en",)
@@ -769,6 +773,16 @@ def test_a_file_half_written_during_an_outcome_read_neither_fails_it_nor_is_kept
     monkeypatch.undo()
     with pytest.raises(CorruptFileError, match=r"b.parquet"):  # the next read sees the file
         read_outcomes(spec, w)
+
+
+def test_null_outcome_segments_are_named_as_such(tmp_path: Path) -> None:
+    """Outcome rows dropped for a null segment (the outcome column has no null) are counted
+    as a null value or segment, with the segment column named."""
+    rows = [(T0, "q1", 0.1), (T0, "q2", 0.3), (T0, "q3", 0.5), (T0, "q4", 0.9)]
+    _outcomes(tmp_path / "r.parquet", rows, locale=pa.array(["en", None, "en", "de"]))
+    spec = OutcomeSpec(str(tmp_path), segment_column="locale")
+    with pytest.raises(BadValuesError, match=r"null value or null segment \('locale'\): 1"):
+        read_outcomes(spec, Window(T0, T0 + DAY))
 
 
 def test_outcome_pairing_by_segment_and_string_ids(tmp_path: Path) -> None:

@@ -352,6 +352,15 @@ def _in_window(table: pa.Table, column: str, unit: str, window: Window) -> npt.N
     return mask
 
 
+def _null_label(segment_column: str | None) -> str:
+    """The name of the null count in a ``BadValuesError``: a row is dropped for a null value,
+    or, with a segment column, for a null segment (counted together: an operator looking for
+    nulls in the value column alone found none)."""
+    if segment_column is None:
+        return "null"
+    return f"null value or null segment ({segment_column!r})"
+
+
 def _raise_bad_values(
     what: str,
     column: str,

@@ -17,6 +17,7 @@ from monitor.sources.columns import (
     _Labels,
     _live,
     _memo,
+    _null_label,
     _raise_bad_values,
     _read_groups,
     _require_label,
@@ -174,7 +175,8 @@ def _read_outcomes(
             spec.outcome_column,
             window,
             rows,
-            {"null query id": n_nullq, "null": n_null, "NaN": n_nan, "inf": n_inf},
+            {"null query id": n_nullq, _null_label(spec.segment_column): n_null, "NaN": n_nan}
+            | {"inf": n_inf},
             spec.max_invalid_share,
             per_file,
         )

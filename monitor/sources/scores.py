@@ -22,6 +22,7 @@ from monitor.sources.columns import (
     _in_window,
     _Labels,
     _live,
+    _null_label,
     _raise_bad_values,
     _read_group,
     _require_numeric,
@@ -218,7 +219,7 @@ def _check_invalid(
             spec.score_column,
             window,
             rows,
-            {"null": null, "NaN": nan, "inf": inf},
+            {_null_label(spec.segment_column): null, "NaN": nan, "inf": inf},
             spec.max_invalid_share,
             per_file,
         )
