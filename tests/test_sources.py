@@ -785,6 +785,25 @@ def test_null_outcome_segments_are_named_as_such(tmp_path: Path) -> None:
         read_outcomes(spec, Window(T0, T0 + DAY))
 
 
+def test_a_segment_with_a_nul_character_is_refused(tmp_path: Path) -> None:
+    """ "de" and "de\\0" were one segment of the outcomes (numpy's fixed-width strings drop a
+    trailing NUL: pairs misaligned, an IndexError) and two of the scores (a segment's scores
+    and outcomes apart): refused, as a query id with a NUL is, naming the file and column."""
+    rows = [(T0, "q1", 0.1), (T0, "q2", 0.3)]
+    (tmp_path / "o").mkdir()
+    _outcomes(tmp_path / "o" / "r.parquet", rows, locale=pa.array(["de", "de\x00"]))
+    with pytest.raises(SchemaError, match="NUL") as err:
+        read_outcomes(
+            OutcomeSpec(str(tmp_path / "o"), segment_column="locale"), Window(T0, T0 + DAY)
+        )
+    assert err.value.column == "locale"
+    assert str(tmp_path / "o" / "r.parquet") in str(err.value)
+    path = tmp_path / "s" / "p.parquet"
+    _scores(path, [T0 + HOUR] * 2, [1.0, 2.0], locale=pa.array(["de\x00", "en"]))
+    with pytest.raises(SchemaError, match="NUL"):
+        read_scores(ScoreSpec(str(tmp_path / "s"), segment_column="locale"), Window(T0, T0 + DAY))
+
+
 def test_outcome_pairing_by_segment_and_string_ids(tmp_path: Path) -> None:
     rows = [(T0, "q1", 0.1), (T0, "q1", 0.3), (T0, "q2", 0.5), (T0, "q1", 0.9)]
     _outcomes(tmp_path / "r.parquet", rows, locale=pa.array(["en", "en", "en", "de"]))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import threading
 from collections import OrderedDict
@@ -148,9 +149,19 @@ def _segment(
     if column is None:
         return None, None
     if column in table.column_names:
+        before = len(labels.codes)
         out: tuple[npt.NDArray[np.int32], npt.NDArray[np.bool_] | None] = labels.encode(
             table.column(column)
         )
+        if any("\x00" in name for name in itertools.islice(labels.codes, before, None)):
+            # numpy's fixed-width strings drop a trailing NUL: "de" and "de\0" became one
+            # segment of the outcomes (pairs misaligned, an IndexError) and two of the scores
+            raise SchemaError(
+                "holds a segment with a NUL character",
+                path=f.path,
+                column=column,
+                hint="segment values must be text without NUL characters",
+            )
     else:
         value = dict(f.partitions)[column]
         if value == HIVE_NULL:  # counted as null segments are (invalid rows), never a segment
