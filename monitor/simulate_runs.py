@@ -21,12 +21,15 @@ benchmark and the docs.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
 import numpy as np
+
+from monitor.errors import ConfigError
 
 __all__ = ["RunsWorld", "write_runs_world"]
 
@@ -51,6 +54,53 @@ class RunsWorld:
     rejudged_share: float = 0.3
     scores_per_hour: int = 300
     segments: tuple[str, ...] = ()  # query q in segments[q % len]; scores spread evenly
+
+    def __post_init__(self) -> None:
+        """Every bad field at once (``ConfigError``), as ``Scenario`` does: 0 evaluations a day
+        was a ZeroDivisionError, -1 walked back from ``start`` until an OverflowError."""
+        problems = [
+            f"{name} must be an integer {what}; got {value!r}"
+            for name, lo, hi, what in (
+                ("n_queries", 1, None, ">= 1"),
+                ("judged", 1, None, ">= 1"),
+                ("results", 1, None, ">= 1"),
+                ("evaluations_per_day", 1, 24, "from 1 to 24"),
+                ("first_run_hour", 0, 23, "from 0 to 23"),
+                ("holes", 0, None, ">= 0"),
+                ("scores_per_hour", 1, None, ">= 1"),
+            )
+            if not _int_within(value := getattr(self, name), lo, hi)
+        ]
+        for name in ("quality", "decayed_quality"):
+            value = getattr(self, name)
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+            ):
+                problems.append(f"{name} must be a finite number; got {value!r}")
+        share = self.rejudged_share
+        if isinstance(share, bool) or not isinstance(share, int | float) or not 0 <= share <= 1:
+            problems.append(f"rejudged_share must be a number from 0 to 1; got {share!r}")
+        for name in ("decay_start", "holes_start", "rejudge_at"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, timedelta) or value < timedelta(0)):
+                problems.append(f"{name} must be a non-negative timedelta or None; got {value!r}")
+        if not isinstance(self.segments, tuple) or not all(
+            isinstance(x, str) and x for x in self.segments
+        ):
+            problems.append(f"segments must be a tuple of names; got {self.segments!r}")
+        if problems:
+            raise ConfigError(problems, source="RunsWorld")
+
+
+def _int_within(value: object, lo: int, hi: int | None) -> bool:
+    return (
+        isinstance(value, int)
+        and not isinstance(value, bool)
+        and value >= lo
+        and (hi is None or value <= hi)
+    )
 
 
 def _run_times(world: RunsWorld, start: datetime, end: datetime) -> list[datetime]:
@@ -85,6 +135,8 @@ def write_runs_world(
     time) and TREC qrels instead of parquet."""
     from monitor.sources import write_parquet  # the only pyarrow user, imported on use
 
+    if not start < end:  # before anything is written: no half world on disk
+        raise ValueError(f"`start` must be before `end`; got {start} and {end}.")
     root = Path(directory)
     g = np.random.default_rng(seed)
     grades = _grades(world, g)

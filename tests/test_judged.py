@@ -541,3 +541,23 @@ def test_segments_decay_alone_and_backtest_agrees(tmp_path: Path) -> None:
     config = load_config(config_path)
     (result,) = backtest(config, AT - timedelta(days=2), AT)
     assert result.checks[-1].state == "model_decay"
+
+
+def test_a_runs_world_names_every_bad_field_and_writes_nothing_for_a_bad_span(
+    tmp_path: Path,
+) -> None:
+    """0 evaluations a day was a ZeroDivisionError, -1 an OverflowError after walking back
+    from the start, and an end before the start left the judgments on disk before failing."""
+    with pytest.raises(ConfigError) as err:
+        RunsWorld(evaluations_per_day=0, rejudged_share=2.0, quality=math.nan, holes=-1)
+    text = str(err.value)
+    for name in ("evaluations_per_day", "rejudged_share", "quality", "holes"):
+        assert name in text, text
+    assert len(err.value.problems) == 4, err.value.problems
+    for bad in (-1, 25, 1.5, True):
+        with pytest.raises(ConfigError, match="evaluations_per_day"):
+            RunsWorld(evaluations_per_day=bad)  # type: ignore[arg-type]
+    start = datetime(2026, 11, 1, tzinfo=UTC)
+    with pytest.raises(ValueError, match="before"):
+        write_runs_world(tmp_path / "w", RunsWorld(), start=start, end=start, seed=1)
+    assert not (tmp_path / "w").exists()
