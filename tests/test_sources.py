@@ -635,7 +635,9 @@ def test_nan_inf_null_are_counted_and_too_many_is_an_error(tmp_path: Path) -> No
     assert got.segment_codes is not None
     assert got.segment_names == ("en",)
     with pytest.raises(
-        BadValuesError, match=r"8 of 1000 score rows .* \(null: 2, NaN: 3, inf: 3\), 0.80%"
+        BadValuesError,
+        match=r"8 of 1000 score rows .* \(null value or null segment \('locale'\): 2, NaN: 3, "
+        r"inf: 3\), 0.80%",
     ) as info:
         read_scores(ScoreSpec(str(tmp_path), segment_column="locale", max_invalid_share=0.005), w)
     assert "v.parquet" in str(info.value)

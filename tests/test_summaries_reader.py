@@ -3,6 +3,7 @@ time, against ``summarize`` of what ``read_scores`` returns for the same files a
 
 from __future__ import annotations
 
+import dataclasses
 import tracemalloc
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -327,12 +328,58 @@ def test_a_segment_column_of_many_values_is_refused_as_the_read_meets_them(
         with pytest.raises(SourceError) as err:
             read()
         text = str(err.value)
-        for part in (first, "'segment'", "more than 20 distinct segments", "max_segments=20"):
+        for part in (first, "'segment'", "500 distinct segments", "max_segments=20"):
             assert part in text, text
     many = ScoreSpec(path=str(root), segment_column="segment", max_segments=1500)
     assert len(read_scores(many, window).segment_names) == 1500  # at the bound: read
     with pytest.raises(ValueError, match="max_segments"):
         ScoreSpec(path=str(root), max_segments=0)
+
+
+def test_only_segments_with_kept_rows_count_against_max_segments(tmp_path: Path) -> None:
+    """A dictionary's unused categories (a shared 30-market enum, 2 in use), the segments of a
+    row group's rows outside the window, and those of rows dropped as invalid are no segment
+    of the window: counted, they made a correct check an error at the default bound."""
+    import pyarrow.parquet as pq
+
+    n = 400
+    ts = np.datetime64(T0.replace(tzinfo=None), "us") + (
+        np.arange(n) * (2 * 3_600_000_000 // n)
+    ).astype("timedelta64[us]")  # one row group over two hours
+    markets = [f"market-{i}" for i in range(30)]
+    used = pa.DictionaryArray.from_arrays(pa.array(np.arange(n) % 2, pa.int32()), pa.array(markets))
+    late = [f"late-{i}" for i in range(n)]  # a distinct segment for each row of the 2nd hour
+    straddle = [m if i < n // 2 else late[i] for i, m in enumerate(used.to_pylist())]
+    score = np.linspace(0.0, 1.0, n)
+    score[n // 2 - 60 : n // 2] = np.nan  # dropped rows, each with a segment of its own
+    invalid = [f"bad-{i}" if np.isnan(score[i]) else m for i, m in enumerate(straddle)]
+    root = tmp_path / "scores"
+    root.mkdir()
+    for name, segment in (("dict", used), ("straddle", pa.array(straddle))):
+        pq.write_table(
+            pa.table({"timestamp": ts, "score": np.linspace(0.0, 1.0, n), "segment": segment}),
+            root / f"{name}.parquet",
+        )
+    pq.write_table(
+        pa.table({"timestamp": ts, "score": score, "segment": pa.array(invalid)}),
+        tmp_path / "invalid.parquet",
+    )
+    first_hour = Window(start=T0, end=T0 + HOUR)
+    grid = Grid(np.linspace(0.0, 1.0, 11))
+    for path, share in ((root, 0.01), (tmp_path / "invalid.parquet", 0.5)):
+        spec = ScoreSpec(path=str(path), segment_column="segment", max_segments=3)
+        spec = dataclasses.replace(spec, max_invalid_share=share)
+        clear_cache()
+        got = read_scores(spec, first_hour)
+        assert set(got.segment_names) <= {"market-0", "market-1"}, got.segment_names
+        part = read_summary_part(spec, first_hour, grid, bucket=HOUR)
+        assert {seg for seg, _ in part.summaries} <= {"market-0", "market-1"}
+    clear_cache()
+    with pytest.raises(SourceError, match="max_segments=3"):  # the window holds them: refused
+        read_scores(
+            ScoreSpec(path=str(root), segment_column="segment", max_segments=3),
+            Window(start=T0, end=T0 + 2 * HOUR),
+        )
 
 
 def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(

@@ -114,6 +114,8 @@ class _Labels:
     def __init__(self, limit: int | None = None) -> None:
         self.codes: dict[str, int] = {}
         self.limit = limit
+        # which codes kept rows have had (``refuse_many_segments``; counted only past the limit)
+        self.used = np.zeros(0, dtype=np.bool_)
 
     def code(self, name: str) -> int:
         return self.codes.setdefault(name, len(self.codes))
@@ -167,18 +169,31 @@ def _segment(
         if value == HIVE_NULL:  # counted as null segments are (invalid rows), never a segment
             return np.full(n, -1, dtype=np.int32), np.zeros(n, dtype=np.bool_)
         out = np.full(n, labels.code(value), dtype=np.int32), None
-    if labels.limit is not None and len(labels.codes) > labels.limit:
-        # refused as the read meets them, before any per-segment work: a column of many
-        # values (a request or user id as the segment) once ran for minutes, or out of
-        # memory, before the check counted its segments
+    return out
+
+
+def refuse_many_segments(
+    labels: _Labels, codes: npt.NDArray[np.int32], path: str, column: str
+) -> None:
+    """``SourceError`` once the rows kept so far (``codes``: a row group's kept rows) hold more
+    than ``labels.limit`` distinct segments: refused as the read meets them, before any
+    per-segment work (a request or user id as the segment once ran for minutes, or out of
+    memory, before the check counted its segments). Only kept rows count: a dictionary's
+    unused categories, rows outside the window or dropped as invalid are no segment."""
+    if labels.limit is None or len(labels.codes) <= labels.limit:
+        return  # no more names than the bound: nothing to count
+    used = np.bincount(codes, minlength=len(labels.codes)) > 0
+    if labels.used.size:
+        used[: labels.used.size] |= labels.used
+    labels.used = used
+    if (n := int(used.sum())) > labels.limit:
         raise SourceError(
-            f"more than {labels.limit} distinct segments in the window read exceed "
+            f"{n} distinct segments in the window read so far exceed "
             f"max_segments={labels.limit} (metric label cardinality is bounded)",
-            path=f.path,
+            path=path,
             column=column,
             hint="raise max_segments or map rare segments to 'other' upstream",
         )
-    return out
 
 
 def _segment_source(footer: _Footer, f: _File, column: str | None) -> str | None:

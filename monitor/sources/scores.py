@@ -30,6 +30,7 @@ from monitor.sources.columns import (
     _segment_source,
     _select,
     _shrink,
+    refuse_many_segments,
 )
 from monitor.sources.footers import (
     _WHOLE,
@@ -185,6 +186,8 @@ def _chunks(
                     if kept.size < in_rows:
                         dropped = _dropped(ns, mask, keep, take)
                 codes = None if seg is None else _select(seg, keep, take)
+                if codes is not None and seg_col is not None:
+                    refuse_many_segments(labels, codes, plan.file.path, seg_col)
                 yield _Chunk(
                     plan.file.path, in_rows, null, nan, inf, kept, stamps, codes, span, dropped
                 )
