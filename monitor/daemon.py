@@ -604,9 +604,12 @@ class Daemon:
                 "the wall clock stepped back; the checks are planned again from it",
                 extra={"seconds": round(step, 3), "now": _iso(datetime.now(UTC))},
             )
-            for job in self.scheduler.get_jobs():
-                with contextlib.suppress(JobLookupError):  # removed by a reload meanwhile
-                    self.scheduler.reschedule_job(job.id, trigger=job.trigger)
+            with self._reload_lock:  # a reload re-adds a changed job under the same id
+                for job in self.scheduler.get_jobs():
+                    current = self.scheduler.get_job(job.id)  # its trigger now, not the snapshot's
+                    if current is not None:
+                        with contextlib.suppress(JobLookupError):  # removed since
+                            self.scheduler.reschedule_job(current.id, trigger=current.trigger)
 
     def stop(self) -> None:
         """Ask a serving daemon to stop (from another thread)."""
