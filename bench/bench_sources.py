@@ -12,8 +12,9 @@ Each measurement runs in a fresh process that first reads one unrelated hour wit
 (steady state: neither is charged for faulting in shared-library code). Peak memory is the rise of
 the resident set (``VmHWM`` after a reset through ``/proc/self/clear_refs``) over the resident set
 before the read. Reported: median time over ``--repeats`` runs, its ratio to the floor, and peak
-memory over the bytes of the resulting float64 array. Targets (issue 3): time <= 1.3x, memory
-<= 1.5x.
+memory over the bytes of the resulting float64 array. Targets (issue 3, for the hive layout):
+time <= 1.3x, memory <= 1.5x, printed met or NOT MET; a miss is reported, not failed (the exit
+code says only whether the run completed).
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ from typing import Any
 import numpy as np
 
 T0 = datetime(2026, 11, 23, tzinfo=UTC)
+
+TIME_TARGET = 1.3
+MEMORY_TARGET = 1.5
 
 
 def _rss_kib(field: str) -> int:
@@ -183,6 +187,13 @@ def main() -> int:
                 f"{mode:16} {sec:9.3f} {sec / floor_s:11.2f} {peak / 2**20:9.1f} "
                 f"{peak / (rows * 8):11.2f}"
             )
+            if mode == "ours-hive":  # the issue's case: reported, not failed (noisy timings)
+                t_ok, m_ok = sec / floor_s <= TIME_TARGET, peak / (rows * 8) <= MEMORY_TARGET
+                print(
+                    f"targets (reported, not failed): time <= {TIME_TARGET}x "
+                    f"{'met' if t_ok else 'NOT MET'}, memory <= {MEMORY_TARGET}x "
+                    f"{'met' if m_ok else 'NOT MET'}"
+                )
     finally:
         if args.workdir is None:
             shutil.rmtree(root, ignore_errors=True)

@@ -388,7 +388,10 @@ def run_month(spec: WorldSpec, month: int, workdir: Path) -> MonthResult:
         delay = None if hit is None else (hit.at - onset_at) / HOUR
         after = [c for c in checks if c.at > onset_at]
         right = sum(c.state == spec.expected for c in after) / max(len(after), 1)
-        changes = sum(1 for a, b in itertools.pairwise(after) if a.state != b.state)
+        # from the last check at or before the onset: a raise at the first check after it is
+        # a change too (counted from the second one, a one-hour detection read as no change)
+        before = [c for c in checks if c.at <= onset_at][-1:]
+        changes = sum(1 for a, b in itertools.pairwise(before + after) if a.state != b.state)
     insufficient = sum(c.state == "insufficient_data" for c in checks) / max(len(checks), 1)
     errors = sum(c.state == "error" for c in checks)
     return MonthResult(

@@ -68,6 +68,7 @@ import itertools
 import json
 import platform
 import re
+import statistics
 import sys
 import tempfile
 import time
@@ -664,7 +665,9 @@ class MonthResult:
     ``states_after``: checks per state after onset; ``ndcg_drop``: mean golden nDCG@10 before
     minus after;
     ``psi``: PSI of the logged top-1 scores of the week after the onset against the week before
-    (``monitor.stats.build_baseline`` / ``psi``, 10 quantile bins of the week before).
+    (``monitor.stats.build_baseline`` / ``psi``, 10 quantile bins of the week before);
+    ``errors``: checks that ended in ``error`` (any fails the run: a month of failed checks
+    read as a perfect month with no false alarm).
     """
 
     scenario: str
@@ -684,6 +687,7 @@ class MonthResult:
     zero_share_after: float
     scores_per_hour: float
     seconds: float
+    errors: int = 0  # checks that ended in error (no alarm, but no verdict either)
 
 
 def run_month(
@@ -734,7 +738,10 @@ def run_month(
                 run += timedelta(days=1) if run < onset else timedelta(0)
                 landing_delay = (hit.at - (run + RUN_LENGTH)) / HOUR
         right = sum(c.state == scenario.expected for c in after) / max(len(after), 1)
-        changes = sum(1 for a, b in itertools.pairwise(after) if a.state != b.state)
+        # from the last check at or before the onset: a raise at the first check after it is
+        # a change too (counted from the second one, a one-hour detection read as no change)
+        before = [c for c in checks if c.at <= onset][-1:]
+        changes = sum(1 for a, b in itertools.pairwise(before + after) if a.state != b.state)
         if hit is not None:
             held = [c for c in after if c.at >= hit.at]
             left = sum(1 for a, b in itertools.pairwise(held) if a.state != b.state)
@@ -764,6 +771,7 @@ def run_month(
         zero_share_after=float((after_s == 0).mean()),
         scores_per_hour=ts.size / (CHECKS_END / HOUR),
         seconds=seconds,
+        errors=sum(c.state == "error" for c in checks),
     )
 
 
@@ -794,11 +802,12 @@ def summarize(results: Sequence[MonthResult]) -> dict[str, dict[str, Any]]:
             "false_decay_alarms": sum(r.false_decay_alarms for r in rows),
             "ndcg_drop": sum(r.ndcg_drop for r in rows) / n,
             "psi_mean": sum(r.psi for r in rows) / n,
+            "error_checks": sum(r.errors for r in rows),
         }
         if SCENARIOS[name].expected is not None:
             entry |= {
                 "detected": len(delays) / n,
-                "delay_median_h": delays[len(delays) // 2] if delays else None,
+                "delay_median_h": statistics.median(delays) if delays else None,
                 "delay_max_h": delays[-1] if delays else None,
                 "share_right": sum(r.share_right or 0.0 for r in rows) / n,
                 "changes_after_onset_max": max(r.changes_after_onset or 0 for r in rows),
@@ -909,7 +918,11 @@ def main(argv: list[str] | None = None) -> int:
             "months": [dataclasses.asdict(r) for r in results],
         }
         args.json.write_text(json.dumps(payload, indent=1))
-    return 0
+    failed = [f"{r.scenario} month {r.month}: {r.errors} checks in error" for r in results]
+    failed = [line for line, r in zip(failed, results, strict=True) if r.errors]
+    for line in failed:
+        print(f"FAILED: {line}", file=sys.stderr)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":
