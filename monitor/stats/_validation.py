@@ -26,6 +26,12 @@ def sample(x: ArrayLike, name: str, *, min_size: int = 1) -> NDArray[np.float64]
 
     Returns the input itself (no copy) when it already is a float64 array.
     """
+    if np.ma.isMaskedArray(x) and np.ma.getmaskarray(x).any():
+        # np.asarray drops the mask: a masked (missing) outcome was tested as the value under it
+        raise StatsInputError(
+            f"`{name}` must not hold masked values; got "
+            f"{int(np.count_nonzero(np.ma.getmaskarray(x)))} masked."
+        )
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:

@@ -401,6 +401,14 @@ def bca_interval(
     n_resamples = v.integer(n_resamples, "n_resamples", minimum=1)
     gen = v.generator(rng)
     x = v.sample(data, "data", min_size=2)
+    # the sums behind the bootstrap means stay finite (n * max|x|); past that they overflow to
+    # a NaN interval, or numpy's own error from a NaN quantile (the acceleration is scale-free)
+    limit = float(np.finfo(np.float64).max) / (2 * x.size)
+    if not (big := float(np.max(np.abs(x)))) <= limit:
+        raise StatsInputError(
+            f"`data` must stay within {limit:.3g} in magnitude ({x.size} values: their sums "
+            f"must be finite); got {big:.3g}."
+        )
     return _bca(x, confidence_level, n_resamples, gen)
 
 
@@ -491,4 +499,9 @@ def required_sample_size(
     delta = v.real(delta, "delta", low=0.0, low_open=True)
     alpha, power, alternative = _power_options(alpha, power, alternative)
     raw = _z_sum(alpha, power, alternative) ** 2 * (sd / delta) ** 2
+    if not math.isfinite(raw):
+        raise StatsInputError(
+            f"`sd / delta` is too large for a sample size ({sd:.3g} / {delta:.3g}): the answer "
+            "is past any count"
+        )
     return max(math.ceil(raw * (1 - 1e-9)), 2)

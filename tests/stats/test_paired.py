@@ -491,3 +491,19 @@ def test_the_bca_interval_of_extreme_but_finite_data_is_an_interval() -> None:
         scaled = bca_interval(x / x.max(), n_resamples=999, rng=np.random.default_rng(3))
         assert ci.low / x.max() == pytest.approx(scaled.low, rel=1e-9)
         assert ci.high / x.max() == pytest.approx(scaled.high, rel=1e-9)
+
+
+def test_inputs_past_the_arithmetic_are_refused_not_nan() -> None:
+    """bca_interval lacked the overflow guard paired_test and sign_flip_test have (a NaN
+    interval, or numpy's own quantile error), required_sample_size raised a bare
+    OverflowError, and a masked array lost its mask (the masked value under it tested)."""
+    for data in ([1e308, -1e308, 5e307], [1.7e308, 1.7e308, 0.0]):
+        with pytest.raises(StatsInputError, match="data"):
+            bca_interval(data, rng=1)
+    with pytest.raises(StatsInputError, match="sd / delta"):
+        required_sample_size(1e200, 1e-200)
+    masked = np.ma.masked_array([0.9, 0.0, 0.9], mask=[False, True, False])
+    with pytest.raises(StatsInputError, match="masked"):
+        paired_test(masked, [0.9, 0.9, 0.9], rng=1)
+    unmasked = np.ma.masked_array([0.9, 0.5, 0.9], mask=[False, False, False])
+    assert paired_test(unmasked, [0.9, 0.9, 0.9], rng=1).n == 3  # a mask of nothing is fine
