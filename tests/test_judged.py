@@ -561,3 +561,20 @@ def test_a_runs_world_names_every_bad_field_and_writes_nothing_for_a_bad_span(
     with pytest.raises(ValueError, match="before"):
         write_runs_world(tmp_path / "w", RunsWorld(), start=start, end=start, seed=1)
     assert not (tmp_path / "w").exists()
+
+
+def test_a_judged_runs_segment_with_a_nul_character_is_refused(tmp_path: Path) -> None:
+    """Segments of judged runs became fixed-width numpy strings, which drop a trailing NUL:
+    "de" and "de\\0" were one outcome segment. Refused as a query id with a NUL is, naming
+    the segment column."""
+    config = _world(tmp_path, RunsWorld(n_queries=20, segments=("de", "fr")))
+    spec = load_config(config).monitors[0].outcomes
+    assert spec.segment_column is not None
+    run = sorted((tmp_path / "runs").rglob("*.parquet"))[-1]  # numpy's writer would drop it
+    table = pq.read_table(run)
+    column = table.schema.get_field_index(spec.segment_column)
+    values = [("de\x00" if v == "fr" else v) for v in table.column(column).to_pylist()]
+    pq.write_table(table.set_column(column, spec.segment_column, pa.array(values)), run)
+    with pytest.raises(SchemaError, match="segment with a NUL") as err:
+        judged_outcomes(spec, Window(start=START, end=END))
+    assert err.value.column == spec.segment_column

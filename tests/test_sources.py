@@ -804,6 +804,12 @@ def test_a_segment_with_a_nul_character_is_refused(tmp_path: Path) -> None:
     _scores(path, [T0 + HOUR] * 2, [1.0, 2.0], locale=pa.array(["de\x00", "en"]))
     with pytest.raises(SchemaError, match="NUL"):
         read_scores(ScoreSpec(str(tmp_path / "s"), segment_column="locale"), Window(T0, T0 + DAY))
+    # a hive partition value is URL-decoded: locale=de%00 is "de\0"
+    for locale in ("de", "de%00"):
+        _scores(tmp_path / "h" / f"locale={locale}" / "p.parquet", [T0 + HOUR], [1.0])
+    with pytest.raises(SchemaError, match="NUL") as err:
+        read_scores(ScoreSpec(str(tmp_path / "h"), segment_column="locale"), Window(T0, T0 + DAY))
+    assert err.value.column == "locale"
 
 
 def test_outcome_pairing_by_segment_and_string_ids(tmp_path: Path) -> None:

@@ -382,6 +382,37 @@ def test_only_segments_with_kept_rows_count_against_max_segments(tmp_path: Path)
         )
 
 
+def test_segments_met_before_the_names_pass_the_bound_count_too(tmp_path: Path) -> None:
+    """Files of segments a, b, c then d: the fourth segment passes max_segments = 3 although
+    the last file alone holds one (the kept segments of the files read before the names
+    passed the bound were not recorded, and four segments were read without an error)."""
+    from monitor.sources import window_tasks
+
+    for k, names in enumerate((["a", "b", "c"], ["d"])):
+        ts = np.datetime64((T0 + k * HOUR).replace(tzinfo=None), "us")
+        write_parquet(
+            tmp_path / f"part-{k}.parquet",
+            {
+                "timestamp": ts + np.arange(30).astype("timedelta64[s]"),
+                "score": np.linspace(0.0, 1.0, 30),
+                "segment": np.array(names * (30 // len(names))),
+            },
+        )
+    spec = ScoreSpec(path=str(tmp_path), segment_column="segment", max_segments=3)
+    window = Window(start=T0, end=T0 + 2 * HOUR)
+    grid = Grid(np.linspace(0.0, 1.0, 11))
+    for read in (
+        lambda: read_scores(spec, window),
+        lambda: read_summary_part(spec, window, grid, bucket=HOUR),
+    ):
+        clear_cache()
+        with pytest.raises(SourceError, match=r"4 distinct segments .* max_segments=3"):
+            read()
+    # an engine's task reads one file: each holds at most 3 (the check counts the union)
+    for task in window_tasks(spec, window):
+        read_summary_part(spec, window, grid, bucket=HOUR, task=task)
+
+
 def test_row_groups_within_one_bucket_are_summarised_from_their_statistics(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -158,18 +158,24 @@ def _segment(
         if any("\x00" in name for name in itertools.islice(labels.codes, before, None)):
             # numpy's fixed-width strings drop a trailing NUL: "de" and "de\0" became one
             # segment of the outcomes (pairs misaligned, an IndexError) and two of the scores
-            raise SchemaError(
-                "holds a segment with a NUL character",
-                path=f.path,
-                column=column,
-                hint="segment values must be text without NUL characters",
-            )
+            raise _nul_segment(f.path, column)
     else:
         value = dict(f.partitions)[column]
         if value == HIVE_NULL:  # counted as null segments are (invalid rows), never a segment
             return np.full(n, -1, dtype=np.int32), np.zeros(n, dtype=np.bool_)
+        if "\x00" in value:  # a partition value is URL-decoded: "de%00" is "de\0"
+            raise _nul_segment(f.path, column)
         out = np.full(n, labels.code(value), dtype=np.int32), None
     return out
+
+
+def _nul_segment(path: str, column: str) -> SchemaError:
+    return SchemaError(
+        "holds a segment with a NUL character",
+        path=path,
+        column=column,
+        hint="segment values must be text without NUL characters",
+    )
 
 
 def refuse_many_segments(
@@ -180,13 +186,15 @@ def refuse_many_segments(
     per-segment work (a request or user id as the segment once ran for minutes, or out of
     memory, before the check counted its segments). Only kept rows count: a dictionary's
     unused categories, rows outside the window or dropped as invalid are no segment."""
-    if labels.limit is None or len(labels.codes) <= labels.limit:
-        return  # no more names than the bound: nothing to count
+    if labels.limit is None:
+        return
+    # every row group's kept segments are recorded (those met before the names passed the
+    # bound count too); counted only once more names than the bound were met
     used = np.bincount(codes, minlength=len(labels.codes)) > 0
     if labels.used.size:
         used[: labels.used.size] |= labels.used
     labels.used = used
-    if (n := int(used.sum())) > labels.limit:
+    if len(labels.codes) > labels.limit and (n := int(used.sum())) > labels.limit:
         raise SourceError(
             f"{n} distinct segments in the window read so far exceed "
             f"max_segments={labels.limit} (metric label cardinality is bounded)",

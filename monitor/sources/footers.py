@@ -573,20 +573,20 @@ def _valid(arr: pa.Array) -> npt.NDArray[np.bool_]:
     return flags.astype(bool)
 
 
-def refuse_nul(ids: pa.Array, path: str, column: str | None) -> None:
-    """``SchemaError`` when a query id (a string array, or a dictionary's values) holds a NUL
-    character: numpy's fixed-width strings drop a trailing NUL, so "q1" and "q1\\0" became
-    one query (their outcomes averaged, or pairs misaligned)."""
+def refuse_nul(ids: pa.Array, path: str, column: str | None, *, what: str = "query id") -> None:
+    """``SchemaError`` when a query id (``what``; a string array, or a dictionary's values)
+    holds a NUL character: numpy's fixed-width strings drop a trailing NUL, so "q1" and
+    "q1\\0" became one query (their outcomes averaged, or pairs misaligned)."""
     if pa.types.is_dictionary(ids.type):
         ids = ids.dictionary
     if not (pa.types.is_string(ids.type) or pa.types.is_large_string(ids.type)):
         return
     if len(ids) and pc.any(pc.match_substring(ids, "\x00")).as_py():
         raise SchemaError(
-            "holds a query id with a NUL character",
+            f"holds a {what} with a NUL character",
             path=path,
             column=column,
-            hint="query ids must be text without NUL characters",
+            hint=f"{what}s must be text without NUL characters",
         )
 
 

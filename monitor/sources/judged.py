@@ -131,7 +131,11 @@ class _Coder:
             out = lookup.take(at)
         return out
 
-    def segment(self, strings: pa.Array) -> IntArray:
+    def segment(self, strings: pa.Array, path: str, column: str) -> IntArray:
+        """The codes of a batch of segment values (one holding a NUL character is a
+        ``SchemaError``: numpy's fixed-width strings drop a trailing NUL, so "de" and "de\\0"
+        became one segment)."""
+        refuse_nul(pc.unique(strings), path, column, what="segment")
         return _name_codes(strings, self.segments)
 
     def names(self) -> npt.NDArray[np.str_]:
@@ -495,6 +499,8 @@ def _read_parquet_runs(
             value = str(dict(f.partitions)[str(seg_col)])
             # a null partition key (Hive's and Spark's name for it): null segments, dropped
             # and counted as a null in a segment column is, never a segment of that name
+            if "\x00" in value:  # URL-decoded: "de%00" is "de\0"
+                refuse_nul(pa.array([value]), f.path, str(seg_col), what="segment")
             seg_const = (
                 _NULL_SEGMENT
                 if value == HIVE_NULL
@@ -559,7 +565,9 @@ def _read_parquet_runs(
             part.keys,
             part.rank,
             part.score,
-            part.group.seg_const if part.segment is None else coder.segment(part.segment),
+            part.group.seg_const
+            if part.segment is None
+            else coder.segment(part.segment, part.group.plan.file.path, str(spec.segment_column)),
         )
     why = {"null query id, document id, segment, or both rank and score": dropped}
     _refuse_dropped(spec, window, rows, why, per_file)
