@@ -21,17 +21,22 @@ ALTERNATIVES = ("two-sided", "less", "greater")
 RngLike = np.random.Generator | int | None
 
 
+def refuse_masked(x: object, name: str) -> None:
+    """``StatsInputError`` when ``x`` is a masked array that hides a value: ``np.asarray``
+    drops the mask, so a masked (missing) value was used as the value under it."""
+    if np.ma.isMaskedArray(x) and np.ma.getmaskarray(x).any():
+        raise StatsInputError(
+            f"`{name}` must not hold masked values; got "
+            f"{int(np.count_nonzero(np.ma.getmaskarray(x)))} masked."
+        )
+
+
 def sample(x: ArrayLike, name: str, *, min_size: int = 1) -> NDArray[np.float64]:
     """``x`` as a 1-D float64 array of finite values with at least ``min_size`` elements.
 
     Returns the input itself (no copy) when it already is a float64 array.
     """
-    if np.ma.isMaskedArray(x) and np.ma.getmaskarray(x).any():
-        # np.asarray drops the mask: a masked (missing) outcome was tested as the value under it
-        raise StatsInputError(
-            f"`{name}` must not hold masked values; got "
-            f"{int(np.count_nonzero(np.ma.getmaskarray(x)))} masked."
-        )
+    refuse_masked(x, name)
     try:
         arr = np.asarray(x, dtype=np.float64)
     except (TypeError, ValueError) as exc:

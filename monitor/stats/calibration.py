@@ -203,6 +203,7 @@ def calibration(
 
 def _labels(labels: ArrayLike) -> NDArray[np.bool_]:
     """``labels`` as booleans (booleans, or numbers equal to 0 or 1)."""
+    v.refuse_masked(labels, "labels")
     if _nonempty_booleans(labels):  # nothing to check
         return np.asarray(labels)
     y = v.sample(labels, "labels")

@@ -498,7 +498,8 @@ def required_sample_size(
     sd = v.real(sd, "sd", low=0.0)
     delta = v.real(delta, "delta", low=0.0, low_open=True)
     alpha, power, alternative = _power_options(alpha, power, alternative)
-    raw = _z_sum(alpha, power, alternative) ** 2 * (sd / delta) ** 2
+    z, ratio = _z_sum(alpha, power, alternative), sd / delta
+    raw = z * z * ratio * ratio  # products overflow to inf; a float's ** raised OverflowError
     if not math.isfinite(raw):
         raise StatsInputError(
             f"`sd / delta` is too large for a sample size ({sd:.3g} / {delta:.3g}): the answer "

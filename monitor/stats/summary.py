@@ -293,6 +293,7 @@ def summarize(
     counted in ``rows`` and ``invalid``)."""
     if not isinstance(grid, Grid):
         raise StatsInputError(f"`grid` must be a Grid; got {type(grid).__name__}.")
+    v.refuse_masked(values, "values")
     x = np.asarray(values, dtype=np.float64)
     invalid = v.integer(invalid, "invalid", minimum=0)
     counts, zeros = _cell_counts(x, grid) if x.ndim == 1 else (None, 0)

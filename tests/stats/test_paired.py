@@ -500,10 +500,24 @@ def test_inputs_past_the_arithmetic_are_refused_not_nan() -> None:
     for data in ([1e308, -1e308, 5e307], [1.7e308, 1.7e308, 0.0]):
         with pytest.raises(StatsInputError, match="data"):
             bca_interval(data, rng=1)
-    with pytest.raises(StatsInputError, match="sd / delta"):
-        required_sample_size(1e200, 1e-200)
+    for sd, delta in ((1e200, 1e-200), (1e160, 1.0), (1.0, 1e-160)):  # ** raised there
+        with pytest.raises(StatsInputError, match="sd / delta"):
+            required_sample_size(sd, delta)
     masked = np.ma.masked_array([0.9, 0.0, 0.9], mask=[False, True, False])
     with pytest.raises(StatsInputError, match="masked"):
         paired_test(masked, [0.9, 0.9, 0.9], rng=1)
     unmasked = np.ma.masked_array([0.9, 0.5, 0.9], mask=[False, False, False])
     assert paired_test(unmasked, [0.9, 0.9, 0.9], rng=1).n == 3  # a mask of nothing is fine
+
+
+def test_masked_values_are_refused_where_arrays_are_taken_whole() -> None:
+    """calibration's labels and summarize's values took a masked array without its mask (the
+    value under a masked label scored, a masked score counted)."""
+    from monitor.stats import Grid, calibration, summarize
+
+    labels = np.ma.masked_array([True, False, True], mask=[False, True, False])
+    with pytest.raises(StatsInputError, match="labels"):
+        calibration([0.9, 0.8, 0.7], labels)
+    scores = np.ma.masked_array([0.1, 0.5, 0.9], mask=[False, True, False])
+    with pytest.raises(StatsInputError, match="values"):
+        summarize(scores, Grid(np.linspace(0.0, 1.0, 5)))
