@@ -26,6 +26,7 @@ from monitor.jobs import Runner
 from monitor.judged import judged_outcomes
 from monitor.simulate_runs import RunsWorld, write_runs_world
 from monitor.sources import ScoreSpec, Window, read_run_times, read_scores
+from monitor.sources.model import JudgedSpec, OutcomeSpec
 from tests.outcome_windows import assert_same_window
 
 START = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday
@@ -578,3 +579,32 @@ def test_a_judged_runs_segment_with_a_nul_character_is_refused(tmp_path: Path) -
     with pytest.raises(SchemaError, match="segment with a NUL") as err:
         judged_outcomes(spec, Window(start=START, end=END))
     assert err.value.column == spec.segment_column
+    # a hive partition value is URL-decoded: locale=de%00 is "de\0"
+    root = tmp_path / "hive"
+    at = np.datetime64((START + timedelta(hours=2)).replace(tzinfo=None), "us")
+    (root / "qrels.txt").parent.mkdir(parents=True)
+    (root / "qrels.txt").write_text(
+        "".join(f"q{i} 0 d{j} {j % 3}\n" for i in range(4) for j in range(3))
+    )
+    for locale in ("de", "de%00"):
+        run = root / "runs" / f"locale={locale}" / "run.parquet"
+        run.parent.mkdir(parents=True)
+        pq.write_table(
+            pa.table(
+                {
+                    "timestamp": pa.array([at] * 12),
+                    "query_id": [f"q{i}" for i in range(4) for _ in range(3)],
+                    "doc_id": [f"d{j}" for _ in range(4) for j in range(3)],
+                    "rank": pa.array([j + 1 for _ in range(4) for j in range(3)], pa.int32()),
+                }
+            ),
+            run,
+        )
+    hive = OutcomeSpec(
+        path=str(root / "runs"),
+        segment_column="locale",
+        judged=JudgedSpec(judgments=str(root / "qrels.txt")),
+    )
+    with pytest.raises(SchemaError, match="segment with a NUL") as err:
+        judged_outcomes(hive, Window(start=START, end=END))
+    assert err.value.column == "locale"

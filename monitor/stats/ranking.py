@@ -318,6 +318,7 @@ def placed_metrics(
     n_lists = int(lq.size)
     rl = _codes(row_list, "row_list", n_lists)
     g = v.sample(grade, "grade", min_size=0)
+    v.refuse_masked(judged, "judged")
     j = np.asarray(judged)
     if j.dtype != np.bool_ or j.ndim != 1:
         raise StatsInputError(f"`judged` must be a 1-D boolean array; got dtype {j.dtype}.")
@@ -378,6 +379,7 @@ def _non_negative(g: FloatArray) -> None:
 
 def _codes(x: ArrayLike, name: str, n: int | None) -> IntArray:
     """``x`` as a 1-D int64 array of codes >= 0 (and < n when n is given)."""
+    v.refuse_masked(x, name)
     try:
         arr = np.asarray(x)
     except (TypeError, ValueError) as exc:  # ragged nested sequences

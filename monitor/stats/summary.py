@@ -62,6 +62,7 @@ class Grid:
     _memo: tuple[Lookup | None] | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        v.refuse_masked(self.points, "points")
         pts = np.asarray(self.points, dtype=np.float64)
         if pts.ndim != 1 or pts.size == 0 or not np.all(np.isfinite(pts)):
             raise StatsInputError(
@@ -84,6 +85,7 @@ class Grid:
 
     def holds(self, values: ArrayLike) -> bool:
         """Whether every one of ``values`` is a grid point (a few binary searches)."""
+        v.refuse_masked(values, "values")
         return bool(self._points_at(np.asarray(values, dtype=np.float64)) is not None)
 
     def _points_at(self, values: NDArray[np.float64]) -> NDArray[np.intp] | None:
@@ -389,6 +391,8 @@ def summary_grid(
     sample, when ``sorted_reference`` is a sample of a reference of ``n_reference`` rows: n is
     then ``n_reference``, and Q at most the sample's size).
     """
+    v.refuse_masked(sorted_reference, "sorted_reference")
+    v.refuse_masked(edges, "edges")
     ref = np.asarray(sorted_reference, dtype=np.float64)
     if ref.ndim != 1 or ref.size == 0 or not np.all(np.isfinite(ref)):
         raise StatsInputError("`sorted_reference` must be a non-empty 1-D array of finite numbers.")
@@ -456,6 +460,7 @@ def bin_ends(grid: Grid, edges: ArrayLike) -> NDArray[np.intp]:
     """For right-closed bins with inner ``edges`` (each a grid point): the cell index one past
     each bin's last cell (bin b ends with edge b's point cell, 2 i_b + 1; the last bin with the
     last cell), for :func:`cells_to_bins`. ``StatsInputError`` if an edge is not a grid point."""
+    v.refuse_masked(edges, "edges")
     at = grid._points_at(np.asarray(edges, dtype=np.float64))
     if at is None:
         raise StatsInputError("every PSI edge must be a grid point.")

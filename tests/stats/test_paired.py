@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -521,3 +522,31 @@ def test_masked_values_are_refused_where_arrays_are_taken_whole() -> None:
     scores = np.ma.masked_array([0.1, 0.5, 0.9], mask=[False, True, False])
     with pytest.raises(StatsInputError, match="values"):
         summarize(scores, Grid(np.linspace(0.0, 1.0, 5)))
+
+
+def test_masked_codes_points_and_edges_are_refused() -> None:
+    """The ranking functions' codes and judged flags, a grid's points, summary_grid's
+    reference and edges and bin_ends' edges went through a bare np.asarray, which drops a
+    mask: a masked (missing) entry was used as the value under it."""
+    from monitor.stats import Grid, bin_ends, judgment_summary, ranking_metrics, summary_grid
+
+    def masked(values: list[Any], at: int = 1) -> Any:
+        mask = [i == at for i in range(len(values))]
+        return np.ma.masked_array(values, mask=mask)
+
+    calls: dict[str, Callable[[], object]] = {
+        "run_query": lambda: ranking_metrics(
+            masked([0, 1]), [0, 1], [0, 0], [0, 1], [1.0, 1.0], n_queries=2, metrics=["ndcg@10"]
+        ),
+        "judged_query": lambda: judgment_summary(
+            masked([0, 0]), [1.0, 1.0], n_queries=1, metrics=["ap"]
+        ),
+        "points": lambda: Grid(masked([0.0, 0.5, 1.0])),
+        "sorted_reference": lambda: summary_grid(
+            masked([0.1, 0.2, 99.0], at=2), [0.15], n_current=10
+        ),
+        "edges": lambda: bin_ends(Grid(np.array([0.0, 0.5, 1.0])), masked([0.0, 0.5])),
+    }
+    for name, call in calls.items():
+        with pytest.raises(StatsInputError, match=f"`{name}` must not hold masked values"):
+            call()
