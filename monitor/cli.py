@@ -20,12 +20,13 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 import os
 import sys
 import threading
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -100,26 +101,29 @@ def _listen_address(text: str) -> str:
     return text
 
 
-def _positive_seconds(text: str) -> float:
-    """``text`` as a finite number of seconds above zero (a usage error otherwise)."""
+def _checked(
+    text: str, convert: Callable[[str], Any], noun: str, ok: Callable[[Any], bool], rule: str
+) -> Any:
+    """``convert(text)`` when it is ``noun`` and ``ok`` (a usage error naming ``rule``
+    otherwise)."""
     try:
-        value = float(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0 < value < float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number of seconds above 0; got {text}")
+        raise argparse.ArgumentTypeError(f"not {noun}: {text!r}") from None
+    if not ok(value):
+        raise argparse.ArgumentTypeError(f"must be {rule}; got {text}")
     return value
+
+
+def _positive_seconds(text: str) -> float:
+    """``text`` as a finite number of seconds above zero."""
+    rule = "a finite number of seconds above 0"
+    return float(_checked(text, float, "a number of seconds", lambda x: 0 < x < math.inf, rule))
 
 
 def _seed(text: str) -> int:
-    """``text`` as a non-negative integer seed (a usage error otherwise)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be a non-negative integer; got {text}")
-    return value
+    """``text`` as a non-negative integer seed."""
+    return int(_checked(text, int, "an integer", lambda x: x >= 0, "a non-negative integer"))
 
 
 class _Parser(argparse.ArgumentParser):

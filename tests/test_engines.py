@@ -393,12 +393,14 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no
             proc.wait()
 
 
-_CONNECT = """
-import sys, warnings
+#: the start of a script a Spark test runs in a process of its own (argv: the scores' root,
+#: then this repository): a world of scores, its window and a grid on its reference
+_SPARK_WORLD = """
+import os, signal, sys, time, warnings
 from pathlib import Path
-sys.path.insert(0, sys.argv[3])
+sys.path.insert(0, sys.argv[2])
 from monitor.engines import LocalEngine, make_engine
-from monitor.errors import SourceError
+from monitor.errors import EngineUnavailableError, SourceError
 from monitor.sources import ScoreSpec, Window, clear_cache, read_scores
 from monitor.stats import build_baseline, summary_grid
 from tests.test_summaries_reader import HOUR, T0, _tree, same_parts
@@ -408,9 +410,14 @@ spec = ScoreSpec(path=str(root), segment_column="segment", max_invalid_share=0.1
 window = Window(start=T0, end=T0 + 30 * HOUR)
 b = build_baseline(read_scores(spec, window).values)
 grid = summary_grid(b.sorted_reference, b.edges, n_current=100)
+"""
+
+_CONNECT = (
+    _SPARK_WORLD
+    + """
 with warnings.catch_warnings():
     warnings.simplefilter("error")
-    engine = make_engine("spark", spark_remote=sys.argv[2])
+    engine = make_engine("spark", spark_remote=sys.argv[3])
 try:
     same_parts(
         LocalEngine().summaries(spec, window, grid, bucket=HOUR),
@@ -429,6 +436,7 @@ finally:
     engine.close()
 print("same")
 """
+)
 
 
 def test_spark_connect_summaries_equal_local_ones(tmp_path: Path, connect_server: str) -> None:
@@ -441,7 +449,7 @@ def test_spark_connect_summaries_equal_local_ones(tmp_path: Path, connect_server
 
     root = Path(__file__).resolve().parent.parent
     proc = subprocess.run(
-        [sys.executable, "-c", _CONNECT, str(tmp_path / "scores"), connect_server, str(root)],
+        [sys.executable, "-c", _CONNECT, str(tmp_path / "scores"), str(root), connect_server],
         capture_output=True,
         text=True,
         timeout=300,
@@ -451,21 +459,9 @@ def test_spark_connect_summaries_equal_local_ones(tmp_path: Path, connect_server
     assert proc.stdout.strip().endswith("same"), proc.stdout[-2000:]
 
 
-_DEAD_JVM = """
-import os, signal, sys, time
-from pathlib import Path
-sys.path.insert(0, sys.argv[2])
-from monitor.engines import make_engine
-from monitor.errors import EngineUnavailableError
-from monitor.sources import ScoreSpec, Window, read_scores
-from monitor.stats import build_baseline, summary_grid
-from tests.test_summaries_reader import HOUR, T0, _tree, same_parts
-root = Path(sys.argv[1])
-_tree(root)
-spec = ScoreSpec(path=str(root), segment_column="segment", max_invalid_share=0.1)
-window = Window(start=T0, end=T0 + 30 * HOUR)
-b = build_baseline(read_scores(spec, window).values)
-grid = summary_grid(b.sorted_reference, b.edges, n_current=100)
+_DEAD_JVM = (
+    _SPARK_WORLD
+    + """
 engine = make_engine("spark", spark_master="local[1]")
 first = engine.summaries(spec, window, grid)
 assert engine.alive
@@ -485,6 +481,7 @@ same_parts(first, again.summaries(spec, window, grid))
 again.close()
 print("replaced")
 """
+)
 
 
 def test_a_spark_engine_whose_jvm_died_is_replaced_not_kept(tmp_path: Path) -> None:

@@ -223,10 +223,8 @@ def test_report_refuses_one_file_for_many_monitors(
     assert "no monitor named 'nope'" in capsys.readouterr().err
 
 
-def test_input_detail_against_numpy_and_scipy() -> None:
-    rng = np.random.default_rng(3)
-    ref = rng.lognormal(size=20_000)
-    cur = np.concatenate((rng.lognormal(0.2, size=15_000), np.zeros(500)))
+def _detail(ref: np.ndarray, cur: np.ndarray) -> tuple[Any, Any]:
+    """The drift tests of ``cur`` against ``ref`` (10 bins, smoothing 0.5) and their detail."""
     base = build_baseline(ref, bins=10)
     both = drift_tests(base, cur, smoothing=0.5)
     d = input_detail(
@@ -236,6 +234,14 @@ def test_input_detail_against_numpy_and_scipy() -> None:
         smoothing=0.5,
         ks_location=both.ks.statistic_location,
     )
+    return d, both
+
+
+def test_input_detail_against_numpy_and_scipy() -> None:
+    rng = np.random.default_rng(3)
+    ref = rng.lognormal(size=20_000)
+    cur = np.concatenate((rng.lognormal(0.2, size=15_000), np.zeros(500)))
+    d, both = _detail(ref, cur)
     np.testing.assert_array_equal(d.reference_counts, both.psi.reference_counts)
     np.testing.assert_array_equal(d.current_counts, both.psi.current_counts)
     assert math.isclose(float(d.contributions.sum()), both.psi.statistic, rel_tol=1e-12)
@@ -1325,19 +1331,7 @@ def test_p_values_and_slot_times_keep_what_tells_them_apart() -> None:
 def test_the_ecdf_of_one_value_rises_at_that_value() -> None:
     """Both windows all one score v: the display range is widened to v +- 0.5 and the only
     grid point is v; the curves started at F(v) = 1, drawing every score at or below v - 0.5."""
-    from monitor.stats import build_baseline, drift_tests
-    from monitor.verdict.detail import input_detail
-
-    base = build_baseline(np.full(100, 0.5), bins=10)
-    cur = np.full(100, 0.5)
-    both = drift_tests(base, cur, smoothing=0.5)
-    d = input_detail(
-        base.sorted_reference,
-        cur,
-        base.edges,
-        smoothing=0.5,
-        ks_location=both.ks.statistic_location,
-    )
+    d, both = _detail(np.full(100, 0.5), np.full(100, 0.5))
     svg = ecdf_chart(d, "", both.ks.statistic)
     lines = re.findall(r'<polyline points="([^"]*)"[^>]*class="line-(?:ref|cur)"', svg)
     lines = lines or re.findall(r'class="line-(?:ref|cur)"[^>]*points="([^"]*)"', svg)
