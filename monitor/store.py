@@ -226,19 +226,11 @@ class StateStore:
         now = now or self.clock()
         path = self.path(name)
         try:
-            st = path.stat()
+            raw, st = read_regular_stat(path, MAX_STATE_BYTES)
         except FileNotFoundError:
             return StateLoad(MonitorState(fingerprint=fingerprint))
-        except OSError as exc:
-            return self._reject(name, fingerprint, "unreadable", _os_error(exc))
-        if not stat.S_ISREG(st.st_mode):
-            kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            return self._reject(name, fingerprint, "not_a_file", f"{path} is {kind}")
-        if st.st_size > MAX_STATE_BYTES:
-            detail = f"{st.st_size} bytes, more than {MAX_STATE_BYTES}"
-            return self._reject(name, fingerprint, "too_large", detail)
-        try:
-            raw = path.read_bytes()
+        except NotRegularFile as exc:
+            return self._reject(name, fingerprint, exc.reason, str(exc))
         except OSError as exc:
             return self._reject(name, fingerprint, "unreadable", _os_error(exc))
         try:
@@ -405,23 +397,40 @@ def encode_state(state: MonitorState) -> str:
 
 
 class NotRegularFile(OSError):
-    """A path that should hold a regular file holds something else (a FIFO, a directory), or
-    one past the size it may have."""
+    """A path that should hold a regular file holds something else (a FIFO, a directory:
+    ``reason`` ``not_a_file``), or one past the size it may have (``too_large``)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(detail)
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 def read_regular(path: Path, max_bytes: int) -> bytes:
     """The bytes of ``path`` when it is a regular file of at most ``max_bytes``; opened without
     blocking, so a FIFO in its place (whose read waits for a writer) is refused, not waited
     on: ``NotRegularFile``."""
+    return read_regular_stat(path, max_bytes)[0]
+
+
+def read_regular_stat(path: Path, max_bytes: int) -> tuple[bytes, os.stat_result]:
+    """``read_regular``, with the file's status as it was opened (its mtime: when it was
+    saved)."""
     fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
+    try:
+        st = os.fstat(fd)  # before a file object: one of a directory cannot be made
         if not stat.S_ISREG(st.st_mode):
             kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
-            raise NotRegularFile(f"{path} is {kind}")
+            raise NotRegularFile("not_a_file", f"{path} is {kind}")
         if st.st_size > max_bytes:
-            raise NotRegularFile(f"{path}: larger than {max_bytes} bytes")
-        return f.read(max_bytes + 1)
+            raise NotRegularFile("too_large", f"{st.st_size} bytes, more than {max_bytes}")
+    except BaseException:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
+        return f.read(max_bytes + 1), st
 
 
 def atomic_write(
