@@ -671,6 +671,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 3
+    from monitor.store import StateDirBusy, lock_state_dir
+
+    try:
+        # held until the process ends (the descriptor is never closed): one daemon per
+        # state_dir, taken before the start-up sweep of temp files, which are any writer's
+        lock_state_dir(config.server.state_dir)
+    except StateDirBusy as exc:
+        logging.getLogger("monitor").error("cannot start", extra={"error": str(exc)})
+        return 1
     try:
         daemon = Daemon(config)
     except OSError as exc:  # e.g. the listen address is taken: one line, no traceback

@@ -408,6 +408,65 @@ class NotRegularFile(OSError):
         return str(self.args[0])
 
 
+DAEMON_LOCK = ".daemon.lock"
+
+
+class StateDirBusy(OSError):
+    """Another live process holds ``state_dir``'s daemon lock."""
+
+
+def lock_state_dir(directory: Path) -> int | None:
+    """Take ``<directory>/.daemon.lock`` for this process's life: an exclusive ``flock``,
+    not waited for, with this process's pid written in the file. Returns the descriptor,
+    kept open (the kernel lets go when the process ends, a ``kill -9`` included; it is not
+    inherited across ``exec``). ``StateDirBusy`` naming the holder's pid when another process
+    holds it: two daemons on one state_dir would run every check twice and overwrite each
+    other's states, and one would sweep the other's temp files at its start. None, with a
+    warning, when no lock can be taken (a read-only state_dir, where no state can be saved
+    either and the daemon says so; a filesystem without ``flock``)."""
+    import fcntl
+
+    path = directory / DAEMON_LOCK
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        log.warning(
+            "state_dir not locked: a second daemon on it would not be refused",
+            extra={"path": str(path), "error": _os_error(exc)},
+        )
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        try:
+            holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
+        except OSError:
+            holder = "unknown"
+        finally:
+            os.close(fd)
+        raise StateDirBusy(
+            f"state_dir {directory} is in use by another daemon (pid {holder}, lock file "
+            f"{path}): one daemon per state_dir; stop it, or give this one its own state_dir"
+        ) from None
+    except OSError as exc:
+        os.close(fd)
+        log.warning(
+            "state_dir not locked: a second daemon on it would not be refused",
+            extra={"path": str(path), "error": _os_error(exc)},
+        )
+        return None
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)
+    except OSError as exc:  # locked all the same; only the pid a refusal names is missing
+        log.warning(
+            "pid not written to the state_dir lock",
+            extra={"path": str(path), "error": _os_error(exc)},
+        )
+    return fd
+
+
 def read_regular(path: Path, max_bytes: int) -> bytes:
     """The bytes of ``path`` when it is a regular file of at most ``max_bytes``; opened without
     blocking, so a FIFO in its place (whose read waits for a writer) is refused, not waited
@@ -485,15 +544,18 @@ def _os_error(exc: BaseException) -> str:
 
 
 __all__ = [
+    "DAEMON_LOCK",
     "FUTURE_SKEW",
     "MAX_STATE_BYTES",
     "RESET_REASONS",
+    "StateDirBusy",
     "StateLoad",
     "StateStore",
     "atomic_write",
     "decay_fingerprint",
     "decay_kept",
     "encode_state",
+    "lock_state_dir",
     "state_fingerprint",
     "state_is_finite",
     "utc_now",

@@ -709,6 +709,41 @@ def test_sigterm_exits_0_when_the_state_was_saved(tmp_path: Path) -> None:
     assert [r["message"] for r in d.records()][-1] == "stopped"
 
 
+def test_a_second_daemon_on_one_state_dir_is_refused(tmp_path: Path) -> None:
+    """Two daemons on one state_dir would run every check twice and overwrite each other's
+    states: the second exits 1 naming the first's pid, the first keeps serving, and once the
+    first is killed (kill -9: the kernel lets go of its lock) the state_dir is free again."""
+    scores, outcomes = make_data(tmp_path / "world")
+    state_dir = tmp_path / "state"
+    monitors = [monitor_toml("t", scores, outcomes)]
+    first_config, second_config = tmp_path / "first.toml", tmp_path / "second.toml"
+    first_config.write_text(config_text(free_address(), state_dir, monitors))
+    second_config.write_text(config_text(free_address(), state_dir, monitors))
+    first = Daemon(first_config, tmp_path / "first.log")
+    try:
+        wait_for(partial(_all_ran, first, ["t"]), timeout=60, what="first run", log=first.log)
+        second = Daemon(second_config, tmp_path / "second.log")
+        try:
+            code = second.wait(60)
+        finally:
+            second.stop()
+        assert code == 1, second.log()[-3000:]
+        errors = [r for r in second.records() if r["message"] == "cannot start"]
+        assert len(errors) == 1, second.log()[-3000:]
+        assert f"pid {first.pid}" in errors[0]["error"]
+        assert str(state_dir) in errors[0]["error"]
+        assert _all_ran(first, ["t"])  # still serving
+        assert first.kill() == -signal.SIGKILL
+        third = Daemon(second_config, tmp_path / "third.log")
+        try:
+            wait_for(partial(_all_ran, third, ["t"]), timeout=60, what="third's run", log=third.log)
+        finally:
+            assert third.stop() == 0, third.log()[-3000:]
+        assert (state_dir / ".daemon.lock").read_text() == f"{third.pid}\n"
+    finally:
+        first.stop()
+
+
 def _libfaketime() -> Path:
     found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
     if not found:
