@@ -354,6 +354,15 @@ def test_config_keys_are_validated_with_their_paths(tmp_path: Path) -> None:
     )
     with pytest.raises(ConfigError, match=r"monitors\[0\]\.outcomes\.relevant_grade"):
         load_config(zero)
+    # judged@k measures the judgments' coverage: decided on, unjudged documents paged as
+    # model decay (it once loaded; it is reported beside any metric)
+    coverage = _world(
+        tmp_path / "coverage",
+        RunsWorld(n_queries=5),
+        extra_outcomes_toml='outcomes.metric = "judged@10"\n',
+    )
+    with pytest.raises(ConfigError, match=r"monitors\[0\]\.outcomes\.metric.*coverage"):
+        load_config(coverage)
 
 
 def test_exporter_shows_metrics_calibration_and_version(tmp_path: Path) -> None:

@@ -385,6 +385,36 @@ def test_monitors_grading_from_other_columns_of_one_file_get_their_own(tmp_path:
             assert got.tolist() == [expected[column]], (order, column)
 
 
+def test_an_empty_or_mixed_judgments_version_is_refused(tmp_path: Path) -> None:
+    """A judgment file still being copied is 0 bytes: it was read as an empty TREC qrels
+    file, so the check graded both windows on the other files' half of the judgments and
+    said ok. Empty text and parquet mixed with text are refused, naming the file."""
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "run-2026-03-02T020000Z.trec").write_text(
+        "q1 Q0 a 1 3.0 t\nq2 Q0 b 1 2.0 t\n"
+    )
+    qrels = tmp_path / "qrels"
+    write_parquet(
+        qrels / "part-0.parquet",
+        {"query_id": np.array(["q1"]), "doc_id": np.array(["a"]), "grade": np.array([1.0])},
+    )
+    window = Window(start=datetime(2026, 3, 2, tzinfo=UTC), end=datetime(2026, 3, 3, tzinfo=UTC))
+    spec = OutcomeSpec(path=str(tmp_path / "runs"), judged=JudgedSpec(judgments=str(qrels)))
+    clear_cache()
+    assert judged_outcomes(spec, window).outcomes.tolist() == [1.0]  # one file: read (q1)
+    (qrels / "more.qrels").write_text("q2 0 b 1\n")
+    clear_cache()
+    with pytest.raises(SchemaError, match="mixes parquet and text files") as info:
+        judged_outcomes(spec, window)
+    assert str(qrels) in str(info.value)
+    (qrels / "more.qrels").unlink()
+    (qrels / "part-1.parquet").write_bytes(b"")  # created, not yet written
+    clear_cache()
+    with pytest.raises(SchemaError, match="holds no judgment lines") as info:
+        judged_outcomes(spec, window)
+    assert "part-1.parquet" in str(info.value)
+
+
 @pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 1, 0, 2), (2, 3, 1, 0)])
 def test_infinite_scores_are_placed_as_trec_eval_places_them(
     tmp_path: Path, order: tuple[int, ...]

@@ -277,6 +277,20 @@ def _metric(value: Any) -> str:
         raise ValueError(str(exc)) from None
 
 
+def _decision_metric(value: Any) -> str:
+    """A metric that measures quality: judged@k (the share of the top k that has a
+    judgment) measures the judgments' coverage, and deciding decay on it would page
+    unjudged documents as model decay (it is always computed and reported, and its fall
+    makes a look undecidable: ``judged_tolerance``)."""
+    name = _metric(value)
+    if parse_metric(name).kind == "judged":
+        raise ValueError(
+            f"{name} measures judgment coverage, not quality; decide on ndcg@k, ndcg, "
+            "ndcg'@k, ap, rprec, rr, p@k or r@k (judged@k is always reported)"
+        )
+    return name
+
+
 def _metrics(value: Any) -> tuple[str, ...]:
     if not isinstance(value, list):
         raise ValueError(f"must be a list of metric names; got {value!r}")

@@ -22,6 +22,7 @@ from monitor.config.fields import (
     _bool,
     _catalog,
     _Collector,
+    _decision_metric,
     _duration,
     _engine_kind,
     _float,
@@ -29,7 +30,6 @@ from monitor.config.fields import (
     _gain,
     _grid_kind,
     _int,
-    _metric,
     _metrics,
     _nonneg_duration,
     _optional_string,
@@ -439,7 +439,7 @@ def _parse_judged(c: _Collector, t: dict[str, Any], path: str, base: Path) -> Ju
     before = len(c.problems)
     if "judgments" not in t:
         c.add(f"{path}.judgments", "is required when kind = 'judged_runs'")
-    metric = c.get(t, "metric", path, d.metric, _metric)
+    metric = c.get(t, "metric", path, d.metric, _decision_metric)
     cut = parse_metric(metric).k if metric else None
     judged_k = c.get(t, "judged_k", path, cut or d.judged_k, _int(1, 10_000))
     report = c.get(t, "report", path, d.report, _metrics)

@@ -97,9 +97,22 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
         else:
             kinds.add("trec")
             fields = _tokens(chosen, f, 4, "qid 0 docid grade", text=(0, 2), numbers={3: "grade"})
+            if not fields.rows:  # a 0-byte file too (no parquet magic): one being copied
+                raise SchemaError(
+                    "holds no judgment lines: an empty file, or one still being written; "
+                    "the judgments grade both windows, so a partial version is refused",
+                    path=f.path,
+                    hint="write a judgments version whole, then publish it (a new version=)",
+                )
             capacity += fields.rows
             trec = (fields.text[0], fields.text[2], fields.numbers[3])
             batches.append((f, iter([trec])))
+    if len(kinds) > 1:
+        raise SchemaError(
+            "mixes parquet and text files",
+            path=chosen.display,
+            hint="keep TREC qrels and parquet judgments in separate versions",
+        )
     codes = np.empty(capacity, dtype=np.int64)
     grades = np.empty(capacity)
     keys = _KeySink(capacity)
