@@ -272,9 +272,52 @@ def test_trec_files_give_the_same_outcomes_as_parquet(tmp_path: Path) -> None:
     np.testing.assert_allclose(a.outcomes, b.outcomes, rtol=0, atol=1e-12)
     for name in a.extras:
         np.testing.assert_allclose(a.extras[name], b.extras[name], rtol=0, atol=1e-12)
-    times = read_run_times(load_config(trec).monitors[0].outcomes, Window(start=w[0], end=w[1]))
-    assert times.size == 7
+    window = Window(start=w[0], end=w[1])
+    times = read_run_times(load_config(trec).monitors[0].outcomes, window)
     assert int(np.unique(times).size) == 7
+    # a TREC file's time once per line: the rows a parquet run holds
+    rows = read_run_times(load_config(par).monitors[0].outcomes, window)
+    np.testing.assert_array_equal(times, rows)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "trec"])
+def test_a_run_completed_after_a_look_is_looked_at_again(tmp_path: Path, fmt: str) -> None:
+    """Half a run's lines land before the 03:00 check, the rest before 04:00: the 04:00
+    check looks at the run again, whole. A TREC file's lines were counted as one row per
+    file, so the completed run was never looked at (its missing half entered the rolling
+    reference untested), while parquet rows landing late were."""
+    config_path = _world(
+        tmp_path, RunsWorld(n_queries=80, judged=15, results=20, scores_per_hour=60), fmt=fmt
+    )
+    day = START + timedelta(days=10)
+    if fmt == "trec":
+        files = [tmp_path / "runs" / f"run-{day:%Y-%m-%d}T020000Z.trec"]
+    else:
+        files = sorted((tmp_path / "runs").glob(f"date={day:%Y-%m-%d}/*.parquet"))
+    assert len(files) == 1, files
+    run = files[0]
+    whole = run.read_bytes()
+    if fmt == "trec":
+        lines = whole.splitlines(keepends=True)
+        run.write_bytes(b"".join(lines[: len(lines) // 2]))
+    else:
+        table = pq.read_table(run)
+        pq.write_table(table.slice(0, table.num_rows // 2), run)
+    config = load_config(config_path)
+    runner = Runner(config)
+    name = config.monitors[0].name
+    runner.run(name, day - timedelta(hours=20))
+    half = runner.run(name, day + timedelta(hours=3)).verdict.outcome
+    assert half is not None
+    assert half.new_look
+    run.write_bytes(whole)
+    whole_look = runner.run(name, day + timedelta(hours=4)).verdict.outcome
+    assert whole_look is not None
+    assert whole_look.new_look, "the completed run was not looked at again"
+    assert whole_look.n_pairs > half.n_pairs
+    later = runner.run(name, day + timedelta(hours=5)).verdict.outcome
+    assert later is not None
+    assert not later.new_look
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "trec"])

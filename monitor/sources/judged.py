@@ -65,7 +65,7 @@ from monitor.sources.ranked import (
     join,
     placement,
 )
-from monitor.sources.textfiles import _is_trec, _tokens, _trec_files
+from monitor.sources.textfiles import _is_trec, _line_count, _tokens, _trec_files
 from monitor.sources.translate import _translate
 
 
@@ -265,13 +265,17 @@ def _lists(
 def read_run_times(spec: OutcomeSpec, window: Window) -> IntArray:
     """Timestamps (ns, sorted) of the outcome rows in ``window``: what the runner splits into
     evaluation runs. Only the timestamp column is read (a row counts whatever its values);
-    judged runs in TREC files give one timestamp per file. A table's live files only, as
+    judged runs in TREC files give their file's time once per line (a file completed after a
+    look adds rows to its run, which the next check looks at again, as it does parquet rows
+    landing late; counted once per file version). A table's live files only, as
     ``read_outcomes`` reads them. A window holding the same rows as one read before
     (``_rows_key``; 16 kept a process) gets the same times back, read-only."""
     source = _open_source(spec)
     if spec.judged is not None and _is_trec(source, window):
-        stamps = [t for f, t in _trec_files(source, window)]
-        return np.sort(np.asarray(stamps, dtype=np.int64))
+        found = _trec_files(source, window)
+        stamps = np.asarray([t for _, t in found], dtype=np.int64)
+        counts = np.asarray([_line_count(source, f) for f, _ in found], dtype=np.int64)
+        return np.sort(np.repeat(stamps, counts))
     column = spec.timestamp_column
 
     def key_of(plans: list[_Plan]) -> tuple[object, ...]:

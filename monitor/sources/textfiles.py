@@ -82,6 +82,31 @@ def _file_time(f: _File) -> int:
     return f.mtime_ns
 
 
+_LINES_LOCK = threading.Lock()
+_LINES: dict[tuple[str, int, int, int], int] = {}
+
+
+def _line_count(source: _Source, f: _File) -> int:
+    """A TREC file's rows: its non-empty lines (ASCII whitespace only is empty, as
+    ``_tokens`` splits them), kept while the file is unchanged (by its identity)."""
+    key = f.identity
+    with _LINES_LOCK:
+        hit = _LINES.get(key)
+    if hit is not None:
+        return hit
+    try:
+        with source.fs.open_input_stream(f.path) as handle:
+            raw = bytes(handle.read())
+    except (OSError, pa.ArrowException) as exc:
+        raise _translate(exc, f.path, "reading the file") from exc
+    count = sum(1 for line in raw.splitlines() if line.strip())
+    with _LINES_LOCK:
+        if len(_LINES) > 4096:
+            _LINES.clear()
+        _LINES[key] = count
+    return count
+
+
 def _trec_files(source: _Source, window: Window | None) -> list[tuple[_File, int]]:
     out = []
     for f in _files(source, window):
