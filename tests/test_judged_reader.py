@@ -536,8 +536,12 @@ def test_a_null_share_exactly_at_max_invalid_share_is_accepted(tmp_path: Path) -
     spec = _one_query_runs(tmp_path, [1] * 4, ["d1", None, None, "d4"], rank=[1.0, 2.0, 3.0, 4.0])
     with pytest.raises(
         BadValuesError, match=r"2 of 4 run rows in window .*50.00% > max_invalid_share 25.00%"
-    ):
+    ) as info:
         read_judged_runs(replace(spec, max_invalid_share=0.25), WINDOW)
+    # the cause and its column (a null document id was once reported against 'query_id',
+    # with four causes lumped together)
+    assert info.value.column == "doc_id"
+    assert "null document id ('doc_id'): 2" in str(info.value)
 
 
 def test_a_row_with_a_rank_or_a_score_is_kept(tmp_path: Path) -> None:

@@ -397,14 +397,19 @@ def _null_label(segment_column: str | None) -> str:
 
 def _raise_bad_values(
     what: str,
-    column: str,
+    column: str | None,
     window: Window,
     rows: int,
     counts: Mapping[str, int],
     share: float,
     per_file: Mapping[str, int],
+    *,
+    dropped: int | None = None,
 ) -> None:
-    dropped = sum(counts.values())
+    """``BadValuesError``: ``dropped`` rows (default: the sum of ``counts``, by cause) of
+    ``rows`` invalid, naming ``column`` and the files with most of them."""
+    if dropped is None:
+        dropped = sum(counts.values())
     worst = sorted(per_file.items(), key=lambda kv: -kv[1])[:3]
     files = ", ".join(f"{p} ({n})" for p, n in worst)
     detail = ", ".join(f"{k}: {v}" for k, v in counts.items())

@@ -552,6 +552,7 @@ def _read_parquet_runs(
     )
     rows = dropped = 0
     per_file: dict[str, int] = {}
+    causes: dict[tuple[str, str], int] = {}
     # Arrow decodes the next batches in a thread of its own while this one codes the last
     # (reading the ids' words there too costs 25% more CPU in GIL hand-offs on a busy machine)
     for part in _prepared(_prefetch(_decode(source, groups)), spec, judged, window):
@@ -560,6 +561,9 @@ def _read_parquet_runs(
             dropped += part.dropped
             path = part.group.plan.file.path
             per_file[path] = per_file.get(path, 0) + part.dropped
+            for cause, column, n in part.causes:
+                if n:
+                    causes[(cause, column)] = causes.get((cause, column), 0) + n
         if part.keys.size == 0:
             continue
         sink.add(
@@ -573,8 +577,11 @@ def _read_parquet_runs(
             if part.segment is None
             else coder.segment(part.segment, part.group.plan.file.path, str(spec.segment_column)),
         )
-    why = {"null query id, document id, segment, or both rank and score": dropped}
-    _refuse_dropped(spec, window, rows, why, per_file)
+    if dropped:
+        # the column of the commonest cause is the one named (a row may have several)
+        worst = max(causes, key=lambda k: causes[k])
+        why = {f"{cause} ({column!r})": n for (cause, column), n in causes.items()}
+        _refuse_dropped(spec, window, rows, dropped, why, per_file, column=worst[1])
     return sink.rows(rows=rows, dropped=dropped, files=len(plans), fmt="parquet")
 
 
@@ -594,6 +601,7 @@ class _Part:
     score: FloatArray | None
     segment: pa.Array | None
     ts: IntArray | int
+    causes: tuple[tuple[str, str, int], ...] = ()  # (cause, column, rows) of ``dropped``
 
 
 _NULL_SEGMENT = -1  # a group's segment code when its hive partition names a null segment
@@ -618,21 +626,30 @@ def _prepared(
                 table = table.filter(pa.array(mask))
         q = _one_array(table.column(spec.query_column))  # a dictionary array, as read
         d = _strings(table.column(judged.doc_column))
-        invalid = [_valid(q)] if q.null_count else []
+        # (cause, column, valid rows): a row is dropped for each cause it has
+        checks: list[tuple[str, str, npt.NDArray[np.bool_]]] = []
+        if q.null_count:
+            checks.append(("null query id", spec.query_column, _valid(q)))
         if d.null_count:
-            invalid.append(_valid(d))
+            checks.append(("null document id", judged.doc_column, _valid(d)))
         seg = None
         if seg_col is not None and gr.seg_const is None:
             seg = _strings(table.column(seg_col))
             if seg.null_count:
-                invalid.append(_valid(seg))
+                checks.append(("null segment", seg_col, _valid(seg)))
         elif gr.seg_const == _NULL_SEGMENT:
-            invalid.append(np.zeros(n_in, dtype=np.bool_))
+            checks.append(("null segment", str(seg_col), np.zeros(n_in, dtype=np.bool_)))
         rank = _maybe_floats(table, judged.rank_column) if gr.rank else None
         score = _maybe_floats(table, judged.score_column) if gr.score else None
         ordered = _ordered(rank, score)
         if ordered is not None:
-            invalid.append(ordered)
+            names = [
+                c
+                for c, here in ((judged.rank_column, gr.rank), (judged.score_column, gr.score))
+                if here
+            ]
+            checks.append(("neither rank nor score", " and ".join(names), ordered))
+        invalid = [valid for _, _, valid in checks]
         ts: IntArray | int = (
             int(gr.const_ts)
             if gr.const_ts is not None
@@ -651,7 +668,12 @@ def _prepared(
                 score = None if score is None else score[valid]
                 if not isinstance(ts, int):
                     ts = ts[valid]
-        yield _Part(gr, n_in, n_in - n_ok, q, d, id_keys(d), rank, score, seg, ts)
+        causes = tuple(
+            (cause, column, n_in - int(np.count_nonzero(valid)))
+            for cause, column, valid in checks
+            if n_ok < n_in
+        )
+        yield _Part(gr, n_in, n_in - n_ok, q, d, id_keys(d), rank, score, seg, ts, causes)
 
 
 def _decode(source: _Source, groups: list[_Group]) -> Iterator[tuple[_Group, pa.RecordBatch]]:
@@ -790,7 +812,8 @@ def _read_trec_runs(
                 query, docs = query[ordered], docs.filter(pa.array(ordered))
                 rank, score = rank[ordered], score[ordered]
         sink.add(t, query, docs, id_keys(docs), rank, score, None)
-    _refuse_dropped(spec, window, rows, {"both rank and score nan": dropped}, per_file)
+    why = {"both rank and score nan": dropped}
+    _refuse_dropped(spec, window, rows, dropped, why, per_file, column=None)
     return sink.rows(rows=rows, dropped=dropped, files=len(files), fmt="trec")
 
 
@@ -798,15 +821,18 @@ def _refuse_dropped(
     spec: OutcomeSpec,
     window: Window,
     rows: int,
-    dropped: dict[str, int],
+    dropped: int,
+    why: dict[str, int],
     per_file: dict[str, int],
+    *,
+    column: str | None,
 ) -> None:
-    """``BadValuesError`` when the run rows dropped (by cause) are more than
-    ``max_invalid_share`` of the window's ``rows``."""
-    total = sum(dropped.values())
-    if rows and total / rows > spec.max_invalid_share:
+    """``BadValuesError`` naming ``column`` (None: a text file's) when the ``dropped`` run
+    rows (``why``: by cause; a row may have several) are more than ``max_invalid_share`` of
+    the window's ``rows``."""
+    if rows and dropped / rows > spec.max_invalid_share:
         _raise_bad_values(
-            "run", spec.query_column, window, rows, dropped, spec.max_invalid_share, per_file
+            "run", column, window, rows, why, spec.max_invalid_share, per_file, dropped=dropped
         )
 
 
