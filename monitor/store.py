@@ -246,7 +246,14 @@ class StateStore:
             return self._reject(name, fingerprint, "syntax", f"not JSON: {detail}")
         try:
             state = MonitorState.from_dict(doc)
-        except (ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+        except (
+            ValueError,
+            TypeError,
+            KeyError,
+            AttributeError,
+            RecursionError,
+            OverflowError,
+        ) as exc:
             return self._reject(name, fingerprint, "shape", f"{type(exc).__name__}: {exc}")
         if not state_is_finite(state):
             return self._reject(name, fingerprint, "non_finite", "a CUSUM is not finite")

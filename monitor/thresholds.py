@@ -101,7 +101,15 @@ def load_thresholds(state_dir: Path) -> int:
             raise ValueError(f"threshold {bad!r} is {entries[bad]!r}")
     except FileNotFoundError:
         return 0
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError) as exc:
+    except (
+        OSError,
+        ValueError,
+        TypeError,
+        KeyError,
+        AttributeError,
+        RecursionError,
+        OverflowError,
+    ) as exc:
         log.debug("threshold cache ignored", extra={"path": str(path), "error": repr(exc)})
         return 0
     remember_thresholds(entries)

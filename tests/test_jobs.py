@@ -304,6 +304,14 @@ def _good(**changes: object) -> dict[str, object]:
             b'{"version": 2, "drift": {"": {"anchor": {"clear_cusum": 1' + b"0" * 400 + b"}}}}",
             "shape",
         ),
+        # ... and anywhere else a float is read: an anchor's edges (it once ended the load
+        # with the OverflowError, the daemon's start-up with it)
+        (
+            b'{"version": 2, "drift": {"": {"anchor_ref": {"edges": [0.0, 1'
+            + b"0" * 400
+            + b'], "counts": [[1]]}}}}',
+            "shape",
+        ),
         (json.dumps(_good(drift={"": {"extra": 1}})).encode(), "shape"),
         (json.dumps(_good(state="sideways")).encode(), "shape"),
         (json.dumps(_good(last_at="2026-11-30T00:00:00")).encode(), "shape"),  # no offset

@@ -586,6 +586,13 @@ def test_history_bound_of_an_append_equals_the_whole_bound(
             b'"z": 1e999}\n',
             "`z` is not a number",
         ),
+        # an integer past the float range where a number belongs: the OverflowError was not
+        # caught, so every append raised and the monitor published nothing, ever
+        (
+            b'{"version": 2, "monitor": "r"}\n{"at": "2026-01-01T00:00:00Z", "state": "ok", '
+            b'"n_pairs": 1' + b"0" * 400 + b"}\n",
+            "OverflowError",
+        ),
     ],
 )
 def test_history_sets_a_corrupt_file_aside(

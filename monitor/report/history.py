@@ -316,7 +316,7 @@ class HistoryStore:
             return self._aside(name, f"{type(exc).__name__}: {exc}")
         try:
             entries, lines, torn = _parse(text)
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as exc:
             return self._aside(name, f"{type(exc).__name__}: {exc}")
         if torn:  # a kill during an append; for a reader (monitor report), maybe one under way
             log.log(
