@@ -26,7 +26,7 @@ from monitor.config import ReportConfig, parse_config
 from monitor.errors import ConfigError
 from monitor.report import HistoryStore, PageContext, render_monitor_page
 from monitor.report.charts import bins_chart, ecdf_chart
-from monitor.report.history import MemoryHistory, _thin
+from monitor.report.history import MemoryHistory, _parse_iso, _thin
 from monitor.report.svg import Svg, esc, num
 from monitor.simulate import SCENARIOS, World, write_world
 from monitor.stats import build_baseline, drift_tests
@@ -613,6 +613,24 @@ def test_history_sets_a_corrupt_file_aside(
     (tmp_path / "r.json.history").write_bytes(content)
     assert HistoryStore(tmp_path, readonly=True).entries("r") == ()
     assert (tmp_path / "r.json.history").read_bytes() == content
+
+
+def test_history_entries_after_now_are_left_out_and_later_checks_kept(tmp_path: Path) -> None:
+    """One entry written while the clock ran a year ahead, then the clock fixed and the
+    daemon restarted (its state file is set aside as `future`): the age bound counted from
+    that entry, so every later check was dropped as it was appended and the page said "no
+    check history yet" for a year."""
+    now = datetime.now(UTC).replace(microsecond=0)
+    first = HistoryStore(tmp_path)
+    first.append("m", _verdict(now - timedelta(hours=2)))
+    first.append("m", _verdict(now + timedelta(days=365)))
+    store = HistoryStore(tmp_path)
+    times = [now - timedelta(hours=1), now]
+    for t in times:
+        store.append("m", _verdict(t))
+    want = times  # the entry before the one ahead was dropped when that was appended
+    assert [_parse_iso(e["at"]) for e in store.entries("m")] == want
+    assert [_parse_iso(e["at"]) for e in HistoryStore(tmp_path).entries("m")] == want
 
 
 def test_a_fifo_in_a_historys_place_is_set_aside_not_waited_on(
@@ -1234,7 +1252,10 @@ def test_page_file_names_tell_apart_the_slots_of_one_minute() -> None:
     ]
 
 
-def test_the_settings_a_page_shows_hold_no_catalog_secret() -> None:
+# SQLAlchemy (pyiceberg's SQL catalog) takes a password up to the last '@': one with a '/'
+# was once shown whole, one with an '@' in part
+@pytest.mark.parametrize("secret", ["pg-SECRET-1", "pg/SECRET/1", "p@g-SECRET@1", "pg:SECRET/@1"])
+def test_the_settings_a_page_shows_hold_no_catalog_secret(secret: str) -> None:
     """The page's 'Monitor settings' (served without a login by default) once printed every
     Iceberg catalog property, tokens and keys included, and a database URI's password."""
     docs = [
@@ -1247,7 +1268,7 @@ def test_the_settings_a_page_shows_hold_no_catalog_secret() -> None:
                 "catalog": {
                     "name": "prod",
                     "type": "sql",
-                    "uri": "postgresql://monitor:pg-SECRET-1@db.internal/catalog",
+                    "uri": f"postgresql://monitor:{secret}@db.internal/catalog",
                     "token": "bearer-SECRET-2",
                     "s3.secret-access-key": "s3-SECRET-3",
                 },

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from monitor.epoch import rfc3339
-from monitor.store import NotRegularFile, atomic_write, read_regular
+from monitor.store import FUTURE_SKEW, NotRegularFile, atomic_write, read_regular
 from monitor.verdict import Verdict
 
 __all__ = [
@@ -296,6 +296,23 @@ class HistoryStore:
     def _get(self, name: str) -> list[dict[str, Any]]:
         if name not in self._entries:
             read = self._read(name)
+            # entries after now (a clock that ran ahead, since fixed; the state file of that
+            # time is set aside as `future`): the age bound counts from the newest entry, so
+            # one a year ahead dropped every later check as it was appended
+            limit = datetime.now(UTC) + FUTURE_SKEW
+            ahead = [e for e in read if _parse_at(e) > limit]
+            if ahead:
+                log.log(
+                    logging.DEBUG if self.readonly else logging.WARNING,
+                    "history entries after now left out",
+                    extra={
+                        "monitor": name,
+                        "count": len(ahead),
+                        "newest": str(max(ahead, key=_parse_at)["at"]),
+                    },
+                )
+                read = [e for e in read if _parse_at(e) <= limit]
+                self._lines[name] = -1  # the next append writes the file whole, without them
             bounded = self._bound(read)  # a file written under a larger bound reads bounded
             if len(bounded) < len(read):
                 self._lines[name] = -1  # the next append writes the file whole

@@ -826,7 +826,9 @@ def _config_section(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext) 
 
 
 _CATALOG_SHOWN = {"name", "type", "uri", "warehouse"}
-_URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):[^/@\s]*@")
+# ``scheme://user:password@``: the password up to the last '@' of the token, as SQLAlchemy
+# reads one (it may hold '/', ':' and '@'); a host:port/path with an '@' is redacted too
+_URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):\S*@")
 
 
 def _redacted(x: Any, key: str = "") -> Any:
