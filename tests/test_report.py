@@ -8,6 +8,7 @@ import json
 import logging
 import math
 import re
+import sys
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -1007,6 +1008,10 @@ def test_largest_losses_and_gains_are_each_of_their_sign() -> None:
     losses, gains = largest_changes(mixed, most=3)
     assert [mixed.difference[i] for i in losses] == [-0.2]
     assert [mixed.difference[i] for i in gains] == [0.3, 0.1]
+    # float noise is a tie, as the verdict counts it (0.1 * 3 - 0.3: 5.6e-17 once listed
+    # under "Largest gains" beside "wins 0")
+    noise = outcome_detail(pairs([0.1 * 3 - 0.3, -(0.1 * 3 - 0.3), 0.0]))
+    assert largest_changes(noise) == ([], [])
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7])
@@ -1130,6 +1135,44 @@ def test_the_segments_table_names_every_raised_flag_and_an_undecidable_look_clai
     assert "This look cannot raise a decay" in alone
 
 
+def test_a_number_beside_its_threshold_is_printed_apart_from_it() -> None:
+    """S just above h is what a CUSUM alarm looks like: 15.906 against 15.890 once read
+    "15.9, alarm above 15.9" (and an adjusted p-value of 0.05004 "0.0500" beside alpha 0.05)."""
+    from monitor.verdict.reports import InputReport, OutcomeReport
+
+    inp = InputReport(
+        n_reference=100,
+        n_current=10,
+        decidable=True,
+        drift=True,
+        cusum=15.906,
+        cusum_threshold=15.890,
+        z=4.3401,
+        z_threshold=4.3399,
+    )
+    out = OutcomeReport(
+        n_pairs=300,
+        only_reference=0,
+        only_current=0,
+        coverage=1.0,
+        decidable=True,
+        pvalue=0.02,
+        pvalue_adjusted=0.05004,
+        alpha=0.05,
+    )
+    v = Verdict(monitor="m", at=AT, state="data_drift", reasons=(), inputs={"": inp})
+    v = replace(v, outcomes={"": out})
+    cells = parse(render_monitor_page(_segmented(), v, None, [], PageContext(ReportConfig())))
+    for a, b in (
+        ("input.cusum", "input.cusum_threshold"),
+        ("input.z", "input.z_threshold"),
+        ("outcome.pvalue_adjusted", "outcome.alpha"),
+    ):
+        assert cells.values[a] != cells.values[b]
+        assert float(cells.text[a]) != float(cells.text[b]), (cells.text[a], cells.text[b])
+    assert cells.text["input.cusum"] == "15.91"  # no more digits than tell them apart
+
+
 def test_a_replayed_history_in_one_state_throughout_dates_it_at_least_from_its_start() -> None:
     """The history of a replay starts where the replay did: a state it holds throughout may be
     older (the page once dated it from the replay's start, moving with --replay-from)."""
@@ -1235,6 +1278,24 @@ def test_nice_ticks_are_few_round_and_inside_the_range(lo: float, width: float) 
     assert all(a < b for a, b in itertools.pairwise(ticks))
     slack = 1e-9 * max(abs(lo), abs(hi), 1e-300)
     assert all(lo - slack <= t <= hi + slack for t in ticks), ticks
+
+
+@settings(max_examples=300)
+@given(
+    a=st.floats(allow_nan=False, allow_infinity=False),
+    b=st.floats(allow_nan=False, allow_infinity=False),
+)
+@example(a=-sys.float_info.max, b=sys.float_info.max)  # sentinel scores at both ends
+def test_nice_ticks_over_the_whole_float_range(a: float, b: float) -> None:
+    """A range wider than the largest float (hi - lo = inf) raised OverflowError in
+    log10, and with it every page of the monitor (a 500) and `monitor report`."""
+    from monitor.report.svg import nice_ticks
+
+    lo, hi = min(a, b), max(a, b)
+    ticks = nice_ticks(lo, hi)
+    assert 1 <= len(ticks) <= 6
+    assert all(math.isfinite(t) for t in ticks)
+    assert all(x < y for x, y in itertools.pairwise(ticks))
 
 
 def test_page_file_names_tell_apart_the_slots_of_one_minute() -> None:

@@ -18,6 +18,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
+import numpy as np
+
 from monitor import __version__
 from monitor.config import MonitorConfig, ReportConfig
 from monitor.report import charts
@@ -172,6 +174,25 @@ def _g(x: float | None, digits: int = 4) -> str:
     if not math.isfinite(x):
         return "∞" if x > 0 else "-∞"
     return f"{x:.{digits}g}"
+
+
+def _apart(bound: float | None, *values: float | None, digits: int = 3) -> int:
+    """The significant digits (``digits`` or more, up to 12) that print each of ``values``
+    unlike ``bound`` where they differ: a CUSUM S of 15.906 against h 15.890 is not "15.9,
+    alarm above 15.9", and S just above h is what an alarm looks like."""
+    for d in range(digits, 13):
+        if all(
+            v is None or bound is None or v == bound or _g(v, d) != _g(bound, d) for v in values
+        ):
+            return d
+    return 12
+
+
+def _number(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
 
 
 def _signed(x: float | None) -> str:
@@ -376,13 +397,17 @@ def _input_section(
         ),
         (
             "evidence z (immediate alarm above)",
-            _cell("input.z", inp.z, _g(inp.z, 3))
-            + _cell("input.z_threshold", inp.z_threshold, _g(inp.z_threshold, 3)),
+            _cell("input.z", inp.z, _g(inp.z, zd := _apart(inp.z_threshold, inp.z)))
+            + _cell("input.z_threshold", inp.z_threshold, _g(inp.z_threshold, zd)),
         ),
         (
             "CUSUM S this check (alarm above h: the value that crossed it, then reset to 0)",
-            _cell("input.cusum", inp.cusum, _g(inp.cusum, 3))
-            + _cell("input.cusum_threshold", inp.cusum_threshold, _g(inp.cusum_threshold, 3)),
+            _cell(
+                "input.cusum",
+                inp.cusum,
+                _g(inp.cusum, sd := _apart(inp.cusum_threshold, inp.cusum)),
+            )
+            + _cell("input.cusum_threshold", inp.cusum_threshold, _g(inp.cusum_threshold, sd)),
         ),
         (
             "alarm",
@@ -401,12 +426,13 @@ def _input_section(
             )
             if now is not None
         ]
+        cd = _apart(inp.clear_threshold, *(now for _, _, now in raised))
         rows.append(
             (
                 f"clearing CUSUM, {' / '.join(t for t, _, _ in raised)} (clears above the "
                 f"threshold once {monitor.drift.clear_after} blocks in a row are in the band)",
-                "".join(_cell(key, now, _g(now, 3)) for _, key, now in raised)
-                + _cell("input.clear_threshold", inp.clear_threshold, _g(inp.clear_threshold, 3)),
+                "".join(_cell(key, now, _g(now, cd)) for _, key, now in raised)
+                + _cell("input.clear_threshold", inp.clear_threshold, _g(inp.clear_threshold, cd)),
             )
         )
     if inp.anchor_cusum is not None:
@@ -566,6 +592,14 @@ def _outcome_section(
     if seg:
         out.append(f"<p>Segment <strong>{esc(seg)}</strong> (the one that decides decay).</p>")
     level = f"{o.confidence_level * 100:.0f} %" if o.confidence_level else "–"
+    adjusted, alpha = _p(o.pvalue_adjusted), _g(o.alpha, 3)
+    if (
+        o.pvalue_adjusted is not None
+        and o.alpha is not None
+        and _number(adjusted) == _number(alpha)
+    ):
+        digits = _apart(o.alpha, o.pvalue_adjusted)  # 0.05004 is not "0.0500, alpha 0.05"
+        adjusted, alpha = _g(o.pvalue_adjusted, digits), _g(o.alpha, digits)
     rows = [
         (
             "look",
@@ -595,8 +629,8 @@ def _outcome_section(
         (
             "p-value / adjusted / alpha",
             _cell("outcome.pvalue", o.pvalue, _p(o.pvalue))
-            + _cell("outcome.pvalue_adjusted", o.pvalue_adjusted, _p(o.pvalue_adjusted))
-            + _cell("outcome.alpha", o.alpha, _g(o.alpha, 3)),
+            + _cell("outcome.pvalue_adjusted", o.pvalue_adjusted, adjusted)
+            + _cell("outcome.alpha", o.alpha, alpha),
         ),
         (
             "wins / losses / ties",
@@ -696,10 +730,14 @@ def _outcome_section(
 def largest_changes(d: OutcomeDetail, most: int = WORST) -> tuple[list[int], list[int]]:
     """The rows of the largest losses (most negative first) and gains (most positive first)
     of ``d`` (sorted by difference), at most ``most`` each and each only of its sign: 9 pairs
-    all worse once listed the same 9 under "Largest gains", and ties under "losses"."""
+    all worse once listed the same 9 under "Largest gains", and ties under "losses"; signs as
+    ``wins``, ``losses`` and ``ties`` count them."""
     k = min(most, d.n)
-    losses = [i for i in range(k) if d.difference[i] < 0]
-    gains = [d.n - 1 - i for i in range(k) if d.difference[d.n - 1 - i] > 0]
+    # signs as the verdict counts wins, losses and ties: rounded to 12 decimals (float noise,
+    # 8 equal values averaged against the same value, is a tie, not a loss)
+    rounded = np.round(d.difference, 12)
+    losses = [i for i in range(k) if rounded[i] < 0]
+    gains = [d.n - 1 - i for i in range(k) if rounded[d.n - 1 - i] > 0]
     return losses, gains
 
 

@@ -65,7 +65,9 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     if not (math.isfinite(lo) and math.isfinite(hi)) or hi <= lo:
         return [lo]
     raw = (hi - lo) / max(count, 1)
-    if not raw >= 1e-300:  # a span of a few subnormals: no round step to take
+    # a span of a few subnormals, or one past the float range (-1.8e308 to 1.8e308: sentinel
+    # scores at both ends): no round step to take
+    if not 1e-300 <= raw < math.inf:
         return [lo, hi]
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
