@@ -225,7 +225,7 @@ class MonitorCollector(Collector):
         )
         failures = CounterMetricFamily(
             PREFIX + "run_failures",
-            "Checks that ended in error since start-up.",
+            "Checks that ended in error, or whose state could not be saved, since start-up.",
             labels=["monitor"],
         )
         save_failures = CounterMetricFamily(
@@ -527,7 +527,8 @@ class _HttpCollector(Collector):
             ),
             (
                 "http_connections_timed_out",
-                "Connections closed for exceeding request_timeout or idle_timeout.",
+                "Connections closed for exceeding request_timeout or idle_timeout, or idle "
+                "and given way to a new one at max_connections.",
                 c.connections_timed_out,
             ),
             (
@@ -535,7 +536,12 @@ class _HttpCollector(Collector):
                 "Connections whose TLS handshake failed or timed out.",
                 c.tls_handshake_failures,
             ),
-            ("http_auth_failures", "Requests answered 401 (basic auth).", c.auth_failures),
+            (
+                "http_auth_failures",
+                "Requests refused at basic auth: 401, or 503 while every password check "
+                "slot was busy.",
+                c.auth_failures,
+            ),
         ):
             counter = CounterMetricFamily(PREFIX + name, doc)
             counter.add_metric([], float(value))

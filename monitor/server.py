@@ -182,8 +182,12 @@ class _BasicAuth:
     def enabled(self) -> bool:
         return bool(self._users)
 
-    def check(self, header: str | None) -> bool:
-        """True when ``header`` carries a configured user and the password matching its hash."""
+    def check(self, header: str | None) -> bool | None:
+        """True when ``header`` carries a configured user and the password matching its hash;
+        None when that needs a bcrypt check and every slot for one is taken (not waited for:
+        a flood of wrong passwords queued there held its connections as answering, so they
+        never gave way at ``max_connections`` and every new connection, /healthz probes with
+        cached credentials included, was refused)."""
         if not header or header[:6].lower() != "basic ":
             return False
         try:
@@ -199,12 +203,15 @@ class _BasicAuth:
         with self._lock:
             if key in self._ok:
                 return True
+        if not _BCRYPT_SLOTS.acquire(blocking=False):
+            return None
         try:
             # bcrypt only ever used the first 72 bytes; the library refuses longer input
-            with _BCRYPT_SLOTS:
-                ok = bcrypt.checkpw(password[:72], hashed or self._dummy) and hashed is not None
+            ok = bcrypt.checkpw(password[:72], hashed or self._dummy) and hashed is not None
         except ValueError:
             ok = False
+        finally:
+            _BCRYPT_SLOTS.release()
         if ok:
             with self._lock:
                 if len(self._ok) >= _AUTH_CACHE_SIZE:
@@ -620,7 +627,18 @@ class _Handler(BaseHTTPRequestHandler):
             self._conn.busy = False
 
     def _route(self) -> None:
-        if self._auth.enabled and not self._auth.check(self.headers.get("Authorization")):
+        allowed = (
+            self._auth.check(self.headers.get("Authorization")) if self._auth.enabled else True
+        )
+        if allowed is None:  # every password check slot busy (a flood): retry, not queue
+            self.server.count("auth_failures")
+            self._send(
+                503,
+                b"busy checking passwords; retry\n",
+                [("Content-Type", "text/plain; charset=utf-8"), ("Retry-After", "1")],
+            )
+            return
+        if not allowed:
             self.server.count("auth_failures")
             self._send(
                 401,

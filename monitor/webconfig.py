@@ -280,6 +280,14 @@ def _parse_headers(p: _Problems, data: Any) -> dict[str, str]:
             p.add(f"{where}.headers.{name}", f"not settable (allowed: {', '.join(_HEADERS)})")
         elif not isinstance(value, str) or "\n" in value or "\r" in value:
             p.add(f"{where}.headers.{name}", f"must be a one-line string; got {value!r}")
+        elif any(not (" " <= c <= "~" or c == "\t") for c in value):
+            # a value http.server cannot send (it encodes Latin-1, strictly) failed every
+            # answer, /healthz's and the 500's included: an empty reply, no error at start
+            bad = next(c for c in value if not (" " <= c <= "~" or c == "\t"))
+            p.add(
+                f"{where}.headers.{name}",
+                f"must be printable ASCII (RFC 9110 field values); got {bad!r} in {value!r}",
+            )
         elif allowed[name.lower()] in _HEADER_VALUES and (
             value.lower() not in _HEADER_VALUES[allowed[name.lower()]]
         ):

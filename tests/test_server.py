@@ -551,6 +551,50 @@ def test_basic_auth_against_bcrypt_hashes(tmp_path: Path, serve: list[HttpServer
     assert (status, headers["X-Frame-Options"]) == (405, "deny")
 
 
+def test_a_flood_of_wrong_passwords_never_locks_out_cached_credentials(
+    tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    """Wrong passwords each need a bcrypt check, and the checks run a few at a time. Queued
+    for one, a flood's connections counted as answering, so they never gave way at
+    max_connections: every new connection (a probe with cached credentials included) was
+    refused while the flood lasted. A check that would wait is answered 503 at once."""
+    hashed = bcrypt.hashpw(b"pw", bcrypt.gensalt(12)).decode()  # about 0.2 s a check
+    config = _web_config(tmp_path, f"basic_auth_users:\n  bob: '{hashed}'\n")
+    config = replace(config, max_connections=4)
+    server = _start(serve, config)
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    assert _get(url, headers=_basic("bob", "pw"))[0] == 200  # now cached
+    stop = threading.Event()
+    flood: list[int] = []
+
+    def wrong() -> None:
+        while not stop.is_set():
+            try:
+                flood.append(_get(url, headers=_basic("bob", "guess"))[0])
+            except OSError:
+                flood.append(0)
+
+    threads = [threading.Thread(target=wrong, daemon=True) for _ in range(6)]
+    for t in threads:
+        t.start()
+    legit: list[int] = []
+    try:
+        for _ in range(15):
+            time.sleep(0.2)  # a probe's period, shortened
+            try:
+                legit.append(_get(url, headers=_basic("bob", "pw"))[0])
+            except OSError:
+                legit.append(0)
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(BOUND)
+    assert legit.count(200) >= 8, legit  # none got in before (queued, the flood held every slot)
+    assert 401 not in legit
+    assert 503 in flood, sorted(set(flood))
+    assert set(flood) <= {401, 503, 0}
+
+
 def test_the_images_healthcheck_speaks_tls_and_basic_auth_from_its_environment(
     tmp_path: Path, serve: list[HttpServer]
 ) -> None:

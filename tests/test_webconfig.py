@@ -147,6 +147,9 @@ def test_web_config_iv(tmp_path: Path) -> None:
         "  headers:\n    Set-Cookie: x\n    X-Frame-Options: [deny]\n"
         # the values exporter-toolkit refuses for these two
         "    X-Content-Type-Options: sniff\n    x-frame-options: allow-from https://evil.example\n"
+        # a value http.server cannot encode (Latin-1, strictly): every answer once failed
+        "    Content-Security-Policy: \"default-src 'none' \u2013 x\"\n"
+        '    Strict-Transport-Security: "max-age=1\\0"\n'
         "basic_auth_users:\n  bob: plaintext\n  'a:b': '$2y$10$'\n"
         # a '$2$' prefix that bcrypt never matches (the user locked out without a word)
         f"  carol: '$2$10${'a' * 53}'\n"
@@ -175,6 +178,10 @@ def test_web_config_iv(tmp_path: Path) -> None:
         "http_server_config.headers.X-Content-Type-Options: must be one of 'nosniff'; got 'sniff'",
         "http_server_config.headers.x-frame-options: must be one of 'deny', 'sameorigin'; got "
         "'allow-from https://evil.example'",
+        "http_server_config.headers.Content-Security-Policy: must be printable ASCII (RFC 9110 "
+        "field values); got '\u2013' in \"default-src 'none' \u2013 x\"",
+        "http_server_config.headers.Strict-Transport-Security: must be printable ASCII (RFC "
+        "9110 field values); got '\\x00' in 'max-age=1\\x00'",
         "basic_auth_users.bob: must be a bcrypt hash like '$2y$10$' followed by 53 characters "
         "(htpasswd -nBC 10 \"\" | tr -d ':\\n')",
         "basic_auth_users.a:b: a user name must be non-empty and contain no ':'",
