@@ -42,6 +42,7 @@ __all__ = [
     "WebConfig",
     "build_ssl_context",
     "check_tls_files",
+    "directory_of",
     "load_web_config",
     "named_files",
     "unreadable",
@@ -327,6 +328,16 @@ def unreadable(exc: OSError | UnicodeDecodeError) -> str:
     return f"cannot read the file: {reason}"
 
 
+def directory_of(path: Path) -> Path:
+    """The directory relative paths in the file at ``path`` resolve against: its absolute
+    path's, made lexically (``..`` removed), symlinks not followed, as Prometheus and
+    exporter-toolkit do (Go's filepath.Abs and Dir). A Kubernetes ConfigMap or Secret mount
+    links each file through ``..data`` into a versioned directory that the kubelet deletes
+    at the next update: resolved, a relative ``web_config_file`` or certificate bound to that
+    version, so a rotated password or certificate was never seen (not even after SIGHUP)."""
+    return Path(os.path.abspath(path)).parent
+
+
 def named_files(path: Path) -> tuple[Path, ...]:
     """The certificate, key and client CA files the web config at ``path`` names, as far as
     it can be read (none when it cannot): a reload that failed on them watches them."""
@@ -337,7 +348,7 @@ def named_files(path: Path) -> tuple[Path, ...]:
     tls = data.get("tls_server_config") if isinstance(data, dict) else None
     if not isinstance(tls, dict):
         return ()
-    base = path.resolve().parent
+    base = directory_of(path)
     names = (tls.get(key) for key in ("cert_file", "key_file", "client_ca_file"))
     return tuple(base / name for name in names if isinstance(name, str) and name)
 
@@ -358,7 +369,7 @@ def load_web_config(path: Path) -> tuple[WebConfig | None, list[str]]:
     p = _Problems()
     doc = p.mapping(data, "(document)")
     p.unknown(doc, "", {"tls_server_config", "http_server_config", "basic_auth_users"})
-    base = path.resolve().parent
+    base = directory_of(path)
     tls = _parse_tls(p, doc.get("tls_server_config"), base)
     headers = _parse_headers(p, doc.get("http_server_config"))
     users = _parse_users(p, doc.get("basic_auth_users"))

@@ -10,6 +10,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import ssl
@@ -646,6 +647,44 @@ def test_web_config_reload_adds_a_user(tmp_path: Path, serve: list[HttpServer]) 
     path.write_text(f"basic_auth_users:\n  bob: '{hashed}'\n")
     assert _get(url)[0] == 401
     assert _get(url, headers=_basic("bob", "pw"))[0] == 200
+
+
+def test_a_rotated_configmap_web_config_is_seen(tmp_path: Path, serve: list[HttpServer]) -> None:
+    """A Kubernetes ConfigMap or Secret mount: each file a link through ``..data`` into a
+    versioned directory that the kubelet swaps and deletes at an update. The config's
+    directory was resolved through the links, so ``web_config_file = "web.yml"`` bound to
+    the old version: a rotated password was never seen, and the revoked one kept working."""
+    from monitor.config import load_config
+
+    mount = tmp_path / "etc"
+    (mount / "..v1").mkdir(parents=True)
+
+    def users(password: bytes) -> str:
+        return (
+            f"basic_auth_users:\n  bob: '{bcrypt.hashpw(password, bcrypt.gensalt(4)).decode()}'\n"
+        )
+
+    (mount / "..v1" / "web.yml").write_text(users(b"old"))
+    (mount / "..v1" / "monitor.toml").write_text(
+        '[server]\nlisten = "127.0.0.1:0"\nweb_config_file = "web.yml"\n'
+        '[[monitors]]\nname = "m"\nscores.path = "s"\noutcomes.path = "o"\n'
+    )
+    (mount / "..data").symlink_to("..v1")
+    for name in ("monitor.toml", "web.yml"):
+        (mount / name).symlink_to(f"..data/{name}")
+    config = load_config(mount / "monitor.toml")
+    assert config.server.web_config_file == mount / "web.yml"
+    server = _start(serve, config.server)
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    assert _get(url, headers=_basic("bob", "old"))[0] == 200
+    (mount / "..v2").mkdir()
+    (mount / "..v2" / "web.yml").write_text(users(b"new"))
+    (mount / "..v2" / "monitor.toml").write_bytes((mount / "..v1" / "monitor.toml").read_bytes())
+    (mount / "..tmp").symlink_to("..v2")
+    (mount / "..tmp").replace(mount / "..data")  # as the kubelet swaps it: a rename
+    shutil.rmtree(mount / "..v1")
+    assert _get(url, headers=_basic("bob", "new"))[0] == 200
+    assert _get(url, headers=_basic("bob", "old"))[0] == 401
 
 
 def test_client_certificates_required(tmp_path: Path, serve: list[HttpServer]) -> None:

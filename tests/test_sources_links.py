@@ -237,3 +237,26 @@ def test_unreadable_partition_is_an_error_naming_it(tmp_path: Path) -> None:
     assert result["error"] == "SourcePermissionError", result
     assert result["path"] == str(partition)
     assert "permission denied while listing the directory" in result["message"]
+
+
+@pytest.mark.parametrize("written", ["data/s.parquet", "data", "data/*.parquet"])
+def test_a_config_directory_named_like_a_glob_is_read_literally(
+    tmp_path: Path, written: str
+) -> None:
+    """A config in ``br[1]/`` with ``scores.path = "data/s.parquet"`` once read
+    ``br1/data/s.parquet``: the directory it was joined to was taken for a glob (``[1]`` a
+    character class). Only what the user wrote may be a pattern."""
+    from monitor.config import load_config
+
+    t0 = datetime(2026, 3, 2, tzinfo=UTC)
+    when = np.array([np.datetime64("2026-03-02T01:00:00", "us")] * 3)
+    for directory, value in (("br[1]", 1.0), ("br1", 2.0)):
+        sources.write_parquet(
+            tmp_path / directory / "data" / "s.parquet",
+            {"timestamp": when, "score": np.full(3, value)},
+        )
+    config = tmp_path / "br[1]" / "monitor.toml"
+    config.write_text(f'[[monitors]]\nname = "m"\nscores.path = "{written}"\noutcomes.path = "o"\n')
+    spec = load_config(config).monitors[0].scores
+    got = sources.read_scores(spec, sources.Window(start=t0, end=t0 + timedelta(days=1)))
+    assert got.values.tolist() == [1.0, 1.0, 1.0]

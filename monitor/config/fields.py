@@ -5,6 +5,7 @@ and the bad value (``parse_listen`` is also the ``--web.listen-address`` parser)
 
 from __future__ import annotations
 
+import glob
 import ipaddress
 import math
 import re
@@ -179,6 +180,16 @@ def _resolve(base: Path, text: str) -> str:
     if "://" in text or Path(text).is_absolute():
         return text
     return str(base / text)
+
+
+def _resolve_pattern(base: Path, text: str) -> str:
+    """``_resolve`` for a parquet or TREC source, where ``*``, ``?`` and ``[`` are globs: a
+    relative ``text`` joins the config's directory with its glob characters escaped
+    (``glob.escape``), so only what the user wrote is a pattern (a config in ``runs[1]/``
+    once read ``runs1/``'s files, ``[1]`` taken for a character class)."""
+    if "://" in text or Path(text).is_absolute():
+        return text
+    return f"{glob.escape(str(base))}/{text}"
 
 
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"

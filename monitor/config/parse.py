@@ -34,6 +34,7 @@ from monitor.config.fields import (
     _nonneg_duration,
     _optional_string,
     _resolve,
+    _resolve_pattern,
     _schedule,
     _seasonality,
     _string,
@@ -57,7 +58,14 @@ from monitor.errors import ConfigError
 from monitor.schedule import format_duration, parse_schedule
 from monitor.sources import JudgedSpec, OutcomeSpec, ScoreSpec
 from monitor.stats import parse_metric
-from monitor.webconfig import TlsConfig, WebConfig, check_tls_files, load_web_config, unreadable
+from monitor.webconfig import (
+    TlsConfig,
+    WebConfig,
+    check_tls_files,
+    directory_of,
+    load_web_config,
+    unreadable,
+)
 
 _NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
 
@@ -382,7 +390,13 @@ def _parse_source(
         c.add(f"{path}.{where}", "is required")
     location = c.get(t, where, path, "", _string)
     kwargs: dict[str, Any] = {
-        "path": location if fmt == "iceberg" else _resolve(base, location),
+        "path": (
+            location
+            if fmt == "iceberg"
+            else _resolve_pattern(base, location)
+            if fmt == "parquet"
+            else _resolve(base, location)
+        ),
         "format": fmt,
         "catalog": c.get(t, "catalog", path, _NO_CATALOG, _catalog),
         "segment_column": c.get(t, "segment_column", path, None, _optional_string),
@@ -444,7 +458,7 @@ def _parse_judged(c: _Collector, t: dict[str, Any], path: str, base: Path) -> Ju
     judged_k = c.get(t, "judged_k", path, cut or d.judged_k, _int(1, 10_000))
     report = c.get(t, "report", path, d.report, _metrics)
     kwargs: dict[str, Any] = {
-        "judgments": _resolve(base, c.get(t, "judgments", path, "", _string)),
+        "judgments": _resolve_pattern(base, c.get(t, "judgments", path, "", _string)),
         "judgments_version": c.get(t, "judgments_version", path, None, _optional_string),
         "metric": metric,
         "report": report,
@@ -621,4 +635,4 @@ def load_config(path: str | Path) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"not valid TOML: {exc}"], source=str(p)) from exc
-    return parse_config(data, base=p.resolve().parent, source=str(p))
+    return parse_config(data, base=directory_of(p), source=str(p))

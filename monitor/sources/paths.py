@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 _LOG = logging.getLogger(__name__)
 _GLOB_CHARS = re.compile(r"[*?\[]")
+_ESCAPED = re.compile(r"\[([*?\[])\]")  # glob.escape's form of a literal glob character
 
 
 _DATE_VALUE = re.compile(r"^(\d{4})-(\d{2})-(\d{2})$")
@@ -113,11 +114,26 @@ def _info(fs: pafs.FileSystem, path: str, display: str) -> pafs.FileInfo:
         raise _translate(exc, display, "looking the path up") from exc
 
 
+def _first_glob(inner: str) -> int | None:
+    """Where the first glob character of ``inner`` is, or None; ``[*]``, ``[?]`` and ``[[]``
+    (``glob.escape``'s) are literal characters, not globs."""
+    at = 0
+    while (match := _GLOB_CHARS.search(inner, at)) is not None:
+        if _ESCAPED.match(inner, match.start()) is None:
+            return match.start()
+        at = match.start() + 3
+    return None
+
+
 def _resolve(path: str, prune: bool) -> _Source:
     fs, inner = _filesystem(path)
-    match = _GLOB_CHARS.search(inner)
-    if match is not None:
-        root = inner[: match.start()].rsplit("/", 1)[0] or "/"
+    first = _first_glob(inner)
+    if first is None:
+        # a config directory named like a glob ('runs[1]/') is escaped where the relative
+        # paths are joined to it (monitor.config): literal, it once read another directory
+        inner = _ESCAPED.sub(r"\1", inner)
+    else:
+        root = _ESCAPED.sub(r"\1", inner[:first].rsplit("/", 1)[0]) or "/"
         info = _info(fs, root, path)
         if info.type != pafs.FileType.Directory:
             raise SourceNotFoundError(
