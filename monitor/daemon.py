@@ -477,6 +477,7 @@ class Daemon:
         self.config = new
         with self._lock:  # a removed monitor's finished run, and runs let go that have ended
             for n in removed:
+                self._rerun.discard(n)  # a rerun asked for by an earlier reload: nothing to run
                 if n not in busy:
                     self._inflight.pop(n, None)
             self._let_go = [(n, r) for n, r in self._let_go if not r.done.is_set()]
@@ -500,7 +501,23 @@ class Daemon:
                         self._schedule_rerun(n)
         for n in added:
             self._add_executor(n)
-            self._add_job(fresh[n])
+            with self._lock:
+                # the discarded run of a monitor of this name that an earlier reload removed,
+                # still in flight: the new one runs once it ends, as a changed one does (run
+                # at once, it found that run "still in flight" and recorded an error)
+                previous = self._inflight.get(n)
+                waiting = previous is not None and not previous.done.is_set()
+                if waiting and previous is not None and previous.abandoned:
+                    waiting = not self._let_go_of(n)
+                if waiting:
+                    self._rerun.add(n)
+            self._add_job(fresh[n], immediate=not waiting)
+            if waiting and not self.in_flight(n):  # it ended meanwhile
+                with self._lock:
+                    pending = n in self._rerun
+                    self._rerun.discard(n)
+                if pending:
+                    self._schedule_rerun(n)
         log.info(
             "configuration reloaded",
             extra={

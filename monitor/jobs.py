@@ -720,15 +720,6 @@ class Runner:
                 # nothing decided: the state stays as it is (a redo that failed once rolled it
                 # back a slot, its raised alarm with it)
                 new_state = current
-            new_state = self._finite(name, at, new_state)
-            new_state = self._stamp(
-                new_state,
-                current,
-                verdict,
-                started,
-                self._fingerprints[name],
-                self._decay_prints[name],
-            )
             record = RunRecord(
                 verdict=verdict,
                 started=started,
@@ -739,11 +730,22 @@ class Runner:
                 engine=self._engine_kind(monitor),
             )
             if token is not None and token in self._abandoned:
+                # before the stamp: a monitor removed by a reload meanwhile has no fingerprints
+                # (its discarded run once ended in "run failed unexpectedly: KeyError")
                 log.warning(
                     "late result of an abandoned run discarded",
                     extra={"monitor": name, "at": at.isoformat()},
                 )
                 return record
+            new_state = self._finite(name, at, new_state)
+            new_state = self._stamp(
+                new_state,
+                current,
+                verdict,
+                started,
+                self._fingerprints[name],
+                self._decay_prints[name],
+            )
             if not sequential and not clock_behind:
                 # a slot just before the one decided last (a restart with the clock a few
                 # minutes behind, within FUTURE_SKEW): decided without the alarms' history, so

@@ -624,6 +624,66 @@ def _hung_run(daemon: Daemon) -> threading.Thread:
     return first
 
 
+def test_a_run_of_a_monitor_removed_meanwhile_ends_quietly(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Changed while its run was in flight (a rerun asked for), then removed, then the run
+    ends: it once raised KeyError (the removed monitor's fingerprints, read before the
+    discarded token was) into "run failed unexpectedly", and the rerun asked for ran a job
+    on the removed monitor's executor (APScheduler's error)."""
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        text = path.read_text()
+        path.write_text(text.replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        assert daemon._rerun == {"hung"}
+        path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
+        assert daemon.reload() is True
+        assert daemon._rerun == set()
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+        with caplog.at_level(logging.WARNING, logger="monitor"):
+            reader.release.set()
+            first.join(30)
+        assert not first.is_alive()
+        assert not [r for r in caplog.records if "unexpectedly" in r.getMessage()]
+        assert daemon.scheduler.get_job("hung:rerun") is None
+
+
+def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Removed by a reload while its run was in flight, then added back (fixed) by another:
+    run at once, the added monitor found the old run "still in flight" and recorded an
+    error that stayed until its next slot; and the old run, ending, raised KeyError (the
+    removed monitor's fingerprints) into "run failed unexpectedly". Now the added monitor
+    runs once the old run ends, and the old run's result is discarded quietly."""
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        text = path.read_text()
+        path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
+        assert daemon.reload() is True
+        path.write_text(text.replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        assert daemon._rerun == {"hung"}
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.failures_total == 0
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+        with caplog.at_level(logging.WARNING, logger="monitor"):
+            reader.release.set()
+            first.join(30)
+        assert not first.is_alive()
+        assert not [r for r in caplog.records if "unexpectedly" in r.getMessage()]
+        job = daemon.scheduler.get_job("hung:rerun")
+        assert job is not None, "no run after the old one ended"
+        job.func(*job.args)
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.failures_total == 0
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
 def test_a_run_that_ends_during_the_reload_still_gets_its_rerun(tmp_path: Path) -> None:
     """The run ends while the reload is between seeing it in flight and asking for a rerun
     after it (forced here inside the runner's reconfigure): the rerun was lost, the monitor
