@@ -32,8 +32,10 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import queue
 import signal
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -123,6 +125,24 @@ def _iso(t: datetime) -> str:
 
 def _executor(name: str) -> str:
     return f"monitor:{name}"
+
+
+def notify_systemd(message: str) -> None:
+    """Send ``message`` (``READY=1``, ``STOPPING=1``) to systemd's ``$NOTIFY_SOCKET`` (a
+    ``Type=notify`` unit; unset elsewhere: nothing is sent). A failure is logged, never
+    raised: the daemon serves whether or not its supervisor heard."""
+    address = os.environ.get("NOTIFY_SOCKET")
+    if not address:
+        return
+    target = "\0" + address[1:] if address.startswith("@") else address  # abstract namespace
+    try:
+        with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC) as sock:
+            sock.connect(target)
+            sock.sendall(message.encode("ascii"))
+    except OSError as exc:
+        log.warning(
+            "systemd not notified", extra={"message": message, "socket": address, "error": str(exc)}
+        )
 
 
 class Daemon:
@@ -599,6 +619,9 @@ class Daemon:
         )
         self._add_jobs()
         threading.Thread(target=self._watch_clock, name="clock", daemon=True).start()
+        # systemd (Type=notify) holds a reload until now: a SIGHUP before the handlers above
+        # once ended the process, for good (a death by SIGHUP is a clean exit to it)
+        notify_systemd("READY=1")
         try:
             self.scheduler.start()
         finally:
@@ -634,6 +657,7 @@ class Daemon:
         self._shutdown_scheduler()
 
     def _finish(self) -> int:
+        notify_systemd("STOPPING=1")
         self._signals.put_nowait(0)  # the signal loop ends
         # runs abandoned already stay abandoned; the others get shutdown_timeout to finish
         still = self.wait_idle(self.config.server.shutdown_timeout.total_seconds(), abandoned=False)

@@ -744,6 +744,41 @@ def test_a_second_daemon_on_one_state_dir_is_refused(tmp_path: Path) -> None:
         first.stop()
 
 
+def test_systemd_hears_ready_once_a_reload_is_safe_and_stopping_at_the_end(
+    tmp_path: Path,
+) -> None:
+    """Under Type=notify systemd holds `systemctl reload` (SIGHUP) until READY=1: sent once
+    the daemon serves with its handlers installed, a SIGHUP right after it reloads, never
+    ends the process (under Type=exec one in the first 0.1 s did: a clean exit to systemd,
+    so Restart=on-failure never brought the daemon back). STOPPING=1 at a stop."""
+    import socket
+
+    scores, outcomes = make_data(tmp_path / "world")
+    config = tmp_path / "monitor.toml"
+    config.write_text(
+        config_text(free_address(), tmp_path / "state", [monitor_toml("t", scores, outcomes)])
+    )
+    address = str(tmp_path / "notify.sock")
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+        sock.bind(address)
+        sock.settimeout(60)
+        d = Daemon(config, tmp_path / "daemon.log", env={"NOTIFY_SOCKET": address})
+        try:
+            assert sock.recv(256) == b"READY=1", d.log()[-3000:]
+            d.signal(signal.SIGHUP)  # at once, as systemd sends a held reload
+            wait_for(
+                lambda: any(r["message"] == "configuration reloaded" for r in d.records()),
+                timeout=60,
+                what="the reload",
+                log=d.log,
+            )
+            assert d.popen.poll() is None
+            assert d.stop() == 0, d.log()[-3000:]
+            assert sock.recv(256) == b"STOPPING=1"
+        finally:
+            d.stop()
+
+
 def _libfaketime() -> Path:
     found = sorted(Path("/usr/lib").glob("*/faketime/libfaketime.so.1"))
     if not found:

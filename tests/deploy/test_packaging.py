@@ -126,6 +126,9 @@ def test_systemd_unit_is_hardened() -> None:
     )
     # systemctl reload sends the daemon's reload signal (it had no ExecReload: reload failed)
     assert service["ExecReload"] == ["/bin/kill -HUP $MAINPID"]
+    # notify: a reload is held until the daemon's READY=1 (under exec a SIGHUP in its first
+    # 0.1 s ended it, a clean exit to systemd, never restarted)
+    assert service["Type"] == ["notify"]
     # ProcSubset=pid hid /proc/stat (every process_* metric vanished: the collector reads the
     # boot time there) and /proc/meminfo (`import distributed` failed: no Dask engine)
     assert service.get("ProcSubset", ["all"]) == ["all"]
