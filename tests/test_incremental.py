@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import os
 import shutil
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -99,6 +101,32 @@ def test_a_fixed_reference_on_the_full_grid_gives_the_whole_window_numbers(
         for key in ("grid_points", "ks_location"):
             a.pop(key), b.pop(key)
         assert a == b, name
+
+
+@pytest.mark.parametrize(
+    ("windows", "damaged"),
+    [
+        # a fixed reference days before the current window
+        (FIXED.replace("2026-11-09", "2026-11-05"), "2026-11-07"),
+        ('windows.reference = "6d"\nwindows.gap = "1d"\n', "2026-11-08"),  # the gap
+    ],
+)
+def test_a_damaged_file_in_neither_window_is_never_read(
+    tmp_path: Path, windows: str, damaged: str
+) -> None:
+    """The summaries' plan walked the span from the reference's start to the current
+    window's end: a damaged file between the windows (in windows.gap, or between a fixed
+    reference and the current window) made the check an error, where the whole-window
+    check, which never opens it, was ok."""
+    root = _world(tmp_path / "w", engine='kind = "local"\n')
+    for name in ("arrays.toml", "summaries.toml"):
+        text = (root / name).read_text().replace('windows.reference = "7d"\n', windows)
+        (root / name).write_text(text)
+    (root / "scores" / f"date={damaged}" / "part-9.parquet").write_bytes(b"not parquet\n")
+    arrays = Runner(load_config(root / "arrays.toml")).check("demo", AT)
+    summaries = Runner(load_config(root / "summaries.toml")).check("demo", AT)
+    assert arrays.state != "error", arrays.reasons
+    assert summaries.state == arrays.state, summaries.reasons
 
 
 def test_a_fixed_reference_that_lands_after_the_first_check_gets_a_grid_of_its_own(
@@ -635,10 +663,24 @@ def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path
     assert len(entries) == 8 * 24
     entries[5].write_bytes(b"not a bucket")
     entries[6].write_bytes(entries[6].read_bytes()[:100])  # truncated
+    # a header nested past the JSON parser's depth (a RecursionError failed every check) and
+    # a FIFO in an entry's place (its read hung every check)
+    deep = b"[" * 100_000
+    entries[7].write_bytes(b"RMBUCKET" + len(deep).to_bytes(4, "little") + deep)
+    entries[8].unlink()
+    os.mkfifo(entries[8])
+    # the same in the grid's place: a new grid is built, its buckets summarised again
+    grid_file = state / "summaries" / "demo" / "grid.npz"
     fresh = SummaryChecks(state)  # a restarted daemon: memory empty, disk warm
     again = _read(fresh, rolling_world, AT)
-    assert again.buckets_read == 2
-    assert fresh.cache.corrupt == 2
+    assert again.buckets_read == 4
+    assert fresh.cache.corrupt == 4
+    assert not entries[8].is_fifo()  # removed, then written again
+    grid_file.unlink()
+    os.mkfifo(grid_file)
+    rebuilt = _read(SummaryChecks(state), rolling_world, AT)
+    assert rebuilt.grid.grid.points.size > 0
+    assert grid_file.is_file()  # the FIFO removed, the new grid written in its place
     assert again.grid.key == first.grid.key  # the grid came back from disk
     for name, (r, c) in _totals(again).items():
         r0, c0 = _totals(first)[name]
@@ -648,6 +690,55 @@ def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path
 
     bucket, _ = Bucket.from_bytes(entries[5].read_bytes(), again.grid.grid, again.grid.key)
     assert bucket.start_ns == int(entries[5].stem)  # rewritten whole
+
+
+def test_the_cache_leaves_no_litter_and_warns_of_an_unreadable_disk_once(
+    rolling_world: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A killed grid write's temp file was never swept (the sweep looked one level deeper);
+    a grid folder emptied by eviction stayed (each replay's grids left one); and a cache
+    that could not be read warned once per bucket (192 lines a check), where a write warns
+    once."""
+    state = tmp_path / "state"
+    folder = state / "summaries" / "demo"
+    stale = folder / "oldgrid" / "0.bucket"  # the oldest entry there is: evicted first
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(b"x" * 100)
+    left = folder / ".grid.999999999_1.tmp"  # no such pid
+    left.write_bytes(b"half a grid")
+    checks = SummaryChecks(state, max_bytes=1 << 20)
+    assert not left.exists()
+    _read(checks, rolling_world, AT)
+    assert not stale.parent.exists()
+    # the cache directory made a file: every bucket's read fails
+    shutil.rmtree(state / "summaries")
+    (state / "summaries").write_text("not a directory")
+    with caplog.at_level(logging.WARNING, logger="monitor"):
+        read = _read(SummaryChecks(state), rolling_world, AT)
+    assert read.buckets_read == 8 * 24
+    warned = [r for r in caplog.records if "cannot read cached buckets" in r.getMessage()]
+    assert len(warned) == 1
+
+
+def test_a_grid_a_read_only_process_cannot_read_is_its_error(
+    rolling_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`monitor check` as a user who cannot read the daemon's grid (written 0600) took it for
+    a corrupt one and built its own, deciding on other edges than the daemon did. Now that
+    is the check's error; the daemon (which owns the grids) builds a new one."""
+    import monitor.incremental.checks as checks_module
+    from monitor.incremental.checks import SummaryCheckError
+
+    state = tmp_path / "state"
+    _read(SummaryChecks(state), rolling_world, AT)  # the daemon's grid on disk
+
+    def refused(path: Path, max_bytes: int) -> bytes:
+        raise PermissionError(13, "Permission denied", str(path))
+
+    monkeypatch.setattr(checks_module, "read_regular", refused)
+    with pytest.raises(SummaryCheckError, match="cannot read the summary grid"):
+        _read(SummaryChecks(state, persist_grids=False), rolling_world, AT)
+    assert _read(SummaryChecks(state), rolling_world, AT).grid.grid.points.size > 0
 
 
 def test_the_disk_cache_is_bounded(rolling_world: Path, tmp_path: Path) -> None:

@@ -17,7 +17,15 @@ from monitor.config import EngineConfig, MonitorConfig
 from monitor.engines import Engine, engine_alive, make_engine
 from monitor.epoch import from_ns
 from monitor.errors import EngineUnavailableError, MonitorError
-from monitor.incremental.store import _CORRUPT, _FORMAT, Bucket, BucketCache, FrozenGrid, _grid_key
+from monitor.incremental.store import (
+    _CORRUPT,
+    _FORMAT,
+    MAX_GRID_BYTES,
+    Bucket,
+    BucketCache,
+    FrozenGrid,
+    _grid_key,
+)
 from monitor.incremental.windows import (
     BucketPlan,
     SummaryRead,
@@ -39,7 +47,7 @@ from monitor.stats import (
     build_baseline,
     summary_grid,
 )
-from monitor.store import atomic_write
+from monitor.store import NotRegularFile, atomic_write, read_regular
 
 log = logging.getLogger("monitor.incremental")
 
@@ -256,26 +264,7 @@ class SummaryChecks:
         replaced = memo[1].key if memo is not None else None
         path = self._grid_path(monitor.name)
         if held is None and path is not None and path.exists():
-            try:
-                held = FrozenGrid.from_bytes(path.read_bytes())
-                replaced = held.key
-                if held.key != _grid_key(held.grid, want):
-                    held = None  # built under other score or summary settings
-            except _CORRUPT as exc:
-                # removed where this process owns the grids (the daemon writes the new one);
-                # a read-only process (check, report) leaves the file to the daemon
-                fate = "ignored (left for the daemon)"
-                if self.persist_grids:
-                    try:
-                        path.unlink(missing_ok=True)
-                        fate = "removed"
-                    except OSError as gone:
-                        fate = f"kept (cannot remove it: {gone.strerror or gone})"
-                log.warning(
-                    f"corrupt summary grid {fate}; building a new one",
-                    extra={"monitor": monitor.name, "path": str(path), "error": str(exc)},
-                )
-                held = None
+            held, replaced = self._read_grid(monitor.name, path, want, replaced)
         keep_edges = [np.asarray(e, np.float64) for e in keep_edges]
         if (
             held is not None
@@ -310,6 +299,50 @@ class SummaryChecks:
             },
         )
         return built
+
+    def _read_grid(
+        self, name: str, path: Path, want: str, replaced: str | None
+    ) -> tuple[FrozenGrid | None, str | None]:
+        """The grid file at ``path`` (None: unusable, and why is logged) and the key of the
+        grid it held (its buckets go when a new one replaces it). A damaged or foreign file,
+        or one that is no regular file (a FIFO once hung every check), is removed where this
+        process owns the grids and left to the daemon elsewhere. One that cannot be read
+        (permissions) is an error in a read-only process (check, report): building its own
+        grid, it would decide on other edges than the daemon did."""
+        bad: BaseException | None = None
+        try:
+            grid = FrozenGrid.from_bytes(read_regular(path, MAX_GRID_BYTES))
+        except FileNotFoundError:
+            return None, replaced  # removed meanwhile: built anew
+        except NotRegularFile as exc:
+            bad = exc
+        except _CORRUPT as exc:
+            if isinstance(exc, OSError) and not self.persist_grids:
+                raise SummaryCheckError(
+                    f"cannot read the summary grid {path}: {exc}; run as the daemon's "
+                    "user, or with read access to its state_dir"
+                ) from exc
+            bad = exc
+        if bad is None:
+            # built under other score or summary settings: not used, its buckets replaced
+            return (grid if grid.key == _grid_key(grid.grid, want) else None), grid.key
+        # removed where this process owns the grids (the daemon writes the new one); a
+        # read-only process (check, report) leaves the file to the daemon
+        fate = "ignored (left for the daemon)"
+        if self.persist_grids:
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    path.rmdir()
+                else:
+                    path.unlink(missing_ok=True)
+                fate = "removed"
+            except OSError as gone:
+                fate = f"kept (cannot remove it: {gone.strerror or gone})"
+        log.warning(
+            f"corrupt summary grid {fate}; building a new one",
+            extra={"monitor": name, "path": str(path), "error": str(bad)},
+        )
+        return None, replaced
 
     def _build(
         self,
@@ -383,12 +416,16 @@ class SummaryChecks:
                     f"boundaries of engine.summary.bucket; check at a bucket boundary"
                 )
         spec = monitor.scores
-        # one walk over the span of both windows (they are adjacent unless windows.gap is set)
+        # one walk over the span of both windows (adjacent unless windows.gap or a fixed
+        # reference sets them apart)
         span = Window(
             start=min(reference.start, current.start), end=max(reference.end, current.end)
         )
         plan = self._plans.setdefault(monitor.name, BucketPlan())
-        step_plan = plan.update(window_file_stats(spec, span), step, span)
+        # apart (windows.gap, a fixed reference): the gap's partitions are not walked
+        apart = reference.end < current.start or current.end < reference.start
+        files = window_file_stats(spec, span, parts=(reference, current) if apart else None)
+        step_plan = plan.update(files, step, span)
         table = step_plan.table
         rows_ref, rows_cur = table.rows_in(reference), table.rows_in(current)
         frozen = self.grid(

@@ -28,7 +28,7 @@ from monitor.stats import (
     Grid,
     bin_ends,
 )
-from monitor.store import atomic_write
+from monitor.store import NotRegularFile, atomic_write, read_regular
 
 log = logging.getLogger("monitor.incremental")
 
@@ -53,7 +53,12 @@ _CORRUPT = (
     OSError,
     EOFError,
     zipfile.BadZipFile,
+    RecursionError,  # a JSON header nested past the parser's depth (it failed every check)
+    OverflowError,
 )
+# the most a grid file or a bucket entry is read of (a grid of every distinct value of a
+# large reference is tens of MB); past it the file is damaged, as a FIFO in its place is
+MAX_GRID_BYTES = MAX_ENTRY_BYTES = 1 << 32
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -276,12 +281,14 @@ class BucketCache:
         self.hits = self.misses = self.corrupt = 0
         self.writable = directory is not None
         self._retry_at = 0.0
+        self._read_retry_at = 0.0  # a read error (not a missing entry): disk reads paused till
         self._stuck: set[Path] = set()  # entries it could not remove: never counted again
         self._block = 4096  # the volume's block: an entry takes whole blocks on disk
         if directory is not None and directory.is_dir():
             with contextlib.suppress(OSError):  # unknown: 4 KiB, ext4's
                 self._block = max(512, os.statvfs(directory).f_bsize)
-            for tmp in directory.glob("*/*/.*.tmp"):  # a write a kill interrupted
+            # a write a kill interrupted: an entry's, or a grid's (summaries/<monitor>/)
+            for tmp in [*directory.glob("*/*/.*.tmp"), *directory.glob("*/.*.tmp")]:
                 if not _writer_alive(tmp.name):  # never another process's write under way
                     _remove(tmp, "a cache write left by a killed process")
             for old in directory.glob("*/*/*.npz"):  # entries of the first format
@@ -327,20 +334,32 @@ class BucketCache:
         if self.directory is None:
             self.misses += 1
             return None
+        if self._read_retry_at and time.monotonic() < self._read_retry_at:
+            self.misses += 1
+            return None
         path = self._path(monitor, key, start_ns)
+        damaged: NotRegularFile | None = None
         try:
-            data = path.read_bytes()
+            # a regular file of bounded size: a FIFO in an entry's place once hung every check
+            data = read_regular(path, MAX_ENTRY_BYTES)
         except FileNotFoundError:
             self.misses += 1
             return None
+        except NotRegularFile as exc:
+            data, damaged = b"", exc
         except OSError as exc:
+            # warned once, not once a bucket (a cache directory made a file: 192 lines a
+            # check), and the disk left alone for 10 minutes; recomputed meanwhile
             log.warning(
-                "cannot read a cached bucket; recomputing it",
+                "cannot read cached buckets; recomputing them, the disk read again in 10 minutes",
                 extra={"monitor": monitor, "path": str(path), "error": str(exc)},
             )
+            self._read_retry_at = time.monotonic() + 600.0
             self.misses += 1
             return None
         try:
+            if damaged is not None:
+                raise damaged
             bucket, stored = Bucket.from_bytes(data, grid, key)
         except _OldEntry:  # written by the version before: recomputed, nothing to warn of
             self.misses += 1
@@ -492,6 +511,11 @@ class BucketCache:
             if not _remove(victim, None):
                 self._stuck.add(victim)
                 stuck.append(victim)
+            elif victim.parent != path.parent:
+                # its grid's folder, once emptied, goes too (each replay's grids left one
+                # behind, and every relist globbed through them); one still in use is not empty
+                with contextlib.suppress(OSError):
+                    victim.parent.rmdir()
         if stuck:
             log.warning(
                 "cannot evict cached buckets; they are left and no longer counted against "

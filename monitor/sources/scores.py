@@ -405,9 +405,14 @@ class FileStat:
     ctime_ns: int = 0  # a local file's status change time (``_File.ctime_ns``; 0 elsewhere)
 
 
-def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
+def window_file_stats(
+    spec: ScoreSpec, window: Window, *, parts: Sequence[Window] | None = None
+) -> list[FileStat]:
     """The files of ``window`` (as ``window_files``) with their identity and timestamp span,
-    from the cached footers only (no data is read).
+    from the cached footers only (no data is read). ``parts``: the windows inside ``window``
+    whose partitions are walked (default: all of it): a check's two windows with a gap
+    between them (``windows.gap``, a fixed reference) never plan the gap's partitions, which
+    the whole-window reader never opens (a damaged file there once made the check an error).
 
     A check asks this of every file of its windows each time, and all but the newest are
     unchanged: a file planned whole before (same path, size, mtime and columns) that lies
@@ -426,9 +431,12 @@ def window_file_stats(spec: ScoreSpec, window: Window) -> list[FileStat]:
     )
     planned = (source.fs.type_name, *columns)
     out: list[FileStat] = []
+    wanted = tuple(parts) if parts else (window,)
     walk = _walk_parts(
         source,
-        lambda interval: _overlaps(interval, window),
+        (lambda interval: _overlaps(interval, window))
+        if len(wanted) == 1
+        else (lambda interval: any(_overlaps(interval, w) for w in wanted)),
         within=(window.start_ns, window.end_ns),
     )
     for item in walk:
