@@ -251,7 +251,9 @@ def _reference_ahead(monitor: MonitorConfig, at: datetime) -> Verdict | None:
     w = monitor.windows
     if w.reference_start is None or w.reference_end is None or w.reference_start < at - w.current:
         return None  # rolling (both bounds are set together), or already behind the window
-    since = _iso(w.reference_start + w.current)
+    # the first slot whose current window begins after reference_start (the one at
+    # reference_start + current still begins at it: it once named itself as the first)
+    since = _iso(monitor.schedule.next_slot(w.reference_start + w.current))
     reason = (
         f"the fixed reference [{_iso(w.reference_start)}, {_iso(w.reference_end)}) begins at or "
         f"after this check's current window [{_iso(at - w.current)}, {_iso(at)}): checks "

@@ -1011,3 +1011,35 @@ def test_a_slot_before_the_last_decided_one_is_not_published(
     assert len(history.entries("demo")) == entries
     said = [r for r in caplog.records if "not published" in r.getMessage()]
     assert said[-1].__dict__["last_decided"] == (at + 2 * HOUR).isoformat()
+
+
+def test_a_fixed_reference_ahead_of_the_window_names_the_first_slot_that_compares() -> None:
+    """Refused while the current window begins at or before reference_start, the check said
+    "checks compare with it from <reference_start + current>", the very slot refused."""
+    from monitor.checkdata import _reference_ahead
+    from monitor.config import parse_config
+
+    (monitor,) = parse_config(
+        {
+            "monitors": [
+                {
+                    "name": "m",
+                    "schedule": "3h",
+                    "scores": {"path": "s"},
+                    "outcomes": {"path": "o"},
+                    "windows": {
+                        "current": "1d",
+                        "reference_start": "2026-11-05T00:00:00Z",
+                        "reference_end": "2026-11-08T00:00:00Z",
+                    },
+                }
+            ]
+        },
+        base=Path("/tmp"),
+    ).monitors
+    first = datetime(2026, 11, 6, tzinfo=UTC)  # its current window begins at reference_start
+    refused = _reference_ahead(monitor, first)
+    assert refused is not None
+    assert refused.state == "insufficient_data"
+    assert refused.reasons[0].endswith("checks compare with it from 2026-11-06T03:00:00Z on")
+    assert _reference_ahead(monitor, first + timedelta(hours=3)) is None
