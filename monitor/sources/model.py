@@ -197,7 +197,7 @@ class JudgedSpec:
     grade_column: str = "grade"
     judgments_version: str | None = None
     judged_k: int = 10
-    judged_tolerance: float = 0.1
+    judged_tolerance: float = 0.05
     calibration_bins: int = 10
 
     def __post_init__(self) -> None:
