@@ -536,12 +536,7 @@ class _HttpCollector(Collector):
                 "Connections whose TLS handshake failed or timed out.",
                 c.tls_handshake_failures,
             ),
-            (
-                "http_auth_failures",
-                "Requests refused at basic auth: 401, or 503 while every password check "
-                "slot was busy.",
-                c.auth_failures,
-            ),
+            ("http_auth_failures", "Requests answered 401 (basic auth).", c.auth_failures),
         ):
             counter = CounterMetricFamily(PREFIX + name, doc)
             counter.add_metric([], float(value))

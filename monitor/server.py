@@ -85,6 +85,9 @@ _AUTH_CACHE_SIZE = 256
 # bcrypt checks of uncached credentials at once: a flood of wrong passwords costs this many
 # cores, not one per connection (up to max_connections), and the checks keep their CPU
 _BCRYPT_SLOTS = threading.BoundedSemaphore(max(1, (os.cpu_count() or 2) // 2))
+# how long a request waits for a slot before a 503: several checks at cost 10 (about 60 ms
+# each), so clients starting together (Prometheus, Grafana, probes) all get in
+_BCRYPT_WAIT = 0.5
 _MAX_BODY = 64 * 1024  # a request body (never used) read and dropped up to this size
 # a request's headers together (http.server alone allows 100 lines of 64 KiB, 6.4 MB a
 # connection held until request_timeout); past it 431, as Go's MaxHeaderBytes (1 MB) does
@@ -182,12 +185,10 @@ class _BasicAuth:
     def enabled(self) -> bool:
         return bool(self._users)
 
-    def check(self, header: str | None) -> bool | None:
+    def check(self, header: str | None, slot: Callable[[], bool]) -> bool | None:
         """True when ``header`` carries a configured user and the password matching its hash;
-        None when that needs a bcrypt check and every slot for one is taken (not waited for:
-        a flood of wrong passwords queued there held its connections as answering, so they
-        never gave way at ``max_connections`` and every new connection, /healthz probes with
-        cached credentials included, was refused)."""
+        None when that needs a bcrypt check and ``slot()`` (which takes one of
+        ``_BCRYPT_SLOTS``, released here) gave up waiting for one."""
         if not header or header[:6].lower() != "basic ":
             return False
         try:
@@ -203,7 +204,7 @@ class _BasicAuth:
         with self._lock:
             if key in self._ok:
                 return True
-        if not _BCRYPT_SLOTS.acquire(blocking=False):
+        if not slot():
             return None
         try:
             # bcrypt only ever used the first 72 bytes; the library refuses longer input
@@ -474,6 +475,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._web = web
         self._auth = auth
         self._served = 0
+        self._busy = False  # see _bcrypt_slot
         super().__init__(conn.sock, conn.address, server)  # type: ignore[arg-type]
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -626,12 +628,51 @@ class _Handler(BaseHTTPRequestHandler):
         finally:
             self._conn.busy = False
 
+    def _bcrypt_slot(self) -> bool:
+        """One of ``_BCRYPT_SLOTS``, waited for at most ``_BCRYPT_WAIT`` s, and waited for as
+        a connection waits for a request head: it gives way (at once) to a new connection at
+        ``max_connections``. Queued as answering, a flood of wrong passwords once held every
+        slot and locked every new connection out, /healthz probes with cached credentials
+        included. True when taken (the caller releases it); False when the connection gave
+        way or timed out meanwhile, or the wait ran out (``_busy`` then says so)."""
+        if _BCRYPT_SLOTS.acquire(blocking=False):
+            return True
+        server, conn = self.server, self._conn
+        with server.lock:
+            if conn.expired:
+                return False
+            # eligible to give way at once (not after _GIVE_WAY_AFTER, as a slow handshake):
+            # a flood's waits are shorter than that, and held every slot
+            conn.waiting_since = time.monotonic() - _GIVE_WAY_AFTER
+        until = time.monotonic() + _BCRYPT_WAIT
+        taken = False
+        while not conn.expired and time.monotonic() < until:
+            if _BCRYPT_SLOTS.acquire(timeout=0.02):
+                taken = True
+                break
+        with server.lock:
+            if conn.expired:  # gave way at the cap, or cut at request_timeout
+                if taken:
+                    _BCRYPT_SLOTS.release()
+                return False
+            conn.waiting_since = None
+        self._busy = not taken
+        return taken
+
     def _route(self) -> None:
+        self._busy = False
         allowed = (
-            self._auth.check(self.headers.get("Authorization")) if self._auth.enabled else True
+            self._auth.check(self.headers.get("Authorization"), self._bcrypt_slot)
+            if self._auth.enabled
+            else True
         )
-        if allowed is None:  # every password check slot busy (a flood): retry, not queue
-            self.server.count("auth_failures")
+        if allowed is None:
+            if not self._busy:  # the connection gave way or timed out: no answer
+                self.close_connection = True
+                return
+            # every password check slot taken for _BCRYPT_WAIT s (a flood of uncached
+            # credentials): retry; not an auth failure, the credentials were never checked
+            self.server.warn_busy()
             self._send(
                 503,
                 b"busy checking passwords; retry\n",
@@ -769,6 +810,13 @@ class HttpServer:
                 self._stopping.wait(_POLL)
                 return
             self._admit(sock, address)
+
+    def warn_busy(self) -> None:
+        """Say (at most every 10 s) that password checks were refused for want of a slot."""
+        self._warn(
+            "password checks busy: requests answered 503 (a flood of uncached credentials?)",
+            wait_seconds=_BCRYPT_WAIT,
+        )
 
     def _warn(self, message: str, **extra: Any) -> None:
         now = time.monotonic()

@@ -499,9 +499,9 @@ def test_full_state_dir_is_visible_and_recovers(tmp_path: Path) -> None:
         assert value(snap, "retrieval_monitor_state_save_failing", monitor="full") == 1
         inside = _ns_path(d, state_dir)
         wait_for(  # no temp file is left behind (one may exist for a moment during a save)
-            lambda: sorted(p.name for p in inside.iterdir()) == ["filler"],
+            lambda: sorted(p.name for p in inside.iterdir()) == [".daemon.lock", "filler"],
             timeout=10,
-            what="only the filler in the full state_dir",
+            what="only the filler (and the daemon's lock) in the full state_dir",
             interval=0.05,
         )
         lines = [r for r in d.records() if r["message"] == "state not saved"]
