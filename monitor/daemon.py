@@ -109,6 +109,9 @@ class _Run:
     abandoned: bool = False
     record: RunRecord | None = None
     error: BaseException | None = None
+    # its monitor was removed by a reload (its result discarded): a monitor added back under
+    # the name waits for it without recording its slots or its timeout as failures
+    orphaned: bool = False
 
 
 _MAX_LET_GO = 3  # hung runs of one monitor let go by reloads, still hanging
@@ -272,6 +275,14 @@ class Daemon:
                 self._inflight[name] = run
         if busy:
             assert previous is not None
+            if previous.orphaned:
+                # the run of this name's removed predecessor: the monitor runs once it ends
+                # (``_rerun_after``); its slots meanwhile are no failure of this one
+                log.warning(
+                    "slot skipped: the run of a removed monitor of this name is still in flight",
+                    extra={"monitor": name, "at": at.isoformat(), "since": _iso(previous.since)},
+                )
+                return
             reason = (
                 f"previous run still in flight since {_iso(previous.since)} (slot "
                 f"{_iso(previous.at)}; a source may hang); this slot was not run"
@@ -287,9 +298,12 @@ class Daemon:
         )
         thread.start()
         if not run.done.wait(timeout=monitor.run_timeout.total_seconds()):
-            if not self._configured(name):  # removed by a reload meanwhile: nothing to record
+            if run.orphaned or not self._configured(name):
+                # removed by a reload meanwhile: nothing to record (a monitor added back under
+                # the name runs once this run is let go)
                 run.abandoned = True
                 log.warning("run of a removed monitor abandoned", extra={"monitor": name})
+                self._rerun_after(name, run)
                 return
             reason = (
                 f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and was "
@@ -306,7 +320,8 @@ class Daemon:
                 "run failed unexpectedly",
                 extra={"monitor": name, "at": at.isoformat(), "error": repr(run.error)},
             )
-            if run.record is None and self._configured(name):  # it recorded nothing: show it
+            if run.record is None and self._configured(name) and not run.orphaned:
+                # it recorded nothing: show it (not a removed predecessor's, discarded)
                 self.runner.fail(name, at, f"run failed unexpectedly: {run.error!r}")
         elif run.record is not None and self.on_run is not None:
             self.on_run(run.record)
@@ -488,6 +503,8 @@ class Daemon:
             # must not write its old-settings state afterwards
             for n in set(reset + removed) & busy:
                 self.runner.discard(self._inflight[n].token)
+            for n in set(removed) & busy:
+                self._inflight[n].orphaned = True
             # a run abandoned as hung no longer holds back a monitor whose settings changed
             # (the operator's fix: it once blocked every slot until a restart): let go (bounded)
             for n in (set(changed) | set(removed)) & busy:

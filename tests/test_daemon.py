@@ -666,8 +666,9 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
         assert daemon._rerun == {"hung"}
+        daemon.run_monitor("hung")  # a slot while the old run is still in flight
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.failures_total == 0
+        assert snap.failures_total == 0  # the old run's slots are no failure of this one
         reader = runner.reader
         assert isinstance(reader, HangOne)
         with caplog.at_level(logging.WARNING, logger="monitor"):
@@ -680,6 +681,31 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
         job.func(*job.args)
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.failures_total == 0
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def test_a_removed_monitors_run_abandoned_after_it_was_added_back_is_no_failure(
+    tmp_path: Path,
+) -> None:
+    """The old run of a monitor removed and added back hangs past run_timeout: it was
+    recorded against the new monitor ("run exceeded run_timeout ... abandoned"). Now it is
+    let go and the new monitor runs."""
+    with _hung_daemon(tmp_path, run_timeout="3s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        text = path.read_text()
+        path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
+        assert daemon.reload() is True
+        path.write_text(text.replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        first.join(30)  # abandoned at run_timeout, still hanging
+        assert not first.is_alive()
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.failures_total == 0
+        job = daemon.scheduler.get_job("hung:rerun")
+        assert job is not None, "the added monitor never ran"
+        job.func(*job.args)
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.latest is not None
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
 
