@@ -434,15 +434,22 @@ def lock_state_dir(directory: Path) -> int | None:
     import fcntl
 
     path = directory / DAEMON_LOCK
+    writable = True
     try:
         directory.mkdir(parents=True, exist_ok=True)
         fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
-        log.warning(
-            "state_dir not locked: a second daemon on it would not be refused",
-            extra={"path": str(path), "error": _os_error(exc)},
-        )
-        return None
+        # another user's lock file, or a read-only state_dir that has one: flock works on a
+        # descriptor opened for reading too (once no lock was taken, and two daemons ran)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:
+            log.warning(
+                "state_dir not locked: a second daemon on it would not be refused",
+                extra={"path": str(path), "error": _os_error(exc)},
+            )
+            return None
+        writable = False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -463,6 +470,8 @@ def lock_state_dir(directory: Path) -> int | None:
             extra={"path": str(path), "error": _os_error(exc)},
         )
         return None
+    if not writable:
+        return fd  # locked; the file keeps the pid it had (a refusal may name an old one)
     try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode("ascii"), 0)

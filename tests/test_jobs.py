@@ -1043,3 +1043,36 @@ def test_a_fixed_reference_ahead_of_the_window_names_the_first_slot_that_compare
     assert refused.state == "insufficient_data"
     assert refused.reasons[0].endswith("checks compare with it from 2026-11-06T03:00:00Z on")
     assert _reference_ahead(monitor, first + timedelta(hours=3)) is None
+
+
+def test_a_lock_file_that_cannot_be_opened_for_writing_still_locks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another user's lock file (left by a run as root), or one in a state_dir mounted
+    read-only, cannot be opened for writing: no lock was taken and two daemons ran. flock
+    works on a descriptor opened for reading, so the second is refused all the same."""
+    import os
+
+    from monitor.store import DAEMON_LOCK, StateDirBusy, lock_state_dir
+
+    held = lock_state_dir(tmp_path)
+    assert held is not None
+    real_open = os.open
+
+    def refuse_writing(path: Any, flags: int, *args: Any) -> int:
+        if str(path).endswith(DAEMON_LOCK) and flags & os.O_RDWR:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, flags, *args)
+
+    monkeypatch.setattr(os, "open", refuse_writing)
+    try:
+        with pytest.raises(StateDirBusy, match=f"pid {os.getpid()}"):
+            lock_state_dir(tmp_path)
+    finally:
+        os.close(held)
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / DAEMON_LOCK).write_text("")
+    taken = lock_state_dir(other)  # read-only, and free: taken
+    assert taken is not None
+    os.close(taken)
