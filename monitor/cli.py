@@ -290,7 +290,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
 
 def _validate_sources(config: Config) -> bool:
     """Open every source of every monitor; print each problem (stderr) and a line per source."""
-    from monitor.sources import inspect_source
+    from monitor.sources import display_path, inspect_source
 
     problems: list[str] = []
     for i, m in enumerate(config.monitors):
@@ -299,7 +299,7 @@ def _validate_sources(config: Config) -> bool:
             where = f"monitors[{i}].{role}"
             problems.extend(f"{where}: {p}" for p in report.problems)
             state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
-            print(f"{where} ({m.name}): {report.files} file(s), {state}: {spec.path}")
+            print(f"{where} ({m.name}): {report.files} file(s), {state}: {display_path(spec.path)}")
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
         print(f"{config.path}: {len(problems)} source problem(s):\n{lines}", file=sys.stderr)

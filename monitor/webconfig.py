@@ -330,12 +330,13 @@ def unreadable(exc: OSError | UnicodeDecodeError) -> str:
 
 def directory_of(path: Path) -> Path:
     """The directory relative paths in the file at ``path`` resolve against: its absolute
-    path's, made lexically (``..`` removed), symlinks not followed, as Prometheus and
-    exporter-toolkit do (Go's filepath.Abs and Dir). A Kubernetes ConfigMap or Secret mount
+    path's, symlinks not followed and ``..`` left to the kernel (which opened the file
+    through them: collapsed lexically, '../web/web.yml' under a linked directory named
+    another directory than the one the file was read from). A Kubernetes ConfigMap or Secret mount
     links each file through ``..data`` into a versioned directory that the kubelet deletes
     at the next update: resolved, a relative ``web_config_file`` or certificate bound to that
     version, so a rotated password or certificate was never seen (not even after SIGHUP)."""
-    return Path(os.path.abspath(path)).parent
+    return Path(path).absolute().parent
 
 
 def named_files(path: Path) -> tuple[Path, ...]:

@@ -129,6 +129,45 @@ def test_a_damaged_file_in_neither_window_is_never_read(
     assert summaries.state == arrays.state, summaries.reasons
 
 
+def test_a_damaged_file_in_the_gap_hours_stays_unread_check_after_check(tmp_path: Path) -> None:
+    """Hourly partitions under daily ones and a 6-hour gap: a day partition overlapping a
+    window and unchanged since the last walk was handed out whole (inotify), its gap hours
+    with it, so from the second check on a damaged file in the gap made the check an error
+    again (the first check, walking, pruned them)."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    root = _world(tmp_path / "w", engine='kind = "local"\n')
+    for day in sorted((root / "scores").iterdir()):
+        table = pq.read_table(day / "part-0.parquet")
+        hours = pc.hour(table.column("timestamp")).to_numpy()
+        for h in range(24):
+            (day / f"hour={h:02d}").mkdir()
+            pq.write_table(table.filter(hours == h), day / f"hour={h:02d}" / "part-0.parquet")
+        (day / "part-0.parquet").unlink()
+    for name in ("arrays.toml", "summaries.toml"):
+        text = (
+            (root / name)
+            .read_text()
+            .replace('windows.reference = "7d"\n', 'windows.reference = "7d"\nwindows.gap = "6h"\n')
+        )
+        (root / name).write_text(text)
+    # the gap is [2026-11-08T18:00, 2026-11-09T00:00)
+    (root / "scores" / "date=2026-11-08" / "hour=20" / "part-9.parquet").write_bytes(b"junk\n")
+    # as in production, the partitions were last written long before the checks (inotify
+    # vouches only for a directory not modified within the last seconds)
+    past = datetime.now(UTC).timestamp() - 3600
+    for d in [root / "scores", *(root / "scores").rglob("*")]:
+        if d.is_dir():
+            os.utime(d, (past, past))
+    arrays = Runner(load_config(root / "arrays.toml"))
+    summaries = Runner(load_config(root / "summaries.toml"))
+    for at in (AT - 2 * HOUR, AT - HOUR, AT):
+        want, got = arrays.check("demo", at), summaries.check("demo", at)
+        assert want.state != "error", want.reasons
+        assert got.state == want.state, (at, got.reasons)
+
+
 def test_a_fixed_reference_that_lands_after_the_first_check_gets_a_grid_of_its_own(
     tmp_path: Path,
 ) -> None:
@@ -681,6 +720,30 @@ def test_a_corrupt_cache_entry_is_recomputed(rolling_world: Path, tmp_path: Path
     rebuilt = _read(SummaryChecks(state), rolling_world, AT)
     assert rebuilt.grid.grid.points.size > 0
     assert grid_file.is_file()  # the FIFO removed, the new grid written in its place
+    # a flipped bit in a .npy header inside it (numpy tokenizes the header as a Python
+    # literal: a TokenError or a SyntaxError was not taken for damage, every check an error)
+    import tokenize
+
+    from monitor.incremental.store import FrozenGrid
+
+    data = grid_file.read_bytes()
+    at = data.index(b"{'descr'")
+    raised: dict[str, bytes] = {}
+    for i in range(at, at + 120):  # the first flip in the header that raises each of them
+        for bit in range(8):
+            flipped = bytearray(data)
+            flipped[i] ^= 1 << bit
+            try:
+                FrozenGrid.from_bytes(bytes(flipped))
+            except (tokenize.TokenError, SyntaxError) as exc:
+                raised.setdefault(type(exc).__name__, bytes(flipped))
+            except Exception:
+                pass
+    assert raised, "no flip in the header raised a TokenError or a SyntaxError"
+    for damaged in raised.values():
+        grid_file.write_bytes(damaged)
+        again = _read(SummaryChecks(state), rolling_world, AT)
+        assert again.grid.grid.points.size > 0
     assert again.grid.key == first.grid.key  # the grid came back from disk
     for name, (r, c) in _totals(again).items():
         r0, c0 = _totals(first)[name]
@@ -717,7 +780,29 @@ def test_the_cache_leaves_no_litter_and_warns_of_an_unreadable_disk_once(
         read = _read(SummaryChecks(state), rolling_world, AT)
     assert read.buckets_read == 8 * 24
     warned = [r for r in caplog.records if "cannot read cached buckets" in r.getMessage()]
-    assert len(warned) == 1
+    assert len(warned) == 2  # at the first, and when the disk is left alone for a while
+    assert "read again in 10 minutes" in warned[1].getMessage()
+
+
+def test_one_unreadable_cache_entry_costs_its_bucket_only(
+    rolling_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An entry another user wrote (0600) cannot be read: that once paused every disk read
+    of the cache, every monitor's, for 10 minutes, and a warm check read its 8 days again."""
+    import monitor.incremental.store as store_module
+    from monitor.store import read_regular as real
+
+    state = tmp_path / "state"
+    first = _read(SummaryChecks(state), rolling_world, AT)
+    entries = sorted((state / "summaries" / "demo" / first.grid.key).glob("*.bucket"))
+
+    def refuse_one(path: Path, max_bytes: int) -> bytes:
+        if path == entries[3]:
+            raise PermissionError(13, "Permission denied", str(path))
+        return real(path, max_bytes)
+
+    monkeypatch.setattr(store_module, "read_regular", refuse_one)
+    assert _read(SummaryChecks(state), rolling_world, AT).buckets_read == 1
 
 
 def test_a_grid_a_read_only_process_cannot_read_is_its_error(

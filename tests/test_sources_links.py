@@ -260,3 +260,14 @@ def test_a_config_directory_named_like_a_glob_is_read_literally(
     spec = load_config(config).monitors[0].scores
     got = sources.read_scores(spec, sources.Window(start=t0, end=t0 + timedelta(days=1)))
     assert got.values.tolist() == [1.0, 1.0, 1.0]
+    # messages name the path as it is, not as escaped (br[[]1] is no directory anyone has)
+    literal = f"{tmp_path}/br[1]/{written}"
+    assert sources.display_path(spec.path) == (literal if "*" not in written else spec.path)
+    if "*" not in written:
+        (tmp_path / "br[1]" / "data" / "s.parquet").unlink()
+        if written == "data":
+            (tmp_path / "br[1]" / "data").rmdir()
+        with pytest.raises(SourceNotFoundError) as info:
+            sources.read_scores(spec, sources.Window(start=t0, end=t0 + timedelta(days=1)))
+        assert literal in str(info.value)
+        assert "[[]" not in str(info.value)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import glob
 import ipaddress
 import math
+import os
 import re
 import socket
 from collections.abc import Callable
@@ -189,7 +190,7 @@ def _resolve_pattern(base: Path, text: str) -> str:
     once read ``runs1/``'s files, ``[1]`` taken for a character class)."""
     if "://" in text or Path(text).is_absolute():
         return text
-    return f"{glob.escape(str(base))}/{text}"
+    return os.path.join(glob.escape(str(base)), text)
 
 
 _LABEL = r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?"

@@ -12,6 +12,7 @@ import os
 import re
 import threading
 import time
+import tokenize
 import zipfile
 from collections import OrderedDict, deque
 from collections.abc import Mapping
@@ -55,7 +56,10 @@ _CORRUPT = (
     zipfile.BadZipFile,
     RecursionError,  # a JSON header nested past the parser's depth (it failed every check)
     OverflowError,
+    SyntaxError,  # numpy parses a .npy header as a Python literal: a flipped bit there
+    tokenize.TokenError,
 )
+_READ_ERRORS = 8  # cache entries in a row that cannot be read before the disk is left alone
 # the most a grid file or a bucket entry is read of (a grid of every distinct value of a
 # large reference is tens of MB); past it the file is damaged, as a FIFO in its place is
 MAX_GRID_BYTES = MAX_ENTRY_BYTES = 1 << 32
@@ -281,7 +285,9 @@ class BucketCache:
         self.hits = self.misses = self.corrupt = 0
         self.writable = directory is not None
         self._retry_at = 0.0
-        self._read_retry_at = 0.0  # a read error (not a missing entry): disk reads paused till
+        self._read_retry_at = 0.0  # disk reads paused till then (see ``get``)
+        self._read_errors = 0  # entries in a row that could not be read
+        self._read_warned_at = -600.0
         self._stuck: set[Path] = set()  # entries it could not remove: never counted again
         self._block = 4096  # the volume's block: an entry takes whole blocks on disk
         if directory is not None and directory.is_dir():
@@ -348,15 +354,25 @@ class BucketCache:
         except NotRegularFile as exc:
             data, damaged = b"", exc
         except OSError as exc:
-            # warned once, not once a bucket (a cache directory made a file: 192 lines a
-            # check), and the disk left alone for 10 minutes; recomputed meanwhile
-            log.warning(
-                "cannot read cached buckets; recomputing them, the disk read again in 10 minutes",
-                extra={"monitor": monitor, "path": str(path), "error": str(exc)},
-            )
-            self._read_retry_at = time.monotonic() + 600.0
+            # recomputed; warned at most every 10 minutes, not once a bucket (a cache directory
+            # made a file: 192 lines a check). Past _READ_ERRORS entries in a row the disk is
+            # left alone for 10 minutes; one unreadable entry (another user's) costs its bucket
+            # only, not every bucket of every monitor
+            now = time.monotonic()
+            self._read_errors += 1
+            paused = self._read_errors >= _READ_ERRORS
+            if paused:
+                self._read_retry_at, self._read_errors = now + 600.0, 0
+            if paused or now - self._read_warned_at >= 600.0:
+                self._read_warned_at = now
+                log.warning(
+                    "cannot read cached buckets; recomputing them"
+                    + (", the disk read again in 10 minutes" if paused else ""),
+                    extra={"monitor": monitor, "path": str(path), "error": str(exc)},
+                )
             self.misses += 1
             return None
+        self._read_errors = 0
         try:
             if damaged is not None:
                 raise damaged

@@ -62,6 +62,7 @@ from monitor.sources.model import (
 )
 from monitor.sources.outcomes import pair_outcomes, read_outcomes
 from monitor.sources.partitions import latest_timestamp
+from monitor.sources.paths import display_path
 from monitor.sources.probe import SourceReport, inspect_source
 from monitor.sources.scores import (
     FileStat,
@@ -96,6 +97,7 @@ __all__ = [
     "check_summary_part",
     "clear_cache",
     "current_snapshot",
+    "display_path",
     "inspect_source",
     "judgments_version",
     "latest_timestamp",

@@ -125,6 +125,12 @@ def _first_glob(inner: str) -> int | None:
     return None
 
 
+def display_path(path: str) -> str:
+    """``path`` as messages show it: a literal path without the escapes that keep a config
+    directory named like a glob literal (``br[[]1]`` is ``br[1]``); a glob as written."""
+    return _ESCAPED.sub(r"\1", path) if _first_glob(path) is None else path
+
+
 def _resolve(path: str, prune: bool) -> _Source:
     fs, inner = _filesystem(path)
     first = _first_glob(inner)
@@ -132,6 +138,7 @@ def _resolve(path: str, prune: bool) -> _Source:
         # a config directory named like a glob ('runs[1]/') is escaped where the relative
         # paths are joined to it (monitor.config): literal, it once read another directory
         inner = _ESCAPED.sub(r"\1", inner)
+        path = display_path(path)
     else:
         root = _ESCAPED.sub(r"\1", inner[:first].rsplit("/", 1)[0]) or "/"
         info = _info(fs, root, path)
@@ -425,7 +432,7 @@ def _walk_parts(
     *,
     newest_first: bool = False,
     on_problem: Callable[[SourceError], None] | None = None,
-    within: tuple[int, int] | None = None,
+    within: tuple[int, int] | tuple[tuple[int, int], ...] | None = None,
 ) -> Iterator[_File | _Subtree]:
     """Files of ``source``, descending only into partitions that ``keep`` accepts.
 
@@ -437,11 +444,16 @@ def _walk_parts(
     lies outside what ``keep`` accepts is pruned like any other partition. With ``on_problem``
     such errors are handed to it instead and the walk goes on (``validate --sources``).
 
-    ``within`` = [lo, hi): the caller's ``keep`` accepts every partition inside it. A watched
-    local partition inside it whose whole subtree is unchanged since the last walk is then
-    handed out whole, as one ``_Subtree`` (the same object while it is unchanged), without a
-    look at each directory below it.
+    ``within`` = [lo, hi), or several such: the caller's ``keep`` accepts every partition
+    inside one of them. A watched local partition inside one whose whole subtree is unchanged
+    since the last walk is then handed out whole, as one ``_Subtree`` (the same object while
+    it is unchanged), without a look at each directory below it. (Two windows with a gap are
+    two spans, not their hull: a partition of the hull handed out whole once brought the
+    gap's files with it.)
     """
+    spans: tuple[tuple[int, int], ...] = ()
+    if within is not None:
+        spans = (within,) if isinstance(within[0], int) else within
     if source.files is not None:
         yield from _table_files(source.files, keep, newest_first, on_problem)
         return
@@ -469,15 +481,13 @@ def _walk_parts(
             continue
         if (
             notify is not None
-            and within is not None
             and interval is not None
             and identity is not None
             and problem is None
-            and within[0] <= interval[0]
-            and interval[1] <= within[1]
+            and (span := _span_holding(spans, interval)) is not None
         ):
             whole = _subtree(source, directory, parts, interval, identity, notify)
-            if whole is not None and _inside(whole.hull, within) and seen.adopt(whole):
+            if whole is not None and _inside(whole.hull, span) and seen.adopt(whole):
                 yield whole
                 continue
         try:
@@ -713,6 +723,16 @@ def _subtree(
                 _SUBTREES.clear()
             _SUBTREES[key] = whole
     return whole
+
+
+def _span_holding(
+    spans: tuple[tuple[int, int], ...], interval: tuple[int, int]
+) -> tuple[int, int] | None:
+    """The first of ``spans`` that holds ``interval`` whole, or None."""
+    for span in spans:
+        if span[0] <= interval[0] and interval[1] <= span[1]:
+            return span
+    return None
 
 
 def _inside(hull: _Interval, within: tuple[int, int]) -> bool:

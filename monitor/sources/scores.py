@@ -437,7 +437,7 @@ def window_file_stats(
         (lambda interval: _overlaps(interval, window))
         if len(wanted) == 1
         else (lambda interval: any(_overlaps(interval, w) for w in wanted)),
-        within=(window.start_ns, window.end_ns),
+        within=tuple((w.start_ns, w.end_ns) for w in wanted),
     )
     for item in walk:
         if not isinstance(item, _Subtree):
