@@ -279,3 +279,30 @@ def test_the_documented_web_config_example_is_valid(tmp_path: Path) -> None:
     assert web.tls.client_auth_type == "RequireAndVerifyClientCert"
     (hashed,) = web.basic_auth_users.values()
     assert bcrypt.checkpw(b"change-me", hashed)
+
+
+def test_relative_files_of_a_web_config_reached_through_a_linked_directory(
+    tmp_path: Path,
+) -> None:
+    """``etc/rm`` links to ``srv/cfg/rm``; the config there names ``../web/web.yml``, which
+    the kernel opens as ``srv/cfg/web/web.yml``, and that file names ``server.crt`` beside
+    it. Collapsing '..' lexically once looked for the certificate in ``etc/web``."""
+    from monitor.config import load_config
+
+    real = tmp_path / "srv" / "cfg"
+    (real / "rm").mkdir(parents=True)
+    (real / "web").mkdir()
+    cert, key = self_signed(real / "web")
+    (real / "web" / "web.yml").write_text(
+        f"tls_server_config:\n  cert_file: {cert.name}\n  key_file: {key.name}\n"
+    )
+    (real / "rm" / "monitor.toml").write_text(
+        '[server]\nweb_config_file = "../web/web.yml"\n'
+        '[[monitors]]\nname = "m"\nscores.path = "s"\noutcomes.path = "o"\n'
+    )
+    (tmp_path / "etc").mkdir()
+    (tmp_path / "etc" / "rm").symlink_to(real / "rm")
+    config = load_config(tmp_path / "etc" / "rm" / "monitor.toml")
+    assert config.server.web is not None
+    assert config.server.web.tls is not None
+    assert config.server.web.tls.cert_file.resolve() == cert.resolve()
