@@ -338,6 +338,8 @@ def _good(**changes: object) -> dict[str, object]:
             (json.dumps(_good(decay={"reports": {"": {**_REPORT, **fields}}})).encode(), reason)
             for fields, reason in (
                 ({"n_pairs": 1.5}, "shape"),
+                ({"n_pairs": 10**400}, "shape"),  # it loaded, then failed every scrape
+                ({"n_resamples": 2**63}, "shape"),
                 ({"wins": -1}, "shape"),
                 ({"decidable": "yes"}, "shape"),
                 ({"exact": 1}, "shape"),

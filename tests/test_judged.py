@@ -168,14 +168,19 @@ def test_real_decay_is_model_decay(tmp_path: Path) -> None:
     assert "mean ndcg@10 difference" in d["reasons"][0]
 
 
-@pytest.mark.parametrize("holes", [3, 1])
-def test_judgment_holes_make_the_look_undecidable_not_decay(tmp_path: Path, holes: int) -> None:
-    """New unjudged documents take the top ``holes`` ranks: nDCG@10 falls with no loss of
+@pytest.mark.parametrize(
+    ("holes", "metric"), [(3, "ndcg@10"), (1, "ndcg@10"), (1, "ndcg@20"), (1, "ndcg@100")]
+)
+def test_judgment_holes_make_the_look_undecidable_not_decay(
+    tmp_path: Path, holes: int, metric: str
+) -> None:
+    """New unjudged documents take the top ``holes`` ranks: nDCG falls with no loss of
     quality. One such document lowers judged@10 by at most 1/10, which the default
     tolerance of 0.1 (a strict ">") never flagged: the largest nDCG effect one document has
-    was paged as model decay."""
+    was paged as model decay. judged@k followed the metric's k: judged@20 falls by 1/20 at
+    most, never more than 0.05, and judged@100 of 20-result lists not at all."""
     world = RunsWorld(holes=holes, holes_start=timedelta(days=10, hours=1))
-    config = _world(tmp_path, world)
+    config = _world(tmp_path, world, extra_outcomes_toml=f'outcomes.metric = "{metric}"\n')
     d = _run(config)
     out = d["outcome"]
     assert isinstance(out, dict)
@@ -322,6 +327,41 @@ def test_a_run_completed_after_a_look_is_looked_at_again(tmp_path: Path, fmt: st
     later = runner.run(name, day + timedelta(hours=5)).verdict.outcome
     assert later is not None
     assert not later.new_look
+
+
+def test_a_state_saved_before_trec_lines_counted_makes_no_look_again(tmp_path: Path) -> None:
+    """A state saved before a TREC file's lines counted as rows holds the last look's rows
+    as its file count (1): compared with the lines, the whole run read as landing late, and
+    the first check after the upgrade looked at it again (alpha spent on the same runs)."""
+    import json
+
+    config_path = _world(
+        tmp_path, RunsWorld(n_queries=40, judged=15, results=20, scores_per_hour=60), fmt="trec"
+    )
+    config = load_config(config_path)
+    name = config.monitors[0].name
+    day = START + timedelta(days=10)
+    runner = Runner(config)
+    runner.run(name, day - timedelta(hours=20))
+    look = runner.run(name, day + timedelta(hours=3)).verdict.outcome
+    assert look is not None
+    assert look.new_look
+    path = config.server.state_dir / f"{name}.json"
+    doc = json.loads(path.read_text())
+
+    def as_before(d: dict[str, Any]) -> None:  # the file count, no marker
+        for key, value in list(d.items()):
+            if key == "decay" and isinstance(value, dict) and value.get("runs_rows"):
+                value["runs_rows"] = 1
+                value.pop("runs_rows_lines", None)
+            elif isinstance(value, dict):
+                as_before(value)
+
+    as_before(doc)
+    path.write_text(json.dumps(doc))
+    after = Runner(load_config(config_path)).run(name, day + timedelta(hours=4)).verdict.outcome
+    assert after is not None
+    assert not after.new_look, "the last look was made again"
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "trec"])

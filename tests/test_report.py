@@ -1313,10 +1313,34 @@ def test_page_file_names_tell_apart_the_slots_of_one_minute() -> None:
     ]
 
 
+_SHOWN = "postgresql://monitor:&lt;redacted&gt;@db.internal/catalog"
+
+
 # SQLAlchemy (pyiceberg's SQL catalog) takes a password up to the last '@': one with a '/'
 # was once shown whole, one with an '@' in part
-@pytest.mark.parametrize("secret", ["pg-SECRET-1", "pg/SECRET/1", "p@g-SECRET@1", "pg:SECRET/@1"])
-def test_the_settings_a_page_shows_hold_no_catalog_secret(secret: str) -> None:
+@pytest.mark.parametrize(
+    ("secret", "uri", "shown"),
+    [
+        (s, f"postgresql://monitor:{s}@db.internal/catalog", _SHOWN)
+        for s in ("pg-SECRET-1", "pg/SECRET/1", "p@g-SECRET@1", "pg:SECRET/@1")
+    ]
+    + [
+        # Azure's user@server login, and a password as a query parameter
+        (
+            "pg-SECRET-1",
+            "postgresql://monitor@srv:pg-SECRET-1@srv.postgres.example/catalog",
+            "postgresql://monitor@srv:&lt;redacted&gt;@srv.postgres.example/catalog",
+        ),
+        (
+            "pg-SECRET-1",
+            "postgresql://db.internal/catalog?user=monitor&amp;Password=pg-SECRET-1",
+            "postgresql://db.internal/catalog?user=monitor&amp;Password=&lt;redacted&gt;",
+        ),
+    ],
+)
+def test_the_settings_a_page_shows_hold_no_catalog_secret(
+    secret: str, uri: str, shown: str
+) -> None:
     """The page's 'Monitor settings' (served without a login by default) once printed every
     Iceberg catalog property, tokens and keys included, and a database URI's password."""
     docs = [
@@ -1329,7 +1353,7 @@ def test_the_settings_a_page_shows_hold_no_catalog_secret(secret: str) -> None:
                 "catalog": {
                     "name": "prod",
                     "type": "sql",
-                    "uri": f"postgresql://monitor:{secret}@db.internal/catalog",
+                    "uri": uri.replace("&amp;", "&"),
                     "token": "bearer-SECRET-2",
                     "s3.secret-access-key": "s3-SECRET-3",
                 },
@@ -1339,7 +1363,7 @@ def test_the_settings_a_page_shows_hold_no_catalog_secret(secret: str) -> None:
     (m,) = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
     page = render_monitor_page(m, _verdict(AT), None, [], PageContext(ReportConfig()))
     assert "SECRET" not in page
-    assert "postgresql://monitor:&lt;redacted&gt;@db.internal/catalog" in page
+    assert shown in page
     assert "db.outcomes" in page  # the rest of the settings is still shown
     assert page.count("&lt;redacted&gt;") == 3
 

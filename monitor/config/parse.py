@@ -455,7 +455,9 @@ def _parse_judged(c: _Collector, t: dict[str, Any], path: str, base: Path) -> Ju
         c.add(f"{path}.judgments", "is required when kind = 'judged_runs'")
     metric = c.get(t, "metric", path, d.metric, _decision_metric)
     cut = parse_metric(metric).k if metric else None
-    judged_k = c.get(t, "judged_k", path, cut or d.judged_k, _int(1, 10_000))
+    # holes show in the top ranks: judged@100 of lists shorter than 100 never moves when an
+    # unjudged document takes rank 1, while nDCG@100 falls (it paged as decay)
+    judged_k = c.get(t, "judged_k", path, min(cut or d.judged_k, 10), _int(1, 10_000))
     report = c.get(t, "report", path, d.report, _metrics)
     kwargs: dict[str, Any] = {
         "judgments": _resolve_pattern(base, c.get(t, "judgments", path, "", _string)),
@@ -467,8 +469,13 @@ def _parse_judged(c: _Collector, t: dict[str, Any], path: str, base: Path) -> Ju
         ),
         "gain": c.get(t, "gain", path, d.gain, _gain),
         "judged_k": judged_k,
+        # below the 1/k one unjudged document in each top k costs (a strict '>')
         "judged_tolerance": c.get(
-            t, "judged_tolerance", path, d.judged_tolerance, _float(0.0, 1.0)
+            t,
+            "judged_tolerance",
+            path,
+            min(d.judged_tolerance, 0.5 / judged_k),
+            _float(0.0, 1.0),
         ),
         "calibration_bins": c.get(t, "calibration_bins", path, d.calibration_bins, _int(2, 1000)),
     }

@@ -864,9 +864,12 @@ def _config_section(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext) 
 
 
 _CATALOG_SHOWN = {"name", "type", "uri", "warehouse"}
-# ``scheme://user:password@``: the password up to the last '@' of the token, as SQLAlchemy
-# reads one (it may hold '/', ':' and '@'); a host:port/path with an '@' is redacted too
-_URL_PASSWORD = re.compile(r"(?<=://)([^/@:\s]*):\S*@")
+# ``scheme://user:password@``: the password up to the last '@' of the token (it may hold
+# '/', ':' and '@'), the user possibly with an '@' of its own (Azure's ``user@server``); a
+# host:port/path with an '@' is redacted too
+_URL_PASSWORD = re.compile(r"(?<=://)([^/:\s]*):\S*@")
+# a password as a URL's query parameter (libpq and SQLAlchemy read ?password=)
+_QUERY_PASSWORD = re.compile(r"([?&;](?:password|passwd|pwd)=)[^&;\s]*", re.IGNORECASE)
 
 
 def _redacted(x: Any, key: str = "") -> Any:
@@ -883,7 +886,7 @@ def _redacted(x: Any, key: str = "") -> Any:
     if isinstance(x, list):
         return [_redacted(v) for v in x]
     if isinstance(x, str):
-        return _URL_PASSWORD.sub(r"\1:<redacted>@", x)
+        return _QUERY_PASSWORD.sub(r"\1<redacted>", _URL_PASSWORD.sub(r"\1:<redacted>@", x))
     return x
 
 

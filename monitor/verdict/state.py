@@ -210,6 +210,7 @@ class DecayTrack:
             "hold_until": _iso(self.hold_until),
             "runs_start": _iso(self.runs_start),
             "runs_rows": self.runs_rows,
+            "runs_rows_lines": True,
         }
 
     def to_json(self) -> str:
@@ -230,7 +231,10 @@ class DecayTrack:
             reports={k: OutcomeReport.from_dict(v) for k, v in d.get("reports", {}).items()},
             hold_until=_parse_iso(d.get("hold_until")),
             runs_start=_parse_iso(d.get("runs_start")),
-            runs_rows=int(d.get("runs_rows", 0)),
+            # a count written before TREC run files counted a row per line (one per file,
+            # then): compared with lines it read as the whole run landing late, and the last
+            # look was made again at the first check after an upgrade. Read as not counted
+            runs_rows=int(d.get("runs_rows", 0)) if d.get("runs_rows_lines") else 0,
         )
 
 
@@ -246,6 +250,7 @@ _DECAY_KEYS = {
     "hold_until",
     "runs_start",
     "runs_rows",
+    "runs_rows_lines",
 }
 
 
@@ -344,7 +349,7 @@ def _check_state_doc(d: Any) -> None:
             _need(clear >= 0, f"{tw}clear_cusum", "a number >= 0", clear)
             quiet = track.get("quiet", 0)
             _need(
-                isinstance(quiet, int) and not isinstance(quiet, bool) and quiet >= 0,
+                _is_count(quiet),
                 f"{tw}quiet",
                 "an integer >= 0",
                 quiet,
@@ -372,6 +377,12 @@ def _check_state_doc(d: Any) -> None:
         _check_decay(d["origin_decay"], "origin_decay")
 
 
+def _is_count(value: Any) -> bool:
+    """A count: an integer (not a bool) in [0, 2**63). One past float's range once loaded
+    and then failed every /metrics scrape (its gauge is a float) until a look replaced it."""
+    return isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63
+
+
 def _check_decay(decay: Any, where: str) -> None:
     """The shape of a persisted decay track (``where``: its path in the document)."""
     _need(isinstance(decay, Mapping), where, "an object", decay)
@@ -379,11 +390,13 @@ def _check_decay(decay: Any, where: str) -> None:
     _need(not unknown, where, f"an object with keys {sorted(_DECAY_KEYS)}", unknown)
     rows = decay.get("runs_rows", 0)
     _need(
-        isinstance(rows, int) and not isinstance(rows, bool) and rows >= 0,
+        _is_count(rows),
         f"{where}.runs_rows",
         "a count",
         rows,
     )
+    lines = decay.get("runs_rows_lines", False)
+    _need(isinstance(lines, bool), f"{where}.runs_rows_lines", "true or false", lines)
     for key in ("runs_end", "reference_start", "reference_end", "hold_until", "runs_start"):
         _check_time(decay, key, f"{where}.")
     looks = decay.get("looks", [])
@@ -431,7 +444,7 @@ def _check_report(report: Mapping[str, Any], at: str) -> None:
             continue
         if key in _REPORT_COUNTS:
             _need(
-                isinstance(value, int) and not isinstance(value, bool) and value >= 0,
+                _is_count(value),
                 where,
                 "a count",
                 value,
@@ -441,8 +454,7 @@ def _check_report(report: Mapping[str, Any], at: str) -> None:
         elif key == "exact":
             _need(value is None or isinstance(value, bool), where, "null, true or false", value)
         elif key == "n_resamples":
-            ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
-            _need(ok and (value is None or value >= 0), where, "null or a count", value)
+            _need(value is None or _is_count(value), where, "null or a count", value)
         elif key in _REPORT_TIMES:
             _check_time(report, key, f"{at}.")
         elif key in _REPORT_TEXTS:
