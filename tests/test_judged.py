@@ -364,6 +364,18 @@ def test_a_state_saved_before_trec_lines_counted_makes_no_look_again(tmp_path: P
     assert not after.new_look, "the last look was made again"
 
 
+def test_judgment_versions_under_a_config_directory_named_like_a_glob(tmp_path: Path) -> None:
+    """The version directory was joined to the judgments' display path, the literal one:
+    under 'br[1]/' it was read as a glob, matched nothing, and every check was an error."""
+    from monitor.sources import judgments_version
+
+    config = load_config(_world(tmp_path / "br[1]", RunsWorld(n_queries=20)))
+    judged = config.monitors[0].outcomes.judged
+    assert judged is not None
+    assert judgments_version(judged).startswith("v")
+    assert _run(_world(tmp_path / "br[2]", RunsWorld(n_queries=20)))["state"] != "error"
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "trec"])
 def test_a_window_without_runs_is_empty_and_the_first_checks_insufficient(
     tmp_path: Path, fmt: str

@@ -271,3 +271,29 @@ def test_a_config_directory_named_like_a_glob_is_read_literally(
             sources.read_scores(spec, sources.Window(start=t0, end=t0 + timedelta(days=1)))
         assert literal in str(info.value)
         assert "[[]" not in str(info.value)
+
+
+def test_a_glob_never_enters_what_no_match_can_lie_below(tmp_path: Path) -> None:
+    """``scores-*.parquet`` in a directory that also holds a dangling link (a backup volume
+    not mounted): the walk entered every subdirectory below the glob's fixed part and raised
+    for the link, failing every check over an entry no match can be under. One that may
+    hold a match is still raised for."""
+    import os
+
+    data = tmp_path / "data"
+    data.mkdir()
+    os.symlink("/nonexistent/volume", data / "backup")
+    sources.write_parquet(
+        data / "scores-0.parquet",
+        {
+            "timestamp": np.array(["2026-03-01T01:00:00"], dtype="datetime64[us]"),
+            "score": np.array([0.5]),
+        },
+    )
+    t0 = datetime(2026, 3, 1, tzinfo=UTC)
+    window = sources.Window(start=t0, end=t0 + timedelta(days=1))
+    spec = sources.ScoreSpec(path=f"{data}/scores-*.parquet")
+    assert sources.read_scores(spec, window).rows == 1
+    below = sources.ScoreSpec(path=f"{data}/b*/scores-*.parquet")  # 'backup' may hold one
+    with pytest.raises(SourceNotFoundError, match="dangling"):
+        sources.read_scores(below, window)

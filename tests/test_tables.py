@@ -297,6 +297,23 @@ def test_delta_deletion_vectors_leave_their_rows_out(tmp_path: Path) -> None:
     assert sum(s.rows for s in part.summaries.values()) == part.rows
 
 
+def test_delta_deletion_vectors_through_a_link_or_dot_dot_are_matched(tmp_path: Path) -> None:
+    """delta-rs names the deletion vectors' files under its canonical root (links and '..'
+    resolved): through a linked path, or a relative scores.path joined as 'conf/../lake',
+    they never matched the table's files and the table was refused ('only 0 could be
+    matched'), with a hint to purge them."""
+    root = tmp_path / "lake"
+    batch = _batch(range(2), 5)
+    write_deltalake(root, batch, configuration={"delta.enableDeletionVectors": "true"})
+    _add_deletion_vector(root, [0, 1, 2])
+    (tmp_path / "link").symlink_to(root)
+    (tmp_path / "conf").mkdir()
+    for path in (root, tmp_path / "link", f"{tmp_path}/conf/../lake"):
+        clear_cache()
+        got = read_scores(ScoreSpec(path=str(path), format="delta"), ALL)
+        assert got.rows == batch.num_rows - 3, path
+
+
 def test_delta_deletion_vectors_leave_outcome_rows_out(tmp_path: Path) -> None:
     """Outcomes too: rows a deletion vector removes are not averaged into their query's
     outcome, in a window that covers the file and in one that cuts it (only the scores path
@@ -497,6 +514,47 @@ def test_iceberg_reads_exactly_its_live_files(
     assert planned[0] in live
     assert {key[1] for key in _FOOTERS._entries} == set(planned)
     assert pin_snapshot(spec).snapshot == current_snapshot(spec) is not None
+
+
+@pytest.mark.parametrize("warehouse", ["warehouse", "my wh%41"])
+def test_iceberg_partition_values_and_paths_that_need_escaping_are_read(
+    tmp_path: Path, warehouse: str
+) -> None:
+    """pyiceberg writes a file's path as it is on disk (a directory ``seg=c%2Fd`` for the
+    value 'c/d'): unquoted, the reader looked for ``seg=c/d`` and refused the whole table
+    ("disappeared while reading"), for any non-ASCII segment too, and for a warehouse path
+    with a space or a '%'."""
+    from pyiceberg.catalog import load_catalog
+    from pyiceberg.transforms import IdentityTransform
+
+    clear_cache()
+    props = (
+        ("name", "test"),
+        ("type", "sql"),
+        ("uri", f"sqlite:///{tmp_path / 'catalog.db'}"),
+        ("warehouse", (tmp_path / warehouse).as_uri()),
+    )
+    catalog = load_catalog("test", **dict(props[1:]))
+    catalog.create_namespace("db")
+    segments = ["a b", "c/d", "e%f", "plain", "\u00fc", "x:y"]
+    rows = pa.table(
+        {
+            "timestamp": pa.array(
+                [T0 + timedelta(minutes=i) for i in range(len(segments))],
+                type=pa.timestamp("us", tz="UTC"),
+            ),
+            "score": np.arange(len(segments), dtype=np.float64),
+            "seg": segments,
+        }
+    )
+    table = catalog.create_table("db.s", schema=rows.schema)
+    with table.update_spec() as update:
+        update.add_field("seg", IdentityTransform(), "seg")
+    catalog.load_table("db.s").append(rows)
+    spec = ScoreSpec("db.s", format="iceberg", catalog=props, segment_column="seg")
+    got = read_scores(spec, Window(start=T0, end=T0 + timedelta(days=1)))
+    assert got.rows == len(segments)
+    assert sorted(got.segment_names) == sorted(segments)
 
 
 def test_iceberg_outcome_run_times(iceberg: tuple[tuple[str, str], ...], tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ against the same judgments and a judgment update never looks like decay.
 
 from __future__ import annotations
 
+import glob
 import hashlib
 import threading
 from collections import OrderedDict
@@ -188,7 +189,10 @@ def _version(source: _Source, judged: JudgedSpec) -> tuple[str | None, _Source]:
             path=source.display,
             hint="fix outcomes.judgments_version",
         )
-    return name, _resolve(source.display.rstrip("/") + f"/version={name}", False)
+    # the display is the literal path (a config directory named like a glob unescaped):
+    # escaped again, or 'br[1]/qrels' was read as a glob and matched no version
+    chosen = glob.escape(source.display.rstrip("/")) + "/" + glob.escape(f"version={name}")
+    return name, _resolve(chosen, False)
 
 
 def _parquet_judgments(

@@ -600,6 +600,14 @@ def _children(
     found: list[_Found] = []
     reusable = local
     for entry in _list_dir(source, directory):
+        if (
+            source.pattern is not None
+            and not entry.is_file
+            and not _may_hold(entry.path, source.pattern)
+        ):
+            # no match of the glob can lie below it: not entered, nor raised for (a dangling
+            # link or an unreadable lost+found beside the matches failed every check)
+            continue
         reusable = reusable and not entry.link and entry.problem is None
         if entry.is_dir or entry.problem is not None:
             kv = _hive(entry.base_name)
@@ -723,6 +731,21 @@ def _subtree(
                 _SUBTREES.clear()
             _SUBTREES[key] = whole
     return whole
+
+
+@functools.lru_cache(maxsize=256)
+def _literal_prefix(pattern: str) -> str:
+    """What every match of the glob ``pattern`` starts with: its text before the first glob
+    character (``[*]``, ``[?]``, ``[[]`` taken literally)."""
+    first = _first_glob(pattern)
+    return _ESCAPED.sub(r"\1", pattern if first is None else pattern[:first])
+
+
+def _may_hold(directory: str, pattern: str) -> bool:
+    """Whether a match of ``pattern`` may lie below ``directory`` (``*`` matches '/' too, so
+    only the literal prefix rules a directory out)."""
+    below, prefix = directory.rstrip("/") + "/", _literal_prefix(pattern)
+    return below.startswith(prefix) or prefix.startswith(below)
 
 
 def _span_holding(

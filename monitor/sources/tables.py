@@ -211,9 +211,15 @@ def _delta_files(spec: ScoreSpec | OutcomeSpec, table: Any, version: int, prune:
     if "deletionVectors" in (table.protocol().reader_features or []):
         dvs = pa.table(table.deletion_vectors())  # delta-rs decodes them: a keep mask per file
         vectors = dvs.column("selection_vector").combine_chunks()
+        # by the path relative to the table's root: delta-rs names them under its canonical
+        # root (symlinks and '..' resolved), which a path given through a link or with '..'
+        # never matched (every such table refused as 'only 0 could be matched')
+        base = _local_part(str(table.table_uri)).rstrip("/") + "/"
         for i, uri in enumerate(dvs.column("filepath").to_pylist()):
             keep = np.asarray(vectors[i].values.to_numpy(zero_copy_only=False), dtype=bool)
-            with_dv[_local_part(uri)] = np.flatnonzero(~keep).astype(np.int64)
+            local = _local_part(uri)
+            relative = local[len(base) :] if local.startswith(base) else local
+            with_dv[relative] = np.flatnonzero(~keep).astype(np.int64)
     matched = 0
     fs, root = _filesystem(path)
     actions = pa.table(table.get_add_actions(flatten=True))
@@ -240,7 +246,7 @@ def _delta_files(spec: ScoreSpec | OutcomeSpec, table: Any, version: int, prune:
         parts = tuple(
             (n.removeprefix("partition."), _partition_text(part_values[n][i])) for n in part_cols
         )
-        deleted = with_dv.get(file_path)
+        deleted = with_dv.get(name)
         matched += deleted is not None
         files.append(
             _File(
@@ -298,10 +304,21 @@ def _partition_text(value: object) -> str:
 
 
 def _local_part(uri: str) -> str:
-    """A data file's URI as the path its filesystem knows it by (local path or bucket/key)."""
+    """A Delta data file's URI as the path its filesystem knows it by (local path or
+    bucket/key): Delta percent-encodes the paths in its log."""
     if uri.startswith("file:"):
         return unquote(urlparse(uri).path)
     return unquote(uri.split("://", 1)[1]) if "://" in uri else uri
+
+
+def _iceberg_local(uri: str) -> str:
+    """An Iceberg file's URI as the path its filesystem knows it by, as pyiceberg's
+    ``PyArrowFileIO`` reads it: not unquoted (a partition ``seg=c%2Fd`` is a directory of
+    that name on disk; unquoted, every file of a table with such a value, or in a warehouse
+    path with a space, was 'disappeared while reading')."""
+    if "://" not in uri:
+        return uri
+    return urlparse(uri).path if uri.startswith("file:") else uri.split("://", 1)[1]
 
 
 # -- Iceberg ---------------------------------------------------------------------------------
@@ -419,7 +436,7 @@ def _iceberg_files(
                 f"({location}), which is not supported",
                 path=spec.path,
             )
-        file_path = _local_part(uri) if scheme == "file" else uri.split("://", 1)[1]
+        file_path = _iceberg_local(uri)
         problem = None
         deleted = None
         unsupported = [
@@ -520,7 +537,7 @@ def _positions(
         d_uri = str(d.file_path)
         by_file = cache.get(d_uri)
         if by_file is None:
-            inner = _local_part(d_uri) if scheme == "file" else d_uri.split("://", 1)[1]
+            inner = _iceberg_local(d_uri)
             try:
                 rows = pq.read_table(inner, columns=["file_path", "pos"], filesystem=fs)
             except (OSError, pa.ArrowException, ValueError, KeyError) as exc:
