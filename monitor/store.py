@@ -435,14 +435,16 @@ def lock_state_dir(directory: Path) -> int | None:
 
     path = directory / DAEMON_LOCK
     writable = True
+    # never waited on: a FIFO in the file's place once blocked the start for good
+    flags = os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
     try:
         directory.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | flags, 0o644)
     except OSError as exc:
         # another user's lock file, or a read-only state_dir that has one: flock works on a
         # descriptor opened for reading too (once no lock was taken, and two daemons ran)
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | flags)
         except OSError:
             log.warning(
                 "state_dir not locked: a second daemon on it would not be refused",
@@ -450,6 +452,17 @@ def lock_state_dir(directory: Path) -> int | None:
             )
             return None
         writable = False
+    try:
+        regular = stat.S_ISREG(os.fstat(fd).st_mode)
+    except OSError:
+        regular = False
+    if not regular:
+        os.close(fd)
+        log.warning(
+            "state_dir not locked: a second daemon on it would not be refused",
+            extra={"path": str(path), "error": "not a regular file"},
+        )
+        return None
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:

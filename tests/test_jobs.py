@@ -1078,3 +1078,8 @@ def test_a_lock_file_that_cannot_be_opened_for_writing_still_locks(
     taken = lock_state_dir(other)  # read-only, and free: taken
     assert taken is not None
     os.close(taken)
+    # a FIFO in the lock file's place (opened for reading only): never waited on
+    fifo = tmp_path / "fifo"
+    fifo.mkdir()
+    os.mkfifo(fifo / DAEMON_LOCK, 0o444)
+    assert lock_state_dir(fifo) is None

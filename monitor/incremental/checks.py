@@ -18,7 +18,6 @@ from monitor.engines import Engine, engine_alive, make_engine
 from monitor.epoch import from_ns
 from monitor.errors import EngineUnavailableError, MonitorError
 from monitor.incremental.store import (
-    _CORRUPT,
     _FORMAT,
     MAX_GRID_BYTES,
     Bucket,
@@ -311,18 +310,27 @@ class SummaryChecks:
         grid, it would decide on other edges than the daemon did."""
         bad: BaseException | None = None
         try:
-            grid = FrozenGrid.from_bytes(read_regular(path, MAX_GRID_BYTES))
+            data = read_regular(path, MAX_GRID_BYTES)
         except FileNotFoundError:
             return None, replaced  # removed meanwhile: built anew
         except NotRegularFile as exc:
             bad = exc
-        except _CORRUPT as exc:
-            if isinstance(exc, OSError) and not self.persist_grids:
+        except OSError as exc:
+            if not self.persist_grids:
                 raise SummaryCheckError(
                     f"cannot read the summary grid {path}: {exc}; run as the daemon's "
                     "user, or with read access to its state_dir"
                 ) from exc
             bad = exc
+        if bad is None:
+            try:
+                grid = FrozenGrid.from_bytes(data)
+            # anything the zip and .npy readers raise on a damaged file is damage: a flipped
+            # bit raised RuntimeError ('encrypted'), NotImplementedError (a zip version),
+            # TokenError or SyntaxError (a .npy header), each not taken for damage, and every
+            # check was an error until the file was removed by hand
+            except Exception as exc:
+                bad = exc
         if bad is None:
             # built under other score or summary settings: not used, its buckets replaced
             return (grid if grid.key == _grid_key(grid.grid, want) else None), grid.key
