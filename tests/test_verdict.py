@@ -73,6 +73,16 @@ def segment(
     )
 
 
+def moved(seg: SegmentData, by: timedelta) -> SegmentData:
+    """``seg`` with its current scores' times moved by ``by``: data of a later check's window
+    (a window holds its own scores; a segment reused unmoved has none in it)."""
+    from dataclasses import replace as swap
+
+    assert seg.current_timestamps is not None
+    shift = int(by.total_seconds() * 1e9)
+    return swap(seg, current_timestamps=seg.current_timestamps + shift)
+
+
 def check_data(at: datetime, segments: dict[str, SegmentData], *, runs: int = 1) -> CheckData:
     """A check whose golden set was evaluated once ``runs`` > 0 (else: nothing new landed)."""
     return CheckData(
@@ -423,7 +433,7 @@ def test_decay_is_named_at_the_first_look_and_clears_only_on_recovery() -> None:
     # recovery: the interval's lower end back above -margin
     fresh = segment(np.random.default_rng(11), later, decay=0.0)
     day2 = AT + timedelta(days=2)
-    v4, s4 = evaluate(m, day2, check_data(day2, {"": fresh}), s3)
+    v4, s4 = evaluate(m, day2, check_data(day2, {"": moved(fresh, day2 - later)}), s3)
     assert v4.outcome is not None
     assert v4.outcome.recovered
     assert v4.state == "ok"
@@ -843,7 +853,7 @@ def test_a_look_over_part_of_the_golden_set_does_not_clear_a_decay() -> None:
     fresh = segment(np.random.default_rng(11), AT, decay=0.0)
     half = swap(fresh, pairs=swap(fresh.pairs, only_reference=fresh.pairs.n))  # 50 % paired
     day = AT + timedelta(days=1)
-    verdict, kept = evaluate(m, day, check_data(day, {"": half}), state)
+    verdict, kept = evaluate(m, day, check_data(day, {"": moved(half, day - AT)}), state)
     assert verdict.outcome is not None
     assert verdict.outcome.ci_low is not None
     assert verdict.outcome.ci_low > -m.decay.margin  # the interval alone would clear it
@@ -853,7 +863,7 @@ def test_a_look_over_part_of_the_golden_set_does_not_clear_a_decay() -> None:
     assert kept.decay.active == state.decay.active  # the same since
     assert any("not cleared: this look paired 50% of" in r for r in verdict.reasons)
     whole = AT + timedelta(days=2)
-    verdict, cleared = evaluate(m, whole, check_data(whole, {"": fresh}), kept)
+    verdict, cleared = evaluate(m, whole, check_data(whole, {"": moved(fresh, whole - AT)}), kept)
     assert verdict.state == "ok"
     assert cleared.decay.active == {}
 
@@ -1116,3 +1126,19 @@ def test_a_share_below_its_bound_never_reads_as_the_bound(
     from monitor.verdict.reasons import _below
 
     assert _below(share, bound) == want
+
+
+def test_a_window_too_small_for_a_block_is_undecidable_not_ok() -> None:
+    """drift.min_block_samples above min_current_samples: a window of 300 scores holds no
+    block of 500, and with no block tested within it the drift side had tested nothing, yet
+    each daily check said ok (a shift of +5 on every score, window PSI 3.9, unseen)."""
+    m = make_monitor("1d", drift={"min_block_samples": 500})
+    rng = np.random.default_rng(0)
+    state = MonitorState()
+    for day in range(3):
+        at = AT + timedelta(days=day)
+        v, state = evaluate(
+            m, at, check_data(at, {"": segment(rng, at, n_cur=300, shift=5.0)}), state
+        )
+        assert v.state == "insufficient_data", v.reasons
+        assert any("fewer than the 500 a block needs" in r for r in v.reasons), v.reasons

@@ -376,6 +376,18 @@ def _evaluate_input(
             anchor_cusum=state.anchor.cusum,
         )
     if block_size < cfg.min_block_samples:
+        if prior.evidence_end is None or prior.evidence_end <= data.current_start:
+            # no block tested within the current window, and the window itself too small
+            # for one (drift.min_block_samples above min_current_samples): the drift side
+            # has tested nothing, which once read as ok at every check, a PSI of 3.9 unseen
+            more.update(
+                decidable=False,
+                undecidable_reason=(
+                    f"no block tested since {_iso(prior.evidence_end) or 'the first check'}: "
+                    f"the {block_size} scores since {_iso(block_start)} are fewer than the "
+                    f"{cfg.min_block_samples} a block needs (drift.min_block_samples)"
+                ),
+            )
         return replace(report, **more), state, {}
     pvalues: dict[str, float] = {}
     references = [("reference", edges, counts, block)]
