@@ -828,6 +828,28 @@ def test_a_grid_a_read_only_process_cannot_read_is_its_error(
     assert _read(SummaryChecks(state), rolling_world, AT).grid.grid.points.size > 0
 
 
+def test_a_grid_read_out_of_memory_is_no_damage(
+    rolling_world: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Any exception parsing grid.npz is damage, but not a MemoryError: the process's, not
+    the file's; taken for damage, the daemon removed a valid grid (its frozen edges lost,
+    every bucket summarised again)."""
+    from monitor.incremental.store import FrozenGrid
+
+    state = tmp_path / "state"
+    _read(SummaryChecks(state), rolling_world, AT)
+    grid_file = state / "summaries" / "demo" / "grid.npz"
+    kept = grid_file.read_bytes()
+
+    def out_of_memory(data: bytes) -> FrozenGrid:
+        raise MemoryError
+
+    monkeypatch.setattr(FrozenGrid, "from_bytes", staticmethod(out_of_memory))
+    with pytest.raises(MemoryError):
+        _read(SummaryChecks(state), rolling_world, AT)
+    assert grid_file.read_bytes() == kept
+
+
 def test_the_disk_cache_is_bounded(rolling_world: Path, tmp_path: Path) -> None:
     unbounded = tmp_path / "unbounded"
     full = _read(SummaryChecks(unbounded), rolling_world, AT)

@@ -325,6 +325,8 @@ class SummaryChecks:
         if bad is None:
             try:
                 grid = FrozenGrid.from_bytes(data)
+            except MemoryError:
+                raise  # the process's, not the file's: a valid grid is never removed for it
             # anything the zip and .npy readers raise on a damaged file is damage: a flipped
             # bit raised RuntimeError ('encrypted'), NotImplementedError (a zip version),
             # TokenError or SyntaxError (a .npy header), each not taken for damage, and every
