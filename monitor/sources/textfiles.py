@@ -12,9 +12,10 @@ from __future__ import annotations
 import io
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Generic, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -28,30 +29,49 @@ from monitor.sources.paths import _File, _Source, _walk
 from monitor.sources.translate import _translate
 
 _MAGIC = b"PAR1"
+T = TypeVar("T")
 _STAMP = re.compile(
     r"(\d{4})-?(\d{2})-?(\d{2})T(\d{2}):?(\d{2})(?::?(\d{2}))?Z?", flags=re.IGNORECASE
 )
-_KINDS_LOCK = threading.Lock()
-_KINDS: dict[tuple[str, int, int, int], bool] = {}
+
+
+class _ByIdentity(Generic[T]):
+    """A fact about a file kept while the file is unchanged (by its identity: path, size,
+    mtime, ctime), at most ``limit`` files (past it, all are dropped)."""
+
+    def __init__(self, limit: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[tuple[str, int, int, int], T] = {}
+        self._limit = limit
+
+    def get(self, f: _File, compute: Callable[[], T]) -> T:
+        key = f.identity
+        with self._lock:
+            if key in self._held:
+                return self._held[key]
+        value = compute()
+        with self._lock:
+            if len(self._held) > self._limit:
+                self._held.clear()
+            self._held[key] = value
+        return value
+
+
+_KINDS: _ByIdentity[bool] = _ByIdentity()  # parquet or not, by the first bytes
+_LINES: _ByIdentity[int] = _ByIdentity()  # a TREC file's rows
+
+
+def _read(source: _Source, f: _File, size: int | None, what: str) -> bytes:
+    """The first ``size`` bytes of ``f`` (None: all of it), errors named by ``what``."""
+    try:
+        with source.fs.open_input_stream(f.path) as handle:
+            return bytes(handle.read() if size is None else handle.read(size))
+    except (OSError, pa.ArrowException) as exc:
+        raise _translate(exc, f.path, what) from exc
 
 
 def _is_parquet(source: _Source, f: _File) -> bool:
-    key = f.identity
-    with _KINDS_LOCK:
-        hit = _KINDS.get(key)
-    if hit is not None:
-        return hit
-    try:
-        with source.fs.open_input_stream(f.path) as handle:
-            head = handle.read(4)
-    except (OSError, pa.ArrowException) as exc:
-        raise _translate(exc, f.path, "opening the file") from exc
-    kind = bytes(head) == _MAGIC
-    with _KINDS_LOCK:
-        if len(_KINDS) > 4096:
-            _KINDS.clear()
-        _KINDS[key] = kind
-    return kind
+    return _KINDS.get(f, lambda: _read(source, f, 4, "opening the file") == _MAGIC)
 
 
 def _files(source: _Source, window: Window | None) -> Iterator[_File]:
@@ -82,29 +102,15 @@ def _file_time(f: _File) -> int:
     return f.mtime_ns
 
 
-_LINES_LOCK = threading.Lock()
-_LINES: dict[tuple[str, int, int, int], int] = {}
-
-
 def _line_count(source: _Source, f: _File) -> int:
     """A TREC file's rows: its non-empty lines (ASCII whitespace only is empty, as
-    ``_tokens`` splits them), kept while the file is unchanged (by its identity)."""
-    key = f.identity
-    with _LINES_LOCK:
-        hit = _LINES.get(key)
-    if hit is not None:
-        return hit
-    try:
-        with source.fs.open_input_stream(f.path) as handle:
-            raw = bytes(handle.read())
-    except (OSError, pa.ArrowException) as exc:
-        raise _translate(exc, f.path, "reading the file") from exc
-    count = sum(1 for line in raw.splitlines() if line.strip())
-    with _LINES_LOCK:
-        if len(_LINES) > 4096:
-            _LINES.clear()
-        _LINES[key] = count
-    return count
+    ``_tokens`` splits them), kept while the file is unchanged."""
+
+    def count() -> int:
+        raw = _read(source, f, None, "reading the file")
+        return sum(1 for line in raw.splitlines() if line.strip())
+
+    return _LINES.get(f, count)
 
 
 def _trec_files(source: _Source, window: Window | None) -> list[tuple[_File, int]]:
