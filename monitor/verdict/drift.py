@@ -375,17 +375,19 @@ def _evaluate_input(
             anchor_end=_iso(anchor.end),
             anchor_cusum=state.anchor.cusum,
         )
+    # whether no block has been tested within the current window: <=, the last block tested
+    # ended at evidence_end, so at the window's start it lies wholly before the window
+    untested = prior.evidence_end is None or prior.evidence_end <= data.current_start
+    since = f"no block tested since {_iso(prior.evidence_end) or 'the first check'}"
     if block_size < cfg.min_block_samples:
-        if prior.evidence_end is None or prior.evidence_end <= data.current_start:
-            # no block tested within the current window, and the window itself too small
-            # for one (drift.min_block_samples above min_current_samples): the drift side
-            # has tested nothing, which once read as ok at every check, a PSI of 3.9 unseen
+        if untested:
+            # and the window itself too small for a block (drift.min_block_samples above
+            # min_current_samples): it once read as ok at every check, a PSI of 3.9 unseen
             more.update(
                 decidable=False,
                 undecidable_reason=(
-                    f"no block tested since {_iso(prior.evidence_end) or 'the first check'}: "
-                    f"the {block_size} scores since {_iso(block_start)} are fewer than the "
-                    f"{cfg.min_block_samples} a block needs (drift.min_block_samples)"
+                    f"{since}: the {block_size} scores since {_iso(block_start)} are fewer "
+                    f"than the {cfg.min_block_samples} a block needs (drift.min_block_samples)"
                 ),
             )
         return replace(report, **more), state, {}
@@ -435,17 +437,15 @@ def _evaluate_input(
         pvalues[name] = test.pvalue
     if pvalues:
         state = replace(state, evidence_end=at)
-    elif prior.evidence_end is None or prior.evidence_end <= data.current_start:
-        # <=: the last block tested ended at evidence_end, so at the window's start it lies
-        # wholly before the window (a daily check after a day the reference lacks said ok)
+    elif untested:
         # a block large enough, set aside whole (its hours lack from the reference), and no
         # block tested within the current window: the drift side has tested nothing (a log
         # or segment younger than its weekly reference said ok for a week, a change in it
-        # unseen)
+        # unseen; a daily check after a day the reference lacks said ok)
         more.update(
             decidable=False,
             undecidable_reason=(
-                f"no block tested since {_iso(prior.evidence_end) or 'the first check'}: the "
+                f"{since}: the "
                 f"reference holds too few scores in the hours of the {block_size} scores since "
                 f"{_iso(block_start)} (a log or segment younger than the reference's "
                 f"{'phases' if period is not None else 'window'}, or its feed out then)"
