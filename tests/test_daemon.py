@@ -346,7 +346,7 @@ def test_a_hung_run_of_a_monitor_a_reload_removed_ends_quietly(tmp_path: Path) -
         waiting = threading.Thread(target=job)
         waiting.start()
         wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the hung run")
-        path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
+        path.write_text(_without_hung(text))
         assert daemon.reload() is True
         waiting.join(timeout=30)
         assert not waiting.is_alive()
@@ -616,6 +616,22 @@ def test_a_reload_while_a_run_is_in_flight_runs_the_monitor_again_once_it_ends(
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
 
 
+def _without_hung(text: str) -> str:
+    """The two-monitor config ``text`` with its second monitor (``hung``) removed."""
+    return text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)]
+
+
+def _end_quietly(runner: Runner, first: threading.Thread, caplog: pytest.LogCaptureFixture) -> None:
+    """Release the hung source: ``first`` ends, and nothing fails unexpectedly."""
+    reader = runner.reader
+    assert isinstance(reader, HangOne)
+    with caplog.at_level(logging.WARNING, logger="monitor"):
+        reader.release.set()
+        first.join(30)
+    assert not first.is_alive()
+    assert not [r for r in caplog.records if "unexpectedly" in r.getMessage()]
+
+
 def _hung_run(daemon: Daemon) -> threading.Thread:
     """A run of the ``hung`` monitor started in a thread of its own, once it is in flight."""
     first = threading.Thread(target=daemon.run_monitor, args=("hung",), daemon=True)
@@ -637,16 +653,10 @@ def test_a_run_of_a_monitor_removed_meanwhile_ends_quietly(
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
         assert daemon._rerun == {"hung"}
-        path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
+        path.write_text(_without_hung(text))
         assert daemon.reload() is True
         assert daemon._rerun == set()
-        reader = runner.reader
-        assert isinstance(reader, HangOne)
-        with caplog.at_level(logging.WARNING, logger="monitor"):
-            reader.release.set()
-            first.join(30)
-        assert not first.is_alive()
-        assert not [r for r in caplog.records if "unexpectedly" in r.getMessage()]
+        _end_quietly(runner, first, caplog)
         assert daemon.scheduler.get_job("hung:rerun") is None
 
 
@@ -661,7 +671,7 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
     with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
         first = _hung_run(daemon)
         text = path.read_text()
-        path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
+        path.write_text(_without_hung(text))
         assert daemon.reload() is True
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
@@ -669,13 +679,7 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
         daemon.run_monitor("hung")  # a slot while the old run is still in flight
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.failures_total == 0  # the old run's slots are no failure of this one
-        reader = runner.reader
-        assert isinstance(reader, HangOne)
-        with caplog.at_level(logging.WARNING, logger="monitor"):
-            reader.release.set()
-            first.join(30)
-        assert not first.is_alive()
-        assert not [r for r in caplog.records if "unexpectedly" in r.getMessage()]
+        _end_quietly(runner, first, caplog)
         job = daemon.scheduler.get_job("hung:rerun")
         assert job is not None, "no run after the old one ended"
         job.func(*job.args)
@@ -694,7 +698,7 @@ def test_a_removed_monitors_run_abandoned_after_it_was_added_back_is_no_failure(
     with _hung_daemon(tmp_path, run_timeout="3s") as (path, _, runner, daemon):
         first = _hung_run(daemon)
         text = path.read_text()
-        path.write_text(text[: text.index("[[monitors]]", text.index("[[monitors]]") + 1)])
+        path.write_text(_without_hung(text))
         assert daemon.reload() is True
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
