@@ -479,11 +479,13 @@ class Summary:
     first_alarm_kind: str | None
     hours_in_state: Mapping[str, float]
     final_state: str | None
+    segment_alarms: Mapping[str, int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "checks": self.checks,
             "alarms": {"data_drift": self.drift_alarms, "model_decay": self.decay_alarms},
+            "segment_alarms": None if self.segment_alarms is None else dict(self.segment_alarms),
             "first_alarm": _iso(self.first_alarm),
             "first_alarm_kind": self.first_alarm_kind,
             "hours_in_state": dict(self.hours_in_state),
@@ -503,11 +505,46 @@ def _changes(rows: Sequence[CheckRow]) -> tuple[StateChange, ...]:
     return tuple(out)
 
 
-def summarize(rows: Sequence[CheckRow], end: datetime) -> Summary:
+def _raised(verdict: Verdict) -> tuple[frozenset[str], frozenset[str]]:
+    """The segments whose ``RetrievalDataDrift`` / ``RetrievalModelDecay`` condition holds
+    after ``verdict``, as the exporter's gauges give them: decay where the segment's outcome
+    report holds it raised; drift where its input report does, unless the same segment has
+    decay or the score feed is stale (the alert's ``unless`` clauses)."""
+    decay = frozenset(s for s, o in verdict.outcomes.items() if o.decay)
+    if any(r.startswith("score feed stale") for r in verdict.stale):
+        return frozenset(), decay
+    return frozenset(s for s, r in verdict.inputs.items() if r.drift and s not in decay), decay
+
+
+def segment_alarms(verdicts: Sequence[Verdict]) -> dict[str, int]:
+    """Alarms per segment, as the per-segment alerts would raise them: the times a segment's
+    drift (``RetrievalDataDrift``) or decay (``RetrievalModelDecay``) condition goes from not
+    holding (or no check yet) to holding. An ``error`` check leaves them as they were (the
+    exporter carries the state's alarms through it). The alerts' ``for`` and
+    ``keep_firing_for`` are not applied: with checks further apart than both (hourly checks,
+    the mixin's defaults), each raise is one firing. Unlike the state's alarms, a segment's
+    drift raised while another segment's decay sets the state counts."""
+    drift: frozenset[str] = frozenset()
+    decay: frozenset[str] = frozenset()
+    counts = {"data_drift": 0, "model_decay": 0}
+    for v in verdicts:
+        if v.state == "error":
+            continue
+        now_drift, now_decay = _raised(v)
+        counts["data_drift"] += len(now_drift - drift)
+        counts["model_decay"] += len(now_decay - decay)
+        drift, decay = now_drift, now_decay
+    return counts
+
+
+def summarize(
+    rows: Sequence[CheckRow], end: datetime, verdicts: Sequence[Verdict] | None = None
+) -> Summary:
     """Summarise replayed checks (in slot order) over ``[rows[0].at, end]``.
 
     Alarms are changes into ``data_drift`` / ``model_decay``; the state of check k lasts until
-    check k+1, the last one until ``end`` (0 hours if ``end`` is not after it).
+    check k+1, the last one until ``end`` (0 hours if ``end`` is not after it). With the
+    checks' ``verdicts``, ``segment_alarms`` too (see :func:`segment_alarms`).
     """
     hours = dict.fromkeys(STATES, 0.0)
     for k, row in enumerate(rows):
@@ -523,6 +560,7 @@ def summarize(rows: Sequence[CheckRow], end: datetime) -> Summary:
         first_alarm_kind=alarms[0].state if alarms else None,
         hours_in_state=hours,
         final_state=rows[-1].state if rows else None,
+        segment_alarms=None if verdicts is None else segment_alarms(verdicts),
     )
 
 
@@ -640,7 +678,7 @@ def backtest(
                 end=end,
                 checks=rows,
                 changes=_changes(rows),
-                summary=summarize(rows, end),
+                summary=summarize(rows, end, verdicts),
                 verdicts=tuple(verdicts),
                 seconds=time.perf_counter() - t0,
             )
@@ -838,6 +876,14 @@ def format_text(result: BacktestResult) -> str:
         "",
         f"  alarms: {s.drift_alarms} data drift, {s.decay_alarms} model decay; first alarm: "
         f"{first}",
+    ]
+    if s.segment_alarms is not None:
+        lines.append(
+            f"  segment alarms (the per-segment alerts' raises): "
+            f"{s.segment_alarms['data_drift']} data drift, "
+            f"{s.segment_alarms['model_decay']} model decay"
+        )
+    lines += [
         "  hours in state: " + ", ".join(f"{state} {h:g}" for state, h in s.hours_in_state.items()),
         f"  final state: {s.final_state or '-'}",
     ]

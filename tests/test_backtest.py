@@ -23,6 +23,7 @@ from monitor.backtest import (
     format_csv,
     format_json,
     run_backtest_cli,
+    segment_alarms,
     summarize,
 )
 from monitor.cli import main as cli_main
@@ -33,7 +34,7 @@ from monitor.jobs import ParquetReader, RunRecord
 from monitor.simulate import SCENARIOS, write_world
 from monitor.sources import ScoreSpec, Window, read_scores, write_parquet
 from monitor.stats import baseline_positions, build_baseline, drift_tests
-from monitor.verdict import STATES, MonitorState, Verdict
+from monitor.verdict import STATES, InputReport, MonitorState, OutcomeReport, Verdict
 
 ORIGIN = datetime(2026, 3, 1, tzinfo=UTC)
 DAY = timedelta(days=1)
@@ -230,7 +231,9 @@ def test_json_shape(short_run: Any) -> None:
         "first_alarm_kind",
         "hours_in_state",
         "final_state",
+        "segment_alarms",
     }
+    assert set(summary["segment_alarms"]) == {"data_drift", "model_decay"}
     assert summary["checks"] == 13
     assert sum(summary["hours_in_state"].values()) == pytest.approx(24.0)
     # several monitors: a list of documents
@@ -323,6 +326,7 @@ def test_text_report(short_run: Any, drift_and_decay: Config) -> None:
     assert "monitor demo: 3 checks" in text
     assert "-> " in text
     assert "alarms:" in text
+    assert "segment alarms (the per-segment alerts' raises): " in text
     assert "hours in state:" in text
 
 
@@ -441,6 +445,57 @@ def test_summarize_edges() -> None:
     quiet = summarize([_row(0, "ok"), _row(1, "insufficient_data")], ORIGIN + 3 * HOUR)
     assert (quiet.drift_alarms, quiet.decay_alarms, quiet.first_alarm) == (0, 0, None)
     assert quiet.hours_in_state["insufficient_data"] == 2.0
+
+
+def _segments(
+    hour: int, state: str, drift: str = "", decay: str = "", stale: bool = False
+) -> Verdict:
+    """A verdict of segments a and b: those in ``drift`` / ``decay`` hold the alarm raised."""
+    return Verdict(
+        monitor="m",
+        at=ORIGIN + hour * HOUR,
+        state=state,
+        reasons=(state,),
+        inputs={
+            s: InputReport(n_reference=500, n_current=500, decidable=True, drift=s in drift)
+            for s in "ab"
+        },
+        outcomes={
+            s: OutcomeReport(
+                n_pairs=100,
+                only_reference=0,
+                only_current=0,
+                coverage=1.0,
+                decidable=True,
+                decay=s in decay,
+            )
+            for s in "ab"
+        },
+        stale=("score feed stale: newest score 3h old",) if stale else (),
+    )
+
+
+def test_segment_alarms_count_each_segments_raise() -> None:
+    verdicts = [
+        _segments(0, "ok"),
+        _segments(1, "model_decay", decay="b"),
+        # a's drift raised while b's decay sets the state: the state's alarms miss it, the
+        # RetrievalDataDrift alert of segment a fires
+        _segments(2, "model_decay", drift="a", decay="b"),
+        Verdict(monitor="m", at=ORIGIN + 3 * HOUR, state="error", reasons=("boom",)),
+        _segments(4, "model_decay", drift="a", decay="b"),
+        # a stale score feed holds the drift alert back; it fires again once the feed is back
+        _segments(5, "insufficient_data", drift="a", decay="b", stale=True),
+        _segments(6, "model_decay", drift="ab", decay="b"),  # b's drift: its decay holds it back
+        _segments(7, "data_drift", drift="ab"),  # b's decay cleared: b's drift alert fires
+    ]
+    rows = [CheckRow.from_verdict(v) for v in verdicts]
+    s = summarize(rows, ORIGIN + 8 * HOUR, verdicts)
+    # the state's changes: model_decay entered again after the error and the stale check
+    assert (s.drift_alarms, s.decay_alarms) == (1, 3)
+    assert s.segment_alarms == {"data_drift": 3, "model_decay": 1}
+    assert segment_alarms(verdicts[:3]) == {"data_drift": 1, "model_decay": 1}
+    assert summarize(rows, ORIGIN + 8 * HOUR).segment_alarms is None  # rows alone cannot say
 
 
 def test_check_row_reason_names_the_state() -> None:
