@@ -343,7 +343,10 @@ def _dashboard(
 def overview(config: MixinConfig) -> dict[str, Any]:
     """One repeated row per monitor: state, time in state, PSI/KS, outcome band, freshness, runs."""
     lay = _Layout()
-    m = f'{config.selector},monitor="$monitor"'
+    # =~: the repeated rows' variable is multi-valued, and Grafana regex-escapes such a value
+    # ("search.v2" -> "search\\.v2"), which an exact match never equals: every panel of a
+    # monitor with a dot in its name showed no data
+    m = f'{config.selector},monitor=~"$monitor"'
     panels: list[Panel] = [lay.place(_text_panel(config.runbook_base), 18, 4)]
     panels.append(
         lay.place(

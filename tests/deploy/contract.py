@@ -128,6 +128,18 @@ def substitute(expr: str, *, monitor: str, segment: str = ".*") -> str:
     )
 
 
+def grafana_value(value: str, variable: Mapping[str, Any]) -> str:
+    """``value`` as Grafana's Prometheus data source interpolates it into a query for
+    ``variable`` (``interpolateQueryExpr``, packages/grafana-prometheus/src/escaping.ts): a
+    multi-valued or include-all variable's value is regex-escaped for the PromQL string
+    (``prometheusSpecialRegexEscape``: ``search.v2`` -> ``search\\\\.v2``, the regex
+    ``search\\.v2``), any other's has its backslashes and quotes escaped."""
+    if variable.get("multi") or variable.get("includeAll"):
+        value = value.replace("\\", "\\\\\\\\")
+        return re.sub(r"[$^*{}\[\]'+?.()|]", lambda m: "\\\\" + m.group(0), value)
+    return value.replace("\\", "\\\\").replace("'", "\\\\'")
+
+
 def load_grafana_rules() -> list[dict[str, Any]]:
     """Every Grafana-managed rule of ``grafana/provisioning/alerting/rules.yaml``."""
     doc = yaml.safe_load(GRAFANA_RULES.read_text())

@@ -18,6 +18,7 @@ from tests.deploy.contract import (
     REPO,
     RUNBOOK_BASE,
     dashboard_exprs,
+    grafana_value,
     iter_panels,
     load_dashboards,
     metric_names,
@@ -182,7 +183,7 @@ def test_time_since_last_success_reads_the_stale_alerts_clock(tmp_path: Path) ->
     }
     tests = []
     for _, expr in exprs:
-        monitor = "never" if 'monitor="never"' in expr else "search"
+        monitor = "never" if re.search(r'monitor=~?"never"', expr) else "search"
         periods = "schedule_interval" in expr
         tests.append(
             {
@@ -218,6 +219,56 @@ def test_time_since_last_success_reads_the_stale_alerts_clock(tmp_path: Path) ->
         ],
     }
     path = tmp_path / "panels_test.yml"
+    path.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run(
+        [binary("promtool"), "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("name", sorted(DASHBOARDS))
+def test_a_monitor_named_with_a_dot_has_data(name: str, tmp_path: Path) -> None:
+    """Monitor names may hold ``.`` and ``:``; Grafana regex-escapes the value of a
+    multi-valued variable (the overview's repeated rows), so each panel's monitor matcher must
+    match the escaped value: promtool evaluates the state panel as Grafana sends it
+    for ``search.v2:ab`` on a series the daemon exports. With ``monitor="$monitor"`` the
+    overview's panels showed no data for such a monitor."""
+    dash = DASHBOARDS[name]
+    variable = next(v for v in dash["templating"]["list"] if v["name"] == "monitor")
+    monitor = "search.v2:ab"
+    (expr,) = [
+        e
+        for title, e in dashboard_exprs(dash)
+        if "'Current state'" in title or "'State over time'" in title
+    ]
+    labels = f'job="retrieval-monitor",instance="monitor:9464",monitor="{monitor}"'
+    doc = {
+        "rule_files": [],
+        "evaluation_interval": "1m",
+        "tests": [
+            {
+                "interval": "1m",
+                "input_series": [
+                    {
+                        "series": f'retrieval_monitor_state{{{labels},state="{state}"}}',
+                        "values": f"{int(state == 'model_decay')}x20",
+                    }
+                    for state in ("ok", "data_drift", "model_decay", "insufficient_data", "error")
+                ],
+                "promql_expr_test": [
+                    {
+                        "expr": substitute(expr, monitor=grafana_value(monitor, variable)),
+                        "eval_time": "10m",
+                        "exp_samples": [{"labels": f'{{monitor="{monitor}"}}', "value": 2}],
+                    }
+                ],
+            }
+        ],
+    }
+    path = tmp_path / "dotted_test.yml"
     path.write_text(yaml.safe_dump(doc))
     proc = subprocess.run(
         [binary("promtool"), "test", "rules", str(path)],
