@@ -63,7 +63,8 @@ def _stat(metric: str, selector: str, fmt: str) -> str:
     return _with(f'print "{metric}" ${selector}', f'printf "{fmt}"')
 
 
-def _words(n: int) -> str:
+def words(n: int) -> str:
+    """``n`` in words up to five (``two``), in digits above."""
     return _WORDS.get(n, str(n))
 
 
@@ -217,7 +218,7 @@ def _health(c: MixinConfig) -> AlertGroup:
             Alert(
                 name="RetrievalMonitorStale",
                 note=(
-                    f"No successful check for {_words(stale_periods)} scheduled periods. "
+                    f"No successful check for {words(stale_periods)} scheduled periods. "
                     "last_success and state_since are persisted by the daemon, so a restart "
                     "neither resets nor fakes this clock. When a monitor has never succeeded "
                     "(last_success 0 or absent), the clock starts when its current state began."
@@ -240,7 +241,7 @@ def _health(c: MixinConfig) -> AlertGroup:
                 description=(
                     "The last successful check of monitor {{ $labels.monitor }} on "
                     "{{ $labels.instance }} was {{ $value | humanizeDuration }} ago, more than "
-                    f"{_words(stale_periods)} scheduled periods ("
+                    f"{words(stale_periods)} scheduled periods ("
                     + _with(
                         f'printf "{stale_periods} * retrieval_monitor_schedule_interval_seconds'
                         '{instance=%q,monitor=%q}" $labels.instance $labels.monitor',
@@ -251,7 +252,7 @@ def _health(c: MixinConfig) -> AlertGroup:
                 grafana_description=(
                     "The last successful check of monitor {{ $labels.monitor }} on "
                     "{{ $labels.instance }} was {{ $values.A.Value | humanizeDuration }} ago, "
-                    f"more than {_words(stale_periods)} scheduled periods. Its drift and decay "
+                    f"more than {words(stale_periods)} scheduled periods. Its drift and decay "
                     "verdicts are out of date."
                 ),
                 runbook_url=c.runbook_url("RetrievalMonitorStale"),
@@ -350,7 +351,7 @@ def _health(c: MixinConfig) -> AlertGroup:
                     "The latest state save failed (until one succeeds: a failure at start-up "
                     f"or a failing disk was let go once {window} had passed), a save failed in "
                     f"the last {window}, or the last successful save is "
-                    f"older than {_words(save_periods)} schedule periods: per monitor when the "
+                    f"older than {words(save_periods)} schedule periods: per monitor when the "
                     "gauge has a monitor label, else against the daemon's most frequent "
                     "schedule. A timestamp of 0 (never saved yet) is left to the failure counter."
                 ),
@@ -395,7 +396,7 @@ def _health(c: MixinConfig) -> AlertGroup:
                 grafana_description=(
                     "{{ if $labels.monitor }}Monitor {{ $labels.monitor }}: {{ end }}state saves "
                     f"failed in the last {window}, or the last successful save is older than "
-                    f"{_words(save_periods)} schedule periods. Sequential progress since then is "
+                    f"{words(save_periods)} schedule periods. Sequential progress since then is "
                     "lost on a restart, and /healthz reports degraded."
                 ),
                 runbook_url=c.runbook_url("RetrievalMonitorStateSaveFailing"),

@@ -15,6 +15,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from deploy.mixin.alerts import words
 from deploy.mixin.config import MixinConfig
 
 DS: dict[str, str] = {"type": "prometheus", "uid": "${datasource}"}
@@ -347,6 +348,7 @@ def overview(config: MixinConfig) -> dict[str, Any]:
     # ("search.v2" -> "search\\.v2"), which an exact match never equals: every panel of a
     # monitor with a dot in its name showed no data
     m = f'{config.selector},monitor=~"$monitor"'
+    stale = config.alerts["RetrievalMonitorStale"].count("periods")
     panels: list[Panel] = [lay.place(_text_panel(config.runbook_base), 18, 4)]
     panels.append(
         lay.place(
@@ -519,10 +521,11 @@ def overview(config: MixinConfig) -> dict[str, Any]:
                 f"  / on (job, instance, monitor)\n"
                 f"  retrieval_monitor_schedule_interval_seconds{{{m}}}",
                 "none",
-                _thresholds(("green", None), ("orange", 1.5), ("red", 2)),
+                _thresholds(("green", None), ("orange", stale - 0.5), ("red", stale)),
                 description="Time since the last successful check in schedule periods (a cron "
                 "schedule's longest gap; a monitor that never succeeded counts from when its "
-                "state began, as the alert does): RetrievalMonitorStale fires after two.",
+                f"state began, as the alert does): RetrievalMonitorStale fires after "
+                f"{words(stale)}.",
             ),
             5,
             3,
@@ -872,7 +875,8 @@ def drilldown(config: MixinConfig) -> dict[str, Any]:
                         "B",
                     ),
                     _target(
-                        f"2 * retrieval_monitor_schedule_interval_seconds{{{m}}}",
+                        f"{config.alerts['RetrievalMonitorStale'].count('periods')} * "
+                        f"retrieval_monitor_schedule_interval_seconds{{{m}}}",
                         "stale limit",
                         "C",
                     ),

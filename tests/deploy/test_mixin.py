@@ -24,6 +24,7 @@ from tests.deploy.contract import (
     REPO,
     dashboard_exprs,
     grafana_query,
+    iter_panels,
     metric_names,
     variable_queries,
 )
@@ -155,6 +156,20 @@ def test_thresholds_come_from_the_config() -> None:
     alerts = {a.name: a for g in alert_groups(config) for a in g.alerts}
     assert "3 * retrieval_monitor_schedule_interval_seconds" in alerts["RetrievalMonitorStale"].expr
     assert "more than three scheduled periods" in alerts["RetrievalMonitorStale"].description
+    # the dashboards' stale marks follow the alert's periods
+    files = outputs(config)
+    drill = json.loads(files["grafana/dashboards/drilldown.json"])
+    (limit,) = [e for w, e in dashboard_exprs(drill) if "'Run duration vs schedule' C" in w]
+    assert limit.startswith("3 * retrieval_monitor_schedule_interval_seconds"), limit
+    over = json.loads(files["grafana/dashboards/overview.json"])
+    (since,) = [p for p in iter_panels(over["panels"]) if p["title"].startswith("Since last")]
+    steps = since["fieldConfig"]["defaults"]["thresholds"]["steps"]
+    assert [(s["color"], s["value"]) for s in steps] == [
+        ("green", None),
+        ("orange", 2.5),
+        ("red", 3),
+    ]
+    assert since["description"].endswith("RetrievalMonitorStale fires after three.")
     save = alerts["RetrievalMonitorStateSaveFailing"]
     assert "[1h]) > 0" in save.expr
     assert save.expr.count("4 * ") == 2
