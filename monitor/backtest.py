@@ -505,35 +505,38 @@ def _changes(rows: Sequence[CheckRow]) -> tuple[StateChange, ...]:
     return tuple(out)
 
 
-def _raised(verdict: Verdict) -> tuple[frozenset[str], frozenset[str]]:
-    """The segments whose ``RetrievalDataDrift`` / ``RetrievalModelDecay`` condition holds
-    after ``verdict``, as the exporter's gauges give them: decay where the segment's outcome
-    report holds it raised; drift where its input report does, unless the same segment has
-    decay or the score feed is stale (the alert's ``unless`` clauses)."""
+def _raised(verdict: Verdict) -> tuple[frozenset[str], frozenset[str], bool]:
+    """The segments whose input drift and decay gauges are 1 after ``verdict`` (its input and
+    outcome reports' raised flags), and whether its score feed is stale."""
     decay = frozenset(s for s, o in verdict.outcomes.items() if o.decay)
-    if any(r.startswith("score feed stale") for r in verdict.stale):
-        return frozenset(), decay
-    return frozenset(s for s, r in verdict.inputs.items() if r.drift and s not in decay), decay
+    drift = frozenset(s for s, r in verdict.inputs.items() if r.drift)
+    return drift, decay, any(r.startswith("score feed stale") for r in verdict.stale)
 
 
 def segment_alarms(verdicts: Sequence[Verdict]) -> dict[str, int]:
     """Alarms per segment, as the per-segment alerts would raise them: the times a segment's
     drift (``RetrievalDataDrift``) or decay (``RetrievalModelDecay``) condition goes from not
-    holding (or no check yet) to holding. An ``error`` check leaves them as they were (the
-    exporter carries the state's alarms through it). The alerts' ``for`` and
-    ``keep_firing_for`` are not applied: with checks further apart than both (hourly checks,
-    the mixin's defaults), each raise is one firing. Unlike the state's alarms, a segment's
-    drift raised while another segment's decay sets the state counts."""
-    drift: frozenset[str] = frozenset()
+    holding (or no check yet) to holding. The conditions are the alerts' on the exporter's
+    gauges: decay where the segment's decay is raised; drift where its drift is, unless the
+    same segment has decay or the score feed is stale. An ``error`` check exports the alarms
+    the state carries (those of the check before) and no staleness, so a drift that a stale
+    feed held back holds again there. The alerts' ``for`` and ``keep_firing_for`` are not
+    applied: with checks further apart than both (hourly checks, the mixin's defaults), each
+    raise is one firing. Unlike the state's alarms, a segment's drift raised while another
+    segment's decay sets the state counts."""
+    drift: frozenset[str] = frozenset()  # the gauges
     decay: frozenset[str] = frozenset()
+    alert_drift: frozenset[str] = frozenset()  # the alerts' conditions
+    alert_decay: frozenset[str] = frozenset()
     counts = {"data_drift": 0, "model_decay": 0}
     for v in verdicts:
-        if v.state == "error":
-            continue
-        now_drift, now_decay = _raised(v)
-        counts["data_drift"] += len(now_drift - drift)
-        counts["model_decay"] += len(now_decay - decay)
-        drift, decay = now_drift, now_decay
+        stale = False
+        if v.state != "error":
+            drift, decay, stale = _raised(v)
+        now_drift = frozenset() if stale else drift - decay
+        counts["data_drift"] += len(now_drift - alert_drift)
+        counts["model_decay"] += len(decay - alert_decay)
+        alert_drift, alert_decay = now_drift, decay
     return counts
 
 

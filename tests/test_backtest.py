@@ -495,6 +495,14 @@ def test_segment_alarms_count_each_segments_raise() -> None:
     assert (s.drift_alarms, s.decay_alarms) == (1, 3)
     assert s.segment_alarms == {"data_drift": 3, "model_decay": 1}
     assert segment_alarms(verdicts[:3]) == {"data_drift": 1, "model_decay": 1}
+    # an error check exports the carried alarms and no staleness: a drift the stale feed
+    # held back holds again, and fires
+    held = [*verdicts[:2], verdicts[5], verdicts[3], verdicts[4]]
+    assert segment_alarms(held) == {"data_drift": 1, "model_decay": 1}
+    assert segment_alarms([*verdicts[:2], verdicts[4], verdicts[5], verdicts[3]]) == {
+        "data_drift": 2,
+        "model_decay": 1,
+    }
     assert summarize(rows, ORIGIN + 8 * HOUR).segment_alarms is None  # rows alone cannot say
 
 
