@@ -1172,6 +1172,22 @@ def test_write_world_round_trips(tmp_path: Path) -> None:
     np.testing.assert_array_equal(got_y, outcomes.outcomes)
 
 
+def test_write_world_makes_the_directory_of_a_log_with_no_row(tmp_path: Path) -> None:
+    """A span before the first evaluation run (02:00) has no outcome: its directory is made
+    anyway, so the feed reads as one with nothing yet (insufficient_data), not as a config
+    naming a path that does not exist (error)."""
+    world = write_world(
+        tmp_path,
+        SCENARIOS["stationary"],
+        start=START + timedelta(hours=3),
+        end=START + timedelta(hours=20),
+        seed=1,
+    )
+    assert world.outcomes_path.is_dir()
+    assert not list(world.outcomes_path.rglob("*.parquet"))
+    assert list(world.scores_path.rglob("*.parquet"))
+
+
 def test_write_world_config_has_the_contract_shape(tmp_path: Path) -> None:
     world = write_world(tmp_path, SCENARIOS["stationary"], start=START, end=START + DAY, seed=0)
     config = tomllib.loads(world.config_path.read_text())

@@ -107,6 +107,10 @@ def write_world(
     scores = generate_scores(scenario, t0, t1, rng=seed)
     outcomes = generate_outcomes(scenario, t0, t1, rng=seed)
     for name, log in (("scores", scores), ("outcomes", outcomes)):
+        # made even when the log has no row in the span (a dead feed, a span before the first
+        # evaluation run): the config names it, and a missing directory read as a broken
+        # config (error), not as a feed with nothing new (insufficient_data)
+        (root / name).mkdir(parents=True, exist_ok=True)
         for date, cols in split_by_day(log.timestamps, log.columns()):
             target = root / name / f"date={date}" / "part-0.parquet"
             # Write beside and rename, so a daemon reading while a demo rewrites its world never
