@@ -23,7 +23,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Literal
 
@@ -137,6 +137,9 @@ def write_runs_world(
 
     if not start < end:  # before anything is written: no half world on disk
         raise ValueError(f"`start` must be before `end`; got {start} and {end}.")
+    # the runs are at first_run_hour UTC and their files and rows are stamped in UTC: a start
+    # in another zone once put them at that hour local time, stamped as UTC
+    start, end = (t if t.tzinfo is None else t.astimezone(UTC) for t in (start, end))
     root = Path(directory)
     g = np.random.default_rng(seed)
     grades = _grades(world, g)

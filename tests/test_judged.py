@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -670,6 +670,28 @@ def test_a_runs_world_names_every_bad_field_and_writes_nothing_for_a_bad_span(
     with pytest.raises(ValueError, match="before"):
         write_runs_world(tmp_path / "w", RunsWorld(), start=start, end=start, seed=1)
     assert not (tmp_path / "w").exists()
+
+
+def test_a_runs_world_started_in_another_zone_is_the_same_world(tmp_path: Path) -> None:
+    """Runs are at first_run_hour UTC: a start given at +02:00 once put them at that hour local
+    time (2 h early), stamped them as UTC (file names and rows), and lost the first day's run."""
+    world = RunsWorld(n_queries=5)
+    zone = timezone(timedelta(hours=2))
+    start, end = START + timedelta(hours=2), START + timedelta(days=2, hours=2)  # 04:00 at +02:00
+    utc = write_runs_world(tmp_path / "utc", world, start=start, end=end, seed=3)
+    local = write_runs_world(
+        tmp_path / "local",
+        world,
+        start=start.astimezone(zone),
+        end=end.astimezone(zone),
+        seed=3,
+    )
+    runs = [sorted((c.parent / "runs").rglob("*.parquet")) for c in (utc, local)]
+    names = [[p.relative_to(c.parent) for p in r] for c, r in zip((utc, local), runs, strict=True)]
+    assert names[0] == names[1], names
+    assert str(names[0][0]) == "runs/date=2026-03-02/run-2026-03-02T020000Z.parquet"
+    for a, b in zip(*runs, strict=True):
+        assert pq.read_table(a).equals(pq.read_table(b)), a
 
 
 def test_a_judged_runs_segment_with_a_nul_character_is_refused(tmp_path: Path) -> None:
