@@ -4,7 +4,8 @@
 # chromium (the headless browser tests/test_browser.py loads the HTML pages in) and Java 17
 # (openjdk-17-jre-headless: the Spark engine's JVM, tests/test_engines.py); openssl, systemd
 # (systemd-analyze), util-linux (unshare) and faketime (libfaketime, which steps a daemon's wall
-# clock) for the TLS, unit and fault tests. A test whose tool
+# clock) for the TLS, unit and fault tests; linux-libc-dev (syscall numbers) for the unit's
+# syscall filter. A test whose tool
 # is missing is skipped on a developer's machine and fails under CI (tests/ci.py).
 set -euo pipefail
 missing=()
@@ -17,6 +18,9 @@ command -v openssl >/dev/null 2>&1 || missing+=(openssl)  # the TLS tests' certi
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)  # the unit's verify
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)  # the state-dir fault tests
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)  # libfaketime: a clock stepped back
+# the kernel's syscall numbers, for the unit's SystemCallFilter run under seccomp
+[ -f /usr/include/x86_64-linux-gnu/asm/unistd_64.h ] || [ "$(uname -m)" != x86_64 ] \
+  || missing+=(linux-libc-dev)
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
 fi

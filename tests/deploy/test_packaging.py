@@ -4,15 +4,21 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import platform
 import re
 import shutil
 import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
 from tests.ci import missing
+from tests.deploy import seccomp
 from tests.deploy.contract import ALERTS, REPO
 
 DEPLOY = REPO / "deploy"
@@ -150,6 +156,59 @@ def test_systemd_analyze_verify() -> None:
         if line.strip() and "is not executable" not in line  # /opt/... is not installed here
     ]
     assert not problems, problems
+
+
+def test_the_units_syscall_filter_lets_the_daemon_run(tmp_path: Path) -> None:
+    """``monitor validate`` and a check (numpy, scipy, pyarrow: what ExecStartPre and ExecStart
+    load) under the unit's SystemCallFilter, emulated with seccomp (``tests/deploy/seccomp``):
+    the OpenBLAS of the numpy and scipy wheels calls ``mbind`` (in ``@resources``, which the unit
+    denies) as it loads, and without ``SystemCallErrorNumber=`` systemd kills the caller with
+    SIGSYS, so the unit never started; with EPERM the call fails and OpenBLAS goes on."""
+    if platform.machine() != "x86_64" or sys.platform != "linux":
+        pytest.skip("the emulation maps syscall names to x86_64 numbers")
+    if shutil.which("systemd-analyze") is None:
+        missing("systemd-analyze is not installed: run .ci/install-debian-packages.sh")
+    if not seccomp.UNISTD.exists():
+        missing(f"{seccomp.UNISTD} is missing (linux-libc-dev): run .ci/install-debian-packages.sh")
+    from monitor.simulate import SCENARIOS, write_world
+
+    service = _unit()["Service"]
+    allowed = seccomp.unit_filter(service["SystemCallFilter"])
+    assert seccomp.numbers()["mbind"] not in allowed  # what the filter is about
+    action = service.get("SystemCallErrorNumber", ["kill"])[0]
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    world = write_world(
+        tmp_path / "w", SCENARIOS["stationary"], start=start, end=start + timedelta(days=9), seed=1
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "2"}
+    at = (start + timedelta(days=9)).isoformat()
+    launcher = [sys.executable, "-m", "tests.deploy.seccomp", ",".join(map(str, allowed)), action]
+    for command in (
+        ["validate", "--sources", "--config", str(world.config_path)],
+        [
+            "check",
+            "--json",
+            "--config",
+            str(world.config_path),
+            "--at",
+            at,
+            "--replay-from",
+            (start + timedelta(days=8)).isoformat(),
+        ],
+    ):
+        proc = subprocess.run(
+            [*launcher, sys.executable, "-m", "monitor", *command],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=REPO,
+            timeout=300,
+            check=False,
+        )
+        assert proc.returncode >= 0, (command, proc.returncode, proc.stderr[-2000:])
+        assert proc.returncode in (0, 1, 2), (command, proc.returncode, proc.stderr[-2000:])
+    (checked,) = json.loads(proc.stdout)["monitors"]
+    assert checked["state"] != "error", checked
 
 
 def _manifests() -> dict[str, dict[str, Any]]:
