@@ -23,7 +23,9 @@ before anything imports numpy. It sets ``NPY_DISABLE_CPU_FEATURES`` to numpy's A
 What else it changes: numpy's other AVX-512 loops (``log``, ``exp``, ``power`` among them)
 run their AVX2 or scalar code, whose results can differ from the AVX-512 ones in the last bit,
 as they already differ between an Intel and an AMD machine. Each invocation of the command
-makes the same choice on the same machine, and what it starts (a Dask ``LocalCluster``'s
+makes the same choice on the same machine (a numpy whose baseline holds those groups refuses
+the variable: the command then starts again without it, see ``_load_or_restart``), and what it
+starts (a Dask ``LocalCluster``'s
 workers, Spark's Python workers) inherits the variable; the threshold cache is keyed by it
 (``monitor.thresholds``). Nothing here may stop the command from starting: a failure to
 decide leaves numpy as it is and is kept in ``problem`` for the daemon's start-up log.
@@ -178,4 +180,20 @@ def prefer_avx2() -> str | None:
     if value is not None:
         os.environ[VARIABLE] = value
         chosen = value
+        _load_or_restart()
     return value
+
+
+def _load_or_restart() -> None:
+    """Import numpy's core now, with the variable set. A numpy built with the AVX-512 groups in
+    its baseline (``-Dcpu-baseline=native`` on a Zen 4) refuses to load when told to disable
+    them, and a failed import cannot be tried again in the same process: the command starts
+    again as it was called, with the variable set to an empty string (numpy as it is, and the
+    operator's choice by the rules above)."""
+    try:
+        import numpy  # noqa: F401  (the import is the check)
+    except RuntimeError as exc:
+        if "baseline" not in str(exc):
+            raise
+        os.environ[VARIABLE] = ""
+        os.execv(sys.executable, sys.orig_argv)

@@ -237,3 +237,30 @@ def test_no_failure_to_decide_stops_the_command(
     assert (cpu.problem is not None) == (failure == "raises")
     if failure == "raises":
         assert cpu.problem == "OSError: unreadable dist-info"
+
+
+def test_a_numpy_that_refuses_the_variable_starts_again_without_it() -> None:
+    """numpy refuses to load when told to disable a group of its baseline (an AVX-512 baseline
+    build on a Zen 4 refuses X86_V4), and a failed import cannot be retried in one process: the
+    command once died at start. Here a baseline group (X86_V2, in the x86_64 wheels' baseline)
+    stands in for the AVX-512 ones; the command starts again with the variable empty."""
+    if platform.machine() != "x86_64":
+        pytest.skip("X86_V2 is an x86_64 group")
+    code = (
+        "import os\n"
+        "from monitor import cpu\n"
+        "cpu.cpuinfo = lambda: {}\n"
+        "cpu.zen4 = lambda info: True\n"
+        "cpu.AVX512_GROUPS = 'X86_V2'\n"
+        "print(repr(cpu.prefer_avx2()), repr(os.environ.get(cpu.VARIABLE)), flush=True)\n"
+        "import numpy\n"
+        "print(int(numpy.add(1, 2)))\n"
+    )
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("NPY_DISABLE_CPU_FEATURES", "NPY_ENABLE_CPU_FEATURES")
+    }
+    out = _child(code, env)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.splitlines() == ["None ''", "3"], out.stdout
