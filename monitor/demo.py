@@ -75,9 +75,9 @@ def run_demo(
     configure_logging(log_level)
     # ticks that find the previous check still running are skipped on purpose here, and skip
     # no slot (``next_slot`` hands one out only when a run starts): neither the scheduler's
-    # nor the daemon's warning that a slot was skipped is true of the demo
+    # nor the daemon's warning that a slot was skipped is true of the demo (the daemon's is
+    # dropped while it serves, below)
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
-    logging.getLogger("monitor.daemon").addFilter(_NoSkippedSlots())
     clear_demo_dir(directory)
     world = write_world(
         directory,
@@ -128,14 +128,23 @@ def run_demo(
         flush=True,
     )
     daemon = Daemon(config, slot_source=next_slot, tick=timedelta(seconds=tick), on_run=show)
-    return daemon.serve()
+    quiet, daemon_log = _NoSkippedSlots(), logging.getLogger("monitor.daemon")
+    daemon_log.addFilter(quiet)
+    try:
+        return daemon.serve()
+    finally:
+        daemon_log.removeFilter(quiet)
 
 
 class _NoSkippedSlots(logging.Filter):
-    """Drops the daemon's "slot skipped" warning (see ``run_demo``); passes the rest."""
+    """Drops the daemon's warning that a tick found the previous run within its run_timeout
+    (``Daemon._skipped``; see ``run_demo``); passes the rest, the error of a slot that a run
+    still in flight made an ``error`` included."""
+
+    MESSAGE = "slot skipped: the monitor's previous run is still within its run_timeout"
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("slot skipped")
+        return not (record.levelno == logging.WARNING and record.getMessage() == self.MESSAGE)
 
 
 def clear_demo_dir(directory: Path) -> None:
