@@ -30,6 +30,10 @@ from monitor.verdict import (
 
 log = logging.getLogger("monitor")
 
+#: what rebuilding an object from parsed JSON of the wrong shape raises (a list for a dict,
+#: a missing key, a string for a number, nesting past the parser's depth, a huge integer)
+SHAPE_ERRORS = (ValueError, TypeError, KeyError, AttributeError, RecursionError, OverflowError)
+
 
 def utc_now() -> datetime:
     """The wall clock, UTC (injected everywhere so tests and the demo can replace it)."""
@@ -246,14 +250,7 @@ class StateStore:
             return self._reject(name, fingerprint, "syntax", f"not JSON: {detail}")
         try:
             state = MonitorState.from_dict(doc)
-        except (
-            ValueError,
-            TypeError,
-            KeyError,
-            AttributeError,
-            RecursionError,
-            OverflowError,
-        ) as exc:
+        except SHAPE_ERRORS as exc:
             return self._reject(name, fingerprint, "shape", f"{type(exc).__name__}: {exc}")
         if not state_is_finite(state):
             return self._reject(name, fingerprint, "non_finite", "a CUSUM is not finite")
@@ -577,6 +574,7 @@ __all__ = [
     "FUTURE_SKEW",
     "MAX_STATE_BYTES",
     "RESET_REASONS",
+    "SHAPE_ERRORS",
     "StateDirBusy",
     "StateLoad",
     "StateStore",

@@ -37,7 +37,7 @@ import scipy
 
 from monitor import __version__
 from monitor.cpu import ENABLE, VARIABLE, processor_key
-from monitor.store import atomic_write, read_regular
+from monitor.store import SHAPE_ERRORS, atomic_write, read_regular
 from monitor.verdict.plan import known_thresholds, remember_thresholds
 
 __all__ = ["load_thresholds", "save_thresholds"]
@@ -101,15 +101,7 @@ def load_thresholds(state_dir: Path) -> int:
             raise ValueError(f"threshold {bad!r} is {entries[bad]!r}")
     except FileNotFoundError:
         return 0
-    except (
-        OSError,
-        ValueError,
-        TypeError,
-        KeyError,
-        AttributeError,
-        RecursionError,
-        OverflowError,
-    ) as exc:
+    except (OSError, *SHAPE_ERRORS) as exc:
         log.debug("threshold cache ignored", extra={"path": str(path), "error": repr(exc)})
         return 0
     remember_thresholds(entries)
