@@ -632,6 +632,15 @@ def _end_quietly(runner: Runner, first: threading.Thread, caplog: pytest.LogCapt
     assert not [r for r in caplog.records if "unexpectedly" in r.getMessage()]
 
 
+def _remove_and_add_back(path: Path, daemon: Daemon) -> None:
+    """Reload without the ``hung`` monitor, then with it back, fixed (its scores readable)."""
+    text = path.read_text()
+    path.write_text(_without_hung(text))
+    assert daemon.reload() is True
+    path.write_text(text.replace('"scores_hung"', '"scores"'))
+    assert daemon.reload() is True
+
+
 def _hung_run(daemon: Daemon) -> threading.Thread:
     """A run of the ``hung`` monitor started in a thread of its own, once it is in flight."""
     first = threading.Thread(target=daemon.run_monitor, args=("hung",), daemon=True)
@@ -670,11 +679,7 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
     runs once the old run ends, and the old run's result is discarded quietly."""
     with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
         first = _hung_run(daemon)
-        text = path.read_text()
-        path.write_text(_without_hung(text))
-        assert daemon.reload() is True
-        path.write_text(text.replace('"scores_hung"', '"scores"'))
-        assert daemon.reload() is True
+        _remove_and_add_back(path, daemon)
         assert daemon._rerun == {"hung"}
         daemon.run_monitor("hung")  # a slot while the old run is still in flight
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
@@ -697,11 +702,7 @@ def test_a_removed_monitors_run_abandoned_after_it_was_added_back_is_no_failure(
     let go and the new monitor runs."""
     with _hung_daemon(tmp_path, run_timeout="3s") as (path, _, runner, daemon):
         first = _hung_run(daemon)
-        text = path.read_text()
-        path.write_text(_without_hung(text))
-        assert daemon.reload() is True
-        path.write_text(text.replace('"scores_hung"', '"scores"'))
-        assert daemon.reload() is True
+        _remove_and_add_back(path, daemon)
         first.join(30)  # abandoned at run_timeout, still hanging
         assert not first.is_alive()
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
