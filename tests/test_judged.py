@@ -444,24 +444,21 @@ def test_config_keys_are_validated_with_their_paths(tmp_path: Path) -> None:
     assert "monitors[0].outcomes.metric" in text
     assert "monitors[0].outcomes.gain" in text
     assert "outcomes.path" in text  # judged runs are read from outcomes.runs
-    # a grade of 0 would count every unjudged document relevant: refused here, not at every
-    # check (it once passed validate and then failed each check without naming the key)
-    zero = _world(
-        tmp_path / "zero",
-        RunsWorld(n_queries=5),
-        extra_outcomes_toml="outcomes.relevant_grade = 0.0\n",
-    )
-    with pytest.raises(ConfigError, match=r"monitors\[0\]\.outcomes\.relevant_grade"):
-        load_config(zero)
-    # judged@k measures the judgments' coverage: decided on, unjudged documents paged as
-    # model decay (it once loaded; it is reported beside any metric)
-    coverage = _world(
-        tmp_path / "coverage",
-        RunsWorld(n_queries=5),
-        extra_outcomes_toml='outcomes.metric = "judged@10"\n',
-    )
-    with pytest.raises(ConfigError, match=r"monitors\[0\]\.outcomes\.metric.*coverage"):
-        load_config(coverage)
+    for name, toml, refused in (
+        # a grade of 0 would count every unjudged document relevant: refused here, not at
+        # every check (it once passed validate and then failed each check without naming it)
+        ("zero", "outcomes.relevant_grade = 0.0\n", r"monitors\[0\]\.outcomes\.relevant_grade"),
+        # judged@k measures the judgments' coverage: decided on, unjudged documents paged as
+        # model decay (it once loaded; it is reported beside any metric)
+        (
+            "coverage",
+            'outcomes.metric = "judged@10"\n',
+            r"monitors\[0\]\.outcomes\.metric.*coverage",
+        ),
+    ):
+        config = _world(tmp_path / name, RunsWorld(n_queries=5), extra_outcomes_toml=toml)
+        with pytest.raises(ConfigError, match=refused):
+            load_config(config)
 
 
 def test_exporter_shows_metrics_calibration_and_version(tmp_path: Path) -> None:
