@@ -52,7 +52,15 @@ from monitor.jobs import (
     check_windows,
 )
 from monitor.report.history import MemoryHistory
-from monitor.sources import OutcomeSpec, OutcomeWindow, ScoreSpec, ScoreWindow, Window
+from monitor.sources import (
+    OutcomeSpec,
+    OutcomeWindow,
+    ScoreSpec,
+    ScoreWindow,
+    Window,
+    latest_timestamp,
+    read_scores,
+)
 from monitor.stats import BaselinePositions, DriftBaseline, baseline_positions
 from monitor.verdict import STATES, DecayTrack, MonitorState, Verdict
 
@@ -169,6 +177,23 @@ def _merge(windows: Iterable[Window]) -> list[Window]:
     return spans
 
 
+def _newest_before(spec: ScoreSpec, start: datetime) -> datetime | None:
+    """The source's newest timestamp if it lies before ``start`` (a feed that died before a
+    replayed span), else None. The lookup reads the newest partition's footers, which the
+    daemon at a replayed slot never saw: one that cannot be read (a file still being written
+    today) is logged and taken as unknown, not as every replayed check's error."""
+    try:
+        newest = latest_timestamp(spec)
+    except (MonitorError, OSError) as exc:
+        log.warning(
+            "the score source's newest row could not be looked up; a feed that stopped "
+            "before the replayed span reads as never seen",
+            extra={"path": str(spec.path), "error": str(exc)},
+        )
+        return None
+    return newest if newest is not None and newest < start else None
+
+
 def _readonly(arr: npt.NDArray[Any]) -> npt.NDArray[Any]:
     arr.flags.writeable = False
     return arr
@@ -187,8 +212,9 @@ class CachedReader:
 
     ``newest_timestamp`` is the newest cached timestamp before the window's end, or when the span
     holds none before it, the source's newest row if that lies before the span (a feed that
-    died earlier; else ``None``), i.e. what the daemon would have seen as the freshest score had
-    it run at that time, rather than the source's newest row today.
+    died earlier; else ``None``; a lookup that fails, on a file still being written today, is
+    logged and taken as ``None``), i.e. what the daemon would have seen as the freshest score
+    had it run at that time, rather than the source's newest row today.
 
     Exactness fallbacks: a window outside every covered span, and every window of a span whose read
     failed or dropped rows (null, NaN, inf), are read from parquet by ``fallback`` exactly as the
@@ -235,9 +261,12 @@ class CachedReader:
     def _load(self, spec: ScoreSpec, span: _Span) -> None:
         span.loaded = True
         self.span_reads += 1
-        try:
-            read = self.fallback.scores(
-                replace(spec, max_invalid_share=1.0), span.window, with_timestamps=True
+        try:  # the window's files only: the source's newest row is looked up below
+            read = read_scores(
+                replace(spec, max_invalid_share=1.0),
+                span.window,
+                with_timestamps=True,
+                newest=False,
             )
         except (MonitorError, OSError, ValueError):
             span.exact = False
@@ -255,9 +284,7 @@ class CachedReader:
         span.values = _readonly(values)
         span.codes = _readonly(codes) if codes is not None else None
         span.names = read.segment_names
-        newest = read.newest_timestamp  # the whole source's (a parquet read's)
-        if newest is not None and newest < span.window.start:
-            span.before = newest
+        span.before = _newest_before(spec, span.window.start)
 
     def _span(self, spec: ScoreSpec, window: Window) -> _Span | None:
         """The covered span holding ``window`` (loaded on first use), if any."""

@@ -854,3 +854,38 @@ def test_a_settings_change_that_keeps_the_decay_keeps_when_its_state_began(
     now[0] = slots[-1]
     assert restarted.run("demo", slots[-1]).verdict.state == "model_decay"
     assert restarted.board.state("demo").state_since == before.state_since
+
+
+def test_an_unreadable_file_after_the_replayed_span_changes_no_check(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A half-written file in today's partition (a writer still writing it) once turned every
+    replayed check into ``error`` (and ``check --at`` on a past slot into exit 3): each span's
+    read looked up the source's newest row, which opens the newest partition's files, one the
+    daemon at those slots never saw. Now the replay's checks are those of the clean log; the
+    failed lookup is logged."""
+    config = _world(tmp_path / "w", "drift_and_decay")
+    start, end = ORIGIN + 15 * DAY, ORIGIN + 15 * DAY + 6 * HOUR
+    clean = [v.to_dict() for v in backtest(config, start, end)[0].verdicts]
+    scores = Path(config.monitors[0].scores.path)
+    late = scores / f"date={(ORIGIN + 20 * DAY).date()}" / "part-1.parquet"
+    late.parent.mkdir(parents=True)
+    late.write_bytes(b"PAR1 half written")
+    with caplog.at_level(logging.WARNING, logger="monitor"):
+        again = [v.to_dict() for v in backtest(config, start, end)[0].verdicts]
+    assert [v["state"] for v in again] == [v["state"] for v in clean]
+    assert "error" not in {v["state"] for v in again}
+    assert again == clean
+    assert any("newest row could not be looked up" in r.getMessage() for r in caplog.records)
+    code = cli_main(
+        [
+            "check",
+            "--config",
+            str(config.path),
+            "--at",
+            end.isoformat(),
+            "--replay-from",
+            start.isoformat(),
+        ]
+    )
+    assert code in (0, 1, 2)

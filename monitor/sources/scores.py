@@ -276,6 +276,7 @@ def read_scores(
     with_timestamps: bool = False,
     sample_rows: int | None = None,
     cuts: Sequence[int] | None = None,
+    newest: bool = True,
 ) -> ScoreWindow:
     """Read the finite scores whose timestamp is in ``window`` (half-open, UTC).
 
@@ -291,9 +292,11 @@ def read_scores(
     the window that no cut splits (no c in (oldest, newest] of its statistics), without
     segments, rank or deleted rows and with every score valid, is read without its timestamp
     column, whose decoding costs several times the score column's; its rows carry its newest
-    timestamp and ``coarse_spans`` lists it (``ScoreWindow``).
+    timestamp and ``coarse_spans`` lists it (``ScoreWindow``). ``newest``: also look up the
+    source's newest timestamp (``newest_timestamp``; False: None, and no file outside the
+    window is opened).
     """
-    planned = _prepare(spec, window)
+    planned = _prepare(spec, window, newest=newest)
     if sample_rows is not None:
         planned = _thinned(spec, planned, sample_rows)
     seg_col = spec.segment_column
