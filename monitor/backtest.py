@@ -537,7 +537,7 @@ def _raised(verdict: Verdict) -> tuple[frozenset[str], frozenset[str], bool]:
     outcome reports' raised flags), and whether its score feed is stale."""
     decay = frozenset(s for s, o in verdict.outcomes.items() if o.decay)
     drift = frozenset(s for s, r in verdict.inputs.items() if r.drift)
-    return drift, decay, any(r.startswith("score feed stale") for r in verdict.stale)
+    return drift, decay, verdict.feed_stale("score")
 
 
 def segment_alarms(verdicts: Sequence[Verdict]) -> dict[str, int]:

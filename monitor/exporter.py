@@ -309,7 +309,7 @@ class MonitorCollector(Collector):
                     src_last.add_metric([name, source], t.timestamp())
                 if v.state != "error":
                     feed = "score" if source == "scores" else "outcome"
-                    is_stale = any(r.startswith(f"{feed} feed stale") for r in v.stale)
+                    is_stale = v.feed_stale(feed)
                     stale.add_metric([name, source], 1.0 if is_stale else 0.0)
             for segment, r in v.inputs.items():
                 self._add_input(inputs, zero, drift, name, segment, r)

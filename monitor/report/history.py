@@ -41,7 +41,13 @@ from pathlib import Path
 from typing import Any
 
 from monitor.epoch import rfc3339
-from monitor.store import FUTURE_SKEW, NotRegularFile, atomic_write, read_regular
+from monitor.store import (
+    FUTURE_SKEW,
+    SHAPE_ERRORS,
+    NotRegularFile,
+    atomic_write,
+    read_regular,
+)
 from monitor.verdict import Verdict
 
 __all__ = [
@@ -333,7 +339,7 @@ class HistoryStore:
             return self._aside(name, f"{type(exc).__name__}: {exc}")
         try:
             entries, lines, torn = _parse(text)
-        except (ValueError, KeyError, TypeError, RecursionError, OverflowError) as exc:
+        except SHAPE_ERRORS as exc:
             return self._aside(name, f"{type(exc).__name__}: {exc}")
         if torn:  # a kill during an append; for a reader (monitor report), maybe one under way
             log.log(

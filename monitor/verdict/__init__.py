@@ -65,7 +65,13 @@ from monitor.verdict.detail import CheckDetail, InputDetail, OutcomeDetail, desc
 from monitor.verdict.drift import _evaluate_input, _settle_drift, timestamp_cuts
 from monitor.verdict.plan import AlarmPlan, alarm_plan, phase_counts, phase_of
 from monitor.verdict.reasons import _reasons
-from monitor.verdict.reports import InputReport, OutcomeReport, Verdict, error_verdict
+from monitor.verdict.reports import (
+    InputReport,
+    OutcomeReport,
+    Verdict,
+    error_verdict,
+    feed_stale,
+)
 from monitor.verdict.state import (
     MAX_SKIPPED,
     Anchor,
@@ -195,7 +201,7 @@ def evaluate(
     _settle_drift(monitor, at, inputs, drift, block_p, plan)
     outcomes, decay_track = _evaluate_outcomes(monitor, at, data, prior.decay, plan)
     stale = _stale(monitor, at, data)
-    score_stale = any(s.startswith("score") for s in stale)
+    score_stale = feed_stale(stale, "score")
 
     if any(r.decay for r in outcomes.values()):
         verdict_state = "model_decay"

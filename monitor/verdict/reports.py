@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -153,6 +153,12 @@ class OutcomeReport:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+def feed_stale(stale: Iterable[str], feed: str) -> bool:
+    """Whether the staleness reasons ``stale`` (``Verdict.stale``: "<feed> feed stale since
+    ...") name ``feed`` ("score" or "outcome")."""
+    return any(r.startswith(f"{feed} feed stale") for r in stale)
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
     """The result of one check of one monitor."""
@@ -172,6 +178,10 @@ class Verdict:
     stale: tuple[str, ...] = ()
     replay_from: datetime | None = None
     judgments: Mapping[str, Any] | None = None
+
+    def feed_stale(self, feed: str) -> bool:
+        """Whether the check found the ``feed`` ("score" or "outcome") stale."""
+        return feed_stale(self.stale, feed)
 
     @property
     def input(self) -> InputReport | None:
