@@ -18,12 +18,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, urlencode
 
-import numpy as np
-
 from monitor import __version__
 from monitor.config import MonitorConfig, ReportConfig
 from monitor.report import charts
 from monitor.report.svg import esc
+from monitor.stats import round_differences
 from monitor.verdict import CheckDetail, InputReport, OutcomeDetail, OutcomeReport, Verdict
 
 __all__ = ["LandingRow", "PageContext", "render_landing", "render_monitor_page", "runbook_anchor"]
@@ -733,9 +732,9 @@ def largest_changes(d: OutcomeDetail, most: int = WORST) -> tuple[list[int], lis
     all worse once listed the same 9 under "Largest gains", and ties under "losses"; signs as
     ``wins``, ``losses`` and ``ties`` count them."""
     k = min(most, d.n)
-    # signs as the verdict counts wins, losses and ties: rounded to 12 decimals (float noise,
-    # 8 equal values averaged against the same value, is a tie, not a loss)
-    rounded = np.round(d.difference, 12)
+    # signs as the verdict counts wins, losses and ties (float noise, 8 equal values averaged
+    # against the same value, is a tie, not a loss)
+    rounded = round_differences(d.difference)
     losses = [i for i in range(k) if rounded[i] < 0]
     gains = [d.n - 1 - i for i in range(k) if rounded[d.n - 1 - i] > 0]
     return losses, gains

@@ -35,6 +35,7 @@ from monitor.stats.paired import (
     minimum_detectable_effect,
     paired_test,
     required_sample_size,
+    round_differences,
     sign_flip_test,
 )
 from monitor.stats.ranking import (
@@ -116,6 +117,7 @@ __all__ = [
     "psi_test_counts",
     "ranking_metrics",
     "required_sample_size",
+    "round_differences",
     "shewhart_threshold_shared",
     "sign_flip_test",
     "summarize",

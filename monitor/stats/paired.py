@@ -37,6 +37,7 @@ __all__ = [
     "minimum_detectable_effect",
     "paired_test",
     "required_sample_size",
+    "round_differences",
     "sign_flip_test",
 ]
 
@@ -116,6 +117,14 @@ class PairedResult:
     power: float
 
 
+def round_differences(d: ArrayLike) -> NDArray[np.float64]:
+    """``d`` rounded to 12 decimals, as the paired test takes its differences: float noise
+    (equal outcomes averaged in another order) is a tie, and wins, losses and ties count the
+    signs of these."""
+    x: NDArray[np.float64] = np.asarray(d, dtype=np.float64)
+    return x.round(_DECIMALS)
+
+
 def paired_test(
     reference: ArrayLike,
     current: ArrayLike,
@@ -168,11 +177,11 @@ def paired_test(
 
     with np.errstate(over="ignore"):  # an overflow is inf, which _summable refuses
         raw = cur - ref
-    d = np.round(_summable(raw, "current - reference"), _DECIMALS)
+    d = round_differences(_summable(raw, "current - reference"))
     n = d.size
     mean, sd = _mean_sd(d)
     shift = {"less": margin, "greater": -margin}.get(alternative, 0.0)
-    d_test = np.round(d + shift, _DECIMALS) if shift else d
+    d_test = round_differences(d + shift) if shift else d
 
     interval = _bca(d, confidence_level, n_bootstrap, gen)
     perm = _sign_flip(d_test, alternative, n_resamples, gen, None)

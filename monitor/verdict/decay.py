@@ -15,6 +15,7 @@ from monitor.stats import (
     PairedResult,
     adjust_pvalues,
     paired_test,
+    round_differences,
 )
 from monitor.verdict._common import _MAX_LOOKS_KEPT, _iso, _rng_seed
 from monitor.verdict.data import CheckData, Pairs
@@ -27,7 +28,7 @@ def _describe(pairs: Pairs) -> dict[str, Any]:
     d = pairs.current - pairs.reference
     if d.size == 0:
         return {}
-    rounded = np.round(d, 12)
+    rounded = round_differences(d)
     return {
         "mean_difference": float(d.mean()),
         "median_difference": float(np.median(d)),
