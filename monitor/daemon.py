@@ -360,6 +360,22 @@ class Daemon:
         self._let_go.append((name, run))
         return True
 
+    def _add_after_run(self, monitor: MonitorConfig, *, waiting: bool) -> None:
+        """Add ``monitor``'s job: run at once, or, ``waiting`` for a run of its name still in
+        flight, as soon as that run ends or is abandoned (``_rerun_after``; an immediate run
+        would only be recorded as "still in flight", and the next slot may be a day away)."""
+        name = monitor.name
+        if waiting:
+            with self._lock:
+                self._rerun.add(name)
+        self._add_job(monitor, immediate=not waiting)
+        if waiting and not self.in_flight(name):  # it ended meanwhile, before the entry was there
+            with self._lock:
+                pending = name in self._rerun
+                self._rerun.discard(name)
+            if pending:
+                self._schedule_rerun(name)
+
     def _schedule_rerun(self, name: str) -> None:
         """One run of ``name`` at once (a job of its own; the same id, so never two)."""
         log.info("running a reloaded monitor whose earlier run has ended", extra={"monitor": name})
@@ -523,19 +539,7 @@ class Daemon:
             self._remove_executor(n)
         for n in changed:
             self._remove_job(n)
-            # run at once with the new settings, unless a run is in flight: then as soon as it
-            # ends or is abandoned (``_rerun_after``; an immediate run would only be recorded
-            # as "still in flight", and the next slot may be an hour or a day away)
-            self._add_job(fresh[n], immediate=n not in busy)
-            if n in busy:
-                with self._lock:
-                    self._rerun.add(n)
-                if not self.in_flight(n):  # it ended meanwhile, before the entry was there
-                    with self._lock:
-                        pending = n in self._rerun
-                        self._rerun.discard(n)
-                    if pending:
-                        self._schedule_rerun(n)
+            self._add_after_run(fresh[n], waiting=n in busy)  # its new settings at once
         for n in added:
             self._add_executor(n)
             with self._lock:
@@ -546,15 +550,7 @@ class Daemon:
                 waiting = previous is not None and not previous.done.is_set()
                 if waiting and previous is not None and previous.abandoned:
                     waiting = not self._let_go_of(n)
-                if waiting:
-                    self._rerun.add(n)
-            self._add_job(fresh[n], immediate=not waiting)
-            if waiting and not self.in_flight(n):  # it ended meanwhile
-                with self._lock:
-                    pending = n in self._rerun
-                    self._rerun.discard(n)
-                if pending:
-                    self._schedule_rerun(n)
+            self._add_after_run(fresh[n], waiting=waiting)
         log.info(
             "configuration reloaded",
             extra={
