@@ -179,6 +179,7 @@ class Daemon:
                 config.server.state_dir,
                 max_entries=config.report.history_max_entries,
                 max_age=config.report.history_max_age,
+                clock=clock,
             ),
         )
         self.slot_source = slot_source

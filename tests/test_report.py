@@ -634,6 +634,18 @@ def test_history_entries_after_now_are_left_out_and_later_checks_kept(tmp_path: 
     assert [_parse_iso(e["at"]) for e in HistoryStore(tmp_path).entries("m")] == want
 
 
+def test_history_entries_after_now_use_the_stores_clock(tmp_path: Path) -> None:
+    """The "now" is the clock the daemon runs on (its tests' and the demo's may be another), not
+    the wall clock: entries of a simulated 2030 read back by a store on that clock are kept,
+    and those after it left out."""
+    at = datetime(2030, 1, 1, tzinfo=UTC)
+    writer = HistoryStore(tmp_path, clock=lambda: at)
+    for h in (-2, -1, 0, 48):
+        writer.append("m", _verdict(at + timedelta(hours=h)))
+    got = HistoryStore(tmp_path, clock=lambda: at).entries("m")
+    assert [_parse_iso(e["at"]) for e in got] == [at + timedelta(hours=h) for h in (-2, -1, 0)]
+
+
 def test_a_fifo_in_a_historys_place_is_set_aside_not_waited_on(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:

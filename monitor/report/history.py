@@ -35,7 +35,7 @@ import math
 import os
 import stat
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -47,6 +47,7 @@ from monitor.store import (
     NotRegularFile,
     atomic_write,
     read_regular,
+    utc_now,
 )
 from monitor.verdict import Verdict
 
@@ -201,9 +202,11 @@ class HistoryStore:
         max_age: timedelta = HISTORY_MAX_AGE,
         full_resolution: timedelta = HISTORY_FULL_RESOLUTION,
         readonly: bool = False,
+        clock: Callable[[], datetime] = utc_now,
     ) -> None:
         self.directory = directory
         self.readonly = readonly
+        self.clock = clock  # "now" for the entries after it (``_get``)
         self.max_entries = max_entries
         self.max_age = max_age
         self.full_resolution = full_resolution
@@ -305,7 +308,7 @@ class HistoryStore:
             # entries after now (a clock that ran ahead, since fixed; the state file of that
             # time is set aside as `future`): the age bound counts from the newest entry, so
             # one a year ahead dropped every later check as it was appended
-            limit = datetime.now(UTC) + FUTURE_SKEW
+            limit = self.clock() + FUTURE_SKEW
             ahead = [e for e in read if _parse_at(e) > limit]
             if ahead:
                 log.log(
