@@ -12,6 +12,8 @@ import os
 import re
 import threading
 import time
+import tokenize
+import zipfile
 from collections import OrderedDict, deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -43,17 +45,19 @@ _SUFFIX = ".bucket"
 # share it, and a cache grown into a full volume left every state save failing
 _RESERVE = 64 << 20
 _INODES = 1024  # inodes the cache leaves free on its volume (at most a tenth of them)
-# what a bucket entry's reader (``Bucket.from_bytes``: a JSON header, then raw arrays) raises
-# on a damaged or foreign file; a grid file (npz) is read in ``checks._read_grid``, where any
-# parse error is damage
+# what numpy (a grid file) or a bucket entry's reader raises on a damaged or foreign file
 _CORRUPT = (
     ValueError,
     KeyError,
     IndexError,
     TypeError,
-    OSError,  # NotRegularFile, raised again inside the try
+    OSError,
+    EOFError,
+    zipfile.BadZipFile,
     RecursionError,  # a JSON header nested past the parser's depth (it failed every check)
     OverflowError,
+    SyntaxError,  # numpy parses a .npy header as a Python literal: a flipped bit there
+    tokenize.TokenError,
 )
 _READ_ERRORS = 8  # cache entries in a row that cannot be read before the disk is left alone
 # the most a grid file or a bucket entry is read of (a grid of every distinct value of a
