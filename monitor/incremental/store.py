@@ -56,7 +56,9 @@ _CORRUPT = (
     zipfile.BadZipFile,
     RecursionError,  # a JSON header nested past the parser's depth (it failed every check)
     OverflowError,
-    SyntaxError,  # numpy parses a .npy header as a Python literal: a flipped bit there
+    # numpy parses a .npy header, and a bucket header's dtype string (np.dtype(",u4")), as a
+    # Python literal: a flipped bit there
+    SyntaxError,
     tokenize.TokenError,
 )
 _READ_ERRORS = 8  # cache entries in a row that cannot be read before the disk is left alone
