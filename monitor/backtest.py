@@ -41,7 +41,7 @@ from monitor.config import Config, MonitorConfig
 from monitor.epoch import from_ns as _from_ns
 from monitor.epoch import rfc3339
 from monitor.epoch import to_ns as _ns
-from monitor.errors import MonitorError, ReplayRangeError
+from monitor.errors import MonitorError, ReplayRangeError, SourceNotFoundError
 from monitor.incremental import SummaryChecks
 from monitor.jobs import (
     DataReader,
@@ -181,9 +181,12 @@ def _newest_before(spec: ScoreSpec, start: datetime) -> datetime | None:
     """The source's newest timestamp if it lies before ``start`` (a feed that died before a
     replayed span), else None. The lookup reads the newest partition's footers, which the
     daemon at a replayed slot never saw: one that cannot be read (a file still being written
-    today) is logged and taken as unknown, not as every replayed check's error."""
+    today) is logged and taken as unknown, not as every replayed check's error;
+    ``SourceNotFoundError`` (a glob that matches no file) is raised."""
     try:
         newest = latest_timestamp(spec)
+    except SourceNotFoundError:
+        raise
     except (MonitorError, OSError) as exc:
         log.warning(
             "the score source's newest row could not be looked up; a feed that stopped "
@@ -284,7 +287,10 @@ class CachedReader:
         span.values = _readonly(values)
         span.codes = _readonly(codes) if codes is not None else None
         span.names = read.segment_names
-        span.before = _newest_before(spec, span.window.start)
+        try:
+            span.before = _newest_before(spec, span.window.start)
+        except SourceNotFoundError:  # a glob that matches no file: the daemon's error
+            span.exact = False
 
     def _span(self, spec: ScoreSpec, window: Window) -> _Span | None:
         """The covered span holding ``window`` (loaded on first use), if any."""

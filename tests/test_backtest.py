@@ -889,3 +889,21 @@ def test_an_unreadable_file_after_the_replayed_span_changes_no_check(
         ]
     )
     assert code in (0, 1, 2)
+
+
+def test_a_score_glob_that_matches_no_file_replays_as_the_daemons_error(tmp_path: Path) -> None:
+    """Reading a span's own files only, the replay once took a glob that matches no file for
+    an empty log (the daemon's newest-row lookup is what refuses it) and replayed ordinary
+    verdicts where the daemon reports the configuration's error."""
+    config = _world(tmp_path / "w", "drift_and_decay")
+    assert config.path is not None
+    text = config.path.read_text()
+    assert 'scores.path = "scores"' in text
+    config.path.write_text(
+        text.replace('scores.path = "scores"', 'scores.path = "scores/date=*/no*.parquet"')
+    )
+    config = load_config(config.path)
+    start = ORIGIN + 15 * DAY
+    verdicts = backtest(config, start, start + 4 * HOUR)[0].verdicts
+    assert [v.state for v in verdicts] == ["error"] * len(verdicts)
+    assert all("glob matches no file" in v.reasons[0] for v in verdicts), verdicts[0].reasons
