@@ -361,12 +361,17 @@ class Daemon:
         self._let_go.append((name, run))
         return True
 
-    def _add_after_run(self, monitor: MonitorConfig, *, waiting: bool) -> None:
+    def _add_after_run(
+        self, monitor: MonitorConfig, *, waiting: bool, marked: bool = False
+    ) -> None:
         """Add ``monitor``'s job: run at once, or, ``waiting`` for a run of its name still in
         flight, as soon as that run ends or is abandoned (``_rerun_after``; an immediate run
-        would only be recorded as "still in flight", and the next slot may be a day away)."""
+        would only be recorded as "still in flight", and the next slot may be a day away).
+        ``marked``: the caller put the name in ``_rerun`` under the lock it decided
+        ``waiting`` under (a run abandoned in between would otherwise find no rerun asked for
+        and leave the monitor waiting on a hung run)."""
         name = monitor.name
-        if waiting:
+        if waiting and not marked:
             with self._lock:
                 self._rerun.add(name)
         self._add_job(monitor, immediate=not waiting)
@@ -551,7 +556,9 @@ class Daemon:
                 waiting = previous is not None and not previous.done.is_set()
                 if waiting and previous is not None and previous.abandoned:
                     waiting = not self._let_go_of(n)
-            self._add_after_run(fresh[n], waiting=waiting)
+                if waiting:
+                    self._rerun.add(n)
+            self._add_after_run(fresh[n], waiting=waiting, marked=True)
         log.info(
             "configuration reloaded",
             extra={

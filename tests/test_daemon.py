@@ -694,6 +694,37 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
 
 
+def test_a_removed_monitors_run_abandoned_while_it_is_added_back_lets_it_run(
+    tmp_path: Path,
+) -> None:
+    """The old run of a monitor removed and added back is abandoned at run_timeout just after
+    the reload decided to wait for it, before the rerun was asked for: the run's end found no
+    rerun asked for, the reload then saw it still in flight (hung), and the monitor never ran
+    (every slot skipped). The rerun is asked for under the lock the wait is decided under."""
+    with _hung_daemon(tmp_path, run_timeout="3s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        text = path.read_text()
+        path.write_text(_without_hung(text))
+        assert daemon.reload() is True
+        original = daemon._add_after_run
+
+        def after_the_abandonment(*args: Any, **kwargs: Any) -> None:
+            first.join(30)  # the old run is abandoned at run_timeout meanwhile
+            original(*args, **kwargs)
+
+        daemon._add_after_run = after_the_abandonment  # type: ignore[method-assign]
+        path.write_text(text.replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        daemon._add_after_run = original  # type: ignore[method-assign]
+        assert not first.is_alive()
+        job = daemon.scheduler.get_job("hung:rerun")
+        assert job is not None, (daemon._rerun, daemon.in_flight("hung"))
+        job.func(*job.args)
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
 def test_a_removed_monitors_run_abandoned_after_it_was_added_back_is_no_failure(
     tmp_path: Path,
 ) -> None:
