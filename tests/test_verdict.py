@@ -1142,3 +1142,21 @@ def test_a_window_too_small_for_a_block_is_undecidable_not_ok() -> None:
         )
         assert v.state == "insufficient_data", v.reasons
         assert any("fewer than the 500 a block needs" in r for r in v.reasons), v.reasons
+
+
+def test_the_verdicts_wins_losses_and_ties_are_the_paired_tests() -> None:
+    """A difference of exactly the tie tolerance (1e-12) is a tie in the paired test and in
+    docs/statistics.md; the verdict's own count (reasons, page, JSON) once called it a win."""
+    from monitor.stats import paired_test
+    from monitor.verdict.data import Pairs
+    from monitor.verdict.decay import _describe
+
+    reference = np.linspace(0.2, 0.8, 30)
+    current = reference.copy()
+    current[0] += 1e-12
+    current[1] -= 0.25
+    current[2] += 0.125
+    test = paired_test(reference, current, rng=np.random.default_rng(0))
+    counts = _describe(Pairs(reference=reference, current=current))
+    assert (counts["wins"], counts["losses"], counts["ties"]) == (test.wins, test.losses, test.ties)
+    assert (test.wins, test.losses, test.ties) == (1, 1, 28)

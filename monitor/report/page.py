@@ -22,7 +22,7 @@ from monitor import __version__
 from monitor.config import MonitorConfig, ReportConfig
 from monitor.report import charts
 from monitor.report.svg import esc
-from monitor.stats import round_differences
+from monitor.stats import difference_signs, round_differences
 from monitor.verdict import CheckDetail, InputReport, OutcomeDetail, OutcomeReport, Verdict
 
 __all__ = ["LandingRow", "PageContext", "render_landing", "render_monitor_page", "runbook_anchor"]
@@ -734,9 +734,9 @@ def largest_changes(d: OutcomeDetail, most: int = WORST) -> tuple[list[int], lis
     k = min(most, d.n)
     # signs as the verdict counts wins, losses and ties (float noise, 8 equal values averaged
     # against the same value, is a tie, not a loss)
-    rounded = round_differences(d.difference)
-    losses = [i for i in range(k) if rounded[i] < 0]
-    gains = [d.n - 1 - i for i in range(k) if rounded[d.n - 1 - i] > 0]
+    signs = difference_signs(round_differences(d.difference))
+    losses = [i for i in range(k) if signs[i] < 0]
+    gains = [d.n - 1 - i for i in range(k) if signs[d.n - 1 - i] > 0]
     return losses, gains
 
 

@@ -27,11 +27,13 @@ from monitor.stats.drift import (
 )
 from monitor.stats.multiple import adjust_pvalues
 from monitor.stats.paired import (
+    TIE_TOLERANCE,
     ConfidenceInterval,
     PairedResult,
     PermutationResult,
     TTestResult,
     bca_interval,
+    difference_signs,
     minimum_detectable_effect,
     paired_test,
     required_sample_size,
@@ -70,6 +72,7 @@ from monitor.stats.summary import (
 )
 
 __all__ = [
+    "TIE_TOLERANCE",
     "BaselinePositions",
     "CalibrationBin",
     "CalibrationResult",
@@ -101,6 +104,7 @@ __all__ = [
     "cusum_step",
     "cusum_threshold",
     "cusum_threshold_shared",
+    "difference_signs",
     "drift_tests",
     "judgment_summary",
     "ks_2samp",

@@ -29,11 +29,13 @@ from monitor.stats import _dist
 from monitor.stats import _validation as v
 
 __all__ = [
+    "TIE_TOLERANCE",
     "ConfidenceInterval",
     "PairedResult",
     "PermutationResult",
     "TTestResult",
     "bca_interval",
+    "difference_signs",
     "minimum_detectable_effect",
     "paired_test",
     "required_sample_size",
@@ -117,6 +119,20 @@ class PairedResult:
     power: float
 
 
+TIE_TOLERANCE = 1e-12
+"""A rounded difference within this of 0 is a tie (wins, losses, the sign and Wilcoxon tests)."""
+
+
+def difference_signs(
+    rounded: NDArray[np.float64], tie_tolerance: float = TIE_TOLERANCE
+) -> NDArray[np.int8]:
+    """+1 (a win), -1 (a loss) or 0 (a tie: ``|d| <= tie_tolerance``) of each of the rounded
+    differences ``rounded`` (``round_differences``), as ``paired_test`` counts them."""
+    signs: NDArray[np.int8] = np.sign(rounded).astype(np.int8)
+    signs[np.abs(rounded) <= tie_tolerance] = 0
+    return signs
+
+
 def round_differences(d: ArrayLike) -> NDArray[np.float64]:
     """``d`` rounded to 12 decimals, as the paired test takes its differences: float noise
     (equal outcomes averaged in another order) is a tie, and wins, losses and ties count the
@@ -135,7 +151,7 @@ def paired_test(
     confidence_level: float = 0.95,
     alpha: float = 0.05,
     power: float = 0.8,
-    tie_tolerance: float = 1e-12,
+    tie_tolerance: float = TIE_TOLERANCE,
     rng: np.random.Generator | int | None = None,
     n_bootstrap: int = 9999,
 ) -> PairedResult:
@@ -185,15 +201,16 @@ def paired_test(
 
     interval = _bca(d, confidence_level, n_bootstrap, gen)
     perm = _sign_flip(d_test, alternative, n_resamples, gen, None)
+    signs = difference_signs(d, tie_tolerance)
     return PairedResult(
         n=n,
         mean_difference=mean,
         median_difference=float(np.median(d)),
         sd_difference=sd,
         effect_size=_ratio(mean, sd),
-        wins=int(np.count_nonzero(d > tie_tolerance)),
-        losses=int(np.count_nonzero(d < -tie_tolerance)),
-        ties=int(np.count_nonzero(np.abs(d) <= tie_tolerance)),
+        wins=int(np.count_nonzero(signs > 0)),
+        losses=int(np.count_nonzero(signs < 0)),
+        ties=int(np.count_nonzero(signs == 0)),
         tie_tolerance=tie_tolerance,
         alternative=alternative,
         margin=margin,

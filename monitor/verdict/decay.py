@@ -14,6 +14,7 @@ from monitor.config import MAX_RESAMPLES, MonitorConfig
 from monitor.stats import (
     PairedResult,
     adjust_pvalues,
+    difference_signs,
     paired_test,
     round_differences,
 )
@@ -28,14 +29,14 @@ def _describe(pairs: Pairs) -> dict[str, Any]:
     d = pairs.current - pairs.reference
     if d.size == 0:
         return {}
-    rounded = round_differences(d)
+    signs = difference_signs(round_differences(d))  # as the paired test counts them
     return {
         "mean_difference": float(d.mean()),
         "median_difference": float(np.median(d)),
         "sd_difference": float(d.std(ddof=1)) if d.size > 1 else None,
-        "wins": int(np.count_nonzero(rounded > 0)),
-        "losses": int(np.count_nonzero(rounded < 0)),
-        "ties": int(np.count_nonzero(rounded == 0)),
+        "wins": int(np.count_nonzero(signs > 0)),
+        "losses": int(np.count_nonzero(signs < 0)),
+        "ties": int(np.count_nonzero(signs == 0)),
     }
 
 
