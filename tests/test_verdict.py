@@ -1160,3 +1160,21 @@ def test_the_verdicts_wins_losses_and_ties_are_the_paired_tests() -> None:
     counts = _describe(Pairs(reference=reference, current=current))
     assert (counts["wins"], counts["losses"], counts["ties"]) == (test.wins, test.losses, test.ties)
     assert (test.wins, test.losses, test.ties) == (1, 1, 28)
+
+
+def test_a_segment_with_no_golden_query_reads_as_no_lost_coverage() -> None:
+    """A segment of scores only (no golden query on either side) once got "pairing coverage 0%
+    is below 80%: the golden set changed" at every check, though nothing was lost; a segment
+    whose golden queries returned nothing still gets it."""
+    m = make_monitor(max_segments=3)
+    rng = np.random.default_rng(4)
+    de = segment(rng, AT)
+    fr = replace(segment(rng, AT), pairs=Pairs(reference=np.empty(0), current=np.empty(0)))
+    lost = replace(
+        segment(rng, AT),
+        pairs=Pairs(reference=np.empty(0), current=np.empty(0), only_reference=40),
+    )
+    v, _ = evaluate(m, AT, check_data(AT, {"de": de, "fr": fr, "it": lost}), MonitorState())
+    coverage = [r for r in v.reasons if "pairing coverage" in r]
+    assert not [r for r in coverage if "'fr'" in r], coverage
+    assert [r for r in coverage if "'it'" in r], v.reasons

@@ -190,8 +190,11 @@ def _reasons(
         r = outcomes[name]
         rank = 1 if r.decay else (5 if not r.decidable else 3)
         out.append((rank, _outcome_reason(monitor, name, r)))
-        # while the look decides, carried or new (it vanished one check after the look)
-        if r.coverage < monitor.decay.min_coverage and r.looked_at:
+        # while the look decides, carried or new (it vanished one check after the look); not
+        # for a segment of scores only, with no golden query on either side (nothing was lost:
+        # its 0 % once read as "the golden set changed" at every check)
+        held = r.n_pairs + r.only_reference + r.only_current
+        if r.coverage < monitor.decay.min_coverage and r.looked_at and held:
             where = f"segment {name!r}: " if name else ""
             share, bound = _below(r.coverage, monitor.decay.min_coverage)
             out.append(
