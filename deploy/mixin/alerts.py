@@ -151,7 +151,7 @@ def _verdicts(c: MixinConfig) -> AlertGroup:
                 severity=drift.severity,
                 summary=(
                     f"Score distribution drifted on monitor {{{{ $labels.monitor }}}}{_SEGMENT}; "
-                    "quality is not (yet) lower."
+                    "no decay is established (no evidence is not proof of none)."
                 ),
                 description=(
                     f"{_SEL}PSI {_stat('retrieval_monitor_psi', 'sel', '%.4f')}"
@@ -167,9 +167,9 @@ def _verdicts(c: MixinConfig) -> AlertGroup:
                 ),
                 grafana_description=(
                     "The top-1 score distribution of monitor {{ $labels.monitor }}"
-                    f"{_SEGMENT} moved beyond its PSI tolerance while paired outcomes did not "
-                    "drop. Check the outcome panel before acting: drift alone does not mean worse "
-                    "results."
+                    f"{_SEGMENT} moved beyond its PSI tolerance while the paired outcomes "
+                    "establish no decay (not proof of none). Check the outcome panel's interval "
+                    "and MDE before acting: drift alone does not mean worse results."
                 ),
                 runbook_url=c.runbook_url("RetrievalDataDrift"),
             ),

@@ -106,7 +106,8 @@ class _Layout:
 def _text_panel(runbook: str) -> Panel:
     content = (
         "**Data drift**: the distribution of logged top-1 retrieval scores moved (PSI/KS, CUSUM "
-        "alarm) while paired per-query outcomes are flat: traffic changed, quality did not.  \n"
+        "alarm) while the paired per-query outcomes establish no decay: traffic changed; the "
+        "outcome panel's interval and MDE say how large a drop could still be unseen.  \n"
         "**Model decay**: per-query outcomes (e.g. nDCG@10) on the same labelled queries, paired "
         "by query id, dropped beyond the tolerated margin: quality itself is lower. "
         f"What to do for each alert: [runbook]({runbook})."
