@@ -361,20 +361,18 @@ class Daemon:
         self._let_go.append((name, run))
         return True
 
-    def _add_after_run(self, monitor: MonitorConfig, *, let_go: bool = True) -> None:
-        """Add ``monitor``'s job: run at once, or, while a run of its name is in flight, as
-        soon as that run ends or is abandoned (``_rerun_after``; an immediate run would only be
-        recorded as "still in flight", and the next slot may be a day away). A run already
-        abandoned as hung is let go (``let_go``: unless the reload already failed to). Whether
-        to wait is decided, and the rerun asked for, under one hold of ``_lock``: a run
-        abandoned in between found no rerun asked for and left the monitor waiting on it."""
+    def _add_after_run(
+        self, monitor: MonitorConfig, *, waiting: bool, marked: bool = False
+    ) -> None:
+        """Add ``monitor``'s job: run at once, or, ``waiting`` for a run of its name still in
+        flight, as soon as that run ends or is abandoned (``_rerun_after``; an immediate run
+        would only be recorded as "still in flight", and the next slot may be a day away).
+        ``marked``: the caller put the name in ``_rerun`` under the lock it decided
+        ``waiting`` under (a run abandoned in between would otherwise find no rerun asked for
+        and leave the monitor waiting on a hung run)."""
         name = monitor.name
-        with self._lock:
-            previous = self._inflight.get(name)
-            waiting = previous is not None and not previous.done.is_set()
-            if waiting and let_go and previous is not None and previous.abandoned:
-                waiting = not self._let_go_of(name)
-            if waiting:
+        if waiting and not marked:
+            with self._lock:
                 self._rerun.add(name)
         self._add_job(monitor, immediate=not waiting)
         if waiting and not self.in_flight(name):  # it ended meanwhile, before the entry was there
@@ -531,13 +529,9 @@ class Daemon:
                 self._inflight[n].orphaned = True
             # a run abandoned as hung no longer holds back a monitor whose settings changed
             # (the operator's fix: it once blocked every slot until a restart): let go (bounded)
-            kept: set[str] = set()  # hung runs past the let-go bound: not tried again below
             for n in (set(changed) | set(removed)) & busy:
-                if self._inflight[n].abandoned:
-                    if self._let_go_of(n):
-                        busy.discard(n)
-                    else:
-                        kept.add(n)
+                if self._inflight[n].abandoned and self._let_go_of(n):
+                    busy.discard(n)
         self.runner.reconfigure(new, reset=reset)
         self.config = new
         with self._lock:  # a removed monitor's finished run, and runs let go that have ended
@@ -549,15 +543,22 @@ class Daemon:
         for n in removed:
             self._remove_job(n)
             self._remove_executor(n)
-        for n in changed:  # its new settings at once, or once its run in flight ends
+        for n in changed:
             self._remove_job(n)
-            self._add_after_run(fresh[n], let_go=n not in kept)
+            self._add_after_run(fresh[n], waiting=n in busy)  # its new settings at once
         for n in added:
-            # the discarded run of a monitor of this name that an earlier reload removed, still
-            # in flight: the new one runs once it ends, as a changed one does (run at once, it
-            # found that run "still in flight" and recorded an error)
             self._add_executor(n)
-            self._add_after_run(fresh[n])
+            with self._lock:
+                # the discarded run of a monitor of this name that an earlier reload removed,
+                # still in flight: the new one runs once it ends, as a changed one does (run
+                # at once, it found that run "still in flight" and recorded an error)
+                previous = self._inflight.get(n)
+                waiting = previous is not None and not previous.done.is_set()
+                if waiting and previous is not None and previous.abandoned:
+                    waiting = not self._let_go_of(n)
+                if waiting:
+                    self._rerun.add(n)
+            self._add_after_run(fresh[n], waiting=waiting, marked=True)
         log.info(
             "configuration reloaded",
             extra={
