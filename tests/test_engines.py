@@ -334,6 +334,35 @@ def test_a_cluster_master_keeps_its_executors_python(monkeypatch: pytest.MonkeyP
         assert (asked[master].get("spark.driver.bindAddress") == "127.0.0.1") is local
 
 
+def test_a_cluster_master_after_a_local_one_keeps_its_executors_python(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The interpreter and loopback address a local engine put in the environment stayed
+    there: a reload from local[2] to a cluster sent the driver's Python path to the cluster's
+    executors. They are taken back; the operator's own are left alone."""
+    pytest.importorskip("pyspark", reason="the optional extra .[spark] is not installed")
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    def stop_here(builder: SparkSession.Builder) -> None:
+        raise RuntimeError("no master reached in this test")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", stop_here)
+    for name in ("PYSPARK_PYTHON", "SPARK_LOCAL_IP"):
+        monkeypatch.delenv(name, raising=False)
+    for master, python in (("local[2]", sys.executable), ("spark://c.example:7077", None)):
+        with pytest.raises(EngineUnavailableError, match="no master reached"):
+            make_engine("spark", spark_master=master)
+        assert os.environ.get("PYSPARK_PYTHON") == python, master
+        assert os.environ.get("SPARK_LOCAL_IP") == (python and "127.0.0.1"), master
+    monkeypatch.setenv("PYSPARK_PYTHON", "/opt/py/bin/python3")  # the operator's
+    for master in ("local[2]", "yarn"):
+        with pytest.raises(EngineUnavailableError, match="no master reached"):
+            make_engine("spark", spark_master=master)
+        assert os.environ["PYSPARK_PYTHON"] == "/opt/py/bin/python3", master
+
+
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A real Spark Connect server (pyspark's own jar, local[2] behind it) on a free loopback
@@ -457,6 +486,45 @@ def test_spark_connect_summaries_equal_local_ones(tmp_path: Path, connect_server
     )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-4000:]
     assert proc.stdout.strip().endswith("same"), proc.stdout[-2000:]
+
+
+_CONNECT_UNREACHABLE = """
+import socket, sys, time
+sys.path.insert(0, sys.argv[1])
+from monitor.engines import make_engine
+from monitor.errors import EngineUnavailableError
+with socket.socket() as s:  # a port nothing listens on
+    s.bind(("127.0.0.1", 0))
+    address = f"sc://127.0.0.1:{s.getsockname()[1]}"
+t0 = time.monotonic()
+try:
+    make_engine("spark", spark_remote=address)
+except EngineUnavailableError as exc:
+    print(f"{time.monotonic() - t0:.1f}", exc)
+"""
+
+
+def test_an_unreachable_spark_connect_server_is_an_error_naming_it(tmp_path: Path) -> None:
+    """pyspark retries each Connect RPC for about ten minutes, the start's options included:
+    an address nothing answers on held the check past its run_timeout (an 'abandoned' error
+    naming no address), and every other Spark monitor behind it. Now an error naming it within
+    seconds, and the process exits (pyspark's exit hook retried as long)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    proc = subprocess.run(
+        [sys.executable, "-c", _CONNECT_UNREACHABLE, str(root)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seconds, _, message = proc.stdout.strip().partition(" ")
+    assert float(seconds) < 30, proc.stdout
+    assert "spark engine at 'sc://127.0.0.1:" in message, message
+    assert "UNAVAILABLE" in message or "Failed to connect" in message, message
 
 
 _DEAD_JVM = (

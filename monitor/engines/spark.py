@@ -17,6 +17,7 @@ optional extra ``.[spark]``, with Java 17: Debian's ``openjdk-17-jre-headless``)
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -43,6 +44,8 @@ __all__ = ["SparkEngine"]
 
 log = logging.getLogger(__name__)
 
+_SET_ENV: dict[str, str] = {}  # the environment a local engine set (not the operator's)
+
 
 class SparkEngine:
     """Summaries computed by Spark executors, a few tasks a core, each task's files' parts
@@ -53,6 +56,7 @@ class SparkEngine:
     def __init__(self, master: str = "local[2]", *, remote: str | None = None) -> None:
         self.address = remote if remote is not None else master
         self._remote = remote
+        self._spark: Any = None
         try:
             from pyspark.sql import SparkSession
         except ImportError as exc:
@@ -60,33 +64,55 @@ class SparkEngine:
                 "spark", self.address, "pyspark is not installed: pip install '.[spark]'"
             ) from exc
         local = remote is None and master.startswith("local")
-        if local:
-            # a local master's executors run this interpreter (PATH's python3 lacks the
-            # monitor's packages) and bind the loopback address only; a cluster's executors
-            # keep the Python its own configuration names (this path need not exist there)
-            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-        builder: Any = SparkSession.builder.appName("retrieval-monitor")
+        # a local master's executors run this interpreter (PATH's python3 lacks the monitor's
+        # packages) and bind the loopback address only; a cluster's executors keep the Python
+        # its own configuration names (this path need not exist there): what a local engine
+        # set is taken back for any other (a reload from local[2] to a cluster once kept it)
+        for name, value in (("PYSPARK_PYTHON", sys.executable), ("SPARK_LOCAL_IP", "127.0.0.1")):
+            if local and name not in os.environ:
+                os.environ[name] = _SET_ENV[name] = value
+            elif not local and name in _SET_ENV and os.environ.get(name) == _SET_ENV.pop(name):
+                del os.environ[name]
         if remote is not None:
-            builder = builder.remote(remote)
-        else:
-            builder = builder.master(master)
-            if local:
-                builder = (
-                    builder.config("spark.pyspark.python", sys.executable)
-                    .config("spark.driver.bindAddress", "127.0.0.1")
-                    .config("spark.driver.host", "127.0.0.1")
-                    .config("spark.ui.enabled", "false")
-                )
+            self._spark = self._connect(SparkSession, remote)
+            return
+        builder: Any = SparkSession.builder.appName("retrieval-monitor").master(master)
+        if local:
+            builder = (
+                builder.config("spark.pyspark.python", sys.executable)
+                .config("spark.driver.bindAddress", "127.0.0.1")
+                .config("spark.driver.host", "127.0.0.1")
+                .config("spark.ui.enabled", "false")
+            )
         builder = builder.config("spark.sql.session.timeZone", "UTC")
-        if remote is None:  # a Spark Connect server's console is its own (it refuses the key)
-            builder = builder.config("spark.ui.showConsoleProgress", "false")
+        builder = builder.config("spark.ui.showConsoleProgress", "false")
         try:
-            self._spark: Any = builder.getOrCreate()
+            self._spark = builder.getOrCreate()
         except Exception as exc:  # py4j / JVM start-up errors have no common base class
             raise EngineUnavailableError(
                 "spark", self.address, f"{type(exc).__name__}: {exc}"
             ) from exc
+
+    def _connect(self, session_cls: Any, remote: str) -> Any:
+        """A Spark Connect session on ``remote``. pyspark retries each RPC for about ten
+        minutes, the options a builder sends at ``getOrCreate`` included: an address nothing
+        answers on held the check past its run_timeout, an error naming no address, and every
+        Spark monitor behind it. So the session is made with no option (no RPC), given retries
+        of seconds, and only then told its time zone: an unreachable server is this check's
+        ``EngineUnavailableError`` within seconds, and so is one gone after the start (the next
+        check starts a new session). Its console is the server's own (it refuses the UI keys)."""
+        try:
+            session = session_cls.builder.remote(remote).getOrCreate()
+        except Exception as exc:
+            raise EngineUnavailableError("spark", remote, f"{type(exc).__name__}: {exc}") from exc
+        try:
+            _short_retries(session)
+            session.conf.set("spark.sql.session.timeZone", "UTC")
+        except Exception as exc:  # grpc's, pyspark's own exception classes
+            with contextlib.suppress(Exception):
+                session.stop()
+            raise EngineUnavailableError("spark", remote, f"{type(exc).__name__}: {exc}") from exc
+        return session
 
     def summaries(
         self,
@@ -153,6 +179,21 @@ class SparkEngine:
             log.debug("spark session not stopped", extra={"error": str(exc)})
         if self._remote is None and _gateway_dead():
             _forget_gateway()
+
+
+def _short_retries(session: Any) -> None:
+    """Later calls of a Spark Connect session retry for seconds, not pyspark's ten minutes: a
+    server gone after the start is this check's error (the next check starts a new session)."""
+    try:
+        from pyspark.sql.connect.client.retries import DefaultPolicy
+
+        # 50 ms, then x4 up to 2 s: about 3.5 s in all, where pyspark's default waits 10 min
+        session.client.set_retry_policies([DefaultPolicy(max_retries=4, max_backoff=2000)])
+    except (ImportError, AttributeError, TypeError) as exc:  # a pyspark without the API
+        log.warning(
+            "spark connect retries left as pyspark sets them (about ten minutes an RPC)",
+            extra={"error": str(exc)},
+        )
 
 
 def _gateway_dead() -> bool:
