@@ -179,8 +179,9 @@ class SummaryChecks:
 
     def keep_engines(self, settings: Iterable[EngineConfig]) -> None:
         """Close the held engines none of ``settings`` can use (a reload moved every monitor
-        off a Dask cluster or a Spark session: its workers or JVM would run, unused, until the
-        daemon exits); engines handed in at construction are the caller's."""
+        off a Dask cluster or a Spark session: its workers would run, unused, until the daemon
+        exits; a Spark session is stopped, its JVM kept by pyspark until then); engines handed
+        in at construction are the caller's."""
         usable = {
             (kind, _address(s, kind))
             for s in settings
