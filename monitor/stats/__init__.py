@@ -27,7 +27,6 @@ from monitor.stats.drift import (
 )
 from monitor.stats.multiple import adjust_pvalues
 from monitor.stats.paired import (
-    TIE_TOLERANCE,
     ConfidenceInterval,
     PairedResult,
     PermutationResult,
@@ -72,7 +71,6 @@ from monitor.stats.summary import (
 )
 
 __all__ = [
-    "TIE_TOLERANCE",
     "BaselinePositions",
     "CalibrationBin",
     "CalibrationResult",

@@ -45,6 +45,8 @@ EXPECTED = {
     "psi_test_counts",
     "ranking_metrics",
     "required_sample_size",
+    "round_differences",
+    "difference_signs",
     "shewhart_threshold_shared",
     "sign_flip_test",
     "z_from_pvalue",
