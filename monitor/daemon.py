@@ -199,9 +199,10 @@ class Daemon:
         self._inflight: dict[str, _Run] = {}
         # runs a reload let go while they hang (their monitor changed): still waited for at exit
         self._let_go: list[tuple[str, _Run]] = []
-        # monitors a reload changed while a run of theirs was in flight: run again with the new
-        # settings once that run ends (or is abandoned), not at the next slot
-        self._rerun: set[str] = set()
+        # monitors a reload changed or added, each with the token drawn once its new settings
+        # were in force: one run that starts after it (token above it) is due at once, or as
+        # soon as the run in flight ends or is abandoned (``_kick``), not at the next slot
+        self._due: dict[str, int] = {}
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
@@ -252,11 +253,12 @@ class Daemon:
             run = self._inflight.get(name)
             return run is not None and not run.done.is_set()
 
-    def run_monitor(self, name: str) -> None:
+    def run_monitor(self, name: str, rerun: bool = False) -> None:
         """One time-limited run (the scheduler's job function, in the monitor's own executor).
 
         Starts the run in a thread of its own unless the monitor's previous run is still in
-        flight; then the slot is recorded as ``error`` without starting another.
+        flight; then the slot is recorded as ``error`` without starting another. ``rerun``: the
+        run a reload asked for (``_kick``); nothing to do when a run has started since.
         """
         if self._stopping.is_set():
             return
@@ -269,16 +271,21 @@ class Daemon:
             return
         at = at or monitor.schedule.latest_slot(self.runner.clock())
         with self._lock:
+            if rerun and name not in self._due:
+                log.debug("a run with the new settings started already", extra={"monitor": name})
+                return
             previous = self._inflight.get(name)
             busy = previous is not None and not previous.done.is_set()
             if not busy:
                 run = _Run(token=next(self._tokens), at=at, since=self.runner.clock())
                 self._inflight[name] = run
+                if run.token > self._due.get(name, run.token):  # runs with the new settings
+                    del self._due[name]
         if busy:
             assert previous is not None
             if previous.orphaned:
                 # the run of this name's removed predecessor: the monitor runs once it ends
-                # (``_rerun_after``); its slots meanwhile are no failure of this one
+                # (``_kick``); its slots meanwhile are no failure of this one
                 log.warning(
                     "slot skipped: the run of a removed monitor of this name is still in flight",
                     extra={"monitor": name, "at": at.isoformat(), "since": _iso(previous.since)},
@@ -302,19 +309,20 @@ class Daemon:
             if run.orphaned or not self._configured(name):
                 # removed by a reload meanwhile: nothing to record (a monitor added back under
                 # the name runs once this run is let go)
-                run.abandoned = True
                 log.warning("run of a removed monitor abandoned", extra={"monitor": name})
-                self._rerun_after(name, run)
-                return
-            reason = (
-                f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and was "
-                f"abandoned (a source may hang); its late result will be discarded"
-            )
-            log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
-            run.abandoned = True
-            ran = (self.runner.clock() - run.since).total_seconds()
-            self.runner.abandon(run.token, name, at, reason, duration_seconds=ran)
-            self._rerun_after(name, run)
+            else:
+                reason = (
+                    f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and was "
+                    f"abandoned (a source may hang); its late result will be discarded"
+                )
+                log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
+                ran = (self.runner.clock() - run.since).total_seconds()
+                # recorded before the run counts as abandoned: a reload lets an abandoned run
+                # go and runs the monitor at once, and this error must not land after that run
+                self.runner.abandon(run.token, name, at, reason, duration_seconds=ran)
+            with self._lock:
+                run.abandoned = True
+            self._kick(name)
             return
         if run.error is not None:
             log.error(
@@ -327,19 +335,21 @@ class Daemon:
         elif run.record is not None and self.on_run is not None:
             self.on_run(run.record)
         run.record = None  # the board holds it; kept here, each monitor ever run held a page's
-        self._rerun_after(name, run)
+        self._kick(name)
 
-    def _rerun_after(self, name: str, run: _Run) -> None:
-        """Run ``name`` at once with the settings a reload gave it while ``run`` was in flight
-        (a fix of a slow or hanging source): an abandoned ``run`` is let go first, as a reload
-        lets go one abandoned already (at most ``_MAX_LET_GO`` hanging a monitor)."""
+    def _kick(self, name: str) -> None:
+        """Run ``name`` at once if a reload asked for a run with its new settings (``_due``)
+        and no run of it is in flight: an abandoned run still in flight is let go first (at
+        most ``_MAX_LET_GO`` hanging a monitor). Called by the reload, at the end of every run
+        and when an abandoned run's thread ends, so whichever comes last finds the monitor free;
+        the request is decided, and the run let go, under one hold of ``_lock``."""
         with self._lock:
-            if name not in self._rerun or self._stopping.is_set():
+            if name not in self._due or self._stopping.is_set():
                 return
-            self._rerun.discard(name)
-            hung = run.abandoned and not run.done.is_set() and self._inflight.get(name) is run
-            if hung and not self._let_go_of(name):
-                return
+            run = self._inflight.get(name)
+            busy = run is not None and not run.done.is_set()
+            if busy and (not run.abandoned or not self._let_go_of(name)):  # type: ignore[union-attr]
+                return  # it runs once that run ends or is abandoned (a later ``_kick``)
         self._schedule_rerun(name)
 
     def _let_go_of(self, name: str) -> bool:
@@ -361,33 +371,12 @@ class Daemon:
         self._let_go.append((name, run))
         return True
 
-    def _add_after_run(
-        self, monitor: MonitorConfig, *, waiting: bool, marked: bool = False
-    ) -> None:
-        """Add ``monitor``'s job: run at once, or, ``waiting`` for a run of its name still in
-        flight, as soon as that run ends or is abandoned (``_rerun_after``; an immediate run
-        would only be recorded as "still in flight", and the next slot may be a day away).
-        ``marked``: the caller put the name in ``_rerun`` under the lock it decided
-        ``waiting`` under (a run abandoned in between would otherwise find no rerun asked for
-        and leave the monitor waiting on a hung run)."""
-        name = monitor.name
-        if waiting and not marked:
-            with self._lock:
-                self._rerun.add(name)
-        self._add_job(monitor, immediate=not waiting)
-        if waiting and not self.in_flight(name):  # it ended meanwhile, before the entry was there
-            with self._lock:
-                pending = name in self._rerun
-                self._rerun.discard(name)
-            if pending:
-                self._schedule_rerun(name)
-
     def _schedule_rerun(self, name: str) -> None:
-        """One run of ``name`` at once (a job of its own; the same id, so never two)."""
-        log.info("running a reloaded monitor whose earlier run has ended", extra={"monitor": name})
+        """One run of ``name`` at once (a job of its own; the same id, so never two pending)."""
+        log.info("running a reloaded monitor with its new settings", extra={"monitor": name})
         self.scheduler.add_job(
             self.run_monitor,
-            args=[name],
+            args=[name, True],
             id=f"{name}:rerun",
             name=f"check {name} after a reload",
             executor=_executor(name),
@@ -411,6 +400,8 @@ class Daemon:
             run.error = exc
         finally:
             run.done.set()
+        if run.abandoned:  # a hung run kept past the let-go bound ends: a rerun may wait on it
+            self._kick(name)
 
     def wait_idle(self, timeout: float, *, abandoned: bool = True) -> list[str]:
         """Wait up to ``timeout`` s for every run in flight (without ``abandoned``: only for
@@ -519,8 +510,8 @@ class Daemon:
         removed = [n for n in old if n not in fresh]
         changed = [n for n in fresh if n in old and fresh[n] != old[n]]
         reset = [n for n in changed if state_fingerprint(fresh[n]) != state_fingerprint(old[n])]
-        busy = {n for n in old if self.in_flight(n)}
         with self._lock:
+            busy = {n for n in old if n in self._inflight and not self._inflight[n].done.is_set()}
             # a run still in flight for a removed monitor, or one whose state starts fresh,
             # must not write its old-settings state afterwards
             for n in set(reset + removed) & busy:
@@ -534,31 +525,31 @@ class Daemon:
                     busy.discard(n)
         self.runner.reconfigure(new, reset=reset)
         self.config = new
-        with self._lock:  # a removed monitor's finished run, and runs let go that have ended
-            for n in removed:
-                self._rerun.discard(n)  # a rerun asked for by an earlier reload: nothing to run
+        for n in added:
+            self._add_executor(n)
+        with self._lock:
+            # every run that starts from here on has the new settings (a larger token): a
+            # changed or added monitor runs once at once, or once its run in flight ends
+            version = next(self._tokens)
+            for n in changed + added:
+                self._due[n] = version
+            for n in removed:  # a removed monitor's finished run; a run asked for: none now
+                self._due.pop(n, None)
                 if n not in busy:
                     self._inflight.pop(n, None)
             self._let_go = [(n, r) for n, r in self._let_go if not r.done.is_set()]
         for n in removed:
             self._remove_job(n)
+            self._remove_job(f"{n}:rerun")
             self._remove_executor(n)
         for n in changed:
             self._remove_job(n)
-            self._add_after_run(fresh[n], waiting=n in busy)  # its new settings at once
-        for n in added:
-            self._add_executor(n)
-            with self._lock:
-                # the discarded run of a monitor of this name that an earlier reload removed,
-                # still in flight: the new one runs once it ends, as a changed one does (run
-                # at once, it found that run "still in flight" and recorded an error)
-                previous = self._inflight.get(n)
-                waiting = previous is not None and not previous.done.is_set()
-                if waiting and previous is not None and previous.abandoned:
-                    waiting = not self._let_go_of(n)
-                if waiting:
-                    self._rerun.add(n)
-            self._add_after_run(fresh[n], waiting=waiting, marked=True)
+        for n in changed + added:
+            # its slots from the next one; the run at once (or once the run of its name still
+            # in flight ends: run at once, it found that run "still in flight" and recorded an
+            # error, and the next slot may be a day away) is ``_kick``'s
+            self._add_job(fresh[n], immediate=False)
+            self._kick(n)
         log.info(
             "configuration reloaded",
             extra={

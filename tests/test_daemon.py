@@ -393,7 +393,8 @@ def test_reload_applies_a_valid_file_and_keeps_the_old_one_on_errors(
         path.write_text(kept + "\n" + added)
         assert daemon.reload() is True
         assert [m.name for m in daemon.config.monitors] == ["demo", "added"]
-        assert sorted(j.id for j in daemon.scheduler.get_jobs()) == ["added", "demo"]
+        # the added monitor's slots, and its run at once
+        assert sorted(j.id for j in daemon.scheduler.get_jobs()) == ["added", "added:rerun", "demo"]
         snaps = {s.monitor.name: s for s in daemon.runner.board.snapshot()}
         assert sorted(snaps) == ["added", "demo"]
         assert snaps["demo"].runs_total == 1  # unchanged: counters and state kept
@@ -661,10 +662,10 @@ def test_a_run_of_a_monitor_removed_meanwhile_ends_quietly(
         text = path.read_text()
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
-        assert daemon._rerun == {"hung"}
+        assert "hung" in daemon._due
         path.write_text(_without_hung(text))
         assert daemon.reload() is True
-        assert daemon._rerun == set()
+        assert "hung" not in daemon._due
         _end_quietly(runner, first, caplog)
         assert daemon.scheduler.get_job("hung:rerun") is None
 
@@ -680,7 +681,8 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
     with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
         first = _hung_run(daemon)
         _remove_and_add_back(path, daemon)
-        assert daemon._rerun == {"hung"}
+        assert "hung" in daemon._due
+        assert daemon.scheduler.get_job("hung:rerun") is None  # not before the old run ends
         daemon.run_monitor("hung")  # a slot while the old run is still in flight
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.failures_total == 0  # the old run's slots are no failure of this one
@@ -700,29 +702,45 @@ def test_a_removed_monitors_run_abandoned_while_it_is_added_back_lets_it_run(
     """The old run of a monitor removed and added back is abandoned at run_timeout just after
     the reload decided to wait for it, before the rerun was asked for: the run's end found no
     rerun asked for, the reload then saw it still in flight (hung), and the monitor never ran
-    (every slot skipped). The rerun is asked for under the lock the wait is decided under."""
+    (every slot skipped). The rerun is asked for, and the wait decided, under one lock hold."""
     with _hung_daemon(tmp_path, run_timeout="3s") as (path, _, runner, daemon):
         first = _hung_run(daemon)
         text = path.read_text()
         path.write_text(_without_hung(text))
         assert daemon.reload() is True
-        original = daemon._add_after_run
-
-        def after_the_abandonment(*args: Any, **kwargs: Any) -> None:
-            first.join(30)  # the old run is abandoned at run_timeout meanwhile
-            original(*args, **kwargs)
-
-        daemon._add_after_run = after_the_abandonment  # type: ignore[method-assign]
+        _abandoned_before_the_jobs_are_added(daemon, first)
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
-        daemon._add_after_run = original  # type: ignore[method-assign]
         assert not first.is_alive()
-        job = daemon.scheduler.get_job("hung:rerun")
-        assert job is not None, (daemon._rerun, daemon.in_flight("hung"))
-        job.func(*job.args)
+        assert _run_due(daemon) == ["hung:rerun"], dict(daemon._due)
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.latest is not None
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def _abandoned_before_the_jobs_are_added(daemon: Daemon, first: threading.Thread) -> None:
+    """At the next reload, the run in ``first`` is abandoned at run_timeout after the reload
+    saw it in flight and before it adds the monitor's jobs."""
+    original = daemon._add_job
+
+    def after_the_abandonment(*args: Any, **kwargs: Any) -> None:
+        first.join(30)
+        daemon._add_job = original  # type: ignore[method-assign]
+        original(*args, **kwargs)
+
+    daemon._add_job = after_the_abandonment  # type: ignore[method-assign]
+
+
+def _run_due(daemon: Daemon) -> list[str]:
+    """Run the jobs due now, as the scheduler would (a one-off job is gone once it ran): their
+    ids, each once (a scheduler not started yet keeps two jobs added under one id)."""
+    now = datetime.now(UTC)
+    due = [j for j in daemon.scheduler.get_jobs() if j.next_run_time and j.next_run_time <= now]
+    for job in due:
+        if job.id.endswith(":rerun"):
+            job.remove()
+        job.func(*job.args)
+    return sorted({j.id for j in due})
 
 
 def test_a_removed_monitors_run_abandoned_after_it_was_added_back_is_no_failure(
@@ -765,5 +783,119 @@ def test_a_run_that_ends_during_the_reload_still_gets_its_rerun(tmp_path: Path) 
         path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
         assert not first.is_alive()
-        assert daemon.scheduler.get_job("hung:rerun") is not None
-        assert daemon._rerun == set()
+        assert _run_due(daemon) == ["hung:rerun"]
+        assert daemon._due == {}
+
+
+def test_a_changed_monitors_run_abandoned_during_the_reload_lets_it_run(tmp_path: Path) -> None:
+    """The run of a changed monitor reaches run_timeout after the reload saw it in flight (not
+    abandoned) and before the reload asked for a run after it: the run's end found no run
+    asked for, the reload then waited on the hung run, and every slot was "still in flight"
+    until a restart (the fix the operator reloaded never ran)."""
+    with _hung_daemon(tmp_path, run_timeout="3s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        original = runner.reconfigure
+
+        def reconfigure(new: Any, **kw: Any) -> None:  # abandoned once the reload saw it
+            first.join(30)
+            original(new, **kw)
+
+        runner.reconfigure = reconfigure  # type: ignore[method-assign,assignment]
+        path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        runner.reconfigure = original  # type: ignore[method-assign]
+        assert _run_due(daemon) == ["hung:rerun"], dict(daemon._due)
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def test_a_hung_run_kept_past_the_let_go_bound_runs_the_monitor_once_it_ends(
+    tmp_path: Path,
+) -> None:
+    """Past ``_MAX_LET_GO`` a reload keeps the hung run: the monitor runs with its new settings
+    once that run ends (nothing ran then), and an ordinary run since asked for no other (a
+    stale request once re-ran the monitor after its next ordinary run)."""
+    from monitor.daemon import _MAX_LET_GO
+
+    with _hung_daemon(tmp_path) as (path, _, runner, daemon):
+        text = path.read_text()
+        daemon.run_monitor("hung")  # abandoned after run_timeout (1s); its thread hangs
+        for i in range(_MAX_LET_GO + 1):
+            path.write_text(
+                text.replace('name = "hung"', f'name = "hung"\nmisfire_grace = "{i + 2}s"')
+            )
+            assert daemon.reload() is True
+            if i < _MAX_LET_GO:  # let go: the monitor runs at once (and hangs again)
+                assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == []  # the run past the bound is kept: it still hangs
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+        reader.release.set()
+        assert daemon.wait_idle(30) == []
+        assert _run_due(daemon) == ["hung:rerun"]
+        runs = {s.monitor.name: s for s in runner.board.snapshot()}["hung"].runs_total
+        daemon.run_monitor("hung")  # its next slot
+        assert _run_due(daemon) == []
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.runs_total == runs + 1
+
+
+def test_a_run_that_ends_inside_a_second_reload_is_followed_by_one_run(tmp_path: Path) -> None:
+    """Reload A changed the monitor while its run was in flight; the run ends while reload B
+    (another change) is under way: the run's end ran the monitor for A and B added it due at
+    once as well, two runs with B's settings."""
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        text = path.read_text()
+        path.write_text(text.replace('name = "hung"', 'name = "hung"\nmisfire_grace = "7s"'))
+        assert daemon.reload() is True  # A
+        original = runner.reconfigure
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+
+        def reconfigure(new: Any, **kw: Any) -> None:  # the run ends inside reload B
+            reader.release.set()
+            first.join(30)
+            original(new, **kw)
+
+        runner.reconfigure = reconfigure  # type: ignore[method-assign,assignment]
+        path.write_text(text.replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True  # B
+        runner.reconfigure = original  # type: ignore[method-assign]
+        assert _run_due(daemon) == ["hung:rerun"]
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.runs_total == 2  # the first run, then one with B's settings
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def test_a_timeout_recorded_during_a_reload_lands_before_the_new_settings_run(
+    tmp_path: Path,
+) -> None:
+    """The run counted as abandoned before its timeout was recorded: a reload in between let
+    it go and ran the monitor with its fix, and the late "run exceeded run_timeout" error then
+    landed on top of that run's verdict, showing error until the next slot."""
+    with _hung_daemon(tmp_path, run_timeout="3s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        recording, recorded = threading.Event(), threading.Event()
+        original = runner.abandon
+
+        def abandon(*args: Any, **kwargs: Any) -> Any:
+            recording.set()
+            recorded.wait(30)
+            return original(*args, **kwargs)
+
+        runner.abandon = abandon  # type: ignore[method-assign]
+        assert recording.wait(30)
+        path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        ran_before = _run_due(daemon)
+        recorded.set()
+        first.join(30)
+        runner.abandon = original  # type: ignore[method-assign]
+        assert ran_before == []  # not before the timeout is recorded
+        assert _run_due(daemon) == ["hung:rerun"]
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
