@@ -8,6 +8,7 @@ import os
 import socket
 from datetime import timedelta
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pytest
@@ -17,6 +18,9 @@ from monitor.errors import EngineUnavailableError, SourceError
 from monitor.sources import ScoreSpec, Window, clear_cache, write_parquet
 from monitor.stats import Grid, build_baseline, summary_grid
 from tests.test_summaries_reader import HOUR, T0, _tree, same_parts
+
+if TYPE_CHECKING:
+    from monitor.engines.spark import SparkEngine
 
 pytestmark = [pytest.mark.engines, pytest.mark.integration]
 
@@ -305,6 +309,26 @@ def test_spark_names_the_bad_file_a_local_read_names(tmp_path: Path, spark_engin
         spark_engine.summaries(spec, window, grid)
     assert "part-00.parquet (10), " in str(ours.value), ours.value
     assert str(theirs.value) == str(ours.value)
+
+
+def test_a_new_master_while_a_check_holds_the_session_is_an_error_naming_both(
+    tmp_path: Path,
+    spark_engine: SparkEngine,
+) -> None:
+    """One SparkContext a process: a reload that moved spark.master while a check still held
+    the old engine got that engine's session back from getOrCreate, ran on the old master,
+    and the old engine's close then stopped the session under the next check. The new engine
+    is refused, naming both masters; the session in use is left running."""
+    with pytest.raises(EngineUnavailableError) as refused:
+        make_engine("spark", spark_master="local[1]")
+    assert "local[1]" in str(refused.value)
+    assert "runs on local[2]" in str(refused.value)
+    root = tmp_path / "scores"
+    _tree(root)
+    window = Window(start=T0, end=T0 + 6 * HOUR)
+    spec = ScoreSpec(path=str(root), max_invalid_share=0.1)
+    part = spark_engine.summaries(spec, window, Grid(np.linspace(0, 1, 11)))
+    assert part.rows > 0  # the held session still runs
 
 
 def test_a_cluster_master_keeps_its_executors_python(monkeypatch: pytest.MonkeyPatch) -> None:

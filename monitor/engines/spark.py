@@ -88,10 +88,22 @@ class SparkEngine:
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         try:
             self._spark = builder.getOrCreate()
+            running = str(self._spark.sparkContext.master)
         except Exception as exc:  # py4j / JVM start-up errors have no common base class
             raise EngineUnavailableError(
                 "spark", self.address, f"{type(exc).__name__}: {exc}"
             ) from exc
+        if running != master:
+            # one SparkContext a process: a check still holds the session of the master a
+            # reload moved off, and getOrCreate hands that back (its close would then stop
+            # this engine's session under the next check); not stopped here, it is in use
+            self._spark = None
+            raise EngineUnavailableError(
+                "spark",
+                self.address,
+                f"this process's Spark session runs on {running}, still in use by a check in "
+                "flight (one SparkContext a process); the new master is used once that ends",
+            )
 
     def _connect(self, session_cls: Any, remote: str) -> Any:
         """A Spark Connect session on ``remote``. pyspark retries each RPC for about ten
