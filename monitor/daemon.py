@@ -279,7 +279,10 @@ class Daemon:
             if not busy:
                 run = _Run(token=next(self._tokens), at=at, since=self.runner.clock())
                 self._inflight[name] = run
-                if run.token > self._due.get(name, run.token):  # runs with the new settings
+                # a run with the new settings, unless it read the monitor's settings before a
+                # reload replaced them (its run_timeout, its slot): then the rerun still runs
+                current = self._due.get(name, run.token) < run.token
+                if current and any(m is monitor for m in self.config.monitors):
                     del self._due[name]
         if busy:
             assert previous is not None
@@ -299,30 +302,37 @@ class Daemon:
                 "slot skipped: previous run still in flight",
                 extra={"monitor": name, "at": at.isoformat(), "since": _iso(previous.since)},
             )
-            self.runner.fail(name, at, reason)
+            try:
+                self.runner.fail(name, at, reason)
+            except KeyError:  # a reload removed the monitor since this slot read it: none
+                if self._configured(name):
+                    raise
             return
         thread = threading.Thread(
             target=self._execute, args=(name, run), name=f"check:{name}", daemon=True
         )
         thread.start()
         if not run.done.wait(timeout=monitor.run_timeout.total_seconds()):
-            if run.orphaned or not self._configured(name):
-                # removed by a reload meanwhile: nothing to record (a monitor added back under
-                # the name runs once this run is let go)
-                log.warning("run of a removed monitor abandoned", extra={"monitor": name})
-            else:
-                reason = (
-                    f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and was "
-                    f"abandoned (a source may hang); its late result will be discarded"
-                )
-                log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
-                ran = (self.runner.clock() - run.since).total_seconds()
-                # recorded before the run counts as abandoned: a reload lets an abandoned run
-                # go and runs the monitor at once, and this error must not land after that run
-                self.runner.abandon(run.token, name, at, reason, duration_seconds=ran)
-            with self._lock:
-                run.abandoned = True
-            self._kick(name)
+            try:
+                if run.orphaned or not self._configured(name):
+                    # removed by a reload meanwhile: nothing to record (a monitor added back
+                    # under the name runs once this run is let go)
+                    log.warning("run of a removed monitor abandoned", extra={"monitor": name})
+                else:
+                    reason = (
+                        f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and "
+                        f"was abandoned (a source may hang); its late result will be discarded"
+                    )
+                    log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
+                    ran = (self.runner.clock() - run.since).total_seconds()
+                    # recorded before the run counts as abandoned: a reload lets an abandoned
+                    # run go and runs the monitor at once, and this error must not land after
+                    # that run (nothing is recorded once a reload discarded the run)
+                    self.runner.abandon(run.token, name, at, reason, duration_seconds=ran)
+            finally:  # abandoned whatever the record did: a reload may let it go
+                with self._lock:
+                    run.abandoned = True
+                self._kick(name)
             return
         if run.error is not None:
             log.error(
@@ -350,7 +360,10 @@ class Daemon:
             busy = run is not None and not run.done.is_set()
             if busy and (not run.abandoned or not self._let_go_of(name)):  # type: ignore[union-attr]
                 return  # it runs once that run ends or is abandoned (a later ``_kick``)
-        self._schedule_rerun(name)
+            # added under the lock: a reload that removes the monitor (its executor) meanwhile
+            # drops the request first, or removes this job after it (APScheduler takes no lock
+            # of ours while it holds its own)
+            self._schedule_rerun(name)
 
     def _let_go_of(self, name: str) -> bool:
         """Let the abandoned run of ``name`` still in flight go (with ``_lock`` held): its
@@ -520,7 +533,8 @@ class Daemon:
                 self._inflight[n].orphaned = True
             # a run abandoned as hung no longer holds back a monitor whose settings changed
             # (the operator's fix: it once blocked every slot until a restart): let go (bounded)
-            for n in (set(changed) | set(removed)) & busy:
+            # (a changed monitor's is let go by ``_kick`` below, once its new settings are in)
+            for n in set(removed) & busy:
                 if self._inflight[n].abandoned and self._let_go_of(n):
                     busy.discard(n)
         self.runner.reconfigure(new, reset=reset)

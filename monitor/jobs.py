@@ -150,6 +150,9 @@ class Runner:
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
+        # taken to discard a run, and to record its timeout unless it was discarded first (a
+        # reload that removed its monitor or reset its state): never both
+        self._discarding = threading.Lock()
         # a read-only runner (monitor check) shares the daemon's bucket cache (a cache write is
         # no state) but never replaces its grid
         self.summaries = summaries or SummaryChecks(
@@ -821,19 +824,25 @@ class Runner:
 
     def abandon(
         self, token: int, name: str, at: datetime, reason: str, *, duration_seconds: float = 0.0
-    ) -> RunRecord:
+    ) -> RunRecord | None:
         """Mark a run that exceeded its limit as abandoned and record an ``error`` verdict whose
         duration is how long the run had been going (``last_run_duration_seconds`` shows a
-        hang, not 0)."""
-        self._abandoned.add(token)
-        return self.fail(name, at, reason, duration_seconds=duration_seconds)
+        hang, not 0); None, recording nothing, when the run was discarded already (a reload
+        removed its monitor, or its state starts fresh: the old settings' slot is no failure
+        of the new ones, and a removed monitor has no board to record on)."""
+        with self._discarding:
+            if token in self._abandoned:
+                return None
+            self._abandoned.add(token)
+            return self.fail(name, at, reason, duration_seconds=duration_seconds)
 
     def discard(self, token: int, name: str | None = None) -> None:
         """Drop the late result of run ``token`` without recording anything (SIGHUP changed
         or removed its monitor while it ran). With ``name``, the run is hung and let go: the
         monitor's later runs take a lock of their own, the hung one keeps the old (its late
         result is discarded before it would write anything)."""
-        self._abandoned.add(token)
+        with self._discarding:
+            self._abandoned.add(token)
         if name is not None and name in self._locks:
             self._locks[name] = threading.Lock()
 

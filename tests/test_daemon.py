@@ -496,11 +496,13 @@ def test_a_removed_monitor_leaves_nothing_behind(tmp_path: Path) -> None:
         daemon.http.stop()
 
 
-def test_reloads_while_a_source_still_hangs_let_a_bounded_number_go(tmp_path: Path) -> None:
+def test_reloads_while_a_source_still_hangs_let_a_bounded_number_go(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """A reload lets a hung run go so the monitor runs again with its new settings; each later
     reload, the source still hanging, let one more go: a thread per reload. At most
     ``_MAX_LET_GO`` are let go per monitor (an operator's second and third fix still run at
-    once); past that the monitor waits, and the log says why."""
+    once); past that the monitor waits, and the log says why, once a reload."""
     from monitor.daemon import _MAX_LET_GO
 
     with _hung_daemon(tmp_path) as (path, _, _runner, daemon):
@@ -513,6 +515,8 @@ def test_reloads_while_a_source_still_hangs_let_a_bounded_number_go(tmp_path: Pa
         hung_threads = [t for t in threading.enumerate() if t.name == "check:hung"]
         assert len(hung_threads) == _MAX_LET_GO + 1  # the ones let go, and the one in flight
         assert len(daemon._let_go) == _MAX_LET_GO
+        kept = [r for r in caplog.records if r.getMessage().startswith("a hung run was not let")]
+        assert len(kept) == 3  # the three reloads past the bound
 
 
 def test_the_signal_handler_only_queues_the_signal(
@@ -899,3 +903,79 @@ def test_a_timeout_recorded_during_a_reload_lands_before_the_new_settings_run(
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.latest is not None
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def test_a_monitor_removed_while_its_timeout_is_recorded_runs_once_added_back(
+    tmp_path: Path,
+) -> None:
+    """A reload removed the monitor after its run's timeout path saw it configured and before
+    the timeout was recorded: the record raised KeyError (no board entry), the run was never
+    counted as abandoned, and the monitor added back never ran while that run hung. Now the
+    removal's discard wins: nothing is recorded, and the monitor added back runs at once."""
+    with _hung_daemon(tmp_path, run_timeout="2s") as (path, _, runner, daemon):
+        text = path.read_text()
+        original = runner.abandon
+
+        def abandon(*args: Any, **kwargs: Any) -> Any:  # the removal lands here
+            runner.abandon = original  # type: ignore[method-assign]
+            path.write_text(_without_hung(text))
+            reload = threading.Thread(target=daemon.reload)
+            reload.start()
+            reload.join(30)
+            return original(*args, **kwargs)
+
+        runner.abandon = abandon  # type: ignore[method-assign]
+        daemon.run_monitor("hung")  # times out at 2s: raises nothing
+        path.write_text(text.replace('"scores_hung"', '"scores"'))
+        assert daemon.reload() is True
+        assert _run_due(daemon) == ["hung:rerun"]
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.failures_total == 0
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def test_a_slot_that_read_the_settings_before_a_reload_is_not_the_run_it_asked_for(
+    tmp_path: Path,
+) -> None:
+    """A slot read the monitor's settings, then a reload replaced them before the slot's run
+    started: that run (with the old run_timeout) counted as the run with the new settings, so
+    the operator's fix (a longer run_timeout for a slow source) never ran until the next slot
+    and the monitor showed the old timeout's error."""
+    import time
+
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    slow = config.monitor("hung").scores.path
+
+    class Slow(ParquetReader):  # over the old run_timeout (1s), under the new one (10s)
+        def scores(self, spec: ScoreSpec, window: Window, **kw: Any) -> ScoreWindow:
+            if spec.path == slow:
+                time.sleep(2.5)
+            return super().scores(spec, window, **kw)
+
+    entered, reloaded = threading.Event(), threading.Event()
+
+    def slot_source(m: Any) -> datetime:  # the slot computes its time after reading settings
+        if m.name == "hung" and not entered.is_set():
+            entered.set()
+            reloaded.wait(30)
+        return end
+
+    runner = Runner(config, reader=Slow())
+    daemon = Daemon(config, runner=runner, slot_source=slot_source)
+    try:
+        slot = threading.Thread(target=daemon.run_monitor, args=("hung",))
+        slot.start()
+        assert entered.wait(30)
+        path.write_text(path.read_text().replace('run_timeout = "1s"', 'run_timeout = "10s"'))
+        assert daemon.reload() is True
+        reloaded.set()
+        slot.join(30)  # abandoned at the old 1s
+        assert "hung:rerun" in _run_due(daemon)
+        assert daemon.wait_idle(30) == []
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+    finally:
+        daemon.http.stop()
