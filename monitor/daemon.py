@@ -335,11 +335,14 @@ class Daemon:
                 self._kick(name)
             return
         if run.error is not None:
-            log.error(
-                "run failed unexpectedly",
+            removed = run.orphaned or not self._configured(name)
+            # a reload that removed the monitor as its run started: the run finds no settings
+            # (KeyError), which is no failure of anything configured now
+            (log.warning if removed else log.error)(
+                "run of a removed monitor failed" if removed else "run failed unexpectedly",
                 extra={"monitor": name, "at": at.isoformat(), "error": repr(run.error)},
             )
-            if run.record is None and self._configured(name) and not run.orphaned:
+            if run.record is None and not removed:
                 # it recorded nothing: show it (not a removed predecessor's, discarded)
                 self.runner.fail(name, at, f"run failed unexpectedly: {run.error!r}")
         elif run.record is not None and self.on_run is not None:

@@ -979,3 +979,32 @@ def test_a_slot_that_read_the_settings_before_a_reload_is_not_the_run_it_asked_f
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
     finally:
         daemon.http.stop()
+
+
+def test_a_run_whose_monitor_is_removed_as_it_starts_is_no_unexpected_failure(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reload removed the monitor between its slot's start and the runner reading its
+    settings: the run raised KeyError, logged as the error "run failed unexpectedly" (what
+    on-call looks for a bug by). It is a warning naming the removed monitor."""
+    with _hung_daemon(tmp_path, run_timeout="20s") as (path, _, runner, daemon):
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+        reader.release.set()
+        text = path.read_text()
+        original = runner.run
+
+        def run(*args: Any, **kwargs: Any) -> Any:  # the removal lands as the run starts
+            runner.run = original  # type: ignore[method-assign]
+            path.write_text(_without_hung(text))
+            reload = threading.Thread(target=daemon.reload)
+            reload.start()
+            reload.join(30)
+            return original(*args, **kwargs)
+
+        runner.run = run  # type: ignore[method-assign]
+        with caplog.at_level(logging.WARNING, logger="monitor"):
+            daemon.run_monitor("hung")
+        messages = [(r.levelname, r.getMessage()) for r in caplog.records]
+        assert ("WARNING", "run of a removed monitor failed") in messages
+        assert not [m for m in messages if m[0] == "ERROR"], messages
