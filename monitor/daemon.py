@@ -303,7 +303,10 @@ class Daemon:
                 extra={"monitor": name, "at": at.isoformat(), "since": _iso(previous.since)},
             )
             try:
-                self.runner.fail(name, at, reason)
+                # nothing once a reload removed the monitor (a monitor added back under the
+                # name: that run's slots are no failure of it); decided under the runner's
+                # lock that the reload's discard takes, after which the run is orphaned
+                self.runner.fail(name, at, reason, unless=lambda: previous.orphaned)
             except KeyError:  # a reload removed the monitor since this slot read it: none
                 if self._configured(name):
                     raise
@@ -399,6 +402,10 @@ class Daemon:
             next_run_time=datetime.now(UTC),
             replace_existing=True,
             misfire_grace_time=None,
+            # a rerun asked for by the end of a rerun still executing: queued behind it on the
+            # monitor's one worker (a no-op if that run had the newest settings), never
+            # dropped as a second instance, which left the monitor to its next slot
+            max_instances=2,
         )
 
     def _configured(self, name: str) -> bool:
@@ -526,27 +533,26 @@ class Daemon:
         removed = [n for n in old if n not in fresh]
         changed = [n for n in fresh if n in old and fresh[n] != old[n]]
         reset = [n for n in changed if state_fingerprint(fresh[n]) != state_fingerprint(old[n])]
+        for n in added:
+            self._add_executor(n)
         with self._lock:
             busy = {n for n in old if n in self._inflight and not self._inflight[n].done.is_set()}
-            # a run still in flight for a removed monitor, or one whose state starts fresh,
-            # must not write its old-settings state afterwards
-            for n in set(reset + removed) & busy:
-                self.runner.discard(self._inflight[n].token)
-            for n in set(removed) & busy:
+            for n in set(removed) & busy:  # before the discard: see ``run_monitor``'s skip
                 self._inflight[n].orphaned = True
+            # a run of a removed monitor, or of one whose state starts fresh, must not write
+            # its old-settings state afterwards, nor its timeout (one that just ended may still
+            # be recording it: not only the runs in flight)
+            for n in set(reset + removed) & set(self._inflight):
+                self.runner.discard(self._inflight[n].token)
             # a run abandoned as hung no longer holds back a monitor whose settings changed
             # (the operator's fix: it once blocked every slot until a restart): let go (bounded)
             # (a changed monitor's is let go by ``_kick`` below, once its new settings are in)
             for n in set(removed) & busy:
                 if self._inflight[n].abandoned and self._let_go_of(n):
                     busy.discard(n)
-        self.runner.reconfigure(new, reset=reset)
-        self.config = new
-        for n in added:
-            self._add_executor(n)
-        with self._lock:
-            # every run that starts from here on has the new settings (a larger token): a
-            # changed or added monitor runs once at once, or once its run in flight ends
+            # drawn before the new settings are in force, so that no run with them has a
+            # smaller token: a changed or added monitor runs once at once, or once its run in
+            # flight ends (a run that read the settings before they were replaced is none)
             version = next(self._tokens)
             for n in changed + added:
                 self._due[n] = version
@@ -554,6 +560,9 @@ class Daemon:
                 self._due.pop(n, None)
                 if n not in busy:
                     self._inflight.pop(n, None)
+        self.runner.reconfigure(new, reset=reset)
+        self.config = new
+        with self._lock:  # runs let go that have ended
             self._let_go = [(n, r) for n, r in self._let_go if not r.done.is_set()]
         for n in removed:
             self._remove_job(n)

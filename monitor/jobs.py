@@ -834,7 +834,7 @@ class Runner:
             if token in self._abandoned:
                 return None
             self._abandoned.add(token)
-            return self.fail(name, at, reason, duration_seconds=duration_seconds)
+            return self._fail(name, at, reason, duration_seconds)
 
     def discard(self, token: int, name: str | None = None) -> None:
         """Drop the late result of run ``token`` without recording anything (SIGHUP changed
@@ -847,10 +847,23 @@ class Runner:
             self._locks[name] = threading.Lock()
 
     def fail(
-        self, name: str, at: datetime, reason: str, *, duration_seconds: float = 0.0
-    ) -> RunRecord:
+        self,
+        name: str,
+        at: datetime,
+        reason: str,
+        *,
+        duration_seconds: float = 0.0,
+        unless: Callable[[], bool] | None = None,
+    ) -> RunRecord | None:
         """Record an ``error`` verdict for slot ``at`` without running (an abandoned run, or a
-        slot skipped because the previous run is still in flight); the state is persisted."""
+        slot skipped because the previous run is still in flight); the state is persisted.
+        ``unless``: asked under the lock ``discard`` takes; true: nothing is recorded (None)."""
+        with self._discarding:
+            if unless is not None and unless():
+                return None
+            return self._fail(name, at, reason, duration_seconds)
+
+    def _fail(self, name: str, at: datetime, reason: str, duration_seconds: float) -> RunRecord:
         started = self.clock()
         prior = self.board.state(name)
         verdict = error_verdict(name, at, reason)

@@ -1008,3 +1008,107 @@ def test_a_run_whose_monitor_is_removed_as_it_starts_is_no_unexpected_failure(
         messages = [(r.levelname, r.getMessage()) for r in caplog.records]
         assert ("WARNING", "run of a removed monitor failed") in messages
         assert not [m for m in messages if m[0] == "ERROR"], messages
+
+
+def test_a_timeout_recorded_after_a_reload_removed_a_run_that_just_ended_is_dropped(
+    tmp_path: Path,
+) -> None:
+    """The run ended right at its run_timeout, after the timeout path saw the monitor
+    configured; a reload then removed the monitor and added it back (fixed), and the new
+    monitor ran. The reload discarded only runs still in flight, so the old timeout was then
+    recorded on top of the new monitor's good verdict."""
+    with _hung_daemon(tmp_path, run_timeout="2s") as (path, _, runner, daemon):
+        text = path.read_text()
+        original = runner.abandon
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+
+        def abandon(*args: Any, **kwargs: Any) -> Any:
+            runner.abandon = original  # type: ignore[method-assign]
+            reader.release.set()  # the run ends just as its timeout fired
+            assert daemon._inflight["hung"].done.wait(30)
+            path.write_text(_without_hung(text))
+            assert daemon.reload() is True
+            path.write_text(text.replace('"scores_hung"', '"scores"'))
+            assert daemon.reload() is True
+            assert _run_due(daemon) == ["hung:rerun"]
+            return original(*args, **kwargs)
+
+        runner.abandon = abandon  # type: ignore[method-assign]
+        daemon.run_monitor("hung")
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.failures_total == 0
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def test_a_slot_skipped_behind_a_removed_monitors_run_is_no_failure_of_one_added_back(
+    tmp_path: Path,
+) -> None:
+    """A slot found the run in flight and was about to record "previous run still in flight"
+    when a reload removed the monitor and added it back (fixed), and the new monitor ran: the
+    old slot's error landed on top of its good verdict."""
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        original = runner.fail
+
+        def fail(*args: Any, **kwargs: Any) -> Any:
+            runner.fail = original  # type: ignore[method-assign]
+            _remove_and_add_back(path, daemon)
+            return original(*args, **kwargs)
+
+        runner.fail = fail  # type: ignore[method-assign]
+        daemon.run_monitor("hung")  # the slot behind the run in flight
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+        reader.release.set()
+        first.join(30)
+        assert _run_due(daemon) == ["hung:rerun"]
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.failures_total == 0
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def test_a_rerun_asked_for_while_a_rerun_executes_is_queued_not_dropped(tmp_path: Path) -> None:
+    """Reload 1's rerun was executing (its run in flight) when reload 2 changed the monitor
+    again; that run's end asked for another rerun under the same job id while the first was
+    still an executing instance: APScheduler dropped it (max_instances), and reload 2's
+    settings waited for the next slot. Here the first rerun's thread is held until the
+    scheduler has taken the second."""
+    from apscheduler.events import EVENT_JOB_MAX_INSTANCES, EVENT_JOB_SUBMITTED, JobEvent
+
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        text = path.read_text()
+        taken = threading.Event()
+        asked = threading.Event()
+
+        def seen(event: JobEvent) -> None:
+            if event.job_id == "hung:rerun" and asked.is_set():
+                taken.set()
+
+        daemon.scheduler.add_listener(seen, EVENT_JOB_SUBMITTED | EVENT_JOB_MAX_INSTANCES)
+        original = daemon._kick
+
+        def kick(name: str) -> None:
+            original(name)
+            if threading.current_thread().name.startswith("ThreadPoolExecutor"):
+                asked.set()  # the first rerun's own end asked again
+                taken.wait(10)
+
+        daemon._kick = kick  # type: ignore[method-assign]
+        scheduler = threading.Thread(target=daemon.scheduler.start, daemon=True)
+        scheduler.start()
+        try:
+            path.write_text(text.replace('run_timeout = "60s"', 'run_timeout = "61s"'))
+            assert daemon.reload() is True
+            wait_for(lambda: daemon.in_flight("hung") or None, timeout=20, what="rerun 1")
+            path.write_text(text.replace('run_timeout = "60s"', 'run_timeout = "62s"'))
+            assert daemon.reload() is True
+            reader = runner.reader
+            assert isinstance(reader, HangOne)
+            reader.release.set()
+            wait_for(lambda: "hung" not in daemon._due or None, timeout=30, what="reload 2's run")
+        finally:
+            daemon.stop()
+            scheduler.join(30)
