@@ -358,6 +358,26 @@ def test_a_cluster_master_keeps_its_executors_python(monkeypatch: pytest.MonkeyP
         assert (asked[master].get("spark.driver.bindAddress") == "127.0.0.1") is local
 
 
+def test_a_session_with_no_context_is_taken_on_its_word(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under pyspark's Connect API mode (SPARK_API_MODE=connect) getOrCreate hands a local
+    master a Connect session, which has no sparkContext: the master check once refused every
+    engine start there. A session whose context cannot be asked for is the one asked for."""
+    pytest.importorskip("pyspark", reason="the optional extra .[spark] is not installed")
+    from pyspark.sql import SparkSession
+
+    class ConnectLike:
+        @property
+        def sparkContext(self) -> None:
+            raise AttributeError("[JVM_ATTRIBUTE_NOT_SUPPORTED] sparkContext")
+
+        def stop(self) -> None:
+            return None
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", lambda builder: ConnectLike())
+    engine = make_engine("spark", spark_master="local[2]")
+    engine.close()
+
+
 def test_a_cluster_master_after_a_local_one_keeps_its_executors_python(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

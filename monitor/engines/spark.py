@@ -88,11 +88,14 @@ class SparkEngine:
         builder = builder.config("spark.ui.showConsoleProgress", "false")
         try:
             self._spark = builder.getOrCreate()
-            running = str(self._spark.sparkContext.master)
         except Exception as exc:  # py4j / JVM start-up errors have no common base class
             raise EngineUnavailableError(
                 "spark", self.address, f"{type(exc).__name__}: {exc}"
             ) from exc
+        try:
+            running = str(self._spark.sparkContext.master)
+        except Exception:  # pyspark's Connect API mode (SPARK_API_MODE): a session, no context
+            running = master
         if running != master:
             # one SparkContext a process: a check still holds the session of the master a
             # reload moved off, and getOrCreate hands that back (its close would then stop
