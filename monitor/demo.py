@@ -10,6 +10,7 @@ so the console and ``/metrics`` show ``ok``, then ``data_drift``, then ``model_d
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import threading
 import tomllib
@@ -22,6 +23,7 @@ from monitor.config import MonitorConfig, load_config
 from monitor.daemon import Daemon
 from monitor.logs import configure_logging
 from monitor.simulate import SCENARIOS, write_world
+from monitor.store import DAEMON_LOCK, StateDirBusy, lock_state_dir
 
 __all__ = [
     "DEMO_END",
@@ -78,62 +80,67 @@ def run_demo(
     # nor the daemon's warning that a slot was skipped is true of the demo (the daemon's is
     # dropped while it serves, below)
     logging.getLogger("apscheduler").setLevel(logging.ERROR)
-    clear_demo_dir(directory)
-    world = write_world(
-        directory,
-        demo_scenario(),  # type: ignore[arg-type]
-        start=DEMO_START,
-        end=DEMO_END,
-        seed=seed,
-        monitor_name="demo",
-        schedule="3h",
-        listen=listen,
-    )
-    (directory / MARK).write_text("a demo world: `monitor demo` replaces this directory\n")
-    config = load_config(world.config_path)
-    monitor = config.monitors[0]
-    slots = monitor.schedule.slots(DEMO_FIRST_SLOT, DEMO_END)
-    lock = threading.Lock()
-    remaining = list(slots)
-    last_state: list[str | None] = [None]
-
-    def next_slot(_: MonitorConfig) -> datetime | None:
-        with lock:
-            return remaining.pop(0) if remaining else None
-
-    def show(record: RunRecord) -> None:
-        v = record.verdict
-        i, o = v.input, v.outcome
-        psi = f"PSI {i.psi:.3f}" if i and i.psi is not None else "PSI -"
-        diff = (
-            f"mean outcome diff {o.mean_difference:+.4f}"
-            if o and o.mean_difference is not None
-            else "mean outcome diff -"
-        )
-        marker = "  <== state changed" if v.state != last_state[0] else ""
-        last_state[0] = v.state
-        print(f"{v.at:%Y-%m-%d %H:%M}Z  {v.state:<17} {psi:<10} {diff}{marker}", flush=True)
-        if not remaining and v.at == slots[-1]:
-            print(
-                f"demo world replayed; still serving http://{listen}/metrics and /status "
-                f"(Ctrl-C to stop)",
-                flush=True,
-            )
-
-    print(
-        f"demo world in {directory}/ (config {world.config_path}); serving http://{listen}/metrics\n"
-        f"simulated clock: one 3-hour slot every {tick:g} s from {DEMO_FIRST_SLOT:%Y-%m-%d}; "
-        f"query mix shifts on {DEMO_START + timedelta(days=10):%Y-%m-%d}, "
-        f"the ranker decays on {DEMO_START + timedelta(days=13):%Y-%m-%d}",
-        flush=True,
-    )
-    daemon = Daemon(config, slot_source=next_slot, tick=timedelta(seconds=tick), on_run=show)
-    quiet, daemon_log = _NoSkippedSlots(), logging.getLogger("monitor.daemon")
-    daemon_log.addFilter(quiet)
+    held = hold_demo_dir(directory)
     try:
-        return daemon.serve()
+        clear_demo_dir(directory)
+        world = write_world(
+            directory,
+            demo_scenario(),  # type: ignore[arg-type]
+            start=DEMO_START,
+            end=DEMO_END,
+            seed=seed,
+            monitor_name="demo",
+            schedule="3h",
+            listen=listen,
+        )
+        (directory / MARK).write_text("a demo world: `monitor demo` replaces this directory\n")
+        config = load_config(world.config_path)
+        monitor = config.monitors[0]
+        slots = monitor.schedule.slots(DEMO_FIRST_SLOT, DEMO_END)
+        lock = threading.Lock()
+        remaining = list(slots)
+        last_state: list[str | None] = [None]
+
+        def next_slot(_: MonitorConfig) -> datetime | None:
+            with lock:
+                return remaining.pop(0) if remaining else None
+
+        def show(record: RunRecord) -> None:
+            v = record.verdict
+            i, o = v.input, v.outcome
+            psi = f"PSI {i.psi:.3f}" if i and i.psi is not None else "PSI -"
+            diff = (
+                f"mean outcome diff {o.mean_difference:+.4f}"
+                if o and o.mean_difference is not None
+                else "mean outcome diff -"
+            )
+            marker = "  <== state changed" if v.state != last_state[0] else ""
+            last_state[0] = v.state
+            print(f"{v.at:%Y-%m-%d %H:%M}Z  {v.state:<17} {psi:<10} {diff}{marker}", flush=True)
+            if not remaining and v.at == slots[-1]:
+                print(
+                    f"demo world replayed; still serving http://{listen}/metrics and /status "
+                    f"(Ctrl-C to stop)",
+                    flush=True,
+                )
+
+        print(
+            f"demo world in {directory}/ (config {world.config_path}); serving http://{listen}/metrics\n"
+            f"simulated clock: one 3-hour slot every {tick:g} s from {DEMO_FIRST_SLOT:%Y-%m-%d}; "
+            f"query mix shifts on {DEMO_START + timedelta(days=10):%Y-%m-%d}, "
+            f"the ranker decays on {DEMO_START + timedelta(days=13):%Y-%m-%d}",
+            flush=True,
+        )
+        daemon = Daemon(config, slot_source=next_slot, tick=timedelta(seconds=tick), on_run=show)
+        quiet, daemon_log = _NoSkippedSlots(), logging.getLogger("monitor.daemon")
+        daemon_log.addFilter(quiet)
+        try:
+            return daemon.serve()
+        finally:
+            daemon_log.removeFilter(quiet)
     finally:
-        daemon_log.removeFilter(quiet)
+        if held is not None:
+            os.close(held)  # the lock goes with it (a test runs several demos in a process)
 
 
 class _NoSkippedSlots(logging.Filter):
@@ -147,16 +154,31 @@ class _NoSkippedSlots(logging.Filter):
         return not (record.levelno == logging.WARNING and record.getMessage() == self.MESSAGE)
 
 
-def clear_demo_dir(directory: Path) -> None:
-    """Empty ``directory`` (kept itself: it may be ``.``) when it is a demo world (its mark,
-    or what a demo before the mark wrote: only its files, with the demo's own
-    ``monitor.toml``); ``DemoDirError`` for anything else, and for a path that is not a
-    directory, touching nothing."""
+def hold_demo_dir(directory: Path) -> int | None:
+    """One demo a directory: its ``.daemon.lock`` (``store.lock_state_dir``) taken before the
+    world is replaced, the descriptor returned (None: no lock could be taken, a warning
+    says so). ``DemoDirError`` naming the pid of the demo that holds it (a second ``make
+    run`` once replaced the running demo's world under it, then failed on the port they
+    share), and for a directory that is not a demo world: nothing is touched then."""
+    _check_demo_dir(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    try:
+        return lock_state_dir(directory)
+    except StateDirBusy as exc:
+        raise DemoDirError(
+            f"{directory}: another demo runs in it (pid {exc.holder}); stop it, or give "
+            "--dir another path"
+        ) from None
+
+
+def _check_demo_dir(directory: Path) -> list[Path]:
+    """The entries of ``directory`` (none when it does not exist) but its lock, if it is a
+    demo world or empty; ``DemoDirError`` otherwise (see ``clear_demo_dir``)."""
     if not directory.exists() and not directory.is_symlink():
-        return
+        return []
     if directory.is_symlink() or not directory.is_dir():
         raise DemoDirError(f"{directory}: not a directory; give --dir a new or demo directory")
-    entries = list(directory.iterdir())
+    entries = [p for p in directory.iterdir() if p.name != DAEMON_LOCK]
     names = {p.name for p in entries}
     if names and MARK not in names and not _old_demo_world(directory, names):
         shown = ", ".join(sorted(names)[:3])
@@ -164,7 +186,16 @@ def clear_demo_dir(directory: Path) -> None:
             f"{directory}: not a demo world (it holds {shown}, and no {MARK}); the demo "
             "replaces only its own directory: give --dir a new path"
         )
-    for entry in entries:
+    return entries
+
+
+def clear_demo_dir(directory: Path) -> None:
+    """Empty ``directory`` (kept itself: it may be ``.``) when it is a demo world (its mark,
+    or what a demo before the mark wrote: only its files, with the demo's own
+    ``monitor.toml``); ``DemoDirError`` for anything else, and for a path that is not a
+    directory, touching nothing. Its lock (``hold_demo_dir``) stays: the demo holding it
+    goes on with it."""
+    for entry in _check_demo_dir(directory):
         if entry.is_dir() and not entry.is_symlink():
             shutil.rmtree(entry)
         else:

@@ -416,7 +416,12 @@ DAEMON_LOCK = ".daemon.lock"
 
 
 class StateDirBusy(OSError):
-    """Another live process holds ``state_dir``'s daemon lock."""
+    """Another live process holds ``state_dir``'s daemon lock: ``holder``, its pid (as the
+    lock file says it, or ``"unknown"``)."""
+
+    def __init__(self, message: str, holder: str = "unknown") -> None:
+        super().__init__(message)
+        self.holder = holder
 
 
 def lock_state_dir(directory: Path) -> int | None:
@@ -471,7 +476,8 @@ def lock_state_dir(directory: Path) -> int | None:
             os.close(fd)
         raise StateDirBusy(
             f"state_dir {directory} is in use by another daemon (pid {holder}, lock file "
-            f"{path}): one daemon per state_dir; stop it, or give this one its own state_dir"
+            f"{path}): one daemon per state_dir; stop it, or give this one its own state_dir",
+            holder,
         ) from None
     except OSError as exc:
         os.close(fd)

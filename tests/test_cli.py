@@ -459,6 +459,33 @@ def test_at_refuses_what_is_not_a_time(text: str) -> None:
     assert str(raised.value).endswith(f"got {text!r}")  # what was typed, not a rewrite
 
 
+def test_a_second_demo_on_a_running_demos_directory_touches_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A second ``make run`` (another terminal) replaced the running demo's world under it,
+    then failed on the port both listen on. The running demo holds the directory's lock: the
+    second is refused, naming its pid, before anything is touched."""
+    import os
+
+    from monitor.demo import MARK
+    from monitor.store import lock_state_dir
+
+    running = tmp_path / "demo"
+    (running / "scores").mkdir(parents=True)
+    (running / MARK).write_text("")
+    (running / "scores" / "part.parquet").write_text("the running demo's")
+    held = lock_state_dir(running)
+    assert held is not None
+    try:
+        argv = ["demo", "--dir", str(running), "--listen", "127.0.0.1:0", "--tick", "0.1"]
+        assert main(argv) == 3
+        err = capsys.readouterr().err
+        assert f"{running}: another demo runs in it (pid {os.getpid()})" in err, err
+        assert (running / "scores" / "part.parquet").read_text() == "the running demo's"
+    finally:
+        os.close(held)
+
+
 def test_the_demo_drops_only_the_daemons_slot_skipped_warning(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
