@@ -199,10 +199,12 @@ class Daemon:
         self._inflight: dict[str, _Run] = {}
         # runs a reload let go while they hang (their monitor changed): still waited for at exit
         self._let_go: list[tuple[str, _Run]] = []
-        # monitors a reload changed or added, each with the token drawn once its new settings
-        # were in force: one run that starts after it (token above it) is due at once, or as
-        # soon as the run in flight ends or is abandoned (``_kick``), not at the next slot
-        self._due: dict[str, int] = {}
+        # monitors a reload changed or added, each with a token drawn before its new settings
+        # were in force and those settings: one run that starts after it (token above it) with
+        # them is due at once, or as soon as the run in flight ends or is abandoned (``_kick``),
+        # not at the next slot
+        # (and whether its state started fresh: a run of the old settings since is discarded)
+        self._due: dict[str, tuple[int, MonitorConfig, bool]] = {}
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
@@ -279,11 +281,14 @@ class Daemon:
             if not busy:
                 run = _Run(token=next(self._tokens), at=at, since=self.runner.clock())
                 self._inflight[name] = run
-                # a run with the new settings, unless it read the monitor's settings before a
-                # reload replaced them (its run_timeout, its slot): then the rerun still runs
-                current = self._due.get(name, run.token) < run.token
-                if current and any(m is monitor for m in self.config.monitors):
-                    del self._due[name]
+                # a run with the new settings, not one that read the monitor's settings before
+                # a reload replaced them (its run_timeout, its slot): the rerun still runs then
+                due = self._due.get(name)
+                if due is not None and due[0] < run.token:
+                    if due[1] is monitor:
+                        del self._due[name]
+                    elif due[2]:  # the old settings' state must not land on the fresh one
+                        self.runner.discard(run.token)
         if busy:
             assert previous is not None
             if previous.orphaned:
@@ -346,8 +351,14 @@ class Daemon:
                 extra={"monitor": name, "at": at.isoformat(), "error": repr(run.error)},
             )
             if run.record is None and not removed:
-                # it recorded nothing: show it (not a removed predecessor's, discarded)
-                self.runner.fail(name, at, f"run failed unexpectedly: {run.error!r}")
+                # it recorded nothing: show it (not once a reload discarded the run: removed
+                # and added back meanwhile, the monitor is another one)
+                self.runner.fail(
+                    name,
+                    at,
+                    f"run failed unexpectedly: {run.error!r}",
+                    unless=lambda: self.runner.discarded(run.token),
+                )
         elif run.record is not None and self.on_run is not None:
             self.on_run(run.record)
         run.record = None  # the board holds it; kept here, each monitor ever run held a page's
@@ -555,7 +566,7 @@ class Daemon:
             # flight ends (a run that read the settings before they were replaced is none)
             version = next(self._tokens)
             for n in changed + added:
-                self._due[n] = version
+                self._due[n] = (version, fresh[n], n in reset)
             for n in removed:  # a removed monitor's finished run; a run asked for: none now
                 self._due.pop(n, None)
                 if n not in busy:

@@ -836,6 +836,10 @@ class Runner:
             self._abandoned.add(token)
             return self._fail(name, at, reason, duration_seconds)
 
+    def discarded(self, token: int) -> bool:
+        """Whether run ``token``'s result is dropped (abandoned, or discarded by a reload)."""
+        return token in self._abandoned
+
     def discard(self, token: int, name: str | None = None) -> None:
         """Drop the late result of run ``token`` without recording anything (SIGHUP changed
         or removed its monitor while it ran). With ``name``, the run is hung and let go: the

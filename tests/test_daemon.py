@@ -1112,3 +1112,78 @@ def test_a_rerun_asked_for_while_a_rerun_executes_is_queued_not_dropped(tmp_path
         finally:
             daemon.stop()
             scheduler.join(30)
+
+
+@pytest.mark.parametrize("reset", [False, True])
+def test_a_run_started_while_the_reload_reconfigures_leaves_the_rerun_due(
+    tmp_path: Path, reset: bool
+) -> None:
+    """A slot started while the reload was reconfiguring the runner (after the reload drew
+    its token, before the new settings were in force): it read the old settings, yet counted
+    as the run with the new ones, so they never ran until the next slot; and with a setting
+    that starts the state fresh, its old-settings verdict landed on the fresh state. It is
+    no such run (the rerun runs), and with a reset its result is discarded."""
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+        reader.release.set()
+        daemon.run_monitor("hung")
+        original = runner.reconfigure
+        used: list[int] = []
+        run = runner.run
+
+        def counted(name: str, *args: Any, **kwargs: Any) -> Any:
+            used.append(runner.config.monitor(name).drift.min_current_samples)
+            return run(name, *args, **kwargs)
+
+        def reconfigure(new: Any, **kw: Any) -> None:
+            runner.reconfigure = original  # type: ignore[method-assign]
+            daemon.run_monitor("hung")  # the slot, in the monitor's own executor
+            original(new, **kw)
+
+        runner.run = counted  # type: ignore[method-assign]
+        runner.reconfigure = reconfigure  # type: ignore[method-assign,assignment]
+        before = {s.monitor.name: s for s in runner.board.snapshot()}["hung"].runs_total
+        edit = "drift.min_current_samples = 100000000" if reset else 'misfire_grace = "7s"'
+        path.write_text(path.read_text().replace('name = "hung"', f'name = "hung"\n{edit}'))
+        assert daemon.reload() is True
+        assert _run_due(daemon) == ["hung:rerun"]
+        assert used[-1] == (100000000 if reset else 200)  # the rerun ran the new settings
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.latest is not None
+        if reset:  # the slot's old-settings verdict was dropped: the rerun's is the one
+            assert snap.runs_total == before + 1
+            assert snap.latest.verdict.state == "insufficient_data", snap.latest.verdict.reasons
+        else:
+            assert snap.runs_total == before + 2
+
+
+def test_a_failed_runs_error_is_no_failure_of_the_monitor_added_back(tmp_path: Path) -> None:
+    """A run raised outside the check and ended; before its "run failed unexpectedly" was
+    recorded a reload removed the monitor and another added it back (fixed), and the new
+    monitor ran: the old error landed on top of its good verdict."""
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+        reader.release.set()
+        original = runner.run
+
+        def broken(*args: Any, **kwargs: Any) -> Any:
+            runner.run = original  # type: ignore[method-assign]
+            raise RuntimeError("a bug outside the check")
+
+        configured = daemon._configured
+
+        def removed_and_added_back(name: str) -> bool:
+            daemon._configured = configured  # type: ignore[method-assign]
+            _remove_and_add_back(path, daemon)
+            assert _run_due(daemon) == ["hung:rerun"]
+            return configured(name)
+
+        runner.run = broken  # type: ignore[method-assign]
+        daemon._configured = removed_and_added_back  # type: ignore[method-assign]
+        daemon.run_monitor("hung")
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.failures_total == 0
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
