@@ -161,6 +161,29 @@ def test_dangling_file_link_and_link_loops_are_errors(tmp_path: Path) -> None:
     assert _read(root).rows == 10
 
 
+def test_a_fifo_or_a_device_where_data_should_be_is_an_error(tmp_path: Path) -> None:
+    """A named pipe among a partition's files, or a partition that is a link to /dev/null, was
+    left out of the listing without a word: that data read as absent, and the check said ok on
+    part of it (a whole reference day gone). Each is an error naming it; names starting with
+    '_' or '.' stay skipped."""
+    root = tmp_path / "scores"
+    _day(root, T0, hours=1)
+    fifo = root / "date=2026-11-30" / "h01.parquet"
+    os.mkfifo(fifo)
+    with pytest.raises(SourceError, match=r"is a named pipe \(FIFO\), not a parquet") as caught:
+        _read(root)
+    assert caught.value.path == str(fifo)
+    fifo.unlink()
+    device = root / "date=2026-11-30" / "h02.parquet"
+    device.symlink_to("/dev/null")
+    with pytest.raises(SourceError, match=r"character device \(through a symlink\)") as caught:
+        _read(root)
+    assert caught.value.path == str(device)
+    device.unlink()
+    os.mkfifo(root / "date=2026-11-30" / "_writing.parquet")
+    assert _read(root).rows == 10
+
+
 def test_source_root_that_is_a_dangling_link(tmp_path: Path) -> None:
     root = tmp_path / "scores"
     root.symlink_to(tmp_path / "gone")

@@ -284,6 +284,18 @@ def _local_entry(path: str, name: str, link: bool) -> _Entry:
         st = os.stat(path)  # follows symlinks
     except OSError as exc:
         return _Entry(path, name, False, False, 0, 0, problem=_unresolvable(path, exc), link=link)
+    if not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+        # a FIFO, a socket or a device (or a link to one) where data should be: skipped, its
+        # partition read as empty and the check said ok on part of the data
+        kind = _SPECIAL.get(stat.S_IFMT(st.st_mode), "special file")
+        problem = SourceError(
+            f"is a {kind}{' (through a symlink)' if link else ''}, not a parquet file or a "
+            "directory: the data it stands for cannot be read",
+            path=path,
+            hint="replace it with the partition's files, or remove it; names starting with "
+            "'_' or '.' are skipped",
+        )
+        return _Entry(path, name, False, False, 0, 0, problem=problem, link=link)
     return _Entry(
         path,
         name,
@@ -295,6 +307,14 @@ def _local_entry(path: str, name: str, link: bool) -> _Entry:
         link=link,
         ctime_ns=st.st_ctime_ns,
     )
+
+
+_SPECIAL = {
+    stat.S_IFIFO: "named pipe (FIFO)",
+    stat.S_IFSOCK: "socket",
+    stat.S_IFCHR: "character device",
+    stat.S_IFBLK: "block device",
+}
 
 
 def _unresolvable(path: str, exc: OSError) -> SourceError:
