@@ -91,6 +91,36 @@ def test_demo_world_script_names_a_real_scenario() -> None:
     assert env.split(":-")[1].rstrip("}") in SCENARIOS
 
 
+def test_demo_world_starts_each_world_with_a_fresh_state(tmp_path: Path) -> None:
+    """The compose volume outlives the container: a second `up` with another SCENARIO wrote a
+    new world under the same monitor name and adopted the earlier world's state (its raised
+    model_decay shown for a covariate_shift world). The script drops that state first, and
+    only the world's own ``state`` directory."""
+    from monitor.config import load_config
+    from monitor.simulate import SCENARIOS, write_world
+
+    spec = importlib.util.spec_from_file_location("demo_world", DEPLOY / "docker" / "demo_world.py")
+    assert spec is not None
+    assert spec.loader is not None
+    demo_world = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo_world)
+    world = write_world(
+        tmp_path,
+        SCENARIOS["abrupt_decay"],
+        start=datetime(2026, 11, 1, tzinfo=UTC),
+        end=datetime(2026, 11, 3, tzinfo=UTC),
+        seed=7,
+    )
+    state = load_config(world.config_path).server.state_dir
+    assert state == tmp_path / "state"
+    state.mkdir()
+    (state / "demo.json").write_text("{}")
+    demo_world.drop_old_state(tmp_path)
+    assert not state.exists()
+    assert (tmp_path / "monitor.toml").exists()
+    assert (tmp_path / "scores").is_dir()
+
+
 def _unit() -> dict[str, dict[str, list[str]]]:
     sections: dict[str, dict[str, list[str]]] = {}
     current = ""
