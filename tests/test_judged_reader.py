@@ -415,6 +415,37 @@ def test_an_empty_or_mixed_judgments_version_is_refused(tmp_path: Path) -> None:
     assert "part-1.parquet" in str(info.value)
 
 
+def test_validate_sources_finds_a_runs_directory_that_mixes_kinds(tmp_path: Path) -> None:
+    """A judged-runs directory with TREC run files and one parquet run: every check refuses
+    it ("mixes parquet and text files"), but `validate --sources` skipped the text files and
+    passed it. It reports the same problem now."""
+    from monitor.sources import inspect_source
+
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    (runs / "run-2026-03-02T020000Z.trec").write_text("q1 Q0 a 1 3.0 t\n")
+    qrels = tmp_path / "qrels"
+    write_parquet(
+        qrels / "part-0.parquet",
+        {"query_id": np.array(["q1"]), "doc_id": np.array(["a"]), "grade": np.array([1.0])},
+    )
+    spec = OutcomeSpec(path=str(runs), judged=JudgedSpec(judgments=str(qrels)))
+    clear_cache()
+    assert inspect_source(spec).ok
+    write_parquet(
+        runs / "run-2026-03-03T020000Z.parquet",
+        {
+            "timestamp": np.array(["2026-03-03T02:00:00"], dtype="datetime64[us]"),
+            "query_id": np.array(["q1"]),
+            "doc_id": np.array(["a"]),
+            "rank": np.array([1]),
+        },
+    )
+    clear_cache()
+    report = inspect_source(spec)
+    assert any("mixes parquet and text files" in p for p in report.problems), report.problems
+
+
 @pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 1, 0, 2), (2, 3, 1, 0)])
 def test_infinite_scores_are_placed_as_trec_eval_places_them(
     tmp_path: Path, order: tuple[int, ...]

@@ -13,7 +13,7 @@ from monitor.sources.judgments import judgments_version
 from monitor.sources.model import OutcomeSpec, ScoreSpec
 from monitor.sources.partitions import _check_partition
 from monitor.sources.paths import _File, _open_source, _partition_interval, _Source, _walk
-from monitor.sources.textfiles import _is_parquet
+from monitor.sources.textfiles import _is_parquet, mixed_kinds
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +57,13 @@ def inspect_source(spec: ScoreSpec | OutcomeSpec) -> SourceReport:
             )
         )
     judged = isinstance(spec, OutcomeSpec) and spec.judged is not None
+    kinds: set[bool] = set()  # of the judged runs: parquet or text (a check refuses both)
     for f in files:
         if judged:
             try:
-                if not _is_parquet(source, f):
+                parquet = _is_parquet(source, f)
+                kinds.add(parquet)
+                if not parquet:
                     continue  # a TREC run file: read (and checked line by line) at check time
             except SourceError as exc:
                 problems.append(exc)
@@ -78,6 +81,8 @@ def inspect_source(spec: ScoreSpec | OutcomeSpec) -> SourceReport:
                 problems.append(exc)
         if len(problems) == failed:
             _partition_problem(source, spec, f, problems)
+    if kinds == {True, False}:
+        problems.append(mixed_kinds(source))
     if isinstance(spec, OutcomeSpec) and spec.judged is not None:
         try:
             judgments_version(spec.judged)  # reads the (small) judgment set whole

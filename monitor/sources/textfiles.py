@@ -82,12 +82,17 @@ def _files(source: _Source, window: Window | None) -> Iterator[_File]:
 def _is_trec(source: _Source, window: Window | None) -> bool:
     kinds = {_is_parquet(source, f) for f in _files(source, window)}
     if kinds == {True, False}:
-        raise SchemaError(
-            "mixes parquet and text files",
-            path=source.display,
-            hint="keep TREC run files and parquet runs in separate directories",
-        )
+        raise mixed_kinds(source)
     return bool(kinds == {False})
+
+
+def mixed_kinds(source: _Source) -> SchemaError:
+    """The error of a judged-runs directory that holds both parquet and text (TREC) runs."""
+    return SchemaError(
+        "mixes parquet and text files",
+        path=source.display,
+        hint="keep TREC run files and parquet runs in separate directories",
+    )
 
 
 def _file_time(f: _File) -> int:
