@@ -311,6 +311,47 @@ def test_spark_names_the_bad_file_a_local_read_names(tmp_path: Path, spark_engin
     assert str(theirs.value) == str(ours.value)
 
 
+def _segment_tree(root: Path) -> None:
+    """Six files of one row group each, 30 segments in all, 6 to 10 in each file."""
+    g = np.random.default_rng(3)
+    for k in range(6):
+        names = np.array([f"s{(k * 4 + j) % 30:02d}" for j in range(6 + (k % 3) * 2)])
+        ts = np.datetime64(T0.replace(tzinfo=None) + k * HOUR, "us")
+        write_parquet(
+            root / "date=2026-11-23" / f"part-{k}.parquet",
+            {
+                "timestamp": ts + np.arange(100).astype("timedelta64[s]"),
+                "score": g.random(100),
+                "segment": names[np.arange(100) % names.size],
+            },
+        )
+
+
+@pytest.mark.parametrize("kind", ["dask", "spark"])
+def test_max_segments_bounds_the_window_on_every_engine(
+    tmp_path: Path, kind: str, request: pytest.FixtureRequest
+) -> None:
+    """Each task bounded only its own file's segments: a window of 30 segments, no file
+    holding more than 10, with max_segments=20 was refused by a local read at the file that
+    passed the bound and summarised whole on Dask and Spark (the check then failed later,
+    with another message). Every engine refuses it with the local read's error."""
+    engine = request.getfixturevalue(f"{kind}_engine")
+    root = tmp_path / "scores"
+    _segment_tree(root)
+    spec = ScoreSpec(path=str(root), segment_column="segment", max_segments=20)
+    window = Window(start=T0, end=T0 + 6 * HOUR)
+    grid = Grid(np.linspace(0.0, 1.0, 11))
+    clear_cache()
+    with pytest.raises(SourceError) as ours:
+        LocalEngine().summaries(spec, window, grid)
+    assert "exceed max_segments=20" in str(ours.value)
+    with pytest.raises(SourceError) as theirs:
+        engine.summaries(spec, window, grid)
+    assert str(theirs.value) == str(ours.value)
+    wide = ScoreSpec(path=str(root), segment_column="segment", max_segments=30)
+    assert len({name for name, _ in engine.summaries(wide, window, grid).summaries}) == 30
+
+
 def test_a_new_master_while_a_check_holds_the_session_is_an_error_naming_both(
     tmp_path: Path,
     spark_engine: SparkEngine,

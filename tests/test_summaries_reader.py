@@ -505,7 +505,10 @@ def test_a_spark_task_adds_up_its_files_parts_before_they_leave_the_executor(
     assert len(got) == 1
     assert got[0]["index"] == 0  # its first file in planned order, whatever order they came in
     whole = read_summary_part(spec, window, grid, bucket=HOUR)
-    same_parts(pickle.loads(got[0]["part"]), whole)
+    total, names = pickle.loads(got[0]["part"])
+    same_parts(total, whole)
+    assert list(names) == planned  # each file's segments, for the window's max_segments
+    assert all(names[p] == ["de", "en", "fr"] for p in planned)
     assert list(summary_part_batches(payload, iter([]))) == []
 
     for bad in (paths[1], paths[2]):
@@ -515,6 +518,7 @@ def test_a_spark_task_adds_up_its_files_parts_before_they_leave_the_executor(
     assert len(out) == 1
     first_bad = min(planned.index(paths[1]), planned.index(paths[2]))
     assert out[0]["index"] == first_bad  # the first bad one in planned order, not as they came
-    error = pickle.loads(out[0]["part"])
+    error, names = pickle.loads(out[0]["part"])
+    assert list(names) == planned[:first_bad]  # the files read before it
     assert isinstance(error, SourceError)
     assert planned[first_bad] in str(error)

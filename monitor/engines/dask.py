@@ -24,12 +24,14 @@ from typing import Any
 from monitor.errors import EngineUnavailableError, MonitorError
 from monitor.sources import (
     ScoreSpec,
+    SegmentBound,
     SummaryPart,
     SummaryTask,
     Window,
     merge_summary_parts,
     pin_snapshot,
     read_summary_part,
+    segment_names,
     window_tasks,
 )
 from monitor.stats import Grid
@@ -123,9 +125,11 @@ class DaskEngine:
             # on its worker); in the planned order, so a window's first bad file is the one
             # the local engine names
             total: SummaryPart | None = None
-            for future in futures:
+            bound = SegmentBound(spec)  # the window's, as a local read bounds it
+            for task, future in zip(tasks, futures, strict=True):
                 part = future.result()
                 future.release()
+                bound.add(task.path, segment_names(part))
                 total = part if total is None else total + part
         except MonitorError:
             raise  # a task's own (a file, a column): raised again as the reader raised it

@@ -31,6 +31,7 @@ from typing import Any
 from monitor.errors import EngineUnavailableError
 from monitor.sources import (
     ScoreSpec,
+    SegmentBound,
     SummaryPart,
     Window,
     merge_summary_parts,
@@ -160,11 +161,22 @@ class SparkEngine:
         # the first a local read meets, and the per-file invalid counts are listed as it lists
         # them (their ties' order in a BadValuesError's message)
         parts: list[SummaryPart] = []
+        names: dict[str, list[str]] = {}
+        failed: tuple[int, BaseException] | None = None
         for row in sorted(rows, key=lambda r: int(r["index"])):  # r.index: a tuple method
-            got = pickle.loads(row["part"])
+            got, read = pickle.loads(row["part"])
+            names.update(read)
             if isinstance(got, BaseException):
-                raise got
-            parts.append(got)
+                failed = failed or (int(row["index"]), got)
+            else:
+                parts.append(got)
+        # the window's max_segments, file by file in planned order as a local read meets it:
+        # the files before the first bad one only (a local read stops there)
+        bound = SegmentBound(spec)
+        for path in files[: None if failed is None else failed[0]]:
+            bound.add(path, names.get(path, ()))
+        if failed is not None:
+            raise failed[1]
         if parts:
             total = functools.reduce(operator.add, parts)
             planned = {path: i for i, path in enumerate(files)}

@@ -66,6 +66,7 @@ from monitor.sources.paths import display_path
 from monitor.sources.probe import SourceReport, inspect_source
 from monitor.sources.scores import (
     FileStat,
+    SegmentBound,
     SummaryPart,
     SummaryTask,
     check_summary_part,
@@ -73,6 +74,7 @@ from monitor.sources.scores import (
     read_scores,
     read_summaries,
     read_summary_part,
+    segment_names,
     summary_part_batches,
     window_file_stats,
     window_files,
@@ -90,6 +92,7 @@ __all__ = [
     "PairedOutcomes",
     "ScoreSpec",
     "ScoreWindow",
+    "SegmentBound",
     "SourceReport",
     "SummaryPart",
     "SummaryTask",
@@ -110,6 +113,7 @@ __all__ = [
     "read_scores",
     "read_summaries",
     "read_summary_part",
+    "segment_names",
     "summary_part_batches",
     "window_file_stats",
     "window_files",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import pickle
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any
@@ -589,6 +589,38 @@ def merge_summary_parts(
     return part
 
 
+class SegmentBound:
+    """The window's ``max_segments`` over an engine's parts, file by file in planned order:
+    each task reads its own files and bounds only those, so a window whose files each hold
+    few segments but together too many was summarised whole on Dask and Spark, and failed
+    later with another message, where a local read refuses it at the file that passes the
+    bound. ``add`` raises the local read's ``SourceError`` there (its count is the files'
+    union so far: the local read's when the file is one row group)."""
+
+    def __init__(self, spec: ScoreSpec) -> None:
+        self.spec = spec
+        self.names: set[str] = set()
+
+    def add(self, path: str, names: Iterable[str]) -> None:
+        limit, column = self.spec.max_segments, self.spec.segment_column
+        if limit is None or column is None:
+            return
+        self.names.update(names)
+        if len(self.names) > limit:
+            raise SourceError(
+                f"{len(self.names)} distinct segments in the window read so far exceed "
+                f"max_segments={limit} (metric label cardinality is bounded)",
+                path=path,
+                column=column,
+                hint="raise max_segments or map rare segments to 'other' upstream",
+            )
+
+
+def segment_names(part: SummaryPart) -> set[str]:
+    """The segments ``part`` holds rows of."""
+    return {name for name, _ in part.summaries}
+
+
 def check_summary_part(spec: ScoreSpec, window: Window, part: SummaryPart) -> None:
     """``BadValuesError`` when the window's invalid share exceeds ``max_invalid_share``."""
     _check_invalid(spec, window, part.rows, part.null, part.nan, part.inf, part.per_file)
@@ -771,19 +803,24 @@ def summary_part_batches(
     ``mapInArrow``): ``payload`` is the pickled (spec, window, grid, bucket, tasks by path);
     one row ``part`` holding the pickled sum of the ``read_summary_part`` of each path's task,
     read in planned order (the executor adds its files' parts, so the driver collects one part
-    a task, not one a file), or the ``MonitorError`` the first bad file's reading raised (to be
-    raised again, unchanged, by the caller), with ``index``, the planned index of its first
-    file or of the bad one. A task of no path yields nothing."""
+    a task, not one a file), or the ``MonitorError`` the first bad file's reading raised (to
+    be raised again, unchanged, by the caller), each with the segment names of every path read
+    (for ``SegmentBound``), and ``index``, the planned index of its first file or of the bad
+    one. A task of no path yields nothing."""
     spec, window, grid, bucket, tasks = pickle.loads(payload)
     order = {path: i for i, path in enumerate(tasks)}
     paths = sorted((p for b in batches for p in b.column(0).to_pylist()), key=order.__getitem__)
     total: SummaryPart | None = None
+    names: dict[str, list[str]] = {}
     for path in paths:  # in planned order: the first bad file is the one a local read names
         try:
             part = read_summary_part(spec, window, grid, bucket=bucket, task=tasks[path])
-        except MonitorError as exc:
-            yield pa.RecordBatch.from_pylist([{"index": order[path], "part": pickle.dumps(exc)}])
+        except MonitorError as exc:  # with the names of the files before it
+            got = pickle.dumps((exc, names))
+            yield pa.RecordBatch.from_pylist([{"index": order[path], "part": got}])
             return
+        names[path] = sorted(segment_names(part))
         total = part if total is None else total + part
     if total is not None:
-        yield pa.RecordBatch.from_pylist([{"index": order[paths[0]], "part": pickle.dumps(total)}])
+        got = pickle.dumps((total, names))
+        yield pa.RecordBatch.from_pylist([{"index": order[paths[0]], "part": got}])
