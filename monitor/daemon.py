@@ -567,6 +567,11 @@ class Daemon:
             version = next(self._tokens)
             for n in changed + added:
                 self._due[n] = (version, fresh[n], n in reset)
+            for n, (token, _, was_reset) in list(self._due.items()):
+                if n in fresh and n not in changed and n not in added:
+                    # asked for by an earlier reload, still due: its settings are the same but
+                    # read again (another object), and a run matches the object it reads
+                    self._due[n] = (token, fresh[n], was_reset)
             for n in removed:  # a removed monitor's finished run; a run asked for: none now
                 self._due.pop(n, None)
                 if n not in busy:

@@ -1187,3 +1187,30 @@ def test_a_failed_runs_error_is_no_failure_of_the_monitor_added_back(tmp_path: P
         assert snap.failures_total == 0
         assert snap.latest is not None
         assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+
+
+def test_a_second_reload_that_leaves_a_due_monitor_unchanged_keeps_one_rerun(
+    tmp_path: Path,
+) -> None:
+    """A reload changed the monitor (its state starting fresh) while its run was in flight;
+    a second reload (the same file again) read its settings anew, equal but another object:
+    the request held the first object, no run could match it, every run of the monitor was
+    discarded as one of superseded settings and asked for the next: checks back to back,
+    none recorded, until a reload changed the monitor again."""
+    with _hung_daemon(tmp_path, run_timeout="60s") as (path, _, runner, daemon):
+        first = _hung_run(daemon)
+        text = path.read_text()
+        edit = 'name = "hung"\ndrift.min_current_samples = 100000000'
+        path.write_text(text.replace('name = "hung"', edit))
+        assert daemon.reload() is True
+        assert daemon.reload() is True  # SIGHUP twice: nothing changed
+        reader = runner.reader
+        assert isinstance(reader, HangOne)
+        reader.release.set()
+        first.join(30)
+        assert _run_due(daemon) == ["hung:rerun"]
+        assert "hung" not in daemon._due
+        assert _run_due(daemon) == []  # no other
+        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+        assert snap.latest is not None
+        assert snap.latest.verdict.state == "insufficient_data", snap.latest.verdict.reasons
