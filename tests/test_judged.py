@@ -376,6 +376,38 @@ def test_judgment_versions_under_a_config_directory_named_like_a_glob(tmp_path: 
     assert _run(_world(tmp_path / "br[2]", RunsWorld(n_queries=20)))["state"] != "error"
 
 
+@pytest.mark.parametrize("kind", ["device", "fifo", "dangling"])
+def test_a_newest_version_that_cannot_be_read_is_an_error_not_skipped(
+    tmp_path: Path, kind: str
+) -> None:
+    """The newest judgments version a link to /dev/null, a FIFO or a dangling link: only
+    directories were taken as versions, so it was left out without a word and the outcomes
+    were graded with the older version's judgments."""
+    import os
+
+    from monitor.errors import SourceError
+    from monitor.sources import clear_cache, judgments_version
+    from monitor.sources.model import JudgedSpec
+
+    base = tmp_path / "judgments"
+    (base / "version=2026-10").mkdir(parents=True)
+    (base / "version=2026-10" / "qrels.txt").write_text("q1 0 d1 1\n")
+    spec = JudgedSpec(judgments=str(base))
+    clear_cache()
+    assert judgments_version(spec).startswith("2026-10")
+    newest = base / "version=2026-11"
+    if kind == "device":
+        newest.symlink_to("/dev/null")
+    elif kind == "fifo":
+        os.mkfifo(newest)
+    else:
+        newest.symlink_to(tmp_path / "unmounted" / "version=2026-11")
+    clear_cache()
+    with pytest.raises(SourceError) as caught:
+        judgments_version(spec)
+    assert caught.value.path == str(newest)
+
+
 @pytest.mark.parametrize("fmt", ["parquet", "trec"])
 def test_a_window_without_runs_is_empty_and_the_first_checks_insufficient(
     tmp_path: Path, fmt: str

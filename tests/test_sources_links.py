@@ -182,6 +182,13 @@ def test_a_fifo_or_a_device_where_data_should_be_is_an_error(tmp_path: Path) -> 
     device.unlink()
     os.mkfifo(root / "date=2026-11-30" / "_writing.parquet")
     assert _read(root).rows == 10
+    # under a glob, judged as a file is: one the pattern never matches fails nothing
+    os.mkfifo(root / "date=2026-11-30" / "ingest.pipe")
+    pattern = str(root / "*" / "*.parquet")
+    assert read_scores(ScoreSpec(pattern), TODAY).rows == 10
+    os.mkfifo(root / "date=2026-11-30" / "late.parquet")
+    with pytest.raises(SourceError, match="named pipe"):
+        read_scores(ScoreSpec(pattern), TODAY)
 
 
 def test_source_root_that_is_a_dangling_link(tmp_path: Path) -> None:

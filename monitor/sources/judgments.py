@@ -169,6 +169,11 @@ def _version(source: _Source, judged: JudgedSpec) -> tuple[str | None, _Source]:
     if source.is_file:
         return None, source
     entries = _list_dir(source, source.root)
+    for e in entries:
+        if e.problem is not None and e.base_name.startswith("version="):
+            # a version that cannot be followed (a dangling link, a FIFO): skipped, an older
+            # one was graded with instead of the newest, without a word
+            raise e.problem
     versions = sorted(
         e.base_name[len("version=") :]
         for e in entries

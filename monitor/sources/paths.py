@@ -231,6 +231,7 @@ class _Entry:
     problem: SourceError | None = None
     link: bool = False  # the name is a symlink (local filesystems)
     ctime_ns: int = 0  # local filesystems (``_File.ctime_ns``)
+    special: bool = False  # a FIFO, socket or device (``problem`` says so): no directory
 
 
 def _list_dir(source: _Source, directory: str) -> list[_Entry]:
@@ -295,7 +296,7 @@ def _local_entry(path: str, name: str, link: bool) -> _Entry:
             hint="replace it with the partition's files, or remove it; names starting with "
             "'_' or '.' are skipped",
         )
-        return _Entry(path, name, False, False, 0, 0, problem=problem, link=link)
+        return _Entry(path, name, False, False, 0, 0, problem=problem, link=link, special=True)
     return _Entry(
         path,
         name,
@@ -620,10 +621,10 @@ def _children(
     found: list[_Found] = []
     reusable = local
     for entry in _list_dir(source, directory):
-        if (
-            source.pattern is not None
-            and not entry.is_file
-            and not _may_hold(entry.path, source.pattern)
+        if source.pattern is not None and (
+            not fnmatch.fnmatchcase(entry.path, source.pattern)
+            if entry.special  # it holds nothing below it: judged as a file is
+            else not entry.is_file and not _may_hold(entry.path, source.pattern)
         ):
             # no match of the glob can lie below it: not entered, nor raised for (a dangling
             # link or an unreadable lost+found beside the matches failed every check)
