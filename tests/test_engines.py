@@ -350,6 +350,30 @@ def test_max_segments_bounds_the_window_on_every_engine(
     assert str(theirs.value) == str(ours.value)
     wide = ScoreSpec(path=str(root), segment_column="segment", max_segments=30)
     assert len({name for name, _ in engine.summaries(wide, window, grid).summaries}) == 30
+    # the bound passed inside a file (row group by row group, as a local read counts), by a
+    # file over it alone, and before a bad row group of the same file: the local read's error
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for case, second in enumerate((["d", "e"], ["d", "e", "f", "g"], ["d", "x\x00y"])):
+        root = tmp_path / f"case{case}"
+        for k, names in enumerate((["a", "b", "c"], second)):
+            path = root / "date=2026-11-23" / f"p{k}.parquet"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            ts = np.datetime64(T0.replace(tzinfo=None) + k * HOUR, "us")
+            table = {
+                "timestamp": pa.array(ts + np.arange(len(names)).astype("timedelta64[s]")),
+                "score": pa.array(np.linspace(0.1, 0.9, len(names))),
+                "segment": pa.array(names, type=pa.string()),
+            }
+            pq.write_table(pa.table(table), path, row_group_size=1 if k else None)
+        spec = ScoreSpec(path=str(root), segment_column="segment", max_segments=3)
+        clear_cache()
+        with pytest.raises(SourceError) as ours:
+            LocalEngine().summaries(spec, window, grid)
+        with pytest.raises(SourceError) as theirs:
+            engine.summaries(spec, window, grid)
+        assert (type(theirs.value), str(theirs.value)) == (type(ours.value), str(ours.value))
 
 
 def test_a_new_master_while_a_check_holds_the_session_is_an_error_naming_both(

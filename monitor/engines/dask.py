@@ -127,9 +127,15 @@ class DaskEngine:
             total: SummaryPart | None = None
             bound = SegmentBound(spec)  # the window's, as a local read bounds it
             for task, future in zip(tasks, futures, strict=True):
-                part = future.result()
+                try:
+                    part = future.result()
+                except MonitorError as exc:  # what a local read raises there, bound included
+                    bound.refuse(window, grid, bucket, task, exc)
                 future.release()
-                bound.add(task.path, segment_names(part))
+                names = segment_names(part)
+                if bound.passes(names):
+                    bound.refuse(window, grid, bucket, task)
+                bound.add(names)
                 total = part if total is None else total + part
         except MonitorError:
             raise  # a task's own (a file, a column): raised again as the reader raised it

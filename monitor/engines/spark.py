@@ -170,13 +170,15 @@ class SparkEngine:
                 failed = failed or (int(row["index"]), got)
             else:
                 parts.append(got)
-        # the window's max_segments, file by file in planned order as a local read meets it:
-        # the files before the first bad one only (a local read stops there)
+        # the window's max_segments, file by file in planned order as a local read meets it,
+        # up to the first bad file: what a local read raises there, bound included
         bound = SegmentBound(spec)
-        for path in files[: None if failed is None else failed[0]]:
-            bound.add(path, names.get(path, ()))
+        for ahead in tasks[: None if failed is None else failed[0]]:
+            if bound.passes(names.get(ahead.path, ())):
+                bound.refuse(window, grid, bucket, ahead)
+            bound.add(names.get(ahead.path, ()))
         if failed is not None:
-            raise failed[1]
+            bound.refuse(window, grid, bucket, tasks[failed[0]], failed[1])
         if parts:
             total = functools.reduce(operator.add, parts)
             planned = {path: i for i, path in enumerate(files)}

@@ -8,7 +8,7 @@ import pickle
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import numpy.typing as npt
@@ -594,26 +594,51 @@ class SegmentBound:
     each task reads its own files and bounds only those, so a window whose files each hold
     few segments but together too many was summarised whole on Dask and Spark, and failed
     later with another message, where a local read refuses it at the file that passes the
-    bound. ``add`` raises the local read's ``SourceError`` there (its count is the files'
-    union so far: the local read's when the file is one row group)."""
+    bound. The driver adds each file's segments (``add``) until one would pass the bound or
+    its task failed, then ``refuse`` reads that file again as a local read of the window
+    reaches it, the segments before it counted, and raises what that read raises: the local
+    read's error, its count row group by row group included."""
 
     def __init__(self, spec: ScoreSpec) -> None:
         self.spec = spec
         self.names: set[str] = set()
 
-    def add(self, path: str, names: Iterable[str]) -> None:
-        limit, column = self.spec.max_segments, self.spec.segment_column
-        if limit is None or column is None:
-            return
-        self.names.update(names)
-        if len(self.names) > limit:
-            raise SourceError(
-                f"{len(self.names)} distinct segments in the window read so far exceed "
-                f"max_segments={limit} (metric label cardinality is bounded)",
-                path=path,
-                column=column,
-                hint="raise max_segments or map rare segments to 'other' upstream",
+    @property
+    def bounded(self) -> bool:
+        return self.spec.max_segments is not None and self.spec.segment_column is not None
+
+    def passes(self, names: Iterable[str]) -> bool:
+        """Whether a file of segments ``names`` passes the bound (they are not added)."""
+        limit = self.spec.max_segments
+        return self.bounded and limit is not None and len(self.names.union(names)) > limit
+
+    def add(self, names: Iterable[str]) -> None:
+        if self.bounded:
+            self.names.update(names)
+
+    def refuse(
+        self,
+        window: Window,
+        grid: Grid,
+        bucket: timedelta | None,
+        task: SummaryTask,
+        error: BaseException | None = None,
+    ) -> NoReturn:
+        """Raise what a local read of ``window`` raises at ``task``'s file (``error``: what
+        its task raised, raised when the read raises nothing, as when the bound is off)."""
+        if self.bounded:
+            read_summary_part(
+                self.spec, window, grid, bucket=bucket, task=task, seen_segments=self.names
             )
+        if error is not None:
+            raise error
+        raise SourceError(  # the file read whole again: not refused now (it changed since)
+            f"more distinct segments in the window read so far than max_segments="
+            f"{self.spec.max_segments} (metric label cardinality is bounded)",
+            path=task.path,
+            column=self.spec.segment_column,
+            hint="raise max_segments or map rare segments to 'other' upstream",
+        )
 
 
 def segment_names(part: SummaryPart) -> set[str]:
@@ -652,9 +677,12 @@ def read_summary_part(
     bucket: timedelta | None = None,
     files: frozenset[str] | None = None,
     task: SummaryTask | None = None,
+    seen_segments: Iterable[str] = (),
 ) -> SummaryPart:
     """``read_summaries`` of the window's ``files`` only (None: all), or of one planned ``task``,
-    without the window's invalid-share check (the caller adds the parts up and checks once)."""
+    without the window's invalid-share check (the caller adds the parts up and checks once).
+    ``seen_segments``: segments the window's files before these had rows of (counted against
+    ``max_segments`` as a read of the whole window counts them; ``SegmentBound.refuse``)."""
     if bucket is not None and bucket <= timedelta(0):
         raise ValueError(f"`bucket` must be a positive duration; got {bucket!r}.")
     # no newest-timestamp walk: a summary's newest row is its own, and a check through
@@ -679,6 +707,9 @@ def read_summary_part(
             planned.newest,
         )
     labels = _Labels(spec.max_segments)
+    for name in seen_segments:
+        labels.code(name)
+    labels.used = np.ones(len(labels.codes), dtype=np.bool_)
     # each (segment, bucket)'s summary, added to as its row groups come: memory is a summary
     # a part, not one a row group (400 row groups an hour held 110 MiB on an 18k-point grid)
     parts: dict[tuple[int, int], ScoreSummary] = {}
