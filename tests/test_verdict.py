@@ -795,6 +795,31 @@ def test_segments_gone_for_a_whole_span_leave_the_state_unless_raised() -> None:
     assert after.drift["raised"].reference.active
 
 
+def test_a_raised_segment_with_no_scores_left_keeps_the_verdict_data_drift() -> None:
+    """A segment raised for drift whose scores vanished from both windows (its feed gone):
+    its raised track stayed in the state, but no report was made for it, so the verdict was
+    ok, no reason naming it, on data that lacks a segment that was drifting. It is reported
+    raised (undecidable now), and the state is data_drift."""
+    rng = np.random.default_rng(3)
+    raised = DriftTrack(cusum=0.0, active=True, active_since=AT - timedelta(days=2))
+    state = MonitorState(
+        drift={
+            "live": SegmentDrift(evidence_end=AT - timedelta(hours=1)),
+            "gone": SegmentDrift(evidence_end=AT - timedelta(days=3), reference=raised),
+        }
+    )
+    verdict, after = evaluate(
+        make_monitor("1h"), AT, check_data(AT, {"live": segment(rng, AT)}), state
+    )
+    assert verdict.state == "data_drift", verdict.reasons
+    report = verdict.inputs["gone"]
+    assert report.drift
+    assert not report.decidable
+    assert report.drift_since == (AT - timedelta(days=2)).isoformat().replace("+00:00", "Z")
+    assert any(r.startswith("segment 'gone': data drift since") for r in verdict.reasons)
+    assert after.drift["gone"].reference.active
+
+
 def test_an_anchor_missing_a_phase_is_filled_there_and_kept_elsewhere() -> None:
     """An anchor frozen with an hour of no rows (a quiet hour, a short outage, a log younger
     than the reference) gets that hour from the rolling reference once it has it; its other

@@ -62,7 +62,7 @@ from monitor.verdict._common import STATES, TRACKS, _iso
 from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData, check_coarse
 from monitor.verdict.decay import _evaluate_outcomes, calibration_summary
 from monitor.verdict.detail import CheckDetail, InputDetail, OutcomeDetail, describe
-from monitor.verdict.drift import _evaluate_input, _settle_drift, timestamp_cuts
+from monitor.verdict.drift import _evaluate_input, _settle_drift, _since, timestamp_cuts
 from monitor.verdict.plan import AlarmPlan, alarm_plan, phase_counts, phase_of
 from monitor.verdict.reasons import _reasons
 from monitor.verdict.reports import (
@@ -199,6 +199,24 @@ def evaluate(
         for track, p in pvalues.items():
             block_p[(name, track)] = p
     _settle_drift(monitor, at, inputs, drift, block_p, plan)
+    for name, kept in drift.items():
+        if name not in inputs and kept.active:
+            # raised, and no score of the segment in either window now (its feed gone, or
+            # the segment renamed): the alarm stands until evidence clears it; the verdict
+            # once read ok without a word of it, on data that lacks the segment
+            inputs[name] = InputReport(
+                n_reference=0,
+                n_current=0,
+                decidable=False,
+                drift=True,
+                anchor_drift=kept.anchor.active,
+                drift_since=_iso(_since(kept)),
+                drift_tracks=tuple(t for t in TRACKS if kept.track(t).active),
+                undecidable_reason=(
+                    "no score of this segment in the reference or the current window (its "
+                    f"last evidence block ended {_iso(kept.evidence_end) or 'never'})"
+                ),
+            )
     outcomes, decay_track = _evaluate_outcomes(monitor, at, data, prior.decay, plan)
     stale = _stale(monitor, at, data)
     score_stale = feed_stale(stale, "score")
