@@ -406,6 +406,12 @@ def test_a_newest_version_that_cannot_be_read_is_an_error_not_skipped(
     with pytest.raises(SourceError) as caught:
         judgments_version(spec)
     assert caught.value.path == str(newest)
+    # never read, it fails nothing: pinned to another version, or older than the newest
+    pinned = JudgedSpec(judgments=str(base), judgments_version="2026-10")
+    assert judgments_version(pinned).startswith("2026-10")
+    newest.rename(base / "version=2025-01")
+    clear_cache()
+    assert judgments_version(spec).startswith("2026-10")
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "trec"])

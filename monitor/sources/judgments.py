@@ -169,16 +169,20 @@ def _version(source: _Source, judged: JudgedSpec) -> tuple[str | None, _Source]:
     if source.is_file:
         return None, source
     entries = _list_dir(source, source.root)
-    for e in entries:
-        if e.problem is not None and e.base_name.startswith("version="):
-            # a version that cannot be followed (a dangling link, a FIFO): skipped, an older
-            # one was graded with instead of the newest, without a word
-            raise e.problem
     versions = sorted(
         e.base_name[len("version=") :]
         for e in entries
         if e.is_dir and e.base_name.startswith("version=")
     )
+    # a version that cannot be followed (a dangling link, a FIFO) that would be the one used:
+    # the pinned one, or one newer than every readable one (left out, an older one graded
+    # the outcomes without a word); an older broken one is never read, and fails nothing
+    for e in entries:
+        broken = e.base_name[len("version=") :] if e.base_name.startswith("version=") else None
+        if e.problem is not None and broken is not None:
+            pinned = judged.judgments_version
+            if broken == pinned or (pinned is None and (not versions or broken > versions[-1])):
+                raise e.problem
     if not versions:
         if judged.judgments_version is not None:
             raise SourceNotFoundError(
