@@ -820,6 +820,49 @@ def test_a_raised_segment_with_no_scores_left_keeps_the_verdict_data_drift() -> 
     assert after.drift["gone"].reference.active
 
 
+@pytest.mark.parametrize("thin", [False, True])
+def test_a_block_against_a_thin_reference_hour_does_not_clear_an_alarm(thin: bool) -> None:
+    """The reference held 3 scores in the block's hour of the week (its feed partly out
+    then): the block's noise floor swallowed its PSI, its p sat near 1, it counted in the
+    clearing band and fed the clearing CUSUM, and three such hours cleared a drift that still
+    held. A block whose reference side is under half its size neither advances nor resets
+    the clearing; against a full reference hour the same block does advance it."""
+    rng = np.random.default_rng(11)
+    hour = 3_600 * 10**9
+    r0 = int((AT - timedelta(days=8) - EPOCH).total_seconds() * 1e9)
+    rts = np.sort(rng.integers(r0, r0 + 168 * hour, 168_000))
+    same_hour = r0 + 23 * hour  # the block's hour of the week, a week before
+    if thin:
+        inside = (rts >= same_hour) & (rts < same_hour + hour)
+        rts = np.concatenate([rts[~inside], rts[inside][:3]])
+        rts.sort()
+    c0 = int((AT - timedelta(days=1) - EPOCH).total_seconds() * 1e9)
+    cts = np.sort(rng.integers(c0, c0 + 24 * hour, 24_000))
+    q = rng.beta(2.5, 2.0, 300)
+    seg = SegmentData(
+        reference=scores(rng, rts.size),
+        current=scores(rng, cts.size),
+        current_timestamps=cts,
+        reference_timestamps=rts,
+        pairs=Pairs(reference=q, current=q),
+    )
+    raised = DriftTrack(active=True, active_since=AT - timedelta(days=2), quiet=1, clear_cusum=1.0)
+    state = MonitorState(
+        drift={"": SegmentDrift(evidence_end=AT - timedelta(hours=1), reference=raised)}
+    )
+    verdict, after = evaluate(make_monitor("1h"), AT, check_data(AT, {"": seg}), state)
+    report, track = verdict.inputs[""], after.drift[""].reference
+    assert report.evidence
+    assert report.block_reference_samples is not None
+    assert (report.block_reference_samples < 10) is thin
+    assert track.active
+    if thin:
+        assert (track.quiet, track.clear_cusum) == (1, 1.0)
+    else:
+        assert track.quiet == 2
+        assert track.clear_cusum != 1.0
+
+
 def test_an_anchor_missing_a_phase_is_filled_there_and_kept_elsewhere() -> None:
     """An anchor frozen with an hour of no rows (a quiet hour, a short outage, a log younger
     than the reference) gets that hour from the rolling reference once it has it; its other

@@ -37,6 +37,7 @@ class _Block:
     debiased: float
     pvalue: float
     n_reference: float
+    n_current: float  # the block's rows tested (those in phases the reference lacks set aside)
 
 
 def _block_test(
@@ -73,7 +74,9 @@ def _block_test(
     if n_ref <= 0 or ref.sum() <= 0:
         return None
     r = psi_test_counts(ref, cur, tolerance=tolerance, smoothing=smoothing, n_reference=n_ref)
-    return _Block(psi=r.statistic, debiased=r.debiased, pvalue=r.pvalue, n_reference=n_ref)
+    return _Block(
+        psi=r.statistic, debiased=r.debiased, pvalue=r.pvalue, n_reference=n_ref, n_current=m
+    )
 
 
 def _volume_ratio(
@@ -410,10 +413,20 @@ def _evaluate_input(
             continue
         z = z_from_pvalue(test.pvalue)
         track = state.track(name)
+        # a block whose reference side is under half its size (an hour a fixed reference's
+        # feed was partly out, traffic more than doubled since) says little of "within the
+        # tolerance": its noise floor swallows the PSI and its p sits near 1, and three such
+        # blocks cleared a drift that still held. It neither advances nor resets the clearing
+        informs = 2.0 * test.n_reference >= test.n_current
         # <=: with tolerance 0 a block at or under its noise floor (debiased 0) is in the band
-        quiet = track.quiet + 1 if test.debiased <= cfg.clear_share * cfg.tolerance else 0
+        in_band = test.debiased <= cfg.clear_share * cfg.tolerance
+        quiet = (track.quiet + 1 if in_band else 0) if informs else track.quiet
         # a raised track's clearing CUSUM: the alarm's, run the other way on the same z's
-        clear = cusum_step(track.clear_cusum, -z, k=cfg.cusum_k) if track.active else 0.0
+        clear = 0.0
+        if track.active:
+            clear = (
+                cusum_step(track.clear_cusum, -z, k=cfg.cusum_k) if informs else track.clear_cusum
+            )
         track = replace(
             track, cusum=cusum_step(track.cusum, z, k=cfg.cusum_k), quiet=quiet, clear_cusum=clear
         )
