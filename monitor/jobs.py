@@ -297,6 +297,7 @@ class Runner:
                 (current_w.start, current_w.end),
                 state.drift.values(),
                 seasonal=seasonal,
+                settle=monitor.drift.settle,
             )
             ref = self._scores(monitor, reference_w, with_timestamps=seasonal, cuts=ref_cuts)
             cur = self._scores(monitor, current_w, with_timestamps=True, cuts=cur_cuts)

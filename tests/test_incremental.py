@@ -1003,6 +1003,9 @@ def _config(monitor: str, engine: str = 'kind = "local"') -> dict[str, object]:
             "fires at 00:00, inside a bucket",
         ),
         ('windows.current = "36h30m"', 'kind = "local"', "windows.current"),
+        # a block ends drift.settle before the check: inside a bucket, its late rows lost
+        ('drift.settle = "30m"', 'kind = "local"', "drift.settle: 30m is not a multiple"),
+        ('drift.settle = "1d"', 'kind = "local"', "is not shorter than windows.current"),
         (
             'drift.seasonality = "daily"',
             'kind = "local"\nsummary.bucket = "2h"',

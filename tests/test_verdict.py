@@ -749,8 +749,9 @@ def test_the_reason_states_the_immediate_rule_as_it_is_applied() -> None:
 
 def test_timestamp_cuts_are_the_block_starts_and_with_phases_the_hours() -> None:
     """The instants a verdict compares timestamps with: each segment's block start (an
-    evidence end after the window's start, else the start), and the whole UTC hours inside
-    both windows when phases are seasonal."""
+    evidence end after the window's start, else the start), the whole UTC hours inside the
+    current window (a block ends at one), and those of the reference when phases are
+    seasonal."""
     ns = 10**9
     start, end = AT - timedelta(hours=3, minutes=30), AT
     ref = (start - timedelta(hours=2), start)
@@ -767,7 +768,7 @@ def test_timestamp_cuts_are_the_block_starts_and_with_phases_the_hours() -> None
     block = at - 70 * 60 * ns
     assert timestamp_cuts(ref, (start, end), drift, seasonal=False) == (
         None,
-        [hour(3) - 1800 * ns, block],
+        sorted([hour(3) - 1800 * ns, hour(3), hour(2), block, hour(1)]),
     )
     ref_cuts, cur_cuts = timestamp_cuts(ref, (start, end), drift, seasonal=True)
     assert ref_cuts == [hour(5), hour(4)]  # (start - 2 h, start - 30 min]: whole hours inside
@@ -861,6 +862,83 @@ def test_a_block_against_a_thin_reference_hour_does_not_clear_an_alarm(thin: boo
     else:
         assert track.quiet == 2
         assert track.clear_cusum != 1.0
+
+
+def test_an_hour_that_lands_after_its_check_is_in_the_next_block() -> None:
+    """Hourly files written once their hour closed are not there at the check on the hour:
+    the block ended at the check's time all the same, so the next block started after the
+    missing hour, whose rows (landing minutes later) were in no block ever, and a drift they
+    carried was never seen. A block ends at the hour after the newest score; the next one
+    starts there and holds the hour that landed late."""
+    rng = np.random.default_rng(13)
+    hour = 3_600 * 10**9
+
+    def seg(at: datetime, landed: datetime) -> SegmentData:
+        r0 = int((at - timedelta(days=8) - EPOCH).total_seconds() * 1e9)
+        rts = np.sort(rng.integers(r0, r0 + 168 * hour, 168_000))
+        c0 = int((at - timedelta(days=1) - EPOCH).total_seconds() * 1e9)
+        c1 = int((landed - EPOCH).total_seconds() * 1e9)
+        cts = np.sort(rng.integers(c0, c1, (c1 - c0) // hour * 1000))
+        q = rng.beta(2.5, 2.0, 300)
+        return SegmentData(
+            reference=scores(rng, rts.size),
+            current=scores(rng, cts.size),
+            current_timestamps=cts,
+            reference_timestamps=rts,
+            pairs=Pairs(reference=q, current=q),
+        )
+
+    m = make_monitor("1h")
+    state = MonitorState(drift={"": SegmentDrift(evidence_end=AT - timedelta(hours=2))})
+    first, state = evaluate(m, AT, check_data(AT, {"": seg(AT, AT - timedelta(hours=1))}), state)
+    assert first.inputs[""].block_end == (AT - timedelta(hours=1)).isoformat().replace(
+        "+00:00", "Z"
+    )
+    later = AT + timedelta(hours=1)  # the hour before AT landed since; the next one not yet
+    second, _ = evaluate(m, later, check_data(later, {"": seg(later, AT)}), state)
+    report = second.inputs[""]
+    assert report.block_start == first.inputs[""].block_end
+    assert report.evidence
+    assert 900 <= report.block_samples <= 1100  # the hour that landed late
+
+
+@pytest.mark.parametrize("settle", [None, "1h"])
+def test_drift_settle_keeps_a_late_writers_rows_in_a_block(settle: str | None) -> None:
+    """Two writers, the second an hour late: its rows land behind the first's newest score,
+    so a block ended at the first's hour and the next started after the late writer's hour,
+    which was in no block (a drift it alone carried: ok for good). With ``drift.settle`` at
+    its lateness, blocks end that long before the check and hold both writers' rows."""
+    rng = np.random.default_rng(17)
+    hour = 3_600 * 10**9
+
+    def ns(t: datetime) -> int:
+        return int((t - EPOCH).total_seconds() * 1e9)
+
+    def seg(at: datetime) -> SegmentData:
+        r0 = ns(at - timedelta(days=8))
+        rts = np.sort(rng.integers(r0, r0 + 168 * hour, 336_000))
+        c0 = ns(at - timedelta(days=1))
+        on_time = rng.integers(c0, ns(at), 24_000)
+        late = rng.integers(c0, ns(at) - hour, 23_000)  # its last hour lands at the next check
+        cts = np.sort(np.concatenate([on_time, late]))
+        q = rng.beta(2.5, 2.0, 300)
+        return SegmentData(
+            reference=scores(rng, rts.size),
+            current=scores(rng, cts.size),
+            current_timestamps=cts,
+            reference_timestamps=rts,
+            pairs=Pairs(reference=q, current=q),
+        )
+
+    m = make_monitor("1h", **({"drift": {"settle": settle}} if settle else {}))
+    state = MonitorState(drift={"": SegmentDrift(evidence_end=AT - timedelta(hours=2))})
+    _first, state = evaluate(m, AT, check_data(AT, {"": seg(AT)}), state)
+    later = AT + timedelta(hours=1)
+    second, _ = evaluate(m, later, check_data(later, {"": seg(later)}), state)
+    block = second.inputs[""]
+    assert block.evidence
+    both = 1800 <= block.block_samples <= 2200  # an hour of both writers: the late one's too
+    assert both is (settle is not None), block.block_samples
 
 
 def test_an_anchor_missing_a_phase_is_filled_there_and_kept_elsewhere() -> None:

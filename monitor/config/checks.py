@@ -51,13 +51,14 @@ def _check_buckets(
                 )
                 break
     for key, value in (
-        ("current", windows.current),
-        ("reference", windows.reference),
-        ("gap", windows.gap),
+        ("windows.current", windows.current),
+        ("windows.reference", windows.reference),
+        ("windows.gap", windows.gap),
+        ("drift.settle", drift.settle),  # a block's end: a bucket boundary
     ):
         if value is not None and value % b:
             c.add(
-                f"{path}.windows.{key}",
+                f"{path}.{key}",
                 f"{format_duration(value)} is not a multiple of engine.summary.bucket {text}",
             )
     for key, at in (
@@ -103,6 +104,13 @@ def _check_windows(
             f"{format_duration(windows.current)} is shorter than the schedule interval "
             f"{format_duration(interval)}: scores between two checks would never be seen; use "
             f"at least {format_duration(interval)}",
+        )
+    if drift.settle >= windows.current:
+        c.add(
+            f"{path}.drift.settle",
+            f"{format_duration(drift.settle)} is not shorter than windows.current "
+            f"{format_duration(windows.current)}: no evidence block would ever end inside the "
+            "window",
         )
     span = windows.reference_span
     for mode, period in (("daily", timedelta(days=1)), ("weekly", timedelta(days=7))):

@@ -144,6 +144,9 @@ class DriftConfig:
     seasonality: str = "auto"
     anchor: bool = True
     anchor_refresh: timedelta = timedelta(days=28)
+    # how late a score may land and still be in an evidence block: a block ends at least this
+    # long before the check (0: at the newest score's hour, or the check)
+    settle: timedelta = timedelta(0)
 
 
 @dataclass(frozen=True, slots=True)

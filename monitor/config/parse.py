@@ -547,6 +547,7 @@ def _parse_drift(c: _Collector, data: Any, path: str) -> DriftConfig:
         seasonality=c.get(t, "seasonality", path, d.seasonality, _seasonality),
         anchor=c.get(t, "anchor", path, d.anchor, _bool),
         anchor_refresh=c.get(t, "anchor_refresh", path, d.anchor_refresh, _duration),
+        settle=c.get(t, "settle", path, d.settle, _nonneg_duration),
     )
 
 

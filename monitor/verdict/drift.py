@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 
 from monitor.config import DriftConfig, MonitorConfig
+from monitor.epoch import from_ns
 from monitor.epoch import to_ns as _ns
 from monitor.stats import (
     DriftBaseline,
@@ -127,12 +128,27 @@ def _block_start(current_start: datetime, prior: SegmentDrift) -> datetime:
     return current_start
 
 
+def _block_end(at: datetime, newest: int | None, settle: timedelta) -> datetime:
+    """The evidence block's end: ``at - settle`` (``drift.settle``), or the UTC hour after the
+    current window's newest score when that is sooner. Rows land late: an hourly file written
+    once its hour closed is not there at the check on the hour, and a block that ended at
+    ``at`` left that hour's rows, landing minutes later, before the next block's start, in no
+    block ever (a drift they carried unseen for good); ended at the newest score's hour, the
+    next block starts there. A writer later than the others lands behind the newest score:
+    ``drift.settle`` (its lateness) keeps the block's end behind it."""
+    end = at - settle
+    if newest is None:
+        return end
+    return min(end, from_ns((newest // _HOUR_NS + 1) * _HOUR_NS))
+
+
 def timestamp_cuts(
     reference: tuple[datetime, datetime],
     current: tuple[datetime, datetime],
     drift: Iterable[SegmentDrift],
     *,
     seasonal: bool,
+    settle: timedelta = timedelta(0),
 ) -> tuple[list[int] | None, list[int]]:
     """Every instant (ns) the verdict compares the windows' timestamps with, for a reader that
     decodes them only where these split a row group (``read_scores``'s ``cuts``): for the
@@ -146,9 +162,10 @@ def timestamp_cuts(
         return [h * _HOUR_NS for h in range(first, end)]
 
     starts = {_ns(current[0])} | {_ns(_block_start(current[0], d)) for d in drift}
-    if not seasonal:
-        return None, sorted(starts)
-    return hours(reference), sorted(starts | set(hours(current)))
+    # the current window's hours too, and ``settle`` before its end: a block ends at one
+    # (``_block_end``: the hour after the newest score is known only once the window is read)
+    ends = {*hours(current), _ns(current[1] - settle)} if settle else set(hours(current))
+    return (hours(reference) if seasonal else None), sorted(starts | ends)
 
 
 class _Inputs:
@@ -169,9 +186,18 @@ class _Inputs:
         raise NotImplementedError
 
     def block(
-        self, start: datetime, edges: np.ndarray, period: timedelta | None, phases: int
+        self,
+        start: datetime,
+        end: datetime,
+        edges: np.ndarray,
+        period: timedelta | None,
+        phases: int,
     ) -> np.ndarray:
-        """The current window's counts from ``start`` on, per (phase, bin): P x B."""
+        """The current window's counts in ``[start, end)``, per (phase, bin): P x B."""
+        raise NotImplementedError
+
+    def newest_ns(self) -> int | None:
+        """The current window's newest score (ns); None: no score."""
         raise NotImplementedError
 
 
@@ -181,6 +207,10 @@ class _ArrayInputs(_Inputs):
         self.n_ref, self.n_cur = int(seg.reference.size), int(seg.current.size)
         self.phased = seg.reference_timestamps is not None
         self.baseline: DriftBaseline | None = None
+
+    def newest_ns(self) -> int | None:
+        stamps = self.seg.current_timestamps
+        return int(stamps.max()) if stamps is not None and stamps.size else None
 
     def window(self, cfg: DriftConfig) -> tuple[np.ndarray, PSIResult, _Ks, int, int]:
         seg = self.seg
@@ -219,12 +249,19 @@ class _ArrayInputs(_Inputs):
         return phase_counts(seg.reference, seg.reference_timestamps, edges, period)
 
     def block(
-        self, start: datetime, edges: np.ndarray, period: timedelta | None, phases: int
+        self,
+        start: datetime,
+        end: datetime,
+        edges: np.ndarray,
+        period: timedelta | None,
+        phases: int,
     ) -> np.ndarray:
         seg = self.seg
-        cut = _ns(start)
+        cut, stop = _ns(start), _ns(end)
         check_coarse(seg.current_coarse, cut=cut, hourly=phases > 1)
-        inside = seg.current_timestamps >= cut
+        check_coarse(seg.current_coarse, cut=stop)
+        stamps = seg.current_timestamps
+        inside = (stamps >= cut) & (stamps < stop)
         values = seg.current[inside]
         bins = int(edges.size) + 1
         if phases == 1:  # counted chunk by chunk, not searched value by value (10x faster)
@@ -277,11 +314,20 @@ class _SummaryInputs(_Inputs):
         return self._phased(self.s.reference_starts, ref, period, phases)
 
     def block(
-        self, start: datetime, edges: np.ndarray, period: timedelta | None, phases: int
+        self,
+        start: datetime,
+        end: datetime,
+        edges: np.ndarray,
+        period: timedelta | None,
+        phases: int,
     ) -> np.ndarray:
         _, cur = self.s.bins(edges)
-        keep = self.s.current_starts >= _ns(start)
-        return self._phased(self.s.current_starts[keep], cur[keep], period, phases)
+        starts = self.s.current_starts
+        keep = (starts >= _ns(start)) & (starts < _ns(end))
+        return self._phased(starts[keep], cur[keep], period, phases)
+
+    def newest_ns(self) -> int | None:
+        return self.s.current.newest_ns if self.s.current.rows else None
 
 
 def _evaluate_input(
@@ -317,7 +363,8 @@ def _evaluate_input(
     counts = inputs.reference_counts(edges, period)
 
     block_start = _block_start(data.current_start, prior)
-    block = inputs.block(block_start, edges, period, counts.shape[0])
+    block_end = _block_end(at, inputs.newest_ns(), cfg.settle)
+    block = inputs.block(block_start, block_end, edges, period, counts.shape[0])
     block_size = int(block.sum())
     report = InputReport(
         n_reference=n_ref,
@@ -341,7 +388,7 @@ def _evaluate_input(
         out_of_range_rate=window_psi.out_of_range_rate,
         volume_ratio=_volume_ratio(monitor, data, inputs, counts),
         block_start=_iso(block_start),
-        block_end=_iso(at),
+        block_end=_iso(block_end),
         block_samples=block_size,
         cusum=prior.reference.cusum,
         cusum_threshold=plan.drift_h,
@@ -402,7 +449,7 @@ def _evaluate_input(
         a_block = (
             block
             if np.array_equal(a_edges, edges) and anchor.array.shape[0] == counts.shape[0]
-            else inputs.block(block_start, a_edges, period, anchor.array.shape[0])
+            else inputs.block(block_start, block_end, a_edges, period, anchor.array.shape[0])
         )
         references.append(("anchor", a_edges, anchor.array, a_block))
     for name, _edges, ref_counts, block_counts in references:
@@ -449,7 +496,7 @@ def _evaluate_input(
         more["evidence"] = True
         pvalues[name] = test.pvalue
     if pvalues:
-        state = replace(state, evidence_end=at)
+        state = replace(state, evidence_end=block_end)
     elif untested:
         # a block large enough, set aside whole (its hours lack from the reference), and no
         # block tested within the current window: the drift side has tested nothing (a log
