@@ -775,11 +775,11 @@ def test_timestamp_cuts_are_the_block_starts_and_with_phases_the_hours() -> None
     assert cur_cuts == sorted([hour(3) - 1800 * ns, hour(3), hour(2), block, hour(1)])
 
 
-def test_segments_gone_for_a_whole_span_leave_the_state_unless_raised() -> None:
+def test_segments_gone_for_a_whole_span_leave_the_state() -> None:
     """Absent segments kept their drift state for ever: a segment column of experiment ids grew
-    the state by 12 KB a segment ever seen until the file was refused at 16 MiB. One not raised
-    and without evidence for a reference and a current window (8 days) is dropped; a raised one
-    stays raised, and one seen within the span is kept for its return."""
+    the state by 12 KB a segment ever seen until the file was refused at 16 MiB. One without
+    evidence for a reference and a current window (8 days) is dropped, and so is a raised
+    one absent from both windows; one seen within the span is kept for its return."""
     rng = np.random.default_rng(3)
     raised = DriftTrack(cusum=9.0, active=True, active_since=AT - timedelta(days=20))
     state = MonitorState(
@@ -792,33 +792,36 @@ def test_segments_gone_for_a_whole_span_leave_the_state_unless_raised() -> None:
         }
     )
     _, after = evaluate(make_monitor("1h"), AT, check_data(AT, {"live": segment(rng, AT)}), state)
-    assert set(after.drift) == {"live", "recent", "raised"}
-    assert after.drift["raised"].reference.active
+    # the raised one too: with no score in either window, its alarm is dropped, saying so
+    # (test_a_raised_segment_with_no_scores_left_is_dropped_saying_so)
+    assert set(after.drift) == {"live", "recent"}
 
 
-def test_a_raised_segment_with_no_scores_left_keeps_the_verdict_data_drift() -> None:
-    """A segment raised for drift whose scores vanished from both windows (its feed gone):
-    its raised track stayed in the state, but no report was made for it, so the verdict was
-    ok, no reason naming it, on data that lacks a segment that was drifting. It is reported
-    raised (undecidable now), and the state is data_drift."""
+def test_a_raised_segment_with_no_scores_left_is_dropped_saying_so() -> None:
+    """A segment raised for drift whose scores vanished from both windows (its feed gone for a
+    reference and a current window, or renamed): its raised track stayed in the state with no
+    report, so the verdict read ok without a word of it. Kept and reported instead, it paged
+    for good and its series grew past max_segments. The alarm is dropped, and the check's
+    reasons say so (first, when nothing else decided)."""
     rng = np.random.default_rng(3)
-    raised = DriftTrack(cusum=0.0, active=True, active_since=AT - timedelta(days=2))
+    raised = DriftTrack(cusum=0.0, active=True, active_since=AT - timedelta(days=9))
     state = MonitorState(
         drift={
             "live": SegmentDrift(evidence_end=AT - timedelta(hours=1)),
-            "gone": SegmentDrift(evidence_end=AT - timedelta(days=3), reference=raised),
+            "gone": SegmentDrift(evidence_end=AT - timedelta(days=8), reference=raised),
         }
     )
     verdict, after = evaluate(
         make_monitor("1h"), AT, check_data(AT, {"live": segment(rng, AT)}), state
     )
-    assert verdict.state == "data_drift", verdict.reasons
-    report = verdict.inputs["gone"]
-    assert report.drift
-    assert not report.decidable
-    assert report.drift_since == (AT - timedelta(days=2)).isoformat().replace("+00:00", "Z")
-    assert any(r.startswith("segment 'gone': data drift since") for r in verdict.reasons)
-    assert after.drift["gone"].reference.active
+    since = (AT - timedelta(days=9)).isoformat().replace("+00:00", "Z")
+    assert verdict.reasons[0].startswith(
+        f"segment 'gone': drift alarm raised since {since} dropped: no score of the segment in"
+    ), verdict.reasons
+    assert "gone" not in verdict.inputs
+    assert "gone" not in after.drift
+    again, _ = evaluate(make_monitor("1h"), AT, check_data(AT, {"live": segment(rng, AT)}), after)
+    assert not any("'gone'" in r for r in again.reasons)  # said once
 
 
 @pytest.mark.parametrize("thin", [False, True])
@@ -826,8 +829,9 @@ def test_a_block_against_a_thin_reference_hour_does_not_clear_an_alarm(thin: boo
     """The reference held 3 scores in the block's hour of the week (its feed partly out
     then): the block's noise floor swallowed its PSI, its p sat near 1, it counted in the
     clearing band and fed the clearing CUSUM, and three such hours cleared a drift that still
-    held. A block whose reference side is under half its size neither advances nor resets
-    the clearing; against a full reference hour the same block does advance it."""
+    held. A phase the reference holds under a twentieth of its median phase's scores in is
+    set aside as one it lacks: no evidence, the clearing untouched; against a full reference
+    hour the same block does advance it."""
     rng = np.random.default_rng(11)
     hour = 3_600 * 10**9
     r0 = int((AT - timedelta(days=8) - EPOCH).total_seconds() * 1e9)
@@ -853,9 +857,7 @@ def test_a_block_against_a_thin_reference_hour_does_not_clear_an_alarm(thin: boo
     )
     verdict, after = evaluate(make_monitor("1h"), AT, check_data(AT, {"": seg}), state)
     report, track = verdict.inputs[""], after.drift[""].reference
-    assert report.evidence
-    assert report.block_reference_samples is not None
-    assert (report.block_reference_samples < 10) is thin
+    assert report.evidence is not thin
     assert track.active
     if thin:
         assert (track.quiet, track.clear_cusum) == (1, 1.0)
@@ -939,6 +941,24 @@ def test_drift_settle_keeps_a_late_writers_rows_in_a_block(settle: str | None) -
     assert block.evidence
     both = 1800 <= block.block_samples <= 2200  # an hour of both writers: the late one's too
     assert both is (settle is not None), block.block_samples
+
+
+def test_a_block_ends_at_the_newest_scores_hour_or_bucket_and_settle() -> None:
+    """Where an evidence block ends: the hour after the newest score; through summaries with a
+    bucket longer than the hour, the bucket boundary at or before it (a bucket that spans
+    that hour, in the block whole, left its late hour out of every block: the next one
+    started after the bucket); never after ``at - drift.settle``."""
+    from monitor.verdict.drift import _block_end
+
+    noon = AT + timedelta(hours=12)
+    newest = int((noon - timedelta(minutes=90) - EPOCH).total_seconds() * 1e9)  # 10:30
+    hour = 3_600 * 10**9
+    assert _block_end(noon, newest, timedelta(0)) == noon - timedelta(hours=1)
+    assert _block_end(noon, newest, timedelta(0), 2 * hour) == noon - timedelta(hours=2)
+    assert _block_end(noon, newest, timedelta(hours=3)) == noon - timedelta(hours=3)
+    assert _block_end(noon, None, timedelta(0)) == noon
+    latest = int((noon - timedelta(seconds=1) - EPOCH).total_seconds() * 1e9)
+    assert _block_end(noon, latest, timedelta(0), 2 * hour) == noon
 
 
 def test_an_anchor_missing_a_phase_is_filled_there_and_kept_elsewhere() -> None:

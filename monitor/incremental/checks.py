@@ -563,6 +563,7 @@ class SummaryChecks:
             current_totals=totals[1],
             starts=(per_window[0][1], per_window[1][1]),
             rolling=(rolled[0], rolled[1]),
+            bucket_ns=step,
         )
 
 

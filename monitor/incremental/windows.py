@@ -48,6 +48,7 @@ class SummaryRead:
     starts: tuple[NDArray[np.int64], NDArray[np.int64]]
     # each window's rolling state, whose bin rows the next check reuses (None: none kept)
     rolling: tuple[_Rolling, _Rolling] | None = None
+    bucket_ns: int = 3_600 * 10**9  # the buckets' length
 
     @property
     def n_reference(self) -> int:
@@ -95,6 +96,7 @@ class SummaryRead:
             reference_starts=ref_starts,
             current_starts=cur_starts,
             binner=binner,
+            bucket_ns=self.bucket_ns,
         )
 
 

@@ -187,9 +187,17 @@ def evaluate(
         name: seg
         for name, seg in prior.drift.items()
         if name in data.segments
-        or seg.active
-        or (seg.evidence_end is not None and seg.evidence_end >= horizon)
+        or (not seg.active and seg.evidence_end is not None and seg.evidence_end >= horizon)
     }
+    # a raised segment with no score left in either window (its feed gone for a reference and
+    # a current window, or the segment renamed): its alarm kept, unreported, read as ok without
+    # a word of it; kept and reported, it paged for good and its series grew past max_segments.
+    # It is dropped, and this check says so
+    dropped = sorted(
+        (name, gone)
+        for name, gone in prior.drift.items()
+        if gone.active and name not in data.segments
+    )
     block_p: dict[tuple[str, str], float] = {}
     for name, seg in data.segments.items():
         report, seg_state, pvalues = _evaluate_input(
@@ -199,24 +207,6 @@ def evaluate(
         for track, p in pvalues.items():
             block_p[(name, track)] = p
     _settle_drift(monitor, at, inputs, drift, block_p, plan)
-    for name, kept in drift.items():
-        if name not in inputs and kept.active:
-            # raised, and no score of the segment in either window now (its feed gone, or
-            # the segment renamed): the alarm stands until evidence clears it; the verdict
-            # once read ok without a word of it, on data that lacks the segment
-            inputs[name] = InputReport(
-                n_reference=0,
-                n_current=0,
-                decidable=False,
-                drift=True,
-                anchor_drift=kept.anchor.active,
-                drift_since=_iso(_since(kept)),
-                drift_tracks=tuple(t for t in TRACKS if kept.track(t).active),
-                undecidable_reason=(
-                    "no score of this segment in the reference or the current window (its "
-                    f"last evidence block ended {_iso(kept.evidence_end) or 'never'})"
-                ),
-            )
     outcomes, decay_track = _evaluate_outcomes(monitor, at, data, prior.decay, plan)
     stale = _stale(monitor, at, data)
     score_stale = feed_stale(stale, "score")
@@ -243,6 +233,13 @@ def evaluate(
         stale,
         decided=verdict_state in ("model_decay", "data_drift"),
     )
+    for name, gone in reversed(dropped):  # the headline unless an alarm decided
+        where = f"segment {name!r}: " if name else ""
+        reasons.insert(
+            len(reasons) if verdict_state in ("model_decay", "data_drift") else 0,
+            f"{where}drift alarm raised since {_iso(_since(gone))} dropped: no score of the "
+            f"segment in [{_iso(data.reference_start)}, {_iso(data.current_end)})",
+        )
     if not data.segments:
         reasons.insert(
             0,

@@ -83,6 +83,7 @@ class SegmentSummaries:
     reference_starts: np.ndarray
     current_starts: np.ndarray
     binner: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]]
+    bucket_ns: int = 3_600 * 10**9  # the buckets' length: a block ends on a bucket boundary
 
     def bins(self, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per-bucket counts on the right-closed bins of ``edges`` (each a grid point), for the

@@ -38,7 +38,6 @@ class _Block:
     debiased: float
     pvalue: float
     n_reference: float
-    n_current: float  # the block's rows tested (those in phases the reference lacks set aside)
 
 
 def _block_test(
@@ -52,15 +51,26 @@ def _block_test(
 
     Expected shares q = sum_p w_p c_p / n_p with w_p the block's share in phase p; the
     reference size for N_eff is 1 / sum_p (w_p^2 / n_p), the size of an equally precise plain
-    sample. The block's rows in phases the reference lacks (a feed outage in the reference, a
-    monitor or segment younger than its reference) are set aside: no same-phase reference, no
-    evidence (against the whole reference a night block of a daily cycle is a large PSI).
+    sample. The block's rows in phases the reference lacks, or holds under a twentieth of its
+    median phase's scores in (a feed outage in the reference, or part of one; a monitor or
+    segment younger than its reference), are set aside: no same-phase reference, no evidence
+    (against the whole reference a night block of a daily cycle is a large PSI).
     None when fewer than ``min_samples`` rows are left, or the reference is empty.
     """
     totals = counts.sum(axis=1)
     if counts.shape[0] > 1:
-        block = block[totals > 0]
-        counts, totals = counts[totals > 0], totals[totals > 0]
+        # a phase the reference holds a twentieth of its typical phase's scores in is as one
+        # it lacks: a fixed reference's hour with 3 of 600 scores (its feed partly out) gave
+        # a block a noise floor that swallowed its PSI, a p near 1 that fed the clearing, and
+        # three such hours cleared a drift that still held. Relative to the reference's own
+        # phases, so growth since the reference (every phase alike) sets nothing aside
+        held = (
+            totals > max(0.0, float(np.median(totals[totals > 0])) / 20.0)
+            if totals.any()
+            else totals > 0
+        )
+        block = block[held]
+        counts, totals = counts[held], totals[held]
     m = float(block.sum())
     if m < max(min_samples, 1) or totals.sum() <= 0:
         return None
@@ -75,9 +85,7 @@ def _block_test(
     if n_ref <= 0 or ref.sum() <= 0:
         return None
     r = psi_test_counts(ref, cur, tolerance=tolerance, smoothing=smoothing, n_reference=n_ref)
-    return _Block(
-        psi=r.statistic, debiased=r.debiased, pvalue=r.pvalue, n_reference=n_ref, n_current=m
-    )
+    return _Block(psi=r.statistic, debiased=r.debiased, pvalue=r.pvalue, n_reference=n_ref)
 
 
 def _volume_ratio(
@@ -128,7 +136,9 @@ def _block_start(current_start: datetime, prior: SegmentDrift) -> datetime:
     return current_start
 
 
-def _block_end(at: datetime, newest: int | None, settle: timedelta) -> datetime:
+def _block_end(
+    at: datetime, newest: int | None, settle: timedelta, step: int = _HOUR_NS
+) -> datetime:
     """The evidence block's end: ``at - settle`` (``drift.settle``), or the UTC hour after the
     current window's newest score when that is sooner. Rows land late: an hourly file written
     once its hour closed is not there at the check on the hour, and a block that ended at
@@ -139,7 +149,10 @@ def _block_end(at: datetime, newest: int | None, settle: timedelta) -> datetime:
     end = at - settle
     if newest is None:
         return end
-    return min(end, from_ns((newest // _HOUR_NS + 1) * _HOUR_NS))
+    after = (newest // _HOUR_NS + 1) * _HOUR_NS
+    # through summaries, on a bucket boundary at or before it: a bucket longer than the hour
+    # is in this block whole or in the next one (the check's time and settle are boundaries)
+    return min(end, from_ns(after - after % step))
 
 
 def timestamp_cuts(
@@ -199,6 +212,11 @@ class _Inputs:
     def newest_ns(self) -> int | None:
         """The current window's newest score (ns); None: no score."""
         raise NotImplementedError
+
+    @property
+    def step_ns(self) -> int:
+        """What a block's end is rounded down to: the hour, or a summary bucket."""
+        return _HOUR_NS
 
 
 class _ArrayInputs(_Inputs):
@@ -329,6 +347,10 @@ class _SummaryInputs(_Inputs):
     def newest_ns(self) -> int | None:
         return self.s.current.newest_ns if self.s.current.rows else None
 
+    @property
+    def step_ns(self) -> int:
+        return max(_HOUR_NS, self.s.bucket_ns)
+
 
 def _evaluate_input(
     monitor: MonitorConfig,
@@ -363,7 +385,7 @@ def _evaluate_input(
     counts = inputs.reference_counts(edges, period)
 
     block_start = _block_start(data.current_start, prior)
-    block_end = _block_end(at, inputs.newest_ns(), cfg.settle)
+    block_end = _block_end(at, inputs.newest_ns(), cfg.settle, inputs.step_ns)
     block = inputs.block(block_start, block_end, edges, period, counts.shape[0])
     block_size = int(block.sum())
     report = InputReport(
@@ -460,20 +482,10 @@ def _evaluate_input(
             continue
         z = z_from_pvalue(test.pvalue)
         track = state.track(name)
-        # a block whose reference side is under half its size (an hour a fixed reference's
-        # feed was partly out, traffic more than doubled since) says little of "within the
-        # tolerance": its noise floor swallows the PSI and its p sits near 1, and three such
-        # blocks cleared a drift that still held. It neither advances nor resets the clearing
-        informs = 2.0 * test.n_reference >= test.n_current
         # <=: with tolerance 0 a block at or under its noise floor (debiased 0) is in the band
-        in_band = test.debiased <= cfg.clear_share * cfg.tolerance
-        quiet = (track.quiet + 1 if in_band else 0) if informs else track.quiet
+        quiet = track.quiet + 1 if test.debiased <= cfg.clear_share * cfg.tolerance else 0
         # a raised track's clearing CUSUM: the alarm's, run the other way on the same z's
-        clear = 0.0
-        if track.active:
-            clear = (
-                cusum_step(track.clear_cusum, -z, k=cfg.cusum_k) if informs else track.clear_cusum
-            )
+        clear = cusum_step(track.clear_cusum, -z, k=cfg.cusum_k) if track.active else 0.0
         track = replace(
             track, cusum=cusum_step(track.cusum, z, k=cfg.cusum_k), quiet=quiet, clear_cusum=clear
         )
