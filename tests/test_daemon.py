@@ -616,9 +616,7 @@ def test_a_reload_while_a_run_is_in_flight_runs_the_monitor_again_once_it_ends(
         job = daemon.scheduler.get_job("hung:rerun")
         assert job is not None, "no run after the abandoned one"
         job.func(*job.args)  # what the scheduler runs at once
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner, failures=None)
 
 
 def _without_hung(text: str) -> str:
@@ -644,6 +642,15 @@ def _remove_and_add_back(path: Path, daemon: Daemon) -> None:
     assert daemon.reload() is True
     path.write_text(text.replace('"scores_hung"', '"scores"'))
     assert daemon.reload() is True
+
+
+def _ran_clean(runner: Runner, *, failures: int | None = 0) -> None:
+    """The ``hung`` monitor's latest verdict is no error (and ``failures`` failures counted)."""
+    snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
+    if failures is not None:
+        assert snap.failures_total == failures
+    assert snap.latest is not None
+    assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
 
 
 def _hung_run(daemon: Daemon) -> threading.Thread:
@@ -694,10 +701,7 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
         job = daemon.scheduler.get_job("hung:rerun")
         assert job is not None, "no run after the old one ended"
         job.func(*job.args)
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.failures_total == 0
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner)
 
 
 def test_a_removed_monitors_run_abandoned_while_it_is_added_back_lets_it_run(
@@ -717,9 +721,7 @@ def test_a_removed_monitors_run_abandoned_while_it_is_added_back_lets_it_run(
         assert daemon.reload() is True
         assert not first.is_alive()
         assert _run_due(daemon) == ["hung:rerun"], dict(daemon._due)
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner, failures=None)
 
 
 def _abandoned_before_the_jobs_are_added(daemon: Daemon, first: threading.Thread) -> None:
@@ -763,9 +765,7 @@ def test_a_removed_monitors_run_abandoned_after_it_was_added_back_is_no_failure(
         job = daemon.scheduler.get_job("hung:rerun")
         assert job is not None, "the added monitor never ran"
         job.func(*job.args)
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner, failures=None)
 
 
 def test_a_run_that_ends_during_the_reload_still_gets_its_rerun(tmp_path: Path) -> None:
@@ -809,9 +809,7 @@ def test_a_changed_monitors_run_abandoned_during_the_reload_lets_it_run(tmp_path
         assert daemon.reload() is True
         runner.reconfigure = original  # type: ignore[method-assign]
         assert _run_due(daemon) == ["hung:rerun"], dict(daemon._due)
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner, failures=None)
 
 
 def test_a_hung_run_kept_past_the_let_go_bound_runs_the_monitor_once_it_ends(
@@ -900,9 +898,7 @@ def test_a_timeout_recorded_during_a_reload_lands_before_the_new_settings_run(
         runner.abandon = original  # type: ignore[method-assign]
         assert ran_before == []  # not before the timeout is recorded
         assert _run_due(daemon) == ["hung:rerun"]
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner, failures=None)
 
 
 def test_a_monitor_removed_while_its_timeout_is_recorded_runs_once_added_back(
@@ -929,10 +925,7 @@ def test_a_monitor_removed_while_its_timeout_is_recorded_runs_once_added_back(
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
         assert _run_due(daemon) == ["hung:rerun"]
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.failures_total == 0
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner)
 
 
 def test_a_slot_that_read_the_settings_before_a_reload_is_not_the_run_it_asked_for(
@@ -974,9 +967,7 @@ def test_a_slot_that_read_the_settings_before_a_reload_is_not_the_run_it_asked_f
         slot.join(30)  # abandoned at the old 1s
         assert "hung:rerun" in _run_due(daemon)
         assert daemon.wait_idle(30) == []
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner, failures=None)
     finally:
         daemon.http.stop()
 
@@ -1036,10 +1027,7 @@ def test_a_timeout_recorded_after_a_reload_removed_a_run_that_just_ended_is_drop
 
         runner.abandon = abandon  # type: ignore[method-assign]
         daemon.run_monitor("hung")
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.failures_total == 0
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner)
 
 
 def test_a_slot_skipped_behind_a_removed_monitors_run_is_no_failure_of_one_added_back(
@@ -1064,10 +1052,7 @@ def test_a_slot_skipped_behind_a_removed_monitors_run_is_no_failure_of_one_added
         reader.release.set()
         first.join(30)
         assert _run_due(daemon) == ["hung:rerun"]
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.failures_total == 0
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner)
 
 
 def test_a_rerun_asked_for_while_a_rerun_executes_is_queued_not_dropped(tmp_path: Path) -> None:
@@ -1183,10 +1168,7 @@ def test_a_failed_runs_error_is_no_failure_of_the_monitor_added_back(tmp_path: P
         runner.run = broken  # type: ignore[method-assign]
         daemon._configured = removed_and_added_back  # type: ignore[method-assign]
         daemon.run_monitor("hung")
-        snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
-        assert snap.failures_total == 0
-        assert snap.latest is not None
-        assert snap.latest.verdict.state != "error", snap.latest.verdict.reasons
+        _ran_clean(runner)
 
 
 def test_a_second_reload_that_leaves_a_due_monitor_unchanged_keeps_one_rerun(

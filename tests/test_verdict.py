@@ -824,6 +824,19 @@ def test_a_raised_segment_with_no_scores_left_is_dropped_saying_so() -> None:
     assert not any("'gone'" in r for r in again.reasons)  # said once
 
 
+def _stamped(rng: np.random.Generator, rts: np.ndarray, cts: np.ndarray) -> SegmentData:
+    """Scores at reference timestamps ``rts`` and current ones ``cts`` (int64 ns), no
+    drift, and a golden set of 300 queries with equal outcomes on both sides."""
+    q = rng.beta(2.5, 2.0, 300)
+    return SegmentData(
+        reference=scores(rng, rts.size),
+        current=scores(rng, cts.size),
+        current_timestamps=cts,
+        reference_timestamps=rts,
+        pairs=Pairs(reference=q, current=q),
+    )
+
+
 @pytest.mark.parametrize("thin", [False, True])
 def test_a_block_against_a_thin_reference_hour_does_not_clear_an_alarm(thin: bool) -> None:
     """The reference held 3 scores in the block's hour of the week (its feed partly out
@@ -843,14 +856,7 @@ def test_a_block_against_a_thin_reference_hour_does_not_clear_an_alarm(thin: boo
         rts.sort()
     c0 = int((AT - timedelta(days=1) - EPOCH).total_seconds() * 1e9)
     cts = np.sort(rng.integers(c0, c0 + 24 * hour, 24_000))
-    q = rng.beta(2.5, 2.0, 300)
-    seg = SegmentData(
-        reference=scores(rng, rts.size),
-        current=scores(rng, cts.size),
-        current_timestamps=cts,
-        reference_timestamps=rts,
-        pairs=Pairs(reference=q, current=q),
-    )
+    seg = _stamped(rng, rts, cts)
     raised = DriftTrack(active=True, active_since=AT - timedelta(days=2), quiet=1, clear_cusum=1.0)
     state = MonitorState(
         drift={"": SegmentDrift(evidence_end=AT - timedelta(hours=1), reference=raised)}
@@ -881,14 +887,7 @@ def test_an_hour_that_lands_after_its_check_is_in_the_next_block() -> None:
         c0 = int((at - timedelta(days=1) - EPOCH).total_seconds() * 1e9)
         c1 = int((landed - EPOCH).total_seconds() * 1e9)
         cts = np.sort(rng.integers(c0, c1, (c1 - c0) // hour * 1000))
-        q = rng.beta(2.5, 2.0, 300)
-        return SegmentData(
-            reference=scores(rng, rts.size),
-            current=scores(rng, cts.size),
-            current_timestamps=cts,
-            reference_timestamps=rts,
-            pairs=Pairs(reference=q, current=q),
-        )
+        return _stamped(rng, rts, cts)
 
     m = make_monitor("1h")
     state = MonitorState(drift={"": SegmentDrift(evidence_end=AT - timedelta(hours=2))})
@@ -923,14 +922,7 @@ def test_drift_settle_keeps_a_late_writers_rows_in_a_block(settle: str | None) -
         on_time = rng.integers(c0, ns(at), 24_000)
         late = rng.integers(c0, ns(at) - hour, 23_000)  # its last hour lands at the next check
         cts = np.sort(np.concatenate([on_time, late]))
-        q = rng.beta(2.5, 2.0, 300)
-        return SegmentData(
-            reference=scores(rng, rts.size),
-            current=scores(rng, cts.size),
-            current_timestamps=cts,
-            reference_timestamps=rts,
-            pairs=Pairs(reference=q, current=q),
-        )
+        return _stamped(rng, rts, cts)
 
     m = make_monitor("1h", **({"drift": {"settle": settle}} if settle else {}))
     state = MonitorState(drift={"": SegmentDrift(evidence_end=AT - timedelta(hours=2))})
