@@ -193,6 +193,7 @@ def test_hung_source_is_abandoned_and_its_late_result_discarded(tmp_path: Path) 
         end=end,
         seed=1,
         extra_monitor_toml='run_timeout = "1s"\n',
+        listen="127.0.0.1:0",  # not the default 9464: a demo or another run may hold it
     )
     config = load_config(w.config_path)
     reader = HangingReader()
@@ -241,6 +242,7 @@ def _two_monitor_world(tmp_path: Path) -> tuple[Path, datetime]:
         end=end,
         seed=1,
         extra_monitor_toml='run_timeout = "1s"\n',
+        listen="127.0.0.1:0",  # not the default 9464: a demo or another run may hold it
     )
     text = w.config_path.read_text()
     table = text[text.index("[[monitors]]") :]
