@@ -114,6 +114,16 @@ class _Run:
     orphaned: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class _Due:
+    """A run a reload asked for: one that starts after ``token`` with ``settings`` (the object
+    the reload installed) satisfies it; ``reset``: its state started fresh."""
+
+    token: int
+    settings: MonitorConfig
+    reset: bool
+
+
 _MAX_LET_GO = 3  # hung runs of one monitor let go by reloads, still hanging
 
 #: how often the wall clock is compared with the monotonic one, and the backward step (in
@@ -204,7 +214,7 @@ class Daemon:
         # them is due at once, or as soon as the run in flight ends or is abandoned (``_kick``),
         # not at the next slot
         # (and whether its state started fresh: a run of the old settings since is discarded)
-        self._due: dict[str, tuple[int, MonitorConfig, bool]] = {}
+        self._due: dict[str, _Due] = {}
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
@@ -284,10 +294,10 @@ class Daemon:
                 # a run with the new settings, not one that read the monitor's settings before
                 # a reload replaced them (its run_timeout, its slot): the rerun still runs then
                 due = self._due.get(name)
-                if due is not None and due[0] < run.token:
-                    if due[1] is monitor:
+                if due is not None and due.token < run.token:
+                    if due.settings is monitor:
                         del self._due[name]
-                    elif due[2]:  # the old settings' state must not land on the fresh one
+                    elif due.reset:  # the old settings' state must not land on the fresh one
                         self.runner.discard(run.token)
         if busy:
             assert previous is not None
@@ -566,12 +576,12 @@ class Daemon:
             # flight ends (a run that read the settings before they were replaced is none)
             version = next(self._tokens)
             for n in changed + added:
-                self._due[n] = (version, fresh[n], n in reset)
-            for n, (token, _, was_reset) in list(self._due.items()):
+                self._due[n] = _Due(version, fresh[n], n in reset)
+            for n, due in list(self._due.items()):
                 if n in fresh and n not in changed and n not in added:
                     # asked for by an earlier reload, still due: its settings are the same but
                     # read again (another object), and a run matches the object it reads
-                    self._due[n] = (token, fresh[n], was_reset)
+                    self._due[n] = replace(due, settings=fresh[n])
             for n in removed:  # a removed monitor's finished run; a run asked for: none now
                 self._due.pop(n, None)
                 if n not in busy:
