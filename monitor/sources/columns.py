@@ -195,13 +195,19 @@ def refuse_many_segments(
         used[: labels.used.size] |= labels.used
     labels.used = used
     if len(labels.codes) > labels.limit and (n := int(used.sum())) > labels.limit:
-        raise SourceError(
-            f"{n} distinct segments in the window read so far exceed "
-            f"max_segments={labels.limit} (metric label cardinality is bounded)",
-            path=path,
-            column=column,
-            hint="raise max_segments or map rare segments to 'other' upstream",
-        )
+        raise too_many_segments(f"{n} distinct segments", labels.limit, path, column)
+
+
+def too_many_segments(count: str, limit: int | None, path: str, column: str | None) -> SourceError:
+    """The error of a window read past ``max_segments`` (``limit``) at ``path``; ``count``
+    says how many distinct segments it met ("40 distinct segments")."""
+    return SourceError(
+        f"{count} in the window read so far exceed max_segments={limit} (metric label "
+        "cardinality is bounded)",
+        path=path,
+        column=column,
+        hint="raise max_segments or map rare segments to 'other' upstream",
+    )
 
 
 def _segment_source(footer: _Footer, f: _File, column: str | None) -> str | None:

@@ -31,6 +31,7 @@ from monitor.sources.columns import (
     _select,
     _shrink,
     refuse_many_segments,
+    too_many_segments,
 )
 from monitor.sources.footers import (
     _WHOLE,
@@ -632,12 +633,12 @@ class SegmentBound:
             )
         if error is not None:
             raise error
-        raise SourceError(  # the file read whole again: not refused now (it changed since)
-            f"more distinct segments in the window read so far than max_segments="
-            f"{self.spec.max_segments} (metric label cardinality is bounded)",
-            path=task.path,
-            column=self.spec.segment_column,
-            hint="raise max_segments or map rare segments to 'other' upstream",
+        # the file read whole again was not refused (it changed since): the task's count
+        raise too_many_segments(
+            f"more than {self.spec.max_segments} distinct segments",
+            self.spec.max_segments,
+            task.path,
+            self.spec.segment_column,
         )
 
 
