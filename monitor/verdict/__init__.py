@@ -193,11 +193,11 @@ def evaluate(
     # a current window, or the segment renamed): its alarm kept, unreported, read as ok without
     # a word of it; kept and reported, it paged for good and its series grew past max_segments.
     # It is dropped, and this check says so
-    dropped = sorted(
-        (name, gone)
+    dropped = {
+        name: _since(gone)
         for name, gone in prior.drift.items()
         if gone.active and name not in data.segments
-    )
+    }
     block_p: dict[tuple[str, str], float] = {}
     for name, seg in data.segments.items():
         report, seg_state, pvalues = _evaluate_input(
@@ -232,14 +232,8 @@ def evaluate(
         plan,
         stale,
         decided=verdict_state in ("model_decay", "data_drift"),
+        dropped=dropped,
     )
-    for name, gone in reversed(dropped):  # the headline unless an alarm decided
-        where = f"segment {name!r}: " if name else ""
-        reasons.insert(
-            len(reasons) if verdict_state in ("model_decay", "data_drift") else 0,
-            f"{where}drift alarm raised since {_iso(_since(gone))} dropped: no score of the "
-            f"segment in [{_iso(data.reference_start)}, {_iso(data.current_end)})",
-        )
     if not data.segments:
         reasons.insert(
             0,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from monitor.config import MonitorConfig
 from monitor.verdict._common import _iso
@@ -181,11 +181,25 @@ def _reasons(
     stale: Sequence[str],
     *,
     decided: bool = False,
+    dropped: Mapping[str, datetime | None] | None = None,
 ) -> list[str]:
     """Reasons, the deciding ones first: decays, drifts, then the rest, undecidable last. A
     stale feed's line comes first when it decided (``insufficient_data``), else after the
-    decays and drifts that did (``decided``): the page's headline is the first reason."""
+    decays and drifts that did (``decided``): the page's headline is the first reason. A
+    drift alarm ``dropped`` this check (segment: raised since) is said first unless an alarm
+    decided, else last."""
     out: list[tuple[float, str]] = [(2.5 if decided else 0, s) for s in stale]
+    dropped = dropped or {}
+    for name in sorted(dropped):
+        where = f"segment {name!r}: " if name else ""
+        out.append(
+            (
+                6 if decided else -1,
+                f"{where}drift alarm raised since {_iso(dropped[name])} dropped: no "
+                f"score of the segment in [{_iso(data.reference_start)}, "
+                f"{_iso(data.current_end)})",
+            )
+        )
     for name in sorted(outcomes):
         r = outcomes[name]
         rank = 1 if r.decay else (5 if not r.decidable else 3)
