@@ -132,10 +132,7 @@ class DaskEngine:
                 except MonitorError as exc:  # what a local read raises there, bound included
                     bound.refuse(window, grid, bucket, task, exc)
                 future.release()
-                names = segment_names(part)
-                if bound.passes(names):
-                    bound.refuse(window, grid, bucket, task)
-                bound.add(names)
+                bound.admit(segment_names(part), window, grid, bucket, task)
                 total = part if total is None else total + part
         except MonitorError:
             raise  # a task's own (a file, a column): raised again as the reader raised it

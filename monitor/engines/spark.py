@@ -174,9 +174,7 @@ class SparkEngine:
         # up to the first bad file: what a local read raises there, bound included
         bound = SegmentBound(spec)
         for ahead in tasks[: None if failed is None else failed[0]]:
-            if bound.passes(names.get(ahead.path, ())):
-                bound.refuse(window, grid, bucket, ahead)
-            bound.add(names.get(ahead.path, ()))
+            bound.admit(names.get(ahead.path, ()), window, grid, bucket, ahead)
         if failed is not None:
             bound.refuse(window, grid, bucket, tasks[failed[0]], failed[1])
         if parts:

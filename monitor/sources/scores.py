@@ -617,6 +617,20 @@ class SegmentBound:
         if self.bounded:
             self.names.update(names)
 
+    def admit(
+        self,
+        names: Iterable[str],
+        window: Window,
+        grid: Grid,
+        bucket: timedelta | None,
+        task: SummaryTask,
+    ) -> None:
+        """Add the segments of ``task``'s file, or ``refuse`` there if they pass the bound."""
+        names = list(names)
+        if self.passes(names):
+            self.refuse(window, grid, bucket, task)
+        self.add(names)
+
     def refuse(
         self,
         window: Window,
