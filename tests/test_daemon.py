@@ -224,11 +224,13 @@ class HangOne(ParquetReader):
     def __init__(self, path: str) -> None:
         self.path = path
         self.release = threading.Event()
+        self.entered = threading.Event()  # a read of the path has begun (and now waits)
 
     def scores(
         self, spec: ScoreSpec, window: Window, *, with_timestamps: bool, cuts: Any = None
     ) -> ScoreWindow:
         if spec.path == self.path:
+            self.entered.set()
             self.release.wait(timeout=30)
         return super().scores(spec, window, with_timestamps=with_timestamps, cuts=cuts)
 
@@ -660,6 +662,12 @@ def _hung_run(daemon: Daemon) -> threading.Thread:
     first = threading.Thread(target=daemon.run_monitor, args=("hung",), daemon=True)
     first.start()
     assert wait_for(lambda: daemon.in_flight("hung") or None, timeout=10, what="the run")
+    reader = daemon.runner.reader
+    if isinstance(reader, HangOne) and not reader.release.is_set():
+        # in its source's read, not only registered: a reload before the check read its
+        # settings ends the run at once (a removed monitor has none), which a test forcing
+        # an order against a run in flight did not mean (a CI run under load hit it)
+        assert reader.entered.wait(10)
     return first
 
 
