@@ -82,6 +82,12 @@ _INPUT_GAUGES: tuple[tuple[str, str, str], ...] = (
         "cusum",
     ),
     ("drift_z", "Latest drift evidence z-score (from the newest block's PSI p-value).", "z"),
+    (
+        "late_scores",
+        "Scores the latest check found in evidence blocks tested before (they landed later "
+        "than drift.settle: no block tests them).",
+        "late_scores",
+    ),
 )
 _OUTCOME_GAUGES: tuple[tuple[str, str, str], ...] = (
     (

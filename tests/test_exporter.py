@@ -363,6 +363,7 @@ def test_an_undecidable_input_segment_exports_no_statistics() -> None:
             "out_of_range_ratio",
             "drift_cusum",
             "drift_z",
+            "late_scores",
             "zero_score_ratio",
         )
     }

@@ -1912,3 +1912,54 @@ def test_a_buckets_counted_memory_is_near_what_it_holds() -> None:
         tracemalloc.stop()
     counted = sum(b.nbytes for b in held)
     assert counted >= 0.8 * traced, (counted, traced)
+
+
+@pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
+def test_scores_landing_in_a_tested_block_are_counted_once_and_said(
+    rolling_world: Path, config: str
+) -> None:
+    """A writer later than ``drift.settle``: its rows land in an hour a block already tested,
+    and the next block starts after it, so no block ever tests them (a drift they alone carry
+    stays unseen). The next check counts them (read whole or through summaries alike), says so
+    among the reasons and exports them (``late_scores``); the check after it counts none."""
+    runner = Runner(load_config(rolling_world / config))
+    first = runner.run("demo", AT)
+    assert first.verdict.inputs["web"].evidence
+    assert first.verdict.inputs["web"].late_scores == 0
+    hour = datetime(2026, 11, 9, 13, tzinfo=UTC)  # inside the block the first check tested
+    stamps = np.datetime64(hour.replace(tzinfo=None), "us") + np.arange(50).astype("timedelta64[s]")
+    write_parquet(
+        rolling_world / "scores" / "date=2026-11-09" / "late.parquet",
+        {"timestamp": stamps, "score": np.full(50, 3.25), "segment": np.array(["web"] * 50)},
+    )
+    second = runner.run("demo", AT + HOUR).verdict
+    web = second.inputs["web"]
+    assert (web.late_scores, second.inputs["app"].late_scores) == (50, 0)
+    # missing at the first check: more than that check's time less their hour's end behind
+    assert web.late_scores_lag == (AT - (hour + HOUR)).total_seconds()
+    said = [r for r in second.reasons if "landed after the evidence block" in r]
+    assert len(said) == 1
+    assert said[0].startswith("segment 'web': 50 scores landed")
+    assert "drift.settle = 0s" in said[0]
+    assert runner.run("demo", AT + 2 * HOUR).verdict.inputs["web"].late_scores == 0
+
+
+def test_scores_within_drift_settle_are_not_late(rolling_world: Path) -> None:
+    """With ``drift.settle`` past the writer's lateness, the hour its rows land in was not yet
+    in a block: they are tested with the next one, and nothing is counted late."""
+    text = (rolling_world / "summaries.toml").read_text()
+    text = text.replace(
+        'windows.current = "1d"\n', 'windows.current = "1d"\ndrift.settle = "12h"\n'
+    )
+    (rolling_world / "settled.toml").write_text(text)
+    runner = Runner(load_config(rolling_world / "settled.toml"))
+    first = runner.run("demo", AT).verdict.inputs["web"]
+    assert first.block_end == "2026-11-09T12:00:00Z"
+    stamps = np.datetime64("2026-11-09T13:00:00", "us") + np.arange(50).astype("timedelta64[s]")
+    write_parquet(
+        rolling_world / "scores" / "date=2026-11-09" / "late.parquet",
+        {"timestamp": stamps, "score": np.full(50, 3.25), "segment": np.array(["web"] * 50)},
+    )
+    second = runner.run("demo", AT + HOUR).verdict.inputs["web"]
+    assert second.late_scores == 0
+    assert second.block_start == "2026-11-09T12:00:00Z"

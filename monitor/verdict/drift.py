@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -29,7 +30,7 @@ from monitor.verdict._common import _HOUR_NS, TRACKS, _iso
 from monitor.verdict.data import CheckData, SegmentData, check_coarse
 from monitor.verdict.plan import AlarmPlan, _bin_counts, phase_counts, phase_of
 from monitor.verdict.reports import InputReport
-from monitor.verdict.state import Anchor, DriftTrack, SegmentDrift
+from monitor.verdict.state import TESTED_KEPT, Anchor, CountedBlock, DriftTrack, SegmentDrift
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,13 +169,17 @@ def timestamp_cuts(
     current window each segment's evidence block start (``_block_start``, from the same prior
     ``drift`` states the verdict gets; a segment without one starts at the window's start),
     and with seasonal phases both windows' whole UTC hours. The reference: None without phases
-    (its timestamps are not compared)."""
+    (its timestamps are not compared). The spans of the blocks tested before too (``_late``
+    counts their scores again)."""
 
     def hours(window: tuple[datetime, datetime]) -> list[int]:
         first, end = _ns(window[0]) // _HOUR_NS + 1, -(-_ns(window[1]) // _HOUR_NS)
         return [h * _HOUR_NS for h in range(first, end)]
 
+    drift = list(drift)
     starts = {_ns(current[0])} | {_ns(_block_start(current[0], d)) for d in drift}
+    # the blocks tested before, counted again for scores that landed in them since (``_late``)
+    starts |= {_ns(t) for d in drift for b in d.tested for t in (b.start, b.end)}
     # the current window's hours too, and ``settle`` before its end: a block ends at one
     # (``_block_end``: the hour after the newest score is known only once the window is read)
     ends = {*hours(current), _ns(current[1] - settle)} if settle else set(hours(current))
@@ -213,6 +218,12 @@ class _Inputs:
         """The current window's newest score (ns); None: no score."""
         raise NotImplementedError
 
+    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int | None]:
+        """The current window's scores in each span ``[start, end)`` (ns), counted as a block
+        counts them (valid scores); None for a span this input cannot count exactly (through
+        summaries, one off the buckets' boundaries)."""
+        raise NotImplementedError
+
     @property
     def step_ns(self) -> int:
         """What a block's end is rounded down to: the hour, or a summary bucket."""
@@ -229,6 +240,22 @@ class _ArrayInputs(_Inputs):
     def newest_ns(self) -> int | None:
         stamps = self.seg.current_timestamps
         return int(stamps.max()) if stamps is not None and stamps.size else None
+
+    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int | None]:
+        if not spans:
+            return []
+        seg = self.seg
+        bounds = np.unique(np.asarray(spans, dtype=np.int64).ravel())
+        for b in bounds.tolist():
+            check_coarse(seg.current_coarse, cut=b)
+        # below[k]: the scores before bounds[k] (one search of the timestamps for every span)
+        per = np.bincount(
+            np.searchsorted(bounds, seg.current_timestamps, side="right"),
+            minlength=bounds.size + 1,
+        )
+        below = np.cumsum(per)[: bounds.size].tolist()
+        at = {b: i for i, b in enumerate(bounds.tolist())}
+        return [int(below[at[b]] - below[at[a]]) for a, b in spans]
 
     def window(self, cfg: DriftConfig) -> tuple[np.ndarray, PSIResult, _Ks, int, int]:
         seg = self.seg
@@ -347,6 +374,17 @@ class _SummaryInputs(_Inputs):
     def newest_ns(self) -> int | None:
         return self.s.current.newest_ns if self.s.current.rows else None
 
+    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int | None]:
+        if not spans:
+            return []
+        _, cur = self.s.bins(self.s.edges)
+        per = cur.sum(axis=1)
+        starts, step = self.s.current_starts, self.s.bucket_ns
+        return [
+            int(per[(starts >= a) & (starts < b)].sum()) if a % step == 0 == b % step else None
+            for a, b in spans
+        ]
+
     @property
     def step_ns(self) -> int:
         return max(_HOUR_NS, self.s.bucket_ns)
@@ -388,6 +426,7 @@ def _evaluate_input(
     block_end = _block_end(at, inputs.newest_ns(), cfg.settle, inputs.step_ns)
     block = inputs.block(block_start, block_end, edges, period, counts.shape[0])
     block_size = int(block.sum())
+    tested, late, behind = _late(prior, inputs, data.current_start, at)
     report = InputReport(
         n_reference=n_ref,
         n_current=n_cur,
@@ -418,9 +457,11 @@ def _evaluate_input(
         drift=prior.active,
         drift_since=_iso(_since(prior)),
         drift_tracks=tracks_txt,
+        late_scores=late,
+        late_scores_lag=None if behind is None else behind.total_seconds(),
     )
     more: dict[str, Any] = {}  # the report's later fields, set in one replace at the end
-    state = prior
+    state = replace(prior, tested=tested)
     use_anchor = plan.tracks == 2
     if use_anchor:
         anchor = state.anchor_ref
@@ -508,7 +549,8 @@ def _evaluate_input(
         more["evidence"] = True
         pvalues[name] = test.pvalue
     if pvalues:
-        state = replace(state, evidence_end=block_end)
+        kept = (*state.tested, *_tested(inputs, block_start, block_end, at))
+        state = replace(state, evidence_end=block_end, tested=kept[-TESTED_KEPT:])
     elif untested:
         # a block large enough, set aside whole (its hours lack from the reference), and no
         # block tested within the current window: the drift side has tested nothing (a log
@@ -524,6 +566,50 @@ def _evaluate_input(
             ),
         )
     return replace(report, **more), state, pvalues
+
+
+def _tested(
+    inputs: _Inputs, start: datetime, end: datetime, at: datetime
+) -> tuple[CountedBlock, ...]:
+    """The block ``[start, end)`` just tested, to count again at later checks: cut at the hours
+    (through summaries, the buckets) inside it, each part with its scores, the newest
+    ``TESTED_KEPT``. Cut, a block that began before the window slid (a first check's, one after
+    an outage: the whole window) keeps its later hours counted while the window holds them."""
+    step = inputs.step_ns
+    a, b = _ns(start), _ns(end)
+    cuts = [a, *range((a // step + 1) * step, b, step), b]
+    spans = list(itertools.pairwise(cuts))[-TESTED_KEPT:]
+    return tuple(
+        CountedBlock(from_ns(x), from_ns(y), n, at)
+        for (x, y), n in zip(spans, inputs.rows_in(spans), strict=True)
+        if n is not None
+    )
+
+
+def _late(
+    prior: SegmentDrift, inputs: _Inputs, current_start: datetime, at: datetime
+) -> tuple[tuple[CountedBlock, ...], int, timedelta | None]:
+    """The blocks tested before (``_tested``'s parts) that the current window still holds
+    whole, counted again:
+    (those blocks with this count and ``at``, the scores that landed in them since they were
+    last counted, the least lateness of those scores). A score in ``[start, end)`` missing at
+    the count made at ``b.at`` landed more than ``b.at - b.end`` behind its time, and no block
+    tests it: the next one starts at ``evidence_end``. A block the window has slid past (in
+    part), or that summaries cannot count exactly (``rows_in`` None), is let go; fewer scores
+    than before (a file rewritten smaller) are counted from there on."""
+    kept = [b for b in prior.tested if b.start >= current_start]
+    counts = inputs.rows_in([(_ns(b.start), _ns(b.end)) for b in kept])
+    out: list[CountedBlock] = []
+    late, behind = 0, None
+    for b, n in zip(kept, counts, strict=True):
+        if n is None:
+            continue
+        if n > b.rows:
+            late += n - b.rows
+            lag = b.at - b.end
+            behind = lag if behind is None else min(behind, lag)
+        out.append(replace(b, rows=n, at=at))
+    return tuple(out), late, behind
 
 
 def _fills_anchor(anchor: np.ndarray, counts: np.ndarray) -> bool:

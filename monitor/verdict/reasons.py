@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
 
 from monitor.config import MonitorConfig
+from monitor.schedule import format_duration
 from monitor.verdict._common import _iso
 from monitor.verdict.data import CheckData
 from monitor.verdict.plan import AlarmPlan
@@ -225,6 +226,19 @@ def _reasons(
         ir = inputs[name]
         rank = 2 if ir.drift else (5 if not ir.decidable else 3)
         out.append((rank, _input_reason(monitor, data, name, ir, plan)))
+        if ir.late_scores:
+            where = f"segment {name!r}: " if name else ""
+            lag = format_duration(timedelta(seconds=round(ir.late_scores_lag or 0.0)))
+            settle = format_duration(monitor.drift.settle)
+            out.append(
+                (
+                    4,
+                    f"{where}{ir.late_scores} scores landed after the evidence block holding "
+                    f"their time was tested, more than {lag} late: no block tests them (a "
+                    f"writer later than drift.settle = {settle}); set "
+                    "drift.settle to its lateness",
+                )
+            )
         if ir.volume_ratio is not None and ir.volume_ratio < 0.5:
             where = f"segment {name!r}: " if name else ""
             out.append(

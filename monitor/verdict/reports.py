@@ -24,6 +24,9 @@ class InputReport:
     summaries on a grid that does not resolve D: ``ks_statistic`` is the bracket's D_lo and
     ``ks_pvalue`` its p, ``ks_statistic_high`` D_hi and ``ks_pvalue_low`` p(D_hi) (None when
     exact); ``grid_points`` the frozen grid's size (None: the windows were read whole).
+    ``late_scores``: scores found this check in blocks tested before (a writer later than
+    ``drift.settle``: no block tests them); ``late_scores_lag`` the least they were behind
+    their time, in seconds (None: none found).
     """
 
     n_reference: int
@@ -75,6 +78,8 @@ class InputReport:
     undecidable_reason: str | None = None
     drift_since: str | None = None
     drift_tracks: tuple[str, ...] = ()
+    late_scores: int = 0
+    late_scores_lag: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

@@ -125,6 +125,33 @@ class Anchor:
 
 
 @dataclass(frozen=True, slots=True)
+class CountedBlock:
+    """An evidence block the drift verdict tested: its span ``[start, end)`` of the current
+    window, the scores it held then (``rows``) and the check that tested it (``at``). Counted
+    again at each later check while the current window holds it whole: scores that landed in
+    it since (a writer later than ``drift.settle``) are in no block, and are said."""
+
+    start: datetime
+    end: datetime
+    rows: int
+    at: datetime
+
+    def to_list(self) -> list[Any]:
+        return [_iso(self.start), _iso(self.end), self.rows, _iso(self.at)]
+
+    @classmethod
+    def from_list(cls, d: Any) -> CountedBlock:
+        start, end, at = (_parse_iso(d[i]) for i in (0, 1, 3))
+        assert start is not None
+        assert end is not None
+        assert at is not None
+        return cls(start=start, end=end, rows=int(d[2]), at=at)
+
+
+TESTED_KEPT = 48  # tested blocks a segment keeps to count again (the newest)
+
+
+@dataclass(frozen=True, slots=True)
 class SegmentDrift:
     """Drift state of one segment: end of the last evidence block, its tracks, its anchor."""
 
@@ -132,6 +159,7 @@ class SegmentDrift:
     reference: DriftTrack = field(default_factory=DriftTrack)
     anchor: DriftTrack = field(default_factory=DriftTrack)
     anchor_ref: Anchor | None = None
+    tested: tuple[CountedBlock, ...] = ()  # oldest first, at most ``TESTED_KEPT``
 
     def track(self, name: str) -> DriftTrack:
         return self.reference if name == "reference" else self.anchor
@@ -147,12 +175,15 @@ class SegmentDrift:
         return self.reference.active or self.anchor.active
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out: dict[str, Any] = {
             "evidence_end": _iso(self.evidence_end),
             "reference": self.reference.to_dict(),
             "anchor": self.anchor.to_dict(),
             "anchor_ref": None if self.anchor_ref is None else self.anchor_ref.to_dict(),
         }
+        if self.tested:  # absent when empty: files written before it read the same
+            out["tested"] = [t.to_list() for t in self.tested]
+        return out
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SegmentDrift:
@@ -162,6 +193,7 @@ class SegmentDrift:
             reference=DriftTrack.from_dict(d.get("reference", {})),
             anchor=DriftTrack.from_dict(d.get("anchor", {})),
             anchor_ref=None if anchor_ref is None else Anchor.from_dict(anchor_ref),
+            tested=tuple(CountedBlock.from_list(t) for t in d.get("tested", ())),
         )
 
 
@@ -239,7 +271,7 @@ class DecayTrack:
 
 
 _TRACK_KEYS = {"cusum", "active", "active_since", "quiet", "clear_cusum"}
-_SEGMENT_KEYS = {"evidence_end", "reference", "anchor", "anchor_ref"}
+_SEGMENT_KEYS = {"evidence_end", "reference", "anchor", "anchor_ref", "tested"}
 _DECAY_KEYS = {
     "looks",
     "runs_end",
@@ -357,6 +389,7 @@ def _check_state_doc(d: Any) -> None:
             active = track.get("active", False)
             _need(isinstance(active, bool), f"{tw}active", "true or false", active)
             _check_time(track, "active_since", tw)
+        _check_tested(seg.get("tested", []), f"{where}.tested")
         anchor = seg.get("anchor_ref")
         _need(
             anchor is None or isinstance(anchor, Mapping),
@@ -375,6 +408,25 @@ def _check_state_doc(d: Any) -> None:
     )
     if d.get("origin_decay") is not None:
         _check_decay(d["origin_decay"], "origin_decay")
+
+
+def _check_tested(tested: Any, where: str) -> None:
+    """The shape of a segment's tested blocks: a list of at most ``TESTED_KEPT``
+    ``[start, end, rows, at]`` (RFC 3339 times, start before end, rows a count)."""
+    what = f"a list of at most {TESTED_KEPT} [start, end, rows, at]"
+    _need(isinstance(tested, list) and len(tested) <= TESTED_KEPT, where, what, tested)
+    for i, block in enumerate(tested):
+        at = f"{where}[{i}]"
+        _need(isinstance(block, list) and len(block) == 4, at, "[start, end, rows, at]", block)
+        times = dict(zip(("start", "end", "at"), (block[0], block[1], block[3]), strict=True))
+        _need(all(isinstance(t, str) for t in times.values()), at, "three times and a count", block)
+        for key in times:
+            _check_time(times, key, f"{at}.")
+        _need(_is_count(block[2]), f"{at}.rows", "a count", block[2])
+        start, end = _parse_iso(block[0]), _parse_iso(block[1])
+        assert start is not None
+        assert end is not None
+        _need(start < end, at, "a span whose start is before its end", block)
 
 
 def _is_count(value: Any) -> bool:

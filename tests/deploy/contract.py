@@ -43,6 +43,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "retrieval_monitor_drift_cusum_threshold": ("monitor",),
     "retrieval_monitor_drift_z": _SEG,
     "retrieval_monitor_drift_z_threshold": ("monitor",),
+    "retrieval_monitor_late_scores": _SEG,
     "retrieval_monitor_input_drift": _SEG,
     "retrieval_monitor_outcome_mean_difference": _SEG,
     "retrieval_monitor_outcome_pvalue": _SEG,

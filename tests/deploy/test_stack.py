@@ -39,6 +39,7 @@ PER_SEGMENT_STATS = {
     "retrieval_monitor_out_of_range_ratio": 0.01,
     "retrieval_monitor_drift_cusum": 3.0,
     "retrieval_monitor_drift_z": 1.5,
+    "retrieval_monitor_late_scores": 0,
     "retrieval_monitor_outcome_mean_difference": -0.03,
     "retrieval_monitor_outcome_pvalue": 0.0004,
     "retrieval_monitor_outcome_ci_lower": -0.045,
