@@ -235,6 +235,18 @@ class SummaryChecks:
 
     # -- the grid ---------------------------------------------------------------------------
 
+    def _grid_present(self, name: str, path: Path) -> bool:
+        """Whether the monitor's grid file is there; False, with a warning, when its directory
+        cannot be entered (another user's state_dir): the grid is then built in memory."""
+        try:
+            return path.exists()
+        except OSError as exc:
+            log.warning(
+                "cannot read the summary grid; building it in memory",
+                extra={"monitor": name, "path": str(path), "error": str(exc)},
+            )
+            return False
+
     def _grid_path(self, name: str) -> Path | None:
         """The persisted grid's file: read by every runner with a state directory (``monitor
         check`` decides on the daemon's grid), written only with ``persist_grids``."""
@@ -263,7 +275,7 @@ class SummaryChecks:
         # the grid a rebuild replaces: its cached buckets go with it
         replaced = memo[1].key if memo is not None else None
         path = self._grid_path(monitor.name)
-        if held is None and path is not None and path.exists():
+        if held is None and path is not None and self._grid_present(monitor.name, path):
             held, replaced = self._read_grid(monitor.name, path, want, replaced)
         keep_edges = [np.asarray(e, np.float64) for e in keep_edges]
         if (

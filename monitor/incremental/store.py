@@ -292,7 +292,17 @@ class BucketCache:
         self._read_warned_at = -600.0
         self._stuck: set[Path] = set()  # entries it could not remove: never counted again
         self._block = 4096  # the volume's block: an entry takes whole blocks on disk
-        if directory is not None and directory.is_dir():
+        try:
+            present = directory is not None and directory.is_dir()
+        except OSError as exc:
+            # a directory it cannot enter (``monitor check`` as another user than the
+            # daemon's, whose state_dir is 0700): the check runs on buckets in memory
+            log.warning(
+                "cannot open the summary cache; checking with buckets in memory",
+                extra={"path": str(directory), "error": str(exc)},
+            )
+            self.directory, self.writable, present = None, False, False
+        if present and directory is not None:
             with contextlib.suppress(OSError):  # unknown: 4 KiB, ext4's
                 self._block = max(512, os.statvfs(directory).f_bsize)
             # a write a kill interrupted: an entry's, or a grid's (summaries/<monitor>/)
