@@ -519,3 +519,84 @@ def test_the_demo_drops_only_the_daemons_slot_skipped_warning(
     (tmp_path / "mine.txt").write_text("x")  # a refused demo leaves no filter behind
     assert main(["demo", "--dir", str(tmp_path), "--listen", "127.0.0.1:0"]) == 3
     assert not [f for f in logger.filters if isinstance(f, _NoSkippedSlots)]
+
+
+@pytest.mark.parametrize("engine", [None, 'kind = "local"'])
+def test_check_by_a_user_who_cannot_enter_the_state_dir_decides_without_it(
+    tmp_path: Path, engine: str | None
+) -> None:
+    """The runbook's first command, run by an on-call user who is not the daemon's (the
+    shipped unit's state_dir is 0700): the summary cache and grid under it cannot be looked
+    at, and ``check`` once died with a traceback and no JSON (PermissionError from
+    ``is_dir``). It decides on buckets and a grid in memory, as without a state file, and says
+    so in the log. As root the child runs without the capabilities that ignore permissions."""
+    import os
+    import shutil
+
+    if os.geteuid() == 0 and shutil.which("setpriv") is None:
+        pytest.skip("running as root and setpriv(1) is missing: root would ignore permissions")
+    wrapper = (
+        ["setpriv", "--bounding-set", "-dac_override,-dac_read_search,-fowner", "--"]
+        if os.geteuid() == 0
+        else []
+    )
+    world = _world(tmp_path, "stationary")
+    config = world.config_path
+    if engine:
+        config.write_text(config.read_text() + f"\n[engine]\n{engine}\n")
+    state_dir = config.parent / "state"
+    (state_dir / "summaries").mkdir(parents=True)
+    state_dir.chmod(0)
+    try:
+        proc = subprocess.run(
+            [
+                *wrapper,
+                sys.executable,
+                "-m",
+                "monitor",
+                "check",
+                "--config",
+                str(config),
+                "--at",
+                AT.isoformat(),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+    finally:
+        state_dir.chmod(0o755)
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert json.loads(proc.stdout)["monitors"][0]["state"] == "ok"
+    assert "state file unreadable" in proc.stderr
+    assert "cannot open the summary cache" in proc.stderr
+
+
+def test_an_outcome_too_large_to_test_is_an_error_naming_source_column_and_query(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A finite outcome of 1e308 (a producer's sentinel) passes the reader, and the paired
+    test refuses it: the check is an error, which once named only ``current - reference``.
+    It names the outcome source, its column and the query that holds the value."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    world = _world(tmp_path, "stationary")
+    victims = sorted((world.config_path.parent / "outcomes").glob("date=2026-10-1[78]/*.parquet"))
+    assert victims
+    for victim in victims:
+        table = pq.read_table(victim)
+        outcome = table.column("outcome").to_numpy().copy()
+        outcome[0] = 1e308
+        pq.write_table(table.set_column(2, "outcome", pa.array(outcome)), victim)
+    query = pq.read_table(victims[0]).column("query_id")[0].as_py()
+    rc, doc = check_json(world.config_path, capsys)
+    m = doc["monitors"][0]
+    assert (rc, m["state"]) == (3, "error")
+    assert "(column 'outcome')" in m["error"]
+    assert f"query {query!r}" in m["error"]
+    assert "outcomes" in m["error"]
+    assert "1e+308 in the current window" in m["error"]
