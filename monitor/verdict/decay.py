@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from monitor.config import MAX_RESAMPLES, MonitorConfig
+from monitor.errors import StatsInputError
 from monitor.stats import (
     PairedResult,
     adjust_pvalues,
@@ -23,6 +24,23 @@ from monitor.verdict.data import CheckData, Pairs
 from monitor.verdict.plan import AlarmPlan
 from monitor.verdict.reports import OutcomeReport
 from monitor.verdict.state import DecayTrack
+
+
+def _unusable(monitor: MonitorConfig, segment: str, p: Pairs, exc: Exception) -> str:
+    """What the paired test refused, said where it is: the outcome source and column, the
+    segment and the query with the largest difference (a finite outcome of 1e308, a producer's
+    sentinel, once failed the check naming only ``current - reference``)."""
+    spec = monitor.outcomes
+    with np.errstate(over="ignore", invalid="ignore"):
+        gap = np.abs(p.current - p.reference)
+    i = int(np.nanargmax(np.where(np.isnan(gap), -1.0, gap)))
+    query = "" if p.query_ids is None else f" query {str(p.query_ids[i])!r}:"
+    where = f" segment {segment!r}," if segment else ""
+    return (
+        f"outcomes {spec.path} (column {spec.outcome_column!r}),{where}{query} outcome "
+        f"{float(p.reference[i]):g} in the reference, {float(p.current[i]):g} in the current "
+        f"window: the paired test cannot use them ({exc})"
+    )
 
 
 def _describe(pairs: Pairs) -> dict[str, Any]:
@@ -165,6 +183,10 @@ def _evaluate_outcomes(
     results = {}
     for name, seg in data.segments.items():
         p = seg.pairs
+        # an outcome too large to difference (1e308) overflows here to a non-finite
+        # description (None in the report); the paired test below refuses it by name
+        with np.errstate(over="ignore", invalid="ignore"):
+            described = _describe(p)
         base[name] = OutcomeReport(
             n_pairs=p.n,
             only_reference=p.only_reference,
@@ -172,21 +194,24 @@ def _evaluate_outcomes(
             coverage=p.coverage,
             decidable=p.n >= needed and not holes[name],
             **look,  # type: ignore[arg-type]
-            **_describe(p),
+            **described,
             **judged[name],
         )
         if p.n >= 2 and not holes[name]:
-            results[name] = paired_test(
-                p.reference,
-                p.current,
-                alternative="less",
-                margin=cfg.margin,
-                n_resamples=n_resamples,
-                confidence_level=cfg.confidence_level,
-                alpha=alpha / tested,  # the MDE at Holm's first step: what the look can find
-                power=cfg.power,
-                rng=np.random.default_rng(_rng_seed(monitor.seed, name)),
-            )
+            try:
+                results[name] = paired_test(
+                    p.reference,
+                    p.current,
+                    alternative="less",
+                    margin=cfg.margin,
+                    n_resamples=n_resamples,
+                    confidence_level=cfg.confidence_level,
+                    alpha=alpha / tested,  # the MDE at Holm's first step: what the look can find
+                    power=cfg.power,
+                    rng=np.random.default_rng(_rng_seed(monitor.seed, name)),
+                )
+            except StatsInputError as exc:
+                raise StatsInputError(_unusable(monitor, name, p, exc)) from exc
     decidable = _reachable(base, results, alpha)
     adjusted = dict(
         zip(
