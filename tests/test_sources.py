@@ -703,8 +703,13 @@ def test_outcomes_average_repeats_and_pair_by_query(tmp_path: Path) -> None:
     assert paired.only_reference_ids.tolist() == ["3"]
     assert paired.only_current_ids.tolist() == ["4"]
     assert paired.coverage == pytest.approx(2 / 3)
-    with pytest.raises(BadValuesError, match=r"1 of 5 outcome rows .*null query id: 1"):
+    with pytest.raises(BadValuesError) as caught:
         read_outcomes(OutcomeSpec(str(tmp_path)), ref_w)
+    # the column that holds them is named: it once said the outcome column, which was fine
+    assert "1 of 5 outcome rows" in str(caught.value)
+    assert "null query id ('query_id'): 1" in str(caught.value)
+    assert "column 'query_id'" in str(caught.value)
+    assert caught.value.column == "query_id"
 
 
 def test_outcome_windows_read_each_row_group_once_while_its_file_is_unchanged(

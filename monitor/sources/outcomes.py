@@ -170,13 +170,15 @@ def _read_outcomes(
             per_file[plan.file.path] = dropped
 
     if rows and (n_nullq + n_null + n_nan + n_inf) / rows > spec.max_invalid_share:
+        # the column that holds most of them: null query ids once named the outcome column
+        column = spec.query_column if n_nullq > n_null + n_nan + n_inf else spec.outcome_column
         _raise_bad_values(
             "outcome",
-            spec.outcome_column,
+            column,
             window,
             rows,
-            {"null query id": n_nullq, _null_label(spec.segment_column): n_null, "NaN": n_nan}
-            | {"inf": n_inf},
+            {f"null query id ({spec.query_column!r})": n_nullq}
+            | {_null_label(spec.segment_column): n_null, "NaN": n_nan, "inf": n_inf},
             spec.max_invalid_share,
             per_file,
         )
