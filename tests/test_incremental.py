@@ -1935,11 +1935,14 @@ def test_scores_landing_in_a_tested_block_are_counted_once_and_said(
     second = runner.run("demo", AT + HOUR).verdict
     web = second.inputs["web"]
     assert (web.late_scores, second.inputs["app"].late_scores) == (50, 0)
-    # missing at the first check: more than that check's time less their hour's end behind
-    assert web.late_scores_lag == (AT - (hour + HOUR)).total_seconds()
+    # missing at the first check, there at the second: more than the first's time less their
+    # hour's end behind their time, at most the second's less their hour's start
+    assert web.late_scores_lag_min == (AT - (hour + HOUR)).total_seconds()
+    assert web.late_scores_lag_max == (AT + HOUR - hour).total_seconds()
     said = [r for r in second.reasons if "landed after the evidence block" in r]
     assert len(said) == 1
     assert said[0].startswith("segment 'web': 50 scores landed")
+    assert "more than 10h and at most 12h late" in said[0]
     assert "drift.settle = 0s" in said[0]
     assert runner.run("demo", AT + 2 * HOUR).verdict.inputs["web"].late_scores == 0
 
@@ -1963,3 +1966,57 @@ def test_scores_within_drift_settle_are_not_late(rolling_world: Path) -> None:
     second = runner.run("demo", AT + HOUR).verdict.inputs["web"]
     assert second.late_scores == 0
     assert second.block_start == "2026-11-09T12:00:00Z"
+
+
+@pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
+def test_a_partition_overwritten_between_checks_brings_back_no_late_scores(
+    rolling_world: Path, config: str
+) -> None:
+    """A day's partition deleted and written back with the same rows (an overwrite, a
+    compaction), a check falling between the two: the scores that come back were tested, not
+    late. Counted down to the gap and up again, they once read as 34,314 late scores and the
+    advice to raise drift.settle; the count is a high-water mark."""
+    runner = Runner(load_config(rolling_world / config))
+    assert runner.run("demo", AT).verdict.inputs["web"].evidence
+    day = rolling_world / "scores" / "date=2026-11-09" / "part-0.parquet"
+    aside = rolling_world / "aside.parquet"
+    shutil.move(day, aside)
+    between = runner.run("demo", AT + HOUR).verdict
+    assert between.inputs["web"].late_scores == 0
+    shutil.move(aside, day)
+    after = runner.run("demo", AT + 2 * HOUR).verdict
+    assert {name: r.late_scores for name, r in after.inputs.items()} == {"web": 0, "app": 0}
+    assert not [r for r in after.reasons if "landed after the evidence block" in r]
+
+
+def test_late_scores_are_counted_through_buckets_that_do_not_divide_the_hour(
+    rolling_world: Path,
+) -> None:
+    """Buckets of 45 minutes (valid: they divide a 3-hour schedule and the windows): the
+    tested block's parts are cut at hours, off the buckets' boundaries, and were let go as
+    uncountable, so late scores were never counted through summaries. A bucket is counted in
+    the part holding its start, as the block counted it: the same 50 as read whole."""
+    late = {}
+    for config, engine in (("arrays.toml", ""), ("summaries.toml", '\nsummary.bucket = "45m"')):
+        text = (rolling_world / config).read_text().replace('schedule = "1h"', 'schedule = "3h"')
+        text = (
+            text.replace(
+                'windows.current = "1d"\n', 'windows.current = "1d"\ndrift.seasonality = "none"\n'
+            )
+            + engine
+        )
+        (rolling_world / f"b45-{config}").write_text(text)
+    for config in ("arrays.toml", "summaries.toml"):
+        runner = Runner(load_config(rolling_world / f"b45-{config}"))
+        state = Path(load_config(rolling_world / f"b45-{config}").server.state_dir)
+        assert runner.run("demo", AT).verdict.inputs["web"].evidence
+        late_file = rolling_world / "scores" / "date=2026-11-09" / "late.parquet"
+        stamps = np.datetime64("2026-11-09T13:30:00", "us") + np.arange(50).astype("timedelta64[s]")
+        write_parquet(
+            late_file,
+            {"timestamp": stamps, "score": np.full(50, 3.25), "segment": np.array(["web"] * 50)},
+        )
+        late[config] = runner.run("demo", AT + 3 * HOUR).verdict.inputs["web"].late_scores
+        late_file.unlink()
+        shutil.rmtree(state)
+    assert late == {"arrays.toml": 50, "summaries.toml": 50}

@@ -643,7 +643,10 @@ def test_from_dict_iv() -> None:
     def tested(blocks: object) -> dict[str, object]:
         return {"version": 2, "drift": {"a": {"tested": blocks}}}
 
-    T1, T2 = "2026-11-09T13:00:00Z", "2026-11-09T14:00:00Z"
+    T1, T2, H = "2026-11-09T13:00:00Z", "2026-11-09T14:00:00Z", 3_600 * 10**9
+
+    def part(**changes: object) -> dict[str, object]:
+        return {"at": T2, "start": T1, "ends": [H], "rows": [5], **changes}
 
     cases = [
         ([], "`state` must be a JSON object"),
@@ -673,14 +676,18 @@ def test_from_dict_iv() -> None:
         (seg(active=1), "`drift['a'].reference.active` must be true or"),
         (seg(active_since=1), "`drift['a'].reference.active_since` must"),
         (seg(x=1), "`drift['a'].reference` must be an object with keys"),
-        (tested(1), "`drift['a'].tested` must be a list of at most 48"),
-        (tested([[T1, T2, 5, T2]] * 49), "`drift['a'].tested` must be a list of at most 48"),
-        (tested([[T1, T2, 5]]), "`drift['a'].tested[0]` must be [start, end, rows, at]"),
-        (tested([[T1, None, 5, T2]]), "`drift['a'].tested[0]` must be three times and a count"),
-        (tested([[T1, "soon", 5, T2]]), "`drift['a'].tested[0].end` must be an RFC 3339"),
-        (tested([[T1, T2, -1, T2]]), "`drift['a'].tested[0].rows` must be a count"),
-        (tested([[T1, T2, 5.0, T2]]), "`drift['a'].tested[0].rows` must be a count"),
-        (tested([[T2, T1, 5, T2]]), "`drift['a'].tested[0]` must be a span whose start is"),
+        (tested(1), "`drift['a'].tested` must be an object"),
+        (tested({"at": T2, "start": T1}), "`drift['a'].tested` must be an object with keys"),
+        (tested(part(at=None)), "`drift['a'].tested.at` must be an RFC 3339 time"),
+        (tested(part(start="soon")), "`drift['a'].tested.start` must be an RFC 3339 time"),
+        (tested(part(ends=[])), "`drift['a'].tested.ends` must be a list of at most 48"),
+        (tested(part(ends=[H] * 49, rows=[1] * 49)), "`drift['a'].tested.ends` must be a list"),
+        (tested(part(ends=[H, H])), "`drift['a'].tested.ends` must be a list of at most 48"),
+        (tested(part(ends=[H + 1])), "`drift['a'].tested.ends` must be a list of at most 48"),
+        (tested(part(ends=[-H])), "`drift['a'].tested.ends` must be a list of at most 48"),
+        (tested(part(rows=[5, 6])), "`drift['a'].tested.rows` must be a count for each"),
+        (tested(part(rows=[-1])), "`drift['a'].tested.rows` must be a count for each"),
+        (tested(part(rows=[5.0])), "`drift['a'].tested.rows` must be a count for each"),
         ({"version": 2, "decay": 1}, "`decay` must be an object"),
         ({"version": 2, "decay": {"x": 1}}, "`decay` must be an object with keys"),
         ({"version": 2, "decay": {"runs_end": 1}}, "`decay.runs_end` must be null"),
@@ -696,17 +703,23 @@ def test_from_dict_iv() -> None:
 
 
 def test_round_trip_keeps_the_tested_blocks() -> None:
-    """The blocks a segment counts again for late scores survive a save: lost, the first
-    check after a restart would count nothing late in them."""
+    """The parts of tested blocks a segment counts again for late scores survive a save (lost,
+    the first check after a restart would count nothing late in them), in a compact form:
+    their ends as nanoseconds after the first start, one time of counting for all."""
     t = datetime(2026, 11, 9, 13, tzinfo=UTC)
-    blocks = (
-        CountedBlock(t, t + timedelta(hours=1), 812, t + timedelta(hours=2)),
-        CountedBlock(t + timedelta(hours=1), t + timedelta(hours=2), 0, t + timedelta(hours=2)),
+    blocks = tuple(
+        CountedBlock(t + k * timedelta(hours=1), t + (k + 1) * timedelta(hours=1), 812 + k)
+        for k in range(48)
     )
-    state = replace(STATE, drift={"a": SegmentDrift(evidence_end=t, tested=blocks)})
+    seg = SegmentDrift(evidence_end=t, tested=blocks, counted_at=t + timedelta(days=2))
+    state = replace(STATE, drift={"a": seg})
     back = MonitorState.from_dict(json.loads(json.dumps(state.to_dict())))
     assert back == state
     assert back.drift["a"].tested == blocks
+    assert back.drift["a"].counted_at == t + timedelta(days=2)
+    # two days of hourly parts in about 1 KB as the state file writes them (a thousand
+    # segments, twice with before_last: written as [start, end, rows, at], 3.6 KB)
+    assert len(json.dumps(seg.to_dict()["tested"], separators=(",", ":"))) < 1100
     assert "tested" not in SegmentDrift().to_dict()  # a file without any reads the same
 
 

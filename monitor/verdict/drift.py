@@ -218,10 +218,10 @@ class _Inputs:
         """The current window's newest score (ns); None: no score."""
         raise NotImplementedError
 
-    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int | None]:
-        """The current window's scores in each span ``[start, end)`` (ns), counted as a block
-        counts them (valid scores); None for a span this input cannot count exactly (through
-        summaries, one off the buckets' boundaries)."""
+    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int]:
+        """The current window's scores in each span ``[start, end)`` (ns), counted as ``block``
+        counts them (valid scores; through summaries, a bucket's in the span holding its
+        start)."""
         raise NotImplementedError
 
     @property
@@ -241,7 +241,7 @@ class _ArrayInputs(_Inputs):
         stamps = self.seg.current_timestamps
         return int(stamps.max()) if stamps is not None and stamps.size else None
 
-    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int | None]:
+    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int]:
         if not spans:
             return []
         seg = self.seg
@@ -374,16 +374,13 @@ class _SummaryInputs(_Inputs):
     def newest_ns(self) -> int | None:
         return self.s.current.newest_ns if self.s.current.rows else None
 
-    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int | None]:
+    def rows_in(self, spans: Sequence[tuple[int, int]]) -> list[int]:
         if not spans:
             return []
         _, cur = self.s.bins(self.s.edges)
         per = cur.sum(axis=1)
-        starts, step = self.s.current_starts, self.s.bucket_ns
-        return [
-            int(per[(starts >= a) & (starts < b)].sum()) if a % step == 0 == b % step else None
-            for a, b in spans
-        ]
+        starts = self.s.current_starts
+        return [int(per[(starts >= a) & (starts < b)].sum()) for a, b in spans]
 
     @property
     def step_ns(self) -> int:
@@ -426,7 +423,7 @@ def _evaluate_input(
     block_end = _block_end(at, inputs.newest_ns(), cfg.settle, inputs.step_ns)
     block = inputs.block(block_start, block_end, edges, period, counts.shape[0])
     block_size = int(block.sum())
-    tested, late, behind = _late(prior, inputs, data.current_start, at)
+    tested, late, lags = _late(prior, inputs, data.current_start, at)
     report = InputReport(
         n_reference=n_ref,
         n_current=n_cur,
@@ -458,10 +455,11 @@ def _evaluate_input(
         drift_since=_iso(_since(prior)),
         drift_tracks=tracks_txt,
         late_scores=late,
-        late_scores_lag=None if behind is None else behind.total_seconds(),
+        late_scores_lag_min=None if lags is None else lags[0].total_seconds(),
+        late_scores_lag_max=None if lags is None else lags[1].total_seconds(),
     )
     more: dict[str, Any] = {}  # the report's later fields, set in one replace at the end
-    state = replace(prior, tested=tested)
+    state = replace(prior, tested=tested, counted_at=at if tested else None)
     use_anchor = plan.tracks == 2
     if use_anchor:
         anchor = state.anchor_ref
@@ -549,8 +547,8 @@ def _evaluate_input(
         more["evidence"] = True
         pvalues[name] = test.pvalue
     if pvalues:
-        kept = (*state.tested, *_tested(inputs, block_start, block_end, at))
-        state = replace(state, evidence_end=block_end, tested=kept[-TESTED_KEPT:])
+        kept = (*state.tested, *_tested(inputs, block_start, block_end))
+        state = replace(state, evidence_end=block_end, tested=kept[-TESTED_KEPT:], counted_at=at)
     elif untested:
         # a block large enough, set aside whole (its hours lack from the reference), and no
         # block tested within the current window: the drift side has tested nothing (a log
@@ -568,48 +566,49 @@ def _evaluate_input(
     return replace(report, **more), state, pvalues
 
 
-def _tested(
-    inputs: _Inputs, start: datetime, end: datetime, at: datetime
-) -> tuple[CountedBlock, ...]:
+def _tested(inputs: _Inputs, start: datetime, end: datetime) -> tuple[CountedBlock, ...]:
     """The block ``[start, end)`` just tested, to count again at later checks: cut at the hours
-    (through summaries, the buckets) inside it, each part with its scores, the newest
-    ``TESTED_KEPT``. Cut, a block that began before the window slid (a first check's, one after
-    an outage: the whole window) keeps its later hours counted while the window holds them."""
+    (through summaries with buckets longer than the hour, at theirs) inside it, each part with
+    its scores, the newest ``TESTED_KEPT``. Cut, a block that began before the window slid (a
+    first check's, one after an outage: the whole window) keeps its later hours counted while
+    the window holds them."""
     step = inputs.step_ns
     a, b = _ns(start), _ns(end)
     cuts = [a, *range((a // step + 1) * step, b, step), b]
     spans = list(itertools.pairwise(cuts))[-TESTED_KEPT:]
     return tuple(
-        CountedBlock(from_ns(x), from_ns(y), n, at)
+        CountedBlock(from_ns(x), from_ns(y), n)
         for (x, y), n in zip(spans, inputs.rows_in(spans), strict=True)
-        if n is not None
     )
 
 
 def _late(
     prior: SegmentDrift, inputs: _Inputs, current_start: datetime, at: datetime
-) -> tuple[tuple[CountedBlock, ...], int, timedelta | None]:
-    """The blocks tested before (``_tested``'s parts) that the current window still holds
-    whole, counted again:
-    (those blocks with this count and ``at``, the scores that landed in them since they were
-    last counted, the least lateness of those scores). A score in ``[start, end)`` missing at
-    the count made at ``b.at`` landed more than ``b.at - b.end`` behind its time, and no block
-    tests it: the next one starts at ``evidence_end``. A block the window has slid past (in
-    part), or that summaries cannot count exactly (``rows_in`` None), is let go; fewer scores
-    than before (a file rewritten smaller) are counted from there on."""
+) -> tuple[tuple[CountedBlock, ...], int, tuple[timedelta, timedelta] | None]:
+    """The parts of blocks tested before (``_tested``) that the current window still holds
+    whole, counted again: (those parts, each with the most scores it has been seen to hold,
+    the scores beyond that count, and how late those were: more than ``L``, at most ``U``;
+    None when none). A score in a part ``[s, e)`` missing at the count made at ``counted_at``
+    and here at ``at`` landed between the two, more than ``counted_at - e`` and at most
+    ``at - s`` behind its time, and no block tests it: the next one starts at
+    ``evidence_end``. A part the window has slid past (in part) is let go. The count is a
+    high-water mark: a partition deleted and written back (an overwrite, a compaction) or a
+    file briefly missing brings back scores that were tested, not late ones."""
     kept = [b for b in prior.tested if b.start >= current_start]
     counts = inputs.rows_in([(_ns(b.start), _ns(b.end)) for b in kept])
     out: list[CountedBlock] = []
-    late, behind = 0, None
+    late = 0
+    lo: timedelta | None = None
+    hi: timedelta | None = None
+    counted = prior.counted_at if prior.counted_at is not None else at
     for b, n in zip(kept, counts, strict=True):
-        if n is None:
-            continue
         if n > b.rows:
             late += n - b.rows
-            lag = b.at - b.end
-            behind = lag if behind is None else min(behind, lag)
-        out.append(replace(b, rows=n, at=at))
-    return tuple(out), late, behind
+            lo = counted - b.end if lo is None else min(lo, counted - b.end)
+            hi = at - b.start if hi is None else max(hi, at - b.start)
+            b = replace(b, rows=n)
+        out.append(b)
+    return tuple(out), late, None if lo is None or hi is None else (lo, hi)
 
 
 def _fills_anchor(anchor: np.ndarray, counts: np.ndarray) -> bool:

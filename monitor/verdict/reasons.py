@@ -228,15 +228,18 @@ def _reasons(
         out.append((rank, _input_reason(monitor, data, name, ir, plan)))
         if ir.late_scores:
             where = f"segment {name!r}: " if name else ""
-            lag = format_duration(timedelta(seconds=round(ir.late_scores_lag or 0.0)))
+            lo, hi = (
+                format_duration(timedelta(seconds=round(x or 0.0)))
+                for x in (ir.late_scores_lag_min, ir.late_scores_lag_max)
+            )
             settle = format_duration(monitor.drift.settle)
             out.append(
                 (
                     4,
                     f"{where}{ir.late_scores} scores landed after the evidence block holding "
-                    f"their time was tested, more than {lag} late: no block tests them (a "
-                    f"writer later than drift.settle = {settle}); set "
-                    "drift.settle to its lateness",
+                    f"their time was tested, more than {lo} and at most {hi} late: no block "
+                    f"tests them (a writer later than drift.settle = {settle}); set "
+                    f"drift.settle to that writer's lateness ({hi} covers it)",
                 )
             )
         if ir.volume_ratio is not None and ir.volume_ratio < 0.5:

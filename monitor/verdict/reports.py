@@ -25,8 +25,8 @@ class InputReport:
     ``ks_pvalue`` its p, ``ks_statistic_high`` D_hi and ``ks_pvalue_low`` p(D_hi) (None when
     exact); ``grid_points`` the frozen grid's size (None: the windows were read whole).
     ``late_scores``: scores found this check in blocks tested before (a writer later than
-    ``drift.settle``: no block tests them); ``late_scores_lag`` the least they were behind
-    their time, in seconds (None: none found).
+    ``drift.settle``: no block tests them); they were more than ``late_scores_lag_min`` and at
+    most ``late_scores_lag_max`` seconds behind their time (None: none found).
     """
 
     n_reference: int
@@ -79,7 +79,8 @@ class InputReport:
     drift_since: str | None = None
     drift_tracks: tuple[str, ...] = ()
     late_scores: int = 0
-    late_scores_lag: float | None = None
+    late_scores_lag_min: float | None = None
+    late_scores_lag_max: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {}

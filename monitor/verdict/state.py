@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -126,29 +127,17 @@ class Anchor:
 
 @dataclass(frozen=True, slots=True)
 class CountedBlock:
-    """An evidence block the drift verdict tested: its span ``[start, end)`` of the current
-    window, the scores it held then (``rows``) and the check that tested it (``at``). Counted
-    again at each later check while the current window holds it whole: scores that landed in
-    it since (a writer later than ``drift.settle``) are in no block, and are said."""
+    """A part of an evidence block the drift verdict tested: its span ``[start, end)`` of the
+    current window and the most scores it has been seen to hold (``rows``). Counted again at
+    each later check while the current window holds it whole: scores beyond ``rows`` landed
+    since (a writer later than ``drift.settle``) and are in no block."""
 
     start: datetime
     end: datetime
     rows: int
-    at: datetime
-
-    def to_list(self) -> list[Any]:
-        return [_iso(self.start), _iso(self.end), self.rows, _iso(self.at)]
-
-    @classmethod
-    def from_list(cls, d: Any) -> CountedBlock:
-        start, end, at = (_parse_iso(d[i]) for i in (0, 1, 3))
-        assert start is not None
-        assert end is not None
-        assert at is not None
-        return cls(start=start, end=end, rows=int(d[2]), at=at)
 
 
-TESTED_KEPT = 48  # tested blocks a segment keeps to count again (the newest)
+TESTED_KEPT = 48  # tested parts a segment keeps to count again (the newest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +148,10 @@ class SegmentDrift:
     reference: DriftTrack = field(default_factory=DriftTrack)
     anchor: DriftTrack = field(default_factory=DriftTrack)
     anchor_ref: Anchor | None = None
-    tested: tuple[CountedBlock, ...] = ()  # oldest first, at most ``TESTED_KEPT``
+    # oldest first, at most ``TESTED_KEPT``, each starting where the one before ended; all
+    # last counted by the check at ``counted_at``
+    tested: tuple[CountedBlock, ...] = ()
+    counted_at: datetime | None = None
 
     def track(self, name: str) -> DriftTrack:
         return self.reference if name == "reference" else self.anchor
@@ -182,7 +174,7 @@ class SegmentDrift:
             "anchor_ref": None if self.anchor_ref is None else self.anchor_ref.to_dict(),
         }
         if self.tested:  # absent when empty: files written before it read the same
-            out["tested"] = [t.to_list() for t in self.tested]
+            out["tested"] = _tested_doc(self.tested, self.counted_at)
         return out
 
     @classmethod
@@ -193,7 +185,7 @@ class SegmentDrift:
             reference=DriftTrack.from_dict(d.get("reference", {})),
             anchor=DriftTrack.from_dict(d.get("anchor", {})),
             anchor_ref=None if anchor_ref is None else Anchor.from_dict(anchor_ref),
-            tested=tuple(CountedBlock.from_list(t) for t in d.get("tested", ())),
+            **_tested_parts(d.get("tested")),
         )
 
 
@@ -268,6 +260,44 @@ class DecayTrack:
             # look was made again at the first check after an upgrade. Read as not counted
             runs_rows=int(d.get("runs_rows", 0)) if d.get("runs_rows_lines") else 0,
         )
+
+
+def _tested_doc(parts: tuple[CountedBlock, ...], at: datetime | None) -> dict[str, Any]:
+    """The tested parts as the state file holds them, compactly (a segment keeps up to
+    ``TESTED_KEPT``, and the state before the latest slot a copy): the first part's start,
+    each part's end as nanoseconds after it (``ends``), their counts (``rows``) and the check
+    that counted them (``at``). The parts are contiguous (each block starts where the last
+    tested one ended, and the window drops the oldest first)."""
+    origin = parts[0].start
+    ends = []
+    for before, part in itertools.pairwise(parts):
+        assert part.start == before.end, "tested parts are contiguous"
+    for part in parts:
+        ends.append((part.end - origin) // _US * 1000)  # nanoseconds, as the data's timestamps
+    return {
+        "at": _iso(at),
+        "start": _iso(origin),
+        "ends": ends,
+        "rows": [p.rows for p in parts],
+    }
+
+
+_US = timedelta(microseconds=1)
+
+
+def _tested_parts(d: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``SegmentDrift``'s ``tested`` and ``counted_at`` from ``_tested_doc``'s form (checked
+    by ``_check_tested`` first); none when absent."""
+    if not d:
+        return {}
+    origin = _parse_iso(d["start"])
+    assert origin is not None
+    cuts = [origin, *(origin + timedelta(microseconds=int(e) // 1000) for e in d["ends"])]
+    parts = tuple(
+        CountedBlock(a, b, int(n))
+        for (a, b), n in zip(itertools.pairwise(cuts), d["rows"], strict=True)
+    )
+    return {"tested": parts, "counted_at": _parse_iso(d["at"])}
 
 
 _TRACK_KEYS = {"cusum", "active", "active_since", "quiet", "clear_cusum"}
@@ -389,7 +419,7 @@ def _check_state_doc(d: Any) -> None:
             active = track.get("active", False)
             _need(isinstance(active, bool), f"{tw}active", "true or false", active)
             _check_time(track, "active_since", tw)
-        _check_tested(seg.get("tested", []), f"{where}.tested")
+        _check_tested(seg.get("tested"), f"{where}.tested")
         anchor = seg.get("anchor_ref")
         _need(
             anchor is None or isinstance(anchor, Mapping),
@@ -411,22 +441,29 @@ def _check_state_doc(d: Any) -> None:
 
 
 def _check_tested(tested: Any, where: str) -> None:
-    """The shape of a segment's tested blocks: a list of at most ``TESTED_KEPT``
-    ``[start, end, rows, at]`` (RFC 3339 times, start before end, rows a count)."""
-    what = f"a list of at most {TESTED_KEPT} [start, end, rows, at]"
-    _need(isinstance(tested, list) and len(tested) <= TESTED_KEPT, where, what, tested)
-    for i, block in enumerate(tested):
-        at = f"{where}[{i}]"
-        _need(isinstance(block, list) and len(block) == 4, at, "[start, end, rows, at]", block)
-        times = dict(zip(("start", "end", "at"), (block[0], block[1], block[3]), strict=True))
-        _need(all(isinstance(t, str) for t in times.values()), at, "three times and a count", block)
-        for key in times:
-            _check_time(times, key, f"{at}.")
-        _need(_is_count(block[2]), f"{at}.rows", "a count", block[2])
-        start, end = _parse_iso(block[0]), _parse_iso(block[1])
-        assert start is not None
-        assert end is not None
-        _need(start < end, at, "a span whose start is before its end", block)
+    """The shape of a segment's tested parts (``_tested_doc``): ``at`` and ``start`` RFC 3339
+    times, ``ends`` at most ``TESTED_KEPT`` increasing positive nanoseconds (whole
+    microseconds), ``rows`` a count for each."""
+    if tested is None:
+        return
+    _need(isinstance(tested, Mapping), where, "an object", tested)
+    keys = {"at", "start", "ends", "rows"}
+    _need(set(tested) == keys, where, f"an object with keys {sorted(keys)}", sorted(tested))
+    for key in ("at", "start"):
+        _check_time(tested, key, f"{where}.")
+        _need(tested[key] is not None, f"{where}.{key}", "an RFC 3339 time", None)
+    ends, rows = tested["ends"], tested["rows"]
+    what = f"a list of at most {TESTED_KEPT} increasing nanoseconds"
+    _need(isinstance(ends, list) and 0 < len(ends) <= TESTED_KEPT, f"{where}.ends", what, ends)
+    _need(
+        all(_is_count(e) and e % 1000 == 0 for e in ends)
+        and all(b > a for a, b in itertools.pairwise([0, *ends])),
+        f"{where}.ends",
+        what,
+        ends,
+    )
+    ok = isinstance(rows, list) and len(rows) == len(ends) and all(_is_count(n) for n in rows)
+    _need(ok, f"{where}.rows", "a count for each of ends", rows)
 
 
 def _is_count(value: Any) -> bool:
