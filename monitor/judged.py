@@ -48,9 +48,10 @@ __all__ = ["JudgedInfo", "forget_windows", "judged_outcomes", "metric_names"]
 class JudgedInfo:
     """What a judged-runs window was scored with, and its window-level numbers.
 
-    ``means``: each metric's mean over the window's queries where it is defined (the decision
-    metric's over the queries the test uses); ``calibration``: pooled over judged, scored rows
-    (None when the runs carry no scores or no row is judged).
+    ``means``: each metric's mean over the queries the test uses, those where the decision
+    metric is defined (a reported metric defined on more queries, nDCG beside AP at a higher
+    ``relevant_grade``, is averaged over the same ones); ``calibration``: pooled over judged,
+    scored rows (None when the runs carry no scores or no row is judged).
     """
 
     metric: str
