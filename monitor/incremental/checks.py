@@ -235,17 +235,20 @@ class SummaryChecks:
 
     # -- the grid ---------------------------------------------------------------------------
 
-    def _grid_present(self, name: str, path: Path) -> bool:
-        """Whether the monitor's grid file is there; False, with a warning, when its directory
-        cannot be entered (another user's state_dir): the grid is then built in memory."""
+    def _grid_present(self, path: Path) -> bool:
+        """Whether the monitor's grid file is there. A directory that cannot be entered is
+        this check's error, as a grid file that cannot be read is (``_read_grid``): a grid of
+        its own would decide on other edges than the daemon's (``monitor check``), or be one
+        the daemon keeps in memory, never saved nor looked for again once access is back."""
         try:
             return path.exists()
         except OSError as exc:
-            log.warning(
-                "cannot read the summary grid; building it in memory",
-                extra={"monitor": name, "path": str(path), "error": str(exc)},
+            hint = (
+                "give the daemon's user access to its state_dir again"
+                if self.persist_grids
+                else "run as the daemon's user, or with read access to its state_dir"
             )
-            return False
+            raise SummaryCheckError(f"cannot read the summary grid {path}: {exc}; {hint}") from exc
 
     def _grid_path(self, name: str) -> Path | None:
         """The persisted grid's file: read by every runner with a state directory (``monitor
@@ -275,7 +278,7 @@ class SummaryChecks:
         # the grid a rebuild replaces: its cached buckets go with it
         replaced = memo[1].key if memo is not None else None
         path = self._grid_path(monitor.name)
-        if held is None and path is not None and self._grid_present(monitor.name, path):
+        if held is None and path is not None and self._grid_present(path):
             held, replaced = self._read_grid(monitor.name, path, want, replaced)
         keep_edges = [np.asarray(e, np.float64) for e in keep_edges]
         if (
