@@ -233,6 +233,7 @@ def evaluate(
         stale,
         decided=verdict_state in ("model_decay", "data_drift"),
         dropped=dropped,
+        undecided=verdict_state == "insufficient_data",
     )
     if not data.segments:
         reasons.insert(
@@ -241,8 +242,6 @@ def evaluate(
             f"score {_iso(data.newest_score) or 'never'}, newest outcome "
             f"{_iso(data.newest_outcome) or 'never'}",
         )
-    if not outcomes and data.segments:
-        reasons.append("no evaluation run looked at yet: decay undecided")
     if not plan.resolved:
         reasons.append(
             f"alarm plan: the CUSUM threshold h {plan.drift_h:.4g} is past what its chain "

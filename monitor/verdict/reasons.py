@@ -183,13 +183,19 @@ def _reasons(
     *,
     decided: bool = False,
     dropped: Mapping[str, datetime | None] | None = None,
+    undecided: bool = False,
 ) -> list[str]:
     """Reasons, the deciding ones first: decays, drifts, then the rest, undecidable last. A
     stale feed's line comes first when it decided (``insufficient_data``), else after the
     decays and drifts that did (``decided``): the page's headline is the first reason. A
     drift alarm ``dropped`` this check (segment: raised since) is said first unless an alarm
-    decided, else last."""
+    decided, else last. When the check is ``undecided`` (``insufficient_data``), what could
+    not be decided comes before what was (an outcome flat, no drift alarm): the headline says
+    why the state is what it is."""
     out: list[tuple[float, str]] = [(2.5 if decided else 0, s) for s in stale]
+    low = 2.9 if undecided else 5  # the rank of what could not be decided
+    if not outcomes and data.segments:
+        out.append((low, "no evaluation run looked at yet: decay undecided"))
     dropped = dropped or {}
     for name in sorted(dropped):
         where = f"segment {name!r}: " if name else ""
@@ -203,7 +209,7 @@ def _reasons(
         )
     for name in sorted(outcomes):
         r = outcomes[name]
-        rank = 1 if r.decay else (5 if not r.decidable else 3)
+        rank = 1 if r.decay else (low if not r.decidable else 3)
         out.append((rank, _outcome_reason(monitor, name, r)))
         # while the look decides, carried or new (it vanished one check after the look); not
         # for a segment of scores only, with no golden query on either side (nothing was lost:
@@ -224,7 +230,7 @@ def _reasons(
             )
     for name in sorted(inputs):
         ir = inputs[name]
-        rank = 2 if ir.drift else (5 if not ir.decidable else 3)
+        rank = 2 if ir.drift else (low if not ir.decidable else 3)
         out.append((rank, _input_reason(monitor, data, name, ir, plan)))
         if ir.late_scores:
             where = f"segment {name!r}: " if name else ""
