@@ -843,16 +843,18 @@ class _PageWriter:
         changed = previous is None or previous.verdict.state != v.state
         if not (changed or last):
             return
+        # the one page, replayed as the backtest did (a backtest from the slot to itself is
+        # refused: the first slot's page once said to run one)
         command = (
-            f"monitor backtest --config {self.config.path} --from {_iso(self.start)} "
-            f"--to {_iso(v.at)} --monitor {v.monitor} --report DIR"
+            f"monitor report --config {self.config.path} --monitor {v.monitor} --at "
+            f"{_iso(v.at)} --replay-from {_iso(self.start)}"
         )
-        page = render_monitor_page(
+        page = render_monitor_page(  # generated now: a replayed page is no snapshot of its slot
             self.config.monitor(v.monitor),
             v,
             record.detail,
             record.history,
-            PageContext(report=self.config.report, command=command, generated_at=v.at),
+            PageContext(report=self.config.report, command=command),
         )
         target = self.directory / page_file_name(v.monitor, v.at)
         try:

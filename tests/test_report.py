@@ -3,11 +3,13 @@ it is self-contained and small, and the configuration and history behave."""
 
 from __future__ import annotations
 
+import html
 import itertools
 import json
 import logging
 import math
 import re
+import shlex
 import sys
 from collections.abc import Callable
 from dataclasses import replace
@@ -838,6 +840,17 @@ def test_backtest_report_writes_a_page_per_state_change_and_the_last(
     assert last.classes["bar-ref"] == last.classes["bar-cur"] > 0
     # the replayed history draws the timeline: one mark per change of state in the range
     assert last.classes["state-change"] == len(changes) - 1
+    # the first page's command reproduces it (it once said to backtest from the slot to
+    # itself, which is refused), and its footer says when it was made, not its slot's time
+    first_page = (out / f"demo-{first_at:%Y%m%dT%H%MZ}.html").read_text()
+    found = re.search(r"Reproduce this page: <code>(.*?)</code>", first_page)
+    assert found is not None
+    command = html.unescape(found[1])
+    assert command.startswith("monitor report ")
+    again = tmp_path / "again.html"
+    assert main([*shlex.split(command)[1:], "--out", str(again)]) == 0
+    assert parse(again.read_text()).values == parse(first_page).values
+    assert f"Generated {first_at:%Y-%m-%d %H:%M} UTC" not in first_page
 
 
 def test_backtest_report_into_a_file_keeps_the_timeline(
@@ -1464,3 +1477,63 @@ def test_the_ecdf_of_one_value_rises_at_that_value() -> None:
     for points in lines:
         ys = [float(p.split(",")[1]) for p in points.split()]
         assert ys[0] > ys[-1]  # starts at F = 0 (the bottom) and ends at F = 1 (the top)
+
+
+def test_an_undecidable_look_says_which_bound_it_missed(tmp_path: Path) -> None:
+    """The page's "Undecidable look" line once always blamed the look's alpha: for 10 pairs
+    under ``decay.min_pairs`` 20 (2^-10 reaches the alpha), and for a look with no pair at all
+    (a replaced golden set), whose strip it also called "not available to draw"."""
+    from dataclasses import replace as swap
+
+    from monitor.config import load_config
+    from monitor.report.page import _too_few_pairs
+    from monitor.simulate import SCENARIOS, write_world
+    from monitor.verdict import OutcomeReport
+
+    scenario = swap(SCENARIOS["small_golden_set"], scores_per_hour=400.0)
+    small = write_world(
+        tmp_path / "small", scenario, start=START, end=AT + timedelta(days=1), seed=11
+    )
+    out = tmp_path / "small.html"
+    assert (
+        main(
+            [
+                "report",
+                "--config",
+                str(small.config_path),
+                "--at",
+                AT.isoformat(),
+                "--out",
+                str(out),
+            ]
+        )
+        == 3  # insufficient_data
+    )
+    said = re.findall(r"Undecidable look:</strong> ([^<]*)", out.read_text())
+    assert len(said) == 1
+    assert re.fullmatch(
+        r"\d+ pairs, fewer than the 20 a look needs \(decay\.min_pairs\)\.", said[0]
+    )
+    monitor = load_config(small.config_path).monitors[0]
+    none = OutcomeReport(
+        n_pairs=0, only_reference=300, only_current=280, coverage=0.0, decidable=False
+    )
+    assert _too_few_pairs(monitor, none).startswith("no pairs: no query is in both windows")
+    alpha = swap(none, n_pairs=25, alpha=0.05 / 721)
+    assert _too_few_pairs(monitor, alpha) == (
+        "25 pairs: a sign-flip test on them cannot reach this look's alpha 6.93e-05 (it needs "
+        "2^-n <= alpha: 14 pairs)"
+    )
+
+
+def test_a_bracketed_d_is_labelled_as_a_bracket_on_the_chart() -> None:
+    """Through summaries D is only bracketed: the chart's label once read "D = 0.139" while
+    the table beside it said D lies between 0.139 and 0.141."""
+    rng = np.random.default_rng(2)
+    d, both = _detail(rng.normal(0, 1, 2000), rng.normal(0.4, 1, 2000))
+    lo = both.ks.statistic
+    exact = ecdf_chart(d, "", lo)
+    assert f"D = {lo:.3f}" in exact
+    bracketed = ecdf_chart(d, "", lo, ks_high=lo + 0.002)
+    assert f"D = {lo:.3f}" not in bracketed
+    assert f"{lo:.3f} ≤ D ≤ {lo + 0.002:.3f}" in bracketed

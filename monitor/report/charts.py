@@ -176,7 +176,12 @@ def ecdf_chart(
         svg.text(
             x + 5,
             (ys(d.ks_reference) + ys(d.ks_current)) / 2,
-            f"D = {ks_statistic:.3f}" if ks_statistic is not None else "D",
+            # bracketed through summaries: D is not known to be the lower end
+            "D"
+            if ks_statistic is None
+            else f"D = {ks_statistic:.3f}"
+            if ks_high is None
+            else f"{ks_statistic:.3f} ≤ D ≤ {ks_high:.3f}",
             cls="note",
         )
     _legend(svg, [("ref", "reference"), ("cur", "current"), ("ks", "KS gap")])

@@ -114,6 +114,27 @@ class PageContext:
     home: str | None = None  # the daemon's landing page (a file written by report has none)
 
 
+def _too_few_pairs(monitor: MonitorConfig, o: OutcomeReport) -> str:
+    """Why a look with no other reason is undecidable, from its numbers: no pairs, fewer than
+    ``decay.min_pairs``, or too few for an exact sign-flip test to reach its alpha (2^-n must
+    be at most alpha). Once always the last, for 10 pairs under min_pairs 20 and for none."""
+    n, least = o.n_pairs, monitor.decay.min_pairs
+    if n == 0:
+        return (
+            f"no pairs: no query is in both windows ({o.only_reference:,} only in the "
+            f"reference, {o.only_current:,} only in the current runs)"
+        )
+    if n < least:
+        return f"{n:,} pairs, fewer than the {least:,} a look needs (decay.min_pairs)"
+    if o.alpha is not None and o.alpha > 0:
+        need = math.ceil(math.log2(1.0 / o.alpha))
+        return (
+            f"{n:,} pairs: a sign-flip test on them cannot reach this look's alpha "
+            f"{o.alpha:.3g} (it needs 2^-n <= alpha: {need:,} pairs)"
+        )
+    return "too few pairs for this look's alpha"
+
+
 def runbook_anchor(state: str) -> str:
     """The runbook section of a state's alert, as a GitHub-style anchor."""
     return _ALERTS.get(state, "Drift versus decay").lower().replace(" ", "-")
@@ -140,6 +161,20 @@ def _grafana(
 
 
 # --------------------------------------------------------------------------- formatting
+
+
+def _when(value: object) -> str:
+    """A time the verdict holds as RFC 3339 text, as ``_iso`` writes times (one format on a
+    page: its raw form, microseconds and all, once sat beside the others); other values as
+    they are, "–" for none."""
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, str):
+        try:
+            return _iso(datetime.fromisoformat(value.replace("Z", "+00:00")))
+        except ValueError:
+            return value
+    return str(value)
 
 
 def _iso(t: datetime | None) -> str:
@@ -381,7 +416,7 @@ def _input_section(
         ),
         (
             "evidence block",
-            _td(f"{inp.block_start or '–'} to {inp.block_end or '–'}")
+            _td(f"{_when(inp.block_start)} to {_when(inp.block_end)}")
             + _cell("input.block_samples", inp.block_samples, f"{inp.block_samples:,} scores"),
         ),
         (
@@ -603,9 +638,9 @@ def _outcome_section(
         (
             "look",
             _td(
-                f"{o.looked_at or '–'} "
+                f"{_when(o.looked_at)} "
                 f"({'this check' if o.new_look else 'carried: no new run since'}), "
-                f"{o.runs} run(s) {o.runs_start or '–'} to {o.runs_end or '–'}"
+                f"{o.runs} run(s) {_when(o.runs_start)} to {_when(o.runs_end)}"
             ),
         ),
         ("pairs", _cell("outcome.n_pairs", o.n_pairs, f"{o.n_pairs:,}")),
@@ -647,7 +682,7 @@ def _outcome_section(
             _cell(
                 "outcome.decay",
                 o.decay,
-                f"{'yes since ' + (o.decay_since or '') if o.decay else 'no'}",
+                f"{'yes since ' + _when(o.decay_since) if o.decay else 'no'}",
                 numeric=False,
             ),
         ),
@@ -669,10 +704,12 @@ def _outcome_section(
     if not o.decidable:
         out.append(
             f"<p><strong>Undecidable look:</strong> "
-            f"{esc(o.undecidable_reason or 'too few pairs for this look’s alpha')}.</p>"
+            f"{esc(o.undecidable_reason or _too_few_pairs(monitor, o))}.</p>"
         )
     d = detail.outcomes.get(seg) if detail is not None else None
-    if d is None or d.n == 0:
+    if o.n_pairs == 0:
+        out.append("<p>No pairs to draw: no query is in both windows.</p>")
+    elif d is None or d.n == 0:
         out.append("<p>The pairs of this look are not available to draw.</p>")
     else:
         out.append(
@@ -834,7 +871,7 @@ def _segments_section(monitor: MonitorConfig, verdict: Verdict) -> str:
 
 
 def _config_section(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext) -> str:
-    windows = [[_td(k), _td(str(v) if v else "–")] for k, v in verdict.windows.items()]
+    windows = [[_td(k), _td(_when(v))] for k, v in verdict.windows.items()]
     doc = json.dumps(_redacted(_plain(asdict(monitor))), indent=1, sort_keys=True)
     parts = ['<section id="configuration"><h2>Configuration and data windows</h2>']
     if ctx.command:
