@@ -440,6 +440,7 @@ class Runner:
             outcome_rolling_start=rolling_start,
             outcome_reference_end=out_ref_w.end,
             judged=_judged_check(monitor, ref_out, cur_out if runs.new else None),
+            read_at=self.clock(),
         )
         score_rows = ref.rows + cur.rows if summarized is None else summarized.rows
         rows = score_rows + ref_out.rows + (cur_out.rows if runs.new else 0)

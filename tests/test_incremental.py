@@ -1922,7 +1922,8 @@ def test_scores_landing_in_a_tested_block_are_counted_once_and_said(
     and the next block starts after it, so no block ever tests them (a drift they alone carry
     stays unseen). The next check counts them (read whole or through summaries alike), says so
     among the reasons and exports them (``late_scores``); the check after it counts none."""
-    runner = Runner(load_config(rolling_world / config))
+    now = [AT]  # each slot checked at its time, as the daemon does
+    runner = Runner(load_config(rolling_world / config), clock=lambda: now[0])
     first = runner.run("demo", AT)
     assert first.verdict.inputs["web"].evidence
     assert first.verdict.inputs["web"].late_scores == 0
@@ -1932,6 +1933,7 @@ def test_scores_landing_in_a_tested_block_are_counted_once_and_said(
         rolling_world / "scores" / "date=2026-11-09" / "late.parquet",
         {"timestamp": stamps, "score": np.full(50, 3.25), "segment": np.array(["web"] * 50)},
     )
+    now[0] = AT + HOUR
     second = runner.run("demo", AT + HOUR).verdict
     web = second.inputs["web"]
     assert (web.late_scores, second.inputs["app"].late_scores) == (50, 0)
@@ -1944,6 +1946,7 @@ def test_scores_landing_in_a_tested_block_are_counted_once_and_said(
     assert said[0].startswith("segment 'web': 50 scores landed")
     assert "more than 10h and at most 12h late" in said[0]
     assert "drift.settle = 0s" in said[0]
+    now[0] = AT + 2 * HOUR
     assert runner.run("demo", AT + 2 * HOUR).verdict.inputs["web"].late_scores == 0
 
 
@@ -2020,3 +2023,71 @@ def test_late_scores_are_counted_through_buckets_that_do_not_divide_the_hour(
         late_file.unlink()
         shutil.rmtree(state)
     assert late == {"arrays.toml": 50, "summaries.toml": 50}
+
+
+def _late_rows(root: Path, n: int, at: datetime, name: str = "late.parquet") -> None:
+    stamps = np.datetime64(at.replace(tzinfo=None), "us") + np.arange(n).astype("timedelta64[s]")
+    write_parquet(
+        root / "scores" / "date=2026-11-09" / name,
+        {"timestamp": stamps, "score": np.full(n, 3.25), "segment": np.array(["web"] * n)},
+    )
+
+
+@pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
+def test_late_scores_after_a_rewrite_that_dropped_rows_are_counted(
+    rolling_world: Path, config: str
+) -> None:
+    """An hour rewritten with 10 of its rows taken out (a dedup), then 5 late rows for it: a
+    mark that never came down hid them (5 under it). Below the mark at two checks in a row,
+    the first count is the mark, and the 5 are late."""
+    import pyarrow.parquet as pq
+
+    runner = Runner(load_config(rolling_world / config))
+    assert runner.run("demo", AT).verdict.inputs["web"].evidence
+    day = rolling_world / "scores" / "date=2026-11-09" / "part-0.parquet"
+    table = pq.read_table(day)
+    stamps = table.column("timestamp").to_numpy()
+    web = table.column("segment").to_numpy(zero_copy_only=False) == "web"
+    hour = np.datetime64("2026-11-09T13:00:00", "us")
+    inside = np.flatnonzero(web & (stamps >= hour) & (stamps < hour + np.timedelta64(1, "h")))
+    keep = np.ones(table.num_rows, dtype=bool)
+    keep[inside[:10]] = False
+    pq.write_table(table.filter(keep), day)
+    assert runner.run("demo", AT + HOUR).verdict.inputs["web"].late_scores == 0
+    _late_rows(rolling_world, 5, datetime(2026, 11, 9, 13, 30, tzinfo=UTC))
+    assert runner.run("demo", AT + 2 * HOUR).verdict.inputs["web"].late_scores == 5
+    assert runner.run("demo", AT + 3 * HOUR).verdict.inputs["web"].late_scores == 0
+
+
+@pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
+def test_late_scores_bounds_hold_around_a_dip_and_a_slot_checked_late(
+    rolling_world: Path, config: str
+) -> None:
+    """How late is bounded by what the checks saw: (a) rows landed before a check that found
+    their partition gone a while (a compaction) were there, hidden: "more than L" may not take
+    that check's time (it said 11 h for rows 10 h late); (b) a slot checked late (a restart
+    catching up) counts what landed until it read: "at most U" runs to then (it said 35 h for
+    rows 54 h late)."""
+    now = [AT]
+    runner = Runner(load_config(rolling_world / config), clock=lambda: now[0])
+    assert runner.run("demo", AT).verdict.inputs["web"].evidence
+    stamped = datetime(2026, 11, 9, 13, 59, 59, tzinfo=UTC)
+    _late_rows(rolling_world, 1, stamped)  # lands at AT + 10 minutes: 10 h 0 min 1 s late
+    day = rolling_world / "scores" / "date=2026-11-09" / "part-0.parquet"
+    shutil.move(day, rolling_world / "aside.parquet")
+    now[0] = AT + HOUR
+    assert runner.run("demo", AT + HOUR).verdict.inputs["web"].late_scores == 0
+    shutil.move(rolling_world / "aside.parquet", day)
+    now[0] = AT + 2 * HOUR
+    web = runner.run("demo", AT + 2 * HOUR).verdict.inputs["web"]
+    assert web.late_scores == 1
+    assert web.late_scores_lag_min is not None
+    assert web.late_scores_lag_min <= (AT + timedelta(minutes=10) - stamped).total_seconds()
+    # (b): the slot of AT + 3h read at AT + 20h, rows stamped 13:30 landed at AT + 19h
+    _late_rows(rolling_world, 4, datetime(2026, 11, 9, 13, 30, tzinfo=UTC), "later.parquet")
+    now[0] = AT + 20 * HOUR
+    web = runner.run("demo", AT + 3 * HOUR).verdict.inputs["web"]
+    assert web.late_scores == 4
+    assert web.late_scores_lag_max is not None
+    landed = AT + 19 * HOUR - datetime(2026, 11, 9, 13, 30, tzinfo=UTC)
+    assert web.late_scores_lag_max >= landed.total_seconds()

@@ -688,6 +688,11 @@ def test_from_dict_iv() -> None:
         (tested(part(rows=[5, 6])), "`drift['a'].tested.rows` must be a count for each"),
         (tested(part(rows=[-1])), "`drift['a'].tested.rows` must be a count for each"),
         (tested(part(rows=[5.0])), "`drift['a'].tested.rows` must be a count for each"),
+        (tested(part(seen=[5, 6])), "`drift['a'].tested.seen` must be a count for each"),
+        (tested(part(x=1)), "`drift['a'].tested` must be an object with keys"),
+        # a valid count whose end is past the data's nanosecond span: every check once failed
+        # with OverflowError putting it among the reader's cuts
+        (tested(part(ends=[(2**63 // 1000 - 1) * 1000])), "`drift['a'].tested.ends` must be"),
         ({"version": 2, "decay": 1}, "`decay` must be an object"),
         ({"version": 2, "decay": {"x": 1}}, "`decay` must be an object with keys"),
         ({"version": 2, "decay": {"runs_end": 1}}, "`decay.runs_end` must be null"),
@@ -708,7 +713,12 @@ def test_round_trip_keeps_the_tested_blocks() -> None:
     their ends as nanoseconds after the first start, one time of counting for all."""
     t = datetime(2026, 11, 9, 13, tzinfo=UTC)
     blocks = tuple(
-        CountedBlock(t + k * timedelta(hours=1), t + (k + 1) * timedelta(hours=1), 812 + k)
+        CountedBlock(
+            t + k * timedelta(hours=1),
+            t + (k + 1) * timedelta(hours=1),
+            812 + k,
+            None if k % 7 else 800,  # a count below the mark, kept
+        )
         for k in range(48)
     )
     seg = SegmentDrift(evidence_end=t, tested=blocks, counted_at=t + timedelta(days=2))
@@ -719,7 +729,8 @@ def test_round_trip_keeps_the_tested_blocks() -> None:
     assert back.drift["a"].counted_at == t + timedelta(days=2)
     # two days of hourly parts in about 1 KB as the state file writes them (a thousand
     # segments, twice with before_last: written as [start, end, rows, at], 3.6 KB)
-    assert len(json.dumps(seg.to_dict()["tested"], separators=(",", ":"))) < 1100
+    plain = SegmentDrift(tested=tuple(replace(b, seen=None) for b in blocks), counted_at=t)
+    assert len(json.dumps(plain.to_dict()["tested"], separators=(",", ":"))) < 1100
     assert "tested" not in SegmentDrift().to_dict()  # a file without any reads the same
 
 

@@ -149,6 +149,9 @@ class CheckData:
     # look's runs begin after an outage); None: ``reference_start``. A cleared decay's frozen
     # reference is kept while this is before the clearing look's runs
     outcome_rolling_start: datetime | None = None
+    # when the runner had read the windows (its clock): a slot checked late (a restart catching
+    # up) counts what landed until then; None: ``at``
+    read_at: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)

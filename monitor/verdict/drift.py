@@ -423,7 +423,9 @@ def _evaluate_input(
     block_end = _block_end(at, inputs.newest_ns(), cfg.settle, inputs.step_ns)
     block = inputs.block(block_start, block_end, edges, period, counts.shape[0])
     block_size = int(block.sum())
-    tested, late, lags = _late(prior, inputs, data.current_start, at)
+    tested, counted_at, late, lags = _late(
+        prior, inputs, data.current_start, at, max(at, data.read_at or at)
+    )
     report = InputReport(
         n_reference=n_ref,
         n_current=n_cur,
@@ -459,7 +461,7 @@ def _evaluate_input(
         late_scores_lag_max=None if lags is None else lags[1].total_seconds(),
     )
     more: dict[str, Any] = {}  # the report's later fields, set in one replace at the end
-    state = replace(prior, tested=tested, counted_at=at if tested else None)
+    state = replace(prior, tested=tested, counted_at=counted_at if tested else None)
     use_anchor = plan.tracks == 2
     if use_anchor:
         anchor = state.anchor_ref
@@ -548,7 +550,9 @@ def _evaluate_input(
         pvalues[name] = test.pvalue
     if pvalues:
         kept = (*state.tested, *_tested(inputs, block_start, block_end))
-        state = replace(state, evidence_end=block_end, tested=kept[-TESTED_KEPT:], counted_at=at)
+        state = replace(
+            state, evidence_end=block_end, tested=kept[-TESTED_KEPT:], counted_at=counted_at
+        )
     elif untested:
         # a block large enough, set aside whole (its hours lack from the reference), and no
         # block tested within the current window: the drift side has tested nothing (a log
@@ -583,32 +587,48 @@ def _tested(inputs: _Inputs, start: datetime, end: datetime) -> tuple[CountedBlo
 
 
 def _late(
-    prior: SegmentDrift, inputs: _Inputs, current_start: datetime, at: datetime
-) -> tuple[tuple[CountedBlock, ...], int, tuple[timedelta, timedelta] | None]:
+    prior: SegmentDrift, inputs: _Inputs, current_start: datetime, at: datetime, read: datetime
+) -> tuple[tuple[CountedBlock, ...], datetime, int, tuple[timedelta, timedelta] | None]:
     """The parts of blocks tested before (``_tested``) that the current window still holds
-    whole, counted again: (those parts, each with the most scores it has been seen to hold,
-    the scores beyond that count, and how late those were: more than ``L``, at most ``U``;
-    None when none). A score in a part ``[s, e)`` missing at the count made at ``counted_at``
-    and here at ``at`` landed between the two, more than ``counted_at - e`` and at most
-    ``at - s`` behind its time, and no block tests it: the next one starts at
-    ``evidence_end``. A part the window has slid past (in part) is let go. The count is a
-    high-water mark: a partition deleted and written back (an overwrite, a compaction) or a
-    file briefly missing brings back scores that were tested, not late ones."""
+    whole, counted again (``read``: when the check had read them, at or after ``at``):
+    (those parts with their marks and counts, the time before which no score beyond a mark
+    was there, the scores beyond the marks, and how late those were: more than ``L``, at
+    most ``U``; None when none).
+
+    A score in a part ``[s, e)`` beyond its mark was not there at the count made at
+    ``counted_at`` and was at ``read``: it landed more than ``counted_at - e`` and at most
+    ``read - s`` behind its time, and no block tests it (the next one starts at
+    ``evidence_end``). A part the window has slid past (in part) is let go. The mark is the
+    most scores the part has held: a partition deleted and written back (an overwrite, a
+    compaction) or a file missing at one check brings back scores that were tested, not late
+    ones; two checks in a row below it (a rewrite that dropped rows) lower it to the first of
+    the two counts, and scores beyond that landed late (a partition missing at two checks in a
+    row reads as such a rewrite: its rows, back, count as late). A check that counted a part
+    below its mark may not have seen scores that were there (hidden in the dip):
+    ``counted_at`` then stays where it was."""
     kept = [b for b in prior.tested if b.start >= current_start]
     counts = inputs.rows_in([(_ns(b.start), _ns(b.end)) for b in kept])
     out: list[CountedBlock] = []
-    late = 0
+    late, dipped = 0, False
     lo: timedelta | None = None
     hi: timedelta | None = None
     counted = prior.counted_at if prior.counted_at is not None else at
     for b, n in zip(kept, counts, strict=True):
-        if n > b.rows:
-            late += n - b.rows
+        mark = b.rows
+        if n < mark and b.last < mark:
+            # below it at the check before too: rows were taken out (a rewrite), not missing a
+            # while; the count then is the mark, and scores since beyond it landed late
+            mark = b.last
+        if n > mark:
+            late += n - mark
             lo = counted - b.end if lo is None else min(lo, counted - b.end)
-            hi = at - b.start if hi is None else max(hi, at - b.start)
-            b = replace(b, rows=n)
-        out.append(b)
-    return tuple(out), late, None if lo is None or hi is None else (lo, hi)
+            hi = read - b.start if hi is None else max(hi, read - b.start)
+            mark = n
+        elif n < mark:
+            dipped = True
+        out.append(replace(b, rows=mark, seen=None if n == mark else n))
+    since = counted if dipped else at
+    return tuple(out), since, late, None if lo is None or hi is None else (lo, hi)
 
 
 def _fills_anchor(anchor: np.ndarray, counts: np.ndarray) -> bool:

@@ -128,13 +128,20 @@ class Anchor:
 @dataclass(frozen=True, slots=True)
 class CountedBlock:
     """A part of an evidence block the drift verdict tested: its span ``[start, end)`` of the
-    current window and the most scores it has been seen to hold (``rows``). Counted again at
-    each later check while the current window holds it whole: scores beyond ``rows`` landed
-    since (a writer later than ``drift.settle``) and are in no block."""
+    current window, its mark (``rows``: the most scores it has been seen to hold, lowered only
+    when two checks in a row saw fewer) and the latest count (``seen``; None: the mark).
+    Counted again at each later check while the current window holds it whole: scores beyond
+    the mark landed since (a writer later than ``drift.settle``) and are in no block."""
 
     start: datetime
     end: datetime
     rows: int
+    seen: int | None = None
+
+    @property
+    def last(self) -> int:
+        """The latest count."""
+        return self.rows if self.seen is None else self.seen
 
 
 TESTED_KEPT = 48  # tested parts a segment keeps to count again (the newest)
@@ -265,8 +272,9 @@ class DecayTrack:
 def _tested_doc(parts: tuple[CountedBlock, ...], at: datetime | None) -> dict[str, Any]:
     """The tested parts as the state file holds them, compactly (a segment keeps up to
     ``TESTED_KEPT``, and the state before the latest slot a copy): the first part's start,
-    each part's end as nanoseconds after it (``ends``), their counts (``rows``) and the check
-    that counted them (``at``). The parts are contiguous (each block starts where the last
+    each part's end as nanoseconds after it (``ends``), their marks (``rows``), their latest
+    counts where one is below its mark (``seen``) and the check before which no score beyond
+    a mark was there (``at``). The parts are contiguous (each block starts where the last
     tested one ended, and the window drops the oldest first)."""
     origin = parts[0].start
     ends = []
@@ -274,12 +282,15 @@ def _tested_doc(parts: tuple[CountedBlock, ...], at: datetime | None) -> dict[st
         assert part.start == before.end, "tested parts are contiguous"
     for part in parts:
         ends.append((part.end - origin) // _US * 1000)  # nanoseconds, as the data's timestamps
-    return {
+    doc: dict[str, Any] = {
         "at": _iso(at),
         "start": _iso(origin),
         "ends": ends,
         "rows": [p.rows for p in parts],
     }
+    if any(p.last != p.rows for p in parts):  # a count below the mark: kept, absent otherwise
+        doc["seen"] = [p.last for p in parts]
+    return doc
 
 
 _US = timedelta(microseconds=1)
@@ -293,9 +304,10 @@ def _tested_parts(d: Mapping[str, Any] | None) -> dict[str, Any]:
     origin = _parse_iso(d["start"])
     assert origin is not None
     cuts = [origin, *(origin + timedelta(microseconds=int(e) // 1000) for e in d["ends"])]
+    seen = d.get("seen") or d["rows"]
     parts = tuple(
-        CountedBlock(a, b, int(n))
-        for (a, b), n in zip(itertools.pairwise(cuts), d["rows"], strict=True)
+        CountedBlock(a, b, int(n), None if int(k) == int(n) else int(k))
+        for (a, b), n, k in zip(itertools.pairwise(cuts), d["rows"], seen, strict=True)
     )
     return {"tested": parts, "counted_at": _parse_iso(d["at"])}
 
@@ -448,7 +460,8 @@ def _check_tested(tested: Any, where: str) -> None:
         return
     _need(isinstance(tested, Mapping), where, "an object", tested)
     keys = {"at", "start", "ends", "rows"}
-    _need(set(tested) == keys, where, f"an object with keys {sorted(keys)}", sorted(tested))
+    ok = keys <= set(tested) <= keys | {"seen"}
+    _need(ok, where, f"an object with keys {sorted(keys)} (and seen)", sorted(tested))
     for key in ("at", "start"):
         _check_time(tested, key, f"{where}.")
         _need(tested[key] is not None, f"{where}.{key}", "an RFC 3339 time", None)
@@ -464,6 +477,15 @@ def _check_tested(tested: Any, where: str) -> None:
     )
     ok = isinstance(rows, list) and len(rows) == len(ends) and all(_is_count(n) for n in rows)
     _need(ok, f"{where}.rows", "a count for each of ends", rows)
+    seen = tested.get("seen", rows)
+    ok = isinstance(seen, list) and len(seen) == len(ends) and all(_is_count(n) for n in seen)
+    _need(ok, f"{where}.seen", "a count for each of ends", seen)
+    # its last part's end inside the data's nanosecond span: one past 2262 passed, and every
+    # check failed putting it among the reader's cuts (OverflowError) until the file was moved
+    start = _parse_iso(tested["start"])
+    assert start is not None
+    last = start + timedelta(microseconds=ends[-1] // 1000)
+    _need(last <= _NEWEST, f"{where}.ends", f"ends up to {_NEWEST:%Y-%m-%d}", ends[-1])
 
 
 def _is_count(value: Any) -> bool:
