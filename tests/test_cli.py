@@ -392,19 +392,24 @@ def test_a_check_is_abandoned_only_after_a_run_timeout_without_progress() -> Non
         _within(5.0, lambda beat: 1 / 0)
 
 
+def _check_argv(config: Path) -> list[str]:
+    """``monitor check --json`` of ``config`` at ``AT``, as a process of its own."""
+    return [
+        sys.executable,
+        "-m",
+        "monitor",
+        "check",
+        "--config",
+        str(config),
+        "--at",
+        AT.isoformat(),
+        "--json",
+    ]
+
+
 def test_console_script_runs_as_a_module(worlds: dict[str, World]) -> None:
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "monitor",
-            "check",
-            "--config",
-            str(worlds["stationary"].config_path),
-            "--at",
-            AT.isoformat(),
-            "--json",
-        ],
+        _check_argv(worlds["stationary"].config_path),
         capture_output=True,
         text=True,
         check=False,
@@ -551,18 +556,7 @@ def test_check_by_a_user_who_cannot_enter_the_state_dir_decides_without_it(
     state_dir.chmod(0)
     try:
         proc = subprocess.run(
-            [
-                *wrapper,
-                sys.executable,
-                "-m",
-                "monitor",
-                "check",
-                "--config",
-                str(config),
-                "--at",
-                AT.isoformat(),
-                "--json",
-            ],
+            [*wrapper, *_check_argv(config)],
             capture_output=True,
             text=True,
             check=False,
