@@ -2091,3 +2091,63 @@ def test_late_scores_bounds_hold_around_a_dip_and_a_slot_checked_late(
     assert web.late_scores_lag_max is not None
     landed = AT + 19 * HOUR - datetime(2026, 11, 9, 13, 30, tzinfo=UTC)
     assert web.late_scores_lag_max >= landed.total_seconds()
+
+
+@pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
+def test_an_hour_deleted_then_written_back_deduplicated_is_not_late(
+    rolling_world: Path, config: str
+) -> None:
+    """An hour in a file of its own, overwritten the non-atomic way (deleted, then written
+    back with 10 duplicates dropped), a check in the gap: its count went 0 then 10 short, two
+    checks below the mark, and the mark came down to the 0, so all 2,211 scores written back
+    read as late (and advice to settle 13 h). A count of 0 (files missing) lowers no mark."""
+    import pyarrow.parquet as pq
+
+    day = rolling_world / "scores" / "date=2026-11-09" / "part-0.parquet"
+    table = pq.read_table(day)
+    stamps = table.column("timestamp").to_numpy()
+    hour = np.datetime64("2026-11-09T13:00:00", "us")
+    inside = (stamps >= hour) & (stamps < hour + np.timedelta64(1, "h"))
+    pq.write_table(table.filter(~inside), day)
+    alone = day.with_name("hour-13.parquet")
+    pq.write_table(table.filter(inside), alone)
+    now = [AT]
+    runner = Runner(load_config(rolling_world / config), clock=lambda: now[0])
+    late = []
+    for k in range(4):
+        if k == 1:
+            alone.unlink()
+        if k == 2:
+            keep = np.ones(int(inside.sum()), dtype=bool)
+            keep[:10] = False
+            pq.write_table(table.filter(inside).filter(keep), alone)
+        now[0] = AT + k * HOUR
+        verdict = runner.run("demo", AT + k * HOUR).verdict
+        late.append({name: r.late_scores for name, r in verdict.inputs.items()})
+    assert late == [{"web": 0, "app": 0}] * 4
+
+
+@pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
+def test_late_scores_of_an_hour_tested_during_a_dip_are_more_than_0_late(
+    rolling_world: Path, config: str
+) -> None:
+    """A check that counted a part below its mark holds ``counted_at`` back; an hour it tested
+    then took that older time, and its late scores read "more than -3600s late"."""
+    now = [AT]
+    runner = Runner(load_config(rolling_world / config), clock=lambda: now[0])
+    assert runner.run("demo", AT).verdict.inputs["web"].evidence
+    day = rolling_world / "scores" / "date=2026-11-09" / "part-0.parquet"
+    shutil.move(day, rolling_world / "aside.parquet")  # a compaction, during the next check
+    now[0] = AT + HOUR
+    assert runner.run("demo", AT + HOUR).verdict.inputs["web"].evidence
+    shutil.move(rolling_world / "aside.parquet", day)
+    stamps = np.datetime64("2026-11-10T00:30:00", "us") + np.arange(5).astype("timedelta64[s]")
+    write_parquet(
+        rolling_world / "scores" / "date=2026-11-10" / "late.parquet",
+        {"timestamp": stamps, "score": np.full(5, 3.25), "segment": np.array(["web"] * 5)},
+    )
+    now[0] = AT + 2 * HOUR
+    web = runner.run("demo", AT + 2 * HOUR).verdict.inputs["web"]
+    assert web.late_scores == 5
+    assert web.late_scores_lag_min is not None
+    assert web.late_scores_lag_min >= 0

@@ -602,8 +602,8 @@ def _late(
     most scores the part has held: a partition deleted and written back (an overwrite, a
     compaction) or a file missing at one check brings back scores that were tested, not late
     ones; two checks in a row below it (a rewrite that dropped rows) lower it to the first of
-    the two counts, and scores beyond that landed late (a partition missing at two checks in a
-    row reads as such a rewrite: its rows, back, count as late). A check that counted a part
+    the two counts when that was not 0 (files missing), and scores beyond that landed late. A
+    check that counted a part
     below its mark may not have seen scores that were there (hidden in the dip):
     ``counted_at`` then stays where it was."""
     kept = [b for b in prior.tested if b.start >= current_start]
@@ -615,13 +615,18 @@ def _late(
     counted = prior.counted_at if prior.counted_at is not None else at
     for b, n in zip(kept, counts, strict=True):
         mark = b.rows
-        if n < mark and b.last < mark:
+        if n < mark and 0 < b.last < mark:
             # below it at the check before too: rows were taken out (a rewrite), not missing a
-            # while; the count then is the mark, and scores since beyond it landed late
+            # while; the count then is the mark, and scores since beyond it landed late. Not a
+            # count of 0: the hour's files missing (an overwrite deletes, then writes back,
+            # perhaps deduplicated) would make every score written back late
             mark = b.last
         if n > mark:
             late += n - mark
-            lo = counted - b.end if lo is None else min(lo, counted - b.end)
+            # a part tested at this check while a dip held counted_at back: its count was made
+            # after its end, so its late scores are more than 0 late, not more than a negative
+            since_end = max(counted - b.end, timedelta(0))
+            lo = since_end if lo is None else min(lo, since_end)
             hi = read - b.start if hi is None else max(hi, read - b.start)
             mark = n
         elif n < mark:
