@@ -25,6 +25,7 @@ import csv
 import io
 import json
 import logging
+import shlex
 import sys
 import time
 from collections import OrderedDict
@@ -843,11 +844,15 @@ class _PageWriter:
         changed = previous is None or previous.verdict.state != v.state
         if not (changed or last):
             return
-        # the one page, replayed as the backtest did (a backtest from the slot to itself is
-        # refused: the first slot's page once said to run one)
+        # the backtest to this slot; a page at the range's start is that one check (a backtest
+        # from a slot to itself is refused, which the first page once said to run)
+        config = shlex.quote(str(self.config.path))
         command = (
-            f"monitor report --config {self.config.path} --monitor {v.monitor} --at "
-            f"{_iso(v.at)} --replay-from {_iso(self.start)}"
+            f"monitor backtest --config {config} --from {_iso(self.start)} --to {_iso(v.at)} "
+            f"--monitor {v.monitor} --report DIR"
+            if self.start < v.at
+            else f"monitor report --config {config} --monitor {v.monitor} --at {_iso(v.at)} "
+            f"--replay-from {_iso(self.start)}"
         )
         page = render_monitor_page(  # generated now: a replayed page is no snapshot of its slot
             self.config.monitor(v.monitor),

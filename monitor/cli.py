@@ -22,6 +22,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import sys
 import threading
 import time
@@ -552,7 +553,8 @@ def _cmd_report(args: argparse.Namespace) -> int:
         verdict, detail, entries = got
         since = _recorded_since(store.load(name), verdict)
         at_text = rfc3339(verdict.at)
-        command = f"monitor report --config {args.config} --monitor {name} --at {at_text}"
+        config_arg = shlex.quote(str(args.config))  # a path with a space or a quote
+        command = f"monitor report --config {config_arg} --monitor {name} --at {at_text}"
         if verdict.replay_from is not None:
             command += " --replay-from " + rfc3339(verdict.replay_from)
         page = render_monitor_page(

@@ -851,6 +851,12 @@ def test_backtest_report_writes_a_page_per_state_change_and_the_last(
     assert main([*shlex.split(command)[1:], "--out", str(again)]) == 0
     assert parse(again.read_text()).values == parse(first_page).values
     assert f"Generated {first_at:%Y-%m-%d %H:%M} UTC" not in first_page
+    # a later page's is the backtest to its slot: a report replayed from the start would read
+    # the daemon's state (its skipped spans, its origin), which the backtest never does
+    later = (out / f"demo-{last_at}.html").read_text()
+    found = re.search(r"Reproduce this page: <code>(.*?)</code>", later)
+    assert found is not None
+    assert html.unescape(found[1]).startswith(f"monitor backtest --config {world.config_path} ")
 
 
 def test_backtest_report_into_a_file_keeps_the_timeline(
@@ -1524,6 +1530,30 @@ def test_an_undecidable_look_says_which_bound_it_missed(tmp_path: Path) -> None:
         "25 pairs: a sign-flip test on them cannot reach this look's alpha 6.93e-05 (it needs "
         "2^-n <= alpha: 14 pairs)"
     )
+    # min_pairs under the alpha's bound: the bound a look needs is the larger (it once said
+    # "fewer than the 5 a look needs" of 3 pairs that needed 10)
+    few = swap(monitor, decay=swap(monitor.decay, min_pairs=5))
+    three = swap(none, n_pairs=3, alpha=0.001)
+    assert _too_few_pairs(few, three) == (
+        "3 pairs: a sign-flip test on them cannot reach this look's alpha 0.001 (it needs "
+        "2^-n <= alpha: 10 pairs, and decay.min_pairs 5)"
+    )
+
+
+def test_a_reproduce_command_quotes_a_config_path_with_a_space_or_a_quote(
+    world: World, tmp_path: Path
+) -> None:
+    """The page's command pasted the path as it was: a directory named "it's here" gave a
+    command no shell (nor shlex) can split."""
+    odd = tmp_path / "it's here"
+    odd.symlink_to(world.config_path.parent, target_is_directory=True)
+    out = tmp_path / "page.html"
+    config = odd / world.config_path.name
+    main(["report", "--config", str(config), "--at", AT.isoformat(), "--out", str(out)])
+    found = re.search(r"Reproduce this page: <code>(.*?)</code>", out.read_text())
+    assert found is not None
+    argv = shlex.split(html.unescape(found[1]))
+    assert argv[argv.index("--config") + 1] == str(config)
 
 
 def test_a_bracketed_d_is_labelled_as_a_bracket_on_the_chart() -> None:

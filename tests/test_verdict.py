@@ -220,6 +220,30 @@ def test_too_few_scores_names_the_window_and_freshness() -> None:
     assert "newest score at 2026-11-29T23:59:00Z" in reason
 
 
+def test_an_undecided_checks_headline_is_the_side_that_left_it_undecided() -> None:
+    """No segment's drift side decidable (too few scores in each), the decay side decided by
+    segment 'a': the headline is a drift line, not segment 'b''s 5 pairs (an undecidable
+    segment the other decided for is not why)."""
+    rng = np.random.default_rng(3)
+    m = make_monitor(
+        scores={"path": "s", "segment_column": "seg"},
+        outcomes={"path": "o", "segment_column": "seg"},
+    )
+    data = check_data(
+        AT,
+        {
+            "a": segment(rng, AT, n_cur=50, n_pairs=300),
+            "b": segment(rng, AT, n_cur=50, n_pairs=5),
+        },
+    )
+    verdict, _ = evaluate(m, AT, data, MonitorState())
+    assert verdict.state == "insufficient_data"
+    assert verdict.outcomes["a"].decidable
+    assert not verdict.outcomes["b"].decidable
+    assert "undecidable drift" in verdict.reasons[0], verdict.reasons
+    assert "undecidable drift" in verdict.reasons[1], verdict.reasons
+
+
 def test_no_data_at_all() -> None:
     verdict, _ = evaluate(make_monitor(), AT, check_data(AT, {}), MonitorState())
     assert verdict.state == "insufficient_data"

@@ -119,18 +119,20 @@ def _too_few_pairs(monitor: MonitorConfig, o: OutcomeReport) -> str:
     ``decay.min_pairs``, or too few for an exact sign-flip test to reach its alpha (2^-n must
     be at most alpha). Once always the last, for 10 pairs under min_pairs 20 and for none."""
     n, least = o.n_pairs, monitor.decay.min_pairs
+    need = math.ceil(math.log2(1.0 / o.alpha)) if o.alpha is not None and o.alpha > 0 else 0
     if n == 0:
         return (
             f"no pairs: no query is in both windows ({o.only_reference:,} only in the "
             f"reference, {o.only_current:,} only in the current runs)"
         )
-    if n < least:
+    if n < least and least >= need:
         return f"{n:,} pairs, fewer than the {least:,} a look needs (decay.min_pairs)"
-    if o.alpha is not None and o.alpha > 0:
-        need = math.ceil(math.log2(1.0 / o.alpha))
+    if need:
+        assert o.alpha is not None
         return (
             f"{n:,} pairs: a sign-flip test on them cannot reach this look's alpha "
-            f"{o.alpha:.3g} (it needs 2^-n <= alpha: {need:,} pairs)"
+            f"{o.alpha:.3g} (it needs 2^-n <= alpha: {need:,} pairs"
+            + (f", and decay.min_pairs {least:,})" if n < least else ")")
         )
     return "too few pairs for this look's alpha"
 

@@ -193,9 +193,12 @@ def _reasons(
     not be decided comes before what was (an outcome flat, no drift alarm): the headline says
     why the state is what it is."""
     out: list[tuple[float, str]] = [(2.5 if decided else 0, s) for s in stale]
-    low = 2.9 if undecided else 5  # the rank of what could not be decided
+    # the rank of what could not be decided: ahead of what was when that side (no segment of
+    # it decidable) is why the check is undecided, not a segment the others decided for
+    low_in = 2.9 if undecided and not any(r.decidable for r in inputs.values()) else 5
+    low_out = 2.9 if undecided and not any(r.decidable for r in outcomes.values()) else 5
     if not outcomes and data.segments:
-        out.append((low, "no evaluation run looked at yet: decay undecided"))
+        out.append((low_out, "no evaluation run looked at yet: decay undecided"))
     dropped = dropped or {}
     for name in sorted(dropped):
         where = f"segment {name!r}: " if name else ""
@@ -209,7 +212,7 @@ def _reasons(
         )
     for name in sorted(outcomes):
         r = outcomes[name]
-        rank = 1 if r.decay else (low if not r.decidable else 3)
+        rank = 1 if r.decay else (low_out if not r.decidable else 3)
         out.append((rank, _outcome_reason(monitor, name, r)))
         # while the look decides, carried or new (it vanished one check after the look); not
         # for a segment of scores only, with no golden query on either side (nothing was lost:
@@ -230,7 +233,7 @@ def _reasons(
             )
     for name in sorted(inputs):
         ir = inputs[name]
-        rank = 2 if ir.drift else (low if not ir.decidable else 3)
+        rank = 2 if ir.drift else (low_in if not ir.decidable else 3)
         out.append((rank, _input_reason(monitor, data, name, ir, plan)))
         if ir.late_scores:
             where = f"segment {name!r}: " if name else ""
