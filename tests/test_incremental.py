@@ -2151,3 +2151,33 @@ def test_late_scores_of_an_hour_tested_during_a_dip_are_more_than_0_late(
     assert web.late_scores == 5
     assert web.late_scores_lag_min is not None
     assert web.late_scores_lag_min >= 0
+
+
+@pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
+def test_late_scores_in_an_hour_emptied_for_good_are_counted(
+    rolling_world: Path, config: str
+) -> None:
+    """An hour in a file of its own, deleted for good (a retraction), then 5 late rows for it:
+    a 0 that never lowered the mark hid them (5 under it), and every later lower bound read 0
+    while the empty hour dipped. Empty at two checks in a row, the hour was emptied."""
+    import pyarrow.parquet as pq
+
+    day = rolling_world / "scores" / "date=2026-11-09" / "part-0.parquet"
+    table = pq.read_table(day)
+    stamps = table.column("timestamp").to_numpy()
+    hour = np.datetime64("2026-11-09T13:00:00", "us")
+    inside = (stamps >= hour) & (stamps < hour + np.timedelta64(1, "h"))
+    pq.write_table(table.filter(~inside), day)
+    alone = day.with_name("hour-13.parquet")
+    pq.write_table(table.filter(inside), alone)
+    now = [AT]
+    runner = Runner(load_config(rolling_world / config), clock=lambda: now[0])
+    late = []
+    for k in range(5):
+        if k == 1:
+            alone.unlink()
+        if k == 3:
+            _late_rows(rolling_world, 5, datetime(2026, 11, 9, 13, 30, tzinfo=UTC))
+        now[0] = AT + k * HOUR
+        late.append(runner.run("demo", AT + k * HOUR).verdict.inputs["web"].late_scores)
+    assert late == [0, 0, 0, 5, 0]

@@ -602,8 +602,8 @@ def _late(
     most scores the part has held: a partition deleted and written back (an overwrite, a
     compaction) or a file missing at one check brings back scores that were tested, not late
     ones; two checks in a row below it (a rewrite that dropped rows) lower it to the first of
-    the two counts when that was not 0 (files missing), and scores beyond that landed late. A
-    check that counted a part
+    the two counts, unless that was a single 0 (files missing a while; empty twice, the hour
+    was emptied), and scores beyond that landed late. A check that counted a part
     below its mark may not have seen scores that were there (hidden in the dip):
     ``counted_at`` then stays where it was."""
     kept = [b for b in prior.tested if b.start >= current_start]
@@ -615,11 +615,13 @@ def _late(
     counted = prior.counted_at if prior.counted_at is not None else at
     for b, n in zip(kept, counts, strict=True):
         mark = b.rows
-        if n < mark and 0 < b.last < mark:
+        if n < mark and b.last < mark and (b.last > 0 or n == 0):
             # below it at the check before too: rows were taken out (a rewrite), not missing a
-            # while; the count then is the mark, and scores since beyond it landed late. Not a
-            # count of 0: the hour's files missing (an overwrite deletes, then writes back,
-            # perhaps deduplicated) would make every score written back late
+            # while; the count then is the mark, and scores since beyond it landed late. Not
+            # after a single 0: the hour's files missing a while (an overwrite deletes, then
+            # writes back, perhaps deduplicated) would make every score written back late;
+            # empty at two checks in a row, the hour was emptied (a retraction) and what lands
+            # in it later is late
             mark = b.last
         if n > mark:
             late += n - mark
