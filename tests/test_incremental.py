@@ -2093,6 +2093,22 @@ def test_late_scores_bounds_hold_around_a_dip_and_a_slot_checked_late(
     assert web.late_scores_lag_max >= landed.total_seconds()
 
 
+def _hour_alone(root: Path) -> tuple[Any, Path]:
+    """Moves 2026-11-09 13:00's rows out of the day's file into a file of their own: (those
+    rows as a table, that file)."""
+    import pyarrow.parquet as pq
+
+    day = root / "scores" / "date=2026-11-09" / "part-0.parquet"
+    table = pq.read_table(day)
+    stamps = table.column("timestamp").to_numpy()
+    hour = np.datetime64("2026-11-09T13:00:00", "us")
+    inside = (stamps >= hour) & (stamps < hour + np.timedelta64(1, "h"))
+    pq.write_table(table.filter(~inside), day)
+    alone = day.with_name("hour-13.parquet")
+    pq.write_table(table.filter(inside), alone)
+    return table.filter(inside), alone
+
+
 @pytest.mark.parametrize("config", ["arrays.toml", "summaries.toml"])
 def test_an_hour_deleted_then_written_back_deduplicated_is_not_late(
     rolling_world: Path, config: str
@@ -2103,14 +2119,7 @@ def test_an_hour_deleted_then_written_back_deduplicated_is_not_late(
     read as late (and advice to settle 13 h). A count of 0 (files missing) lowers no mark."""
     import pyarrow.parquet as pq
 
-    day = rolling_world / "scores" / "date=2026-11-09" / "part-0.parquet"
-    table = pq.read_table(day)
-    stamps = table.column("timestamp").to_numpy()
-    hour = np.datetime64("2026-11-09T13:00:00", "us")
-    inside = (stamps >= hour) & (stamps < hour + np.timedelta64(1, "h"))
-    pq.write_table(table.filter(~inside), day)
-    alone = day.with_name("hour-13.parquet")
-    pq.write_table(table.filter(inside), alone)
+    hour13, alone = _hour_alone(rolling_world)
     now = [AT]
     runner = Runner(load_config(rolling_world / config), clock=lambda: now[0])
     late = []
@@ -2118,9 +2127,9 @@ def test_an_hour_deleted_then_written_back_deduplicated_is_not_late(
         if k == 1:
             alone.unlink()
         if k == 2:
-            keep = np.ones(int(inside.sum()), dtype=bool)
+            keep = np.ones(hour13.num_rows, dtype=bool)
             keep[:10] = False
-            pq.write_table(table.filter(inside).filter(keep), alone)
+            pq.write_table(hour13.filter(keep), alone)
         now[0] = AT + k * HOUR
         verdict = runner.run("demo", AT + k * HOUR).verdict
         late.append({name: r.late_scores for name, r in verdict.inputs.items()})
@@ -2160,16 +2169,7 @@ def test_late_scores_in_an_hour_emptied_for_good_are_counted(
     """An hour in a file of its own, deleted for good (a retraction), then 5 late rows for it:
     a 0 that never lowered the mark hid them (5 under it), and every later lower bound read 0
     while the empty hour dipped. Empty at two checks in a row, the hour was emptied."""
-    import pyarrow.parquet as pq
-
-    day = rolling_world / "scores" / "date=2026-11-09" / "part-0.parquet"
-    table = pq.read_table(day)
-    stamps = table.column("timestamp").to_numpy()
-    hour = np.datetime64("2026-11-09T13:00:00", "us")
-    inside = (stamps >= hour) & (stamps < hour + np.timedelta64(1, "h"))
-    pq.write_table(table.filter(~inside), day)
-    alone = day.with_name("hour-13.parquet")
-    pq.write_table(table.filter(inside), alone)
+    _, alone = _hour_alone(rolling_world)
     now = [AT]
     runner = Runner(load_config(rolling_world / config), clock=lambda: now[0])
     late = []
