@@ -423,8 +423,10 @@ def _evaluate_input(
     block_end = _block_end(at, inputs.newest_ns(), cfg.settle, inputs.step_ns)
     block = inputs.block(block_start, block_end, edges, period, counts.shape[0])
     block_size = int(block.sum())
-    tested, counted_at, late, lags = _late(
-        prior, inputs, data.current_start, at, max(at, data.read_at or at)
+    # the parts tested before, counted again, and this block's, counted with them (one search
+    # of the window's timestamps): kept if the block is tested
+    tested, new_parts, counted_at, late, lags = _late(
+        prior, inputs, data.current_start, at, max(at, data.read_at or at), block_start, block_end
     )
     report = InputReport(
         n_reference=n_ref,
@@ -549,7 +551,7 @@ def _evaluate_input(
         more["evidence"] = True
         pvalues[name] = test.pvalue
     if pvalues:
-        kept = (*state.tested, *_tested(inputs, block_start, block_end))
+        kept = (*state.tested, *new_parts)
         state = replace(
             state, evidence_end=block_end, tested=kept[-TESTED_KEPT:], counted_at=counted_at
         )
@@ -570,30 +572,37 @@ def _evaluate_input(
     return replace(report, **more), state, pvalues
 
 
-def _tested(inputs: _Inputs, start: datetime, end: datetime) -> tuple[CountedBlock, ...]:
-    """The block ``[start, end)`` just tested, to count again at later checks: cut at the hours
-    (through summaries with buckets longer than the hour, at theirs) inside it, each part with
-    its scores, the newest ``TESTED_KEPT``. Cut, a block that began before the window slid (a
-    first check's, one after an outage: the whole window) keeps its later hours counted while
-    the window holds them."""
-    step = inputs.step_ns
+def _parts(start: datetime, end: datetime, step: int) -> list[tuple[int, int]]:
+    """A block ``[start, end)`` cut at the hours (through summaries with buckets longer than
+    the hour, at theirs) inside it, as ns spans, the newest ``TESTED_KEPT``. Cut, a block that
+    began before the window slid (a first check's, one after an outage: the whole window)
+    keeps its later hours counted while the window holds them."""
     a, b = _ns(start), _ns(end)
     cuts = [a, *range((a // step + 1) * step, b, step), b]
-    spans = list(itertools.pairwise(cuts))[-TESTED_KEPT:]
-    return tuple(
-        CountedBlock(from_ns(x), from_ns(y), n)
-        for (x, y), n in zip(spans, inputs.rows_in(spans), strict=True)
-    )
+    return list(itertools.pairwise(cuts))[-TESTED_KEPT:]
 
 
 def _late(
-    prior: SegmentDrift, inputs: _Inputs, current_start: datetime, at: datetime, read: datetime
-) -> tuple[tuple[CountedBlock, ...], datetime, int, tuple[timedelta, timedelta] | None]:
-    """The parts of blocks tested before (``_tested``) that the current window still holds
-    whole, counted again (``read``: when the check had read them, at or after ``at``):
-    (those parts with their marks and counts, the time before which no score beyond a mark
-    was there, the scores beyond the marks, and how late those were: more than ``L``, at
-    most ``U``; None when none).
+    prior: SegmentDrift,
+    inputs: _Inputs,
+    current_start: datetime,
+    at: datetime,
+    read: datetime,
+    block_start: datetime,
+    block_end: datetime,
+) -> tuple[
+    tuple[CountedBlock, ...],
+    tuple[CountedBlock, ...],
+    datetime,
+    int,
+    tuple[timedelta, timedelta] | None,
+]:
+    """The parts of blocks tested before (``_parts``) that the current window still holds
+    whole, counted again (``read``: when the check had read them, at or after ``at``), and
+    the parts of this check's block ``[block_start, block_end)``, counted in the same pass:
+    (the old parts with their marks and counts, the new ones, the time before which no score
+    beyond a mark was there, the scores beyond the marks, and how late those were: more than
+    ``L``, at most ``U``; None when none).
 
     A score in a part ``[s, e)`` beyond its mark was not there at the count made at
     ``counted_at`` and was at ``read``: it landed more than ``counted_at - e`` and at most
@@ -607,13 +616,18 @@ def _late(
     below its mark may not have seen scores that were there (hidden in the dip):
     ``counted_at`` then stays where it was."""
     kept = [b for b in prior.tested if b.start >= current_start]
-    counts = inputs.rows_in([(_ns(b.start), _ns(b.end)) for b in kept])
+    spans = _parts(block_start, block_end, inputs.step_ns)
+    counts = inputs.rows_in([(_ns(b.start), _ns(b.end)) for b in kept] + spans)
+    new = tuple(
+        CountedBlock(from_ns(x), from_ns(y), n)
+        for (x, y), n in zip(spans, counts[len(kept) :], strict=True)
+    )
     out: list[CountedBlock] = []
     late, dipped = 0, False
     lo: timedelta | None = None
     hi: timedelta | None = None
     counted = prior.counted_at if prior.counted_at is not None else at
-    for b, n in zip(kept, counts, strict=True):
+    for b, n in zip(kept, counts[: len(kept)], strict=True):
         mark = b.rows
         if n < mark and b.last < mark and (b.last > 0 or n == 0):
             # below it at the check before too: rows were taken out (a rewrite), not missing a
@@ -635,7 +649,7 @@ def _late(
             dipped = True
         out.append(replace(b, rows=mark, seen=None if n == mark else n))
     since = counted if dipped else at
-    return tuple(out), since, late, None if lo is None or hi is None else (lo, hi)
+    return tuple(out), new, since, late, None if lo is None or hi is None else (lo, hi)
 
 
 def _fills_anchor(anchor: np.ndarray, counts: np.ndarray) -> bool:
