@@ -33,7 +33,7 @@ def _unusable(monitor: MonitorConfig, segment: str, p: Pairs, exc: Exception) ->
     spec = monitor.outcomes
     with np.errstate(over="ignore", invalid="ignore"):
         gap = np.abs(p.current - p.reference)
-    i = int(np.nanargmax(np.where(np.isnan(gap), -1.0, gap)))
+    i = int(np.argmax(np.where(np.isnan(gap), -1.0, gap)))
     query = "" if p.query_ids is None else f" query {str(p.query_ids[i])!r}:"
     where = f" segment {segment!r}," if segment else ""
     return (

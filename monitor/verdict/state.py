@@ -277,11 +277,8 @@ def _tested_doc(parts: tuple[CountedBlock, ...], at: datetime | None) -> dict[st
     a mark was there (``at``). The parts are contiguous (each block starts where the last
     tested one ended, and the window drops the oldest first)."""
     origin = parts[0].start
-    ends = []
-    for before, part in itertools.pairwise(parts):
-        assert part.start == before.end, "tested parts are contiguous"
-    for part in parts:
-        ends.append((part.end - origin) // _US * 1000)  # nanoseconds, as the data's timestamps
+    assert all(b.start == a.end for a, b in itertools.pairwise(parts)), "contiguous parts"
+    ends = [(p.end - origin) // _US * 1000 for p in parts]  # ns, as the data's timestamps
     doc: dict[str, Any] = {
         "at": _iso(at),
         "start": _iso(origin),
