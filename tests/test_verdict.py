@@ -1364,3 +1364,24 @@ def test_a_segment_with_no_golden_query_reads_as_no_lost_coverage() -> None:
     coverage = [r for r in v.reasons if "pairing coverage" in r]
     assert not [r for r in coverage if "'fr'" in r], coverage
     assert [r for r in coverage if "'it'" in r], v.reasons
+
+
+def test_a_segment_whose_floor_misses_alpha_over_k_is_undecidable_beside_able_ones() -> None:
+    """Every member of the Holm family must reach alpha / k, not only the ablest: with nine
+    segments of 200 pairs (able) and one of 12 pairs every one worse by 0.3 (2^-12 above
+    alpha / 10), the small one read decidable, "no evidence of decay" with an MDE of 0.013,
+    and the monitor ok: it could be raised only after another segment, and alone never."""
+    m = make_monitor(decay={"min_pairs": 12}, max_segments=10)
+    rng = np.random.default_rng(1)
+    segs = {f"s{i}": segment(rng, AT, n_ref=2000, n_cur=300, n_pairs=200) for i in range(9)}
+    segs["small"] = segment(rng, AT, n_ref=2000, n_cur=300, decay=0.3, n_pairs=12)
+    verdict, _ = evaluate(m, AT, check_data(AT, segs), MonitorState())
+    small = verdict.outcomes["small"]
+    assert not small.decidable
+    assert "cannot reach the look alpha" in (small.undecidable_reason or "")
+    assert not any(
+        r.startswith("segment 'small'") and "no evidence of decay" in r for r in verdict.reasons
+    ), verdict.reasons
+    assert all(verdict.outcomes[f"s{i}"].decidable for i in range(9))  # the able ones stay
+    alone, _ = evaluate(m, AT, check_data(AT, {"small": segs["small"]}), MonitorState())
+    assert alone.state == "model_decay"  # alone, alpha / 1: 2^-12 reaches it

@@ -300,13 +300,15 @@ def _reachable(
 
     Holm's first step asks the smallest p to be at most alpha / k of k tests; each test's
     smallest attainable p is its design's (``min_pvalue``: 2^-n of n pairs enumerated, or
-    1 / (R + 1) of R resamples), known before any outcome is seen. While no test of the family
-    can reach that step no decay could ever be raised, yet the look would read decidable and
-    say "no evidence": the test with the largest floor (then the fewest pairs, then the name)
-    leaves the family until one can. Data-independent, so the family-wise bound holds."""
+    1 / (R + 1) of R resamples), known before any outcome is seen. A test whose floor is above
+    alpha / k could be raised only after others were, and alone never, yet it would read
+    decidable and say "no evidence" (of a drop of any size, with an MDE it does not have): the
+    test with the largest floor (then the fewest pairs, then the name) leaves the family until
+    every floor reaches alpha / k of the rest. Data-independent, so the family-wise bound
+    holds."""
     floors = {n: r.permutation.min_pvalue for n, r in results.items() if base[n].decidable}
     family = sorted(floors)
-    while family and min(floors[n] for n in family) * len(family) > alpha:
+    while family and max(floors[n] for n in family) * len(family) > alpha:
         k = len(family)
         weakest = max(family, key=lambda n: (floors[n], -base[n].n_pairs, n))
         family.remove(weakest)
@@ -322,7 +324,7 @@ def _reachable(
             undecidable_reason=(
                 f"its test's smallest p {floors[weakest]:.3g} ({design}) cannot reach the "
                 f"look alpha {alpha:.3g} / {k} segment(s) (Holm's first step): no decay could "
-                "be raised; more pairs (queries), or a larger decay.n_resamples"
+                "be raised on its own; more pairs (queries), or a larger decay.n_resamples"
             ),
         )
     return family
