@@ -123,6 +123,16 @@ def _gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
     return GaugeMetricFamily(PREFIX + name, doc + _SCHED, labels=labels)
 
 
+def _add_stale(family: GaugeMetricFamily, name: str, state: MonitorState) -> None:
+    """Each source's staleness as the latest decided check found it (the state's record; none
+    in a file written before 2026-12-07), for a check with no verdict of its own (an error, or
+    none yet since a start): a drift alert the stale score feed held back stays held back."""
+    if state.stale is None:
+        return
+    for source in ("scores", "outcomes"):
+        family.add_metric([name, source], 1.0 if source in state.stale else 0.0)
+
+
 def _ts(value: Any) -> float | None:
     return value.timestamp() if value is not None else None
 
@@ -205,7 +215,8 @@ class MonitorCollector(Collector):
         )
         stale = _gauge(
             "source_stale",
-            "1 when a source's newest row is older than its max_lag at the latest check.",
+            "1 when a source's newest row is older than its max_lag at the latest check (a "
+            "check in error, or none yet since a start: at the latest decided one).",
             ["monitor", "source"],
         )
         max_lag = _gauge(
@@ -298,6 +309,7 @@ class MonitorCollector(Collector):
             run = snap.latest
             if run is None:  # after a start: the alarms the persisted state holds
                 self._add_carried(outcomes, drift, decay, pairs, coverage, name, snap.state)
+                _add_stale(stale, name, snap.state)
                 continue
             duration.add_metric([name], run.duration_seconds)
             engine.add_metric([name, run.engine], 1.0)
@@ -324,6 +336,7 @@ class MonitorCollector(Collector):
                 judged.add(name, segment, o)
             if v.state == "error":  # no statistics: a raised alarm stays raised, not resolved
                 self._add_carried(outcomes, drift, decay, pairs, coverage, name, snap.state)
+                _add_stale(stale, name, snap.state)
             if v.judgments is not None and v.judgments.get("version"):
                 judged.info.add_metric([name, str(v.judgments["version"])], 1.0)
         yield from (state, since, interval, tolerance, h, zthr, alpha, margin)

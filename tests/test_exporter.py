@@ -415,3 +415,34 @@ def test_a_raised_decay_without_a_report_stays_exported_after_a_restart() -> Non
     get = make_registry(Board([a], {"a": raised}), process=False).get_sample_value
     assert get("retrieval_monitor_model_decay", {"monitor": "a", "segment": ""}) == 1.0
     assert get("retrieval_monitor_state", {"monitor": "a", "state": "model_decay"}) == 1.0
+
+
+def test_a_stale_feed_that_held_a_drift_back_holds_it_through_an_error_and_a_restart() -> None:
+    """RetrievalDataDrift fires on input_drift unless the score feed is stale. A check in
+    error exported no source_stale while the carried drift alarm stayed 1, so a drift a stale
+    feed had held back fired on a feed both stale and unreadable (and SourceStale resolved).
+    The latest decided check's staleness is kept in the state and carried with the alarms."""
+    (a,) = monitors("a")
+    rng = np.random.default_rng(4)
+    data = replace(
+        check_data(AT, {"": segment(rng, AT, shift=1.0)}), newest_score=AT - timedelta(days=1)
+    )
+    verdict, state = evaluate(a, AT, data, MonitorState())
+    assert verdict.feed_stale("score")
+    assert state.stale == ("scores",)
+    assert MonitorState.from_dict(state.to_dict()).stale == ("scores",)
+    board = Board([a], {})
+    board.record(RunRecord(verdict, AT, 0.1), state)
+    started = AT + timedelta(hours=1)
+    board.record(
+        RunRecord(error_verdict("a", started, "scores: x.parquet unreadable"), started, 0.1),
+        replace(state, state="error"),
+    )
+    for b in (board, Board([a], {"a": state})):  # an error, then a new process
+        get = make_registry(b).get_sample_value
+        assert get("retrieval_monitor_source_stale", {"monitor": "a", "source": "scores"}) == 1
+        assert get("retrieval_monitor_source_stale", {"monitor": "a", "source": "outcomes"}) == 0
+    # a state file from before the record: nothing is claimed
+    old = Board([a], {"a": replace(state, stale=None)})
+    get = make_registry(old).get_sample_value
+    assert get("retrieval_monitor_source_stale", {"monitor": "a", "source": "scores"}) is None

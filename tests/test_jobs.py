@@ -701,6 +701,8 @@ def test_from_dict_iv() -> None:
         ({"version": 2, "decay": {"reports": 1}}, "`decay.reports` must be an object of"),
         ({"version": 2, "decay": {"reports": {"": 1}}}, "`decay.reports['']` must be an object"),
         ({"version": 2, "decay": {"reports": {"": {}}}}, "must be a complete outcome report"),
+        ({"version": 2, "stale": "scores"}, "`stale` must be null or a list of scores and"),
+        ({"version": 2, "stale": ["score"]}, "`stale` must be null or a list of scores and"),
     ]
     for doc, message in cases:
         with pytest.raises(ValueError, match=re.escape(message)):

@@ -74,6 +74,7 @@ from monitor.verdict.reports import (
 )
 from monitor.verdict.state import (
     MAX_SKIPPED,
+    STALE_SOURCES,
     Anchor,
     DecayTrack,
     DriftTrack,
@@ -290,5 +291,8 @@ def evaluate(
         skipped=skipped,
         origin_decay=prior.origin_decay,
         segments=tuple(sorted(data.segments)),
+        stale=tuple(
+            source for source in STALE_SOURCES if feed_stale(stale, source.removesuffix("s"))
+        ),
     )
     return verdict, new_state

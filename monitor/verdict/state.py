@@ -145,6 +145,7 @@ class CountedBlock:
 
 
 TESTED_KEPT = 48  # tested parts a segment keeps to count again (the newest)
+STALE_SOURCES = ("scores", "outcomes")  # the sources a state records stale
 
 
 @dataclass(frozen=True, slots=True)
@@ -445,6 +446,13 @@ def _check_state_doc(d: Any) -> None:
         "null or a list of names",
         segments,
     )
+    stale = d.get("stale")
+    _need(
+        stale is None or (isinstance(stale, list) and all(x in STALE_SOURCES for x in stale)),
+        "stale",
+        f"null or a list of {' and '.join(STALE_SOURCES)}",
+        stale,
+    )
     if d.get("origin_decay") is not None:
         _check_decay(d["origin_decay"], "origin_decay")
 
@@ -596,7 +604,9 @@ class MonitorState:
     decay track a state that started fresh kept (a schedule or drift settings change): a replay
     from ``first_at`` starts from it, as the daemon did. ``segments`` names those the latest
     check had data for (None: not recorded): the alarms an errored check or a restart carries to
-    the exporter are theirs, as the check's own were.
+    the exporter are theirs, as the check's own were. ``stale`` names the sources ("scores",
+    "outcomes") the latest decided check found stale (None: not recorded): carried with the
+    alarms, so a drift a stale score feed held back stays held back through errors and restarts.
     """
 
     drift: Mapping[str, SegmentDrift] = field(default_factory=dict)
@@ -613,6 +623,7 @@ class MonitorState:
     skipped: tuple[tuple[datetime, datetime], ...] = ()
     origin_decay: DecayTrack | None = None
     segments: tuple[str, ...] | None = None
+    stale: tuple[str, ...] | None = None
 
     def times(self) -> dict[str, datetime | str | None]:
         """The state and its start, the last run and the last success: what a state started
@@ -647,6 +658,8 @@ class MonitorState:
             out["origin_decay"] = self.origin_decay.to_dict()
         if self.segments is not None:
             out["segments"] = list(self.segments)
+        if self.stale is not None:
+            out["stale"] = list(self.stale)
         if nested and self.before_last is not None:
             out["before_last"] = self.before_last.to_dict(nested=False, decay=decay)
         return out
@@ -678,6 +691,7 @@ class MonitorState:
                 None if d.get("origin_decay") is None else DecayTrack.from_dict(d["origin_decay"])
             ),
             segments=None if d.get("segments") is None else tuple(d["segments"]),
+            stale=None if d.get("stale") is None else tuple(d["stale"]),
         )
 
 
