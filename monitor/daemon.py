@@ -218,6 +218,10 @@ class Daemon:
         self._tokens = itertools.count(1)
         self._lock = threading.Lock()
         self._reload_lock = threading.Lock()
+        # reloads in the order their reads began: one whose read outlasted a later one's is
+        # not applied over it (the later read saw the newer file)
+        self._reloads = itertools.count(1)
+        self._applied_reload = 0
         self._stopping = threading.Event()
         self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # see _on_signal
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
@@ -510,25 +514,33 @@ class Daemon:
         """Re-read the configuration file (SIGHUP); True when the new one was applied.
 
         Invalid: every problem is logged and the running configuration kept (False). Valid:
-        see the module docstring.
+        see the module docstring. The file is read and checked before the reload lock is
+        taken: a read that hangs (a mount gone away) holds no later reload, nor the clock
+        watcher, which takes the same lock.
         """
+        path = self.config.path
+        if path is None:
+            log.error("reload requested but the configuration was not read from a file")
+            return False
+        ticket = next(self._reloads)
+        try:
+            new = load_config(path)
+        except ConfigError as exc:
+            for problem in exc.problems:
+                log.error("configuration problem", extra={"path": str(path), "problem": problem})
+            log.error(
+                "configuration reload rejected; the running configuration is kept",
+                extra={"path": str(path), "problems": len(exc.problems)},
+            )
+            return False
         with self._reload_lock:
-            path = self.config.path
-            if path is None:
-                log.error("reload requested but the configuration was not read from a file")
-                return False
-            try:
-                new = load_config(path)
-            except ConfigError as exc:
-                for problem in exc.problems:
-                    log.error(
-                        "configuration problem", extra={"path": str(path), "problem": problem}
-                    )
-                log.error(
-                    "configuration reload rejected; the running configuration is kept",
-                    extra={"path": str(path), "problems": len(exc.problems)},
+            if ticket < self._applied_reload:
+                log.warning(
+                    "configuration reload superseded by a later one; not applied",
+                    extra={"path": str(path)},
                 )
                 return False
+            self._applied_reload = ticket
             return self._apply(new)
 
     def _apply(self, new: Config) -> bool:

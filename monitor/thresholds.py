@@ -37,7 +37,8 @@ import scipy
 
 from monitor import __version__
 from monitor.cpu import ENABLE, VARIABLE, processor_key
-from monitor.store import SHAPE_ERRORS, atomic_write, read_regular
+from monitor.files import atomic_write, read_regular
+from monitor.store import SHAPE_ERRORS
 from monitor.verdict.plan import known_thresholds, remember_thresholds
 
 __all__ = ["load_thresholds", "save_thresholds"]

@@ -35,6 +35,8 @@ from typing import Any
 
 import yaml
 
+from monitor.files import MAX_CONFIG_BYTES, read_config_text, read_regular
+
 __all__ = [
     "CLIENT_AUTH_TYPES",
     "TLS_VERSIONS",
@@ -123,6 +125,8 @@ def build_ssl_context(tls: TlsConfig) -> ssl.SSLContext:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = TLS_VERSIONS[tls.min_version]
     context.maximum_version = TLS_VERSIONS[tls.max_version]
+    for name in tls.files():  # a FIFO there: an error, not a load that waits for ever
+        read_regular(name, MAX_CONFIG_BYTES)
     context.load_cert_chain(str(tls.cert_file), str(tls.key_file))
     policy = CLIENT_AUTH_TYPES[tls.client_auth_type]
     if policy is None:  # rejected by validation; kept for a caller building one by hand
@@ -343,7 +347,7 @@ def named_files(path: Path) -> tuple[Path, ...]:
     """The certificate, key and client CA files the web config at ``path`` names, as far as
     it can be read (none when it cannot): a reload that failed on them watches them."""
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_config_text(path))
     except (OSError, UnicodeDecodeError, yaml.YAMLError):
         return ()
     tls = data.get("tls_server_config") if isinstance(data, dict) else None
@@ -360,7 +364,7 @@ def load_web_config(path: Path) -> tuple[WebConfig | None, list[str]]:
     Each problem is prefixed with its key path in the file; the caller adds the file's name.
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        text = read_config_text(path)
     except (OSError, UnicodeDecodeError) as exc:
         return None, [unreadable(exc)]
     try:

@@ -797,7 +797,7 @@ def test_one_unreadable_cache_entry_costs_its_bucket_only(
     """An entry another user wrote (0600) cannot be read: that once paused every disk read
     of the cache, every monitor's, for 10 minutes, and a warm check read its 8 days again."""
     import monitor.incremental.store as store_module
-    from monitor.store import read_regular as real
+    from monitor.files import read_regular as real
 
     state = tmp_path / "state"
     first = _read(SummaryChecks(state), rolling_world, AT)

@@ -589,7 +589,7 @@ def test_a_temp_file_left_by_a_kill_is_written_over(tmp_path: Path) -> None:
     left behind (a name ``sweep`` also removes) is truncated and renamed, not appended to."""
     import threading
 
-    from monitor.store import atomic_write
+    from monitor.files import atomic_write
 
     left = tmp_path / f".m.{os.getpid()}_{threading.get_ident()}.tmp"
     left.write_text("{" * 10_000)

@@ -1042,3 +1042,36 @@ def test_a_page_that_fails_to_render_is_a_500_and_the_server_serves_on(
     assert body == b"internal error: see the monitor's log\n"
     assert any(r.getMessage() == "http request failed" for r in caplog.records)
     assert _get(f"{base}/status")[0] == 200
+
+
+def test_a_web_config_fifo_is_a_failed_reload_not_a_hang(
+    tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    """A FIFO in place of the web config: the request that noticed the change read it and
+    waited for ever, and with it marked "building", no later change (a user removed, a
+    certificate rotated) was ever applied. It is now a failed reload, and a valid file
+    written after it is applied."""
+    config = _web_config(tmp_path, "http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+    server = _start(serve, config)
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    path = config.web_config_file
+    assert path is not None
+    path.unlink()
+    os.mkfifo(path)
+    status, headers, _ = _get(url)
+    assert (status, headers["X-Frame-Options"]) == (200, "deny")  # the config in force
+    path.unlink()
+    path.write_text("http_server_config:\n  headers:\n    X-Frame-Options: sameorigin\n")
+    status, headers, _ = _get(url)
+    assert (status, headers["X-Frame-Options"]) == (200, "sameorigin")
+
+
+def test_a_certificate_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    from monitor.webconfig import TlsConfig, build_ssl_context
+
+    cert, key = self_signed(tmp_path)
+    fifo = tmp_path / "cert.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError, match="not a regular file"):
+        build_ssl_context(TlsConfig(cert_file=fifo, key_file=key))
+    build_ssl_context(TlsConfig(cert_file=cert, key_file=key))  # a regular pair loads

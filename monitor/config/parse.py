@@ -55,6 +55,7 @@ from monitor.config.model import (
     WindowConfig,
 )
 from monitor.errors import ConfigError
+from monitor.files import read_config_text
 from monitor.schedule import format_duration, parse_schedule
 from monitor.sources import JudgedSpec, OutcomeSpec, ScoreSpec
 from monitor.stats import parse_metric
@@ -636,7 +637,7 @@ def load_config(path: str | Path) -> Config:
     """Read and validate a TOML file; ``ConfigError`` if unreadable or invalid."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        text = read_config_text(p)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError([unreadable(exc)], source=str(p)) from exc
     try:

@@ -17,6 +17,7 @@ from monitor.config import EngineConfig, MonitorConfig
 from monitor.engines import Engine, engine_alive, make_engine
 from monitor.epoch import from_ns
 from monitor.errors import EngineUnavailableError, MonitorError
+from monitor.files import NotRegularFile, atomic_write, read_regular
 from monitor.incremental.store import (
     _FORMAT,
     MAX_GRID_BYTES,
@@ -46,7 +47,6 @@ from monitor.stats import (
     build_baseline,
     summary_grid,
 )
-from monitor.store import NotRegularFile, atomic_write, read_regular
 
 log = logging.getLogger("monitor.incremental")
 

@@ -24,12 +24,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from monitor.epoch import from_ns, to_ns
+from monitor.files import NotRegularFile, atomic_write, read_regular
 from monitor.stats import (
     Cells,
     Grid,
     bin_ends,
 )
-from monitor.store import NotRegularFile, atomic_write, read_regular
 
 log = logging.getLogger("monitor.incremental")
 

@@ -41,14 +41,8 @@ from pathlib import Path
 from typing import Any
 
 from monitor.epoch import rfc3339
-from monitor.store import (
-    FUTURE_SKEW,
-    SHAPE_ERRORS,
-    NotRegularFile,
-    atomic_write,
-    read_regular,
-    utc_now,
-)
+from monitor.files import NotRegularFile, atomic_write, read_regular
+from monitor.store import FUTURE_SKEW, SHAPE_ERRORS, utc_now
 from monitor.verdict import Verdict
 
 __all__ = [
