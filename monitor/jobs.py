@@ -106,6 +106,7 @@ __all__ = [
 ]
 
 log = logging.getLogger("monitor")
+PUBLISHED_KEPT = 1024  # the latest runs a late abandon of which finds publishing
 
 
 class Runner:
@@ -150,6 +151,10 @@ class Runner:
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
+        # runs past the abandoned test, publishing their verdict: an abandon that comes after
+        # lets it stand (its error, recorded on top, flipped the verdict, and one written
+        # under the run's save put the state back a slot); the latest PUBLISHED_KEPT kept
+        self._published: dict[int, None] = {}
         # taken to discard a run, and to record its timeout unless it was discarded first (a
         # reload that removed its monitor or reset its state): never both
         self._discarding = threading.Lock()
@@ -734,14 +739,22 @@ class Runner:
                 detail=detail,
                 engine=self._engine_kind(monitor),
             )
-            if token is not None and token in self._abandoned:
-                # before the stamp: a monitor removed by a reload meanwhile has no fingerprints
-                # (its discarded run once ended in "run failed unexpectedly: KeyError")
-                log.warning(
-                    "late result of an abandoned run discarded",
-                    extra={"monitor": name, "at": at.isoformat()},
-                )
-                return record
+            if token is not None:
+                with self._discarding:
+                    abandoned = token in self._abandoned
+                    if not abandoned:
+                        self._published[token] = None
+                        while len(self._published) > PUBLISHED_KEPT:
+                            del self._published[next(iter(self._published))]
+                if abandoned:
+                    # before the stamp: a monitor removed by a reload meanwhile has no
+                    # fingerprints (its discarded run once ended in "run failed unexpectedly:
+                    # KeyError")
+                    log.warning(
+                        "late result of an abandoned run discarded",
+                        extra={"monitor": name, "at": at.isoformat()},
+                    )
+                    return record
             new_state = self._finite(name, at, new_state)
             new_state = self._stamp(
                 new_state,
@@ -831,9 +844,16 @@ class Runner:
         duration is how long the run had been going (``last_run_duration_seconds`` shows a
         hang, not 0); None, recording nothing, when the run was discarded already (a reload
         removed its monitor, or its state starts fresh: the old settings' slot is no failure
-        of the new ones, and a removed monitor has no board to record on)."""
+        of the new ones, and a removed monitor has no board to record on), or when the run
+        is publishing its verdict already (it ended as its limit passed: the verdict stands)."""
         with self._discarding:
             if token in self._abandoned:
+                return None
+            if token in self._published:
+                log.warning(
+                    "run ended as it was abandoned; its verdict stands",
+                    extra={"monitor": name, "at": at.isoformat()},
+                )
                 return None
             self._abandoned.add(token)
             return self._fail(name, at, reason, duration_seconds)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import load_config, with_server_flags
 from monitor.daemon import Daemon
+from monitor.errors import ConfigError
 from monitor.jobs import ParquetReader, Runner
 from monitor.simulate import SCENARIOS, write_world
 from monitor.sources import ScoreSpec, ScoreWindow, Window
@@ -1206,3 +1208,105 @@ def test_a_second_reload_that_leaves_a_due_monitor_unchanged_keeps_one_rerun(
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.latest is not None
         assert snap.latest.verdict.state == "insufficient_data", snap.latest.verdict.reasons
+
+
+def test_a_config_fifo_is_refused_and_a_later_reload_applies(tmp_path: Path) -> None:
+    """A FIFO in place of the configuration (or a mount that hangs): the reload's read
+    waited for ever holding the reload lock, so every later SIGHUP and the clock watcher
+    (which takes it) hung with it. The file is read without waiting (a FIFO is refused), and
+    read before the lock is taken."""
+    path, end = _two_monitor_world(tmp_path)
+    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    try:
+        good = path.read_text()
+        path.unlink()
+        os.mkfifo(path)
+        with pytest.raises(ConfigError, match="not a regular file"):
+            load_config(path)  # at once: no writer is waited for
+        assert daemon.reload() is False
+        path.unlink()
+        first = good.index("[[monitors]]")
+        path.write_text(good[: good.index("[[monitors]]", first + 1)])  # "demo" alone
+        assert daemon.reload() is True
+        assert [m.name for m in daemon.config.monitors] == ["demo"]
+    finally:
+        daemon.http.stop()
+
+
+def test_a_reload_whose_read_outlasted_a_later_one_is_not_applied_over_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reloads read the file outside the lock: one whose read was slow (the older file) is
+    not applied after a later reload applied the newer file."""
+    import monitor.daemon as daemon_module
+
+    path, end = _two_monitor_world(tmp_path)
+    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    real = load_config
+    read, release = threading.Event(), threading.Event()
+    old = real(path)
+
+    def slow_once(p: Path) -> Any:
+        if not read.is_set():
+            read.set()
+            release.wait(30)
+            return old  # what the file held when this read began
+        return real(p)
+
+    monkeypatch.setattr(daemon_module, "load_config", slow_once)
+    try:
+        results: list[bool] = []
+        slow = threading.Thread(target=lambda: results.append(daemon.reload()))
+        slow.start()
+        assert read.wait(30)
+        good = path.read_text()
+        first = good.index("[[monitors]]")
+        path.write_text(good[: good.index("[[monitors]]", first + 1)])  # "demo" alone
+        assert daemon.reload() is True
+        release.set()
+        slow.join(30)
+        assert results == [False]
+        assert [m.name for m in daemon.config.monitors] == ["demo"]
+    finally:
+        release.set()
+        daemon.http.stop()
+
+
+def test_a_run_abandoned_while_it_saves_its_verdict_is_published_once(tmp_path: Path) -> None:
+    """A run past its abandoned test when run_timeout passed (its save in a slow fsync) was
+    abandoned and published both: the abandon's error landed, then the late save's verdict
+    on top (the verdict flipped, the slot counted twice); in the other order the error, made
+    from the state before the slot, put the state back a slot. A run publishing its verdict
+    lets it stand; one abandoned first is discarded (as before)."""
+    from monitor.jobs import StateStore, _prints
+    from monitor.verdict import MonitorState
+
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    gate, saving = threading.Event(), threading.Event()
+
+    class SlowStore(StateStore):
+        def save(self, name: str, state: MonitorState) -> None:
+            if threading.current_thread().name.startswith("check:"):
+                saving.set()
+                gate.wait(30)  # a slow fsync, until the run is abandoned
+            super().save(name, state)
+
+    runner = Runner(config, store=SlowStore(config.server.state_dir, fingerprints=_prints(config)))
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    try:
+        runner.run("demo", end - timedelta(hours=1))
+        daemon.run_monitor("demo")  # returns once run_timeout passed: abandoned
+        assert saving.is_set()
+        gate.set()
+        assert daemon.wait_idle(30) == []
+        snap = next(s for s in runner.board.snapshot() if s.monitor.name == "demo")
+        assert snap.latest is not None
+        assert snap.latest.verdict.state != "error"
+        assert (snap.runs_total, snap.failures_total) == (2, 0)
+        assert snap.state.last_at == end
+        saved = json.loads((config.server.state_dir / "demo.json").read_text())
+        assert (saved["state"], saved["last_at"]) == (snap.state.state, "2026-11-20T00:00:00Z")
+    finally:
+        gate.set()
+        daemon.http.stop()
