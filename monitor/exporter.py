@@ -213,6 +213,11 @@ class MonitorCollector(Collector):
             "Newest row before the latest check's slot, per source (scores, outcomes).",
             ["monitor", "source"],
         )
+        age = _gauge(
+            "source_age_seconds",
+            "Age of a source's newest row at the latest check's slot: what max_lag bounds.",
+            ["monitor", "source"],
+        )
         stale = _gauge(
             "source_stale",
             "1 when a source's newest row is older than its max_lag at the latest check (a "
@@ -325,6 +330,7 @@ class MonitorCollector(Collector):
                 if t is not None:
                     latest.add_metric([name, source], t.timestamp())
                     src_last.add_metric([name, source], t.timestamp())
+                    age.add_metric([name, source], (v.at - t).total_seconds())
                 if v.state != "error":
                     feed = "score" if source == "scores" else "outcome"
                     is_stale = v.feed_stale(feed)
@@ -351,6 +357,7 @@ class MonitorCollector(Collector):
             samples,
             latest,
             src_last,
+            age,
             stale,
             max_lag,
             last_run,

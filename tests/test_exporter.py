@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -86,6 +87,10 @@ def test_states_and_statistics_after_a_decay_run() -> None:
     )
     assert get("retrieval_monitor_runs_total", {"monitor": "a"}) == 1
     assert get("retrieval_monitor_run_failures_total", {"monitor": "a"}) == 0
+    # each source's newest row's age at the check's slot (what max_lag bounds), not at the run
+    age = partial(get, "retrieval_monitor_source_age_seconds")
+    assert age({"monitor": "a", "source": "scores"}) == 60
+    assert age({"monitor": "a", "source": "outcomes"}) == 90 * 60
     assert get("retrieval_monitor_last_run_duration_seconds", {"monitor": "a"}) == 0.25
     assert get("retrieval_monitor_schedule_interval_seconds", {"monitor": "a"}) == 3600
     assert (

@@ -80,6 +80,15 @@ def _seconds(duration: str) -> str:
     return f"{total:g}"
 
 
+def _held(c: MixinConfig, metric: str, matchers: str = "") -> str:
+    """``metric`` of the job (and ``matchers``) read through ``last_over_time`` over the hold: a
+    missed scrape or a short restart (stale markers on every series) reads as the last value,
+    not as no series, while a changed value is seen at once. For gauges; counters keep
+    ``increase``."""
+    extra = f",{matchers}" if matchers else ""
+    return f"last_over_time({metric}{{{c.selector}{extra}}}[{c.hold}])"
+
+
 _SEGMENT = "{{ if $labels.segment }} (segment {{ $labels.segment }}){{ end }}"
 _SEL = (
     '{{ $sel := printf "{instance=%q,monitor=%q,segment=%q}" $labels.instance $labels.monitor '
@@ -184,6 +193,9 @@ def _health(c: MixinConfig) -> AlertGroup:
     save = a["RetrievalMonitorStateSaveFailing"]
     reset = a["RetrievalMonitorStateReset"].duration("window")
     window, save_periods = save.duration("failure_window"), save.count("periods")
+    last_save = "retrieval_monitor_last_state_save_timestamp_seconds"
+    interval = "retrieval_monitor_schedule_interval_seconds"
+    per_monitor, daemon_wide = 'monitor!=""', 'monitor=""'
     window_samples = (
         'print "retrieval_monitor_window_samples" (printf "{instance=%q,monitor=%q,'
         'source=\\"{source}\\",window=\\"current\\"}" $labels.instance $labels.monitor)'
@@ -194,7 +206,7 @@ def _health(c: MixinConfig) -> AlertGroup:
             Alert(
                 name="RetrievalMonitorInsufficientData",
                 note="Too few scores or labelled pairs in a window to decide anything.",
-                expr=f'retrieval_monitor_state{{{s},state="insufficient_data"}} == 1',
+                expr=_held(c, "retrieval_monitor_state", 'state="insufficient_data"') + " == 1",
                 for_=a["RetrievalMonitorInsufficientData"].for_,
                 severity=a["RetrievalMonitorInsufficientData"].severity,
                 summary="Monitor {{ $labels.monitor }} has too little data to decide.",
@@ -225,12 +237,13 @@ def _health(c: MixinConfig) -> AlertGroup:
                 ),
                 expr=(
                     "time() - (\n"
-                    f"    retrieval_monitor_last_success_timestamp_seconds{{{s}}} > 0\n"
+                    f"    {_held(c, 'retrieval_monitor_last_success_timestamp_seconds')} > 0\n"
                     f"  or on ({MONITOR_KEY})\n"
-                    f"    retrieval_monitor_state_since_timestamp_seconds{{{s}}}\n"
+                    f"    {_held(c, 'retrieval_monitor_state_since_timestamp_seconds')}\n"
                     ")\n"
                     f"> on ({MONITOR_KEY})\n"
-                    f"{stale_periods} * retrieval_monitor_schedule_interval_seconds{{{s}}}\n"
+                    f"{stale_periods} * "
+                    f"{_held(c, 'retrieval_monitor_schedule_interval_seconds')}\n"
                 ),
                 for_=a["RetrievalMonitorStale"].for_,
                 severity=a["RetrievalMonitorStale"].severity,
@@ -263,7 +276,7 @@ def _health(c: MixinConfig) -> AlertGroup:
                     "The latest check ended in state `error` (a source or configuration problem, "
                     "not lack of data) and nothing has fixed it since."
                 ),
-                expr=f'retrieval_monitor_state{{{s},state="error"}} == 1',
+                expr=_held(c, "retrieval_monitor_state", 'state="error"') + " == 1",
                 for_=a["RetrievalMonitorRunFailures"].for_,
                 severity=a["RetrievalMonitorRunFailures"].severity,
                 summary="Checks of monitor {{ $labels.monitor }} are failing.",
@@ -318,7 +331,7 @@ def _health(c: MixinConfig) -> AlertGroup:
                     "The newest row of a source (scores or outcomes) is older than the source's "
                     "max_lag: the producer stopped writing, so checks run on old data."
                 ),
-                expr=f"retrieval_monitor_source_stale{{{s}}} == 1",
+                expr=_held(c, "retrieval_monitor_source_stale") + " == 1",
                 for_=a["RetrievalMonitorSourceStale"].for_,
                 severity=a["RetrievalMonitorSourceStale"].severity,
                 summary=(
@@ -356,20 +369,17 @@ def _health(c: MixinConfig) -> AlertGroup:
                     "schedule. A timestamp of 0 (never saved yet) is left to the failure counter."
                 ),
                 expr=(
-                    f"retrieval_monitor_state_save_failing{{{s}}} == 1\n"
+                    f"{_held(c, 'retrieval_monitor_state_save_failing')} == 1\n"
                     "or\n"
                     f"increase(retrieval_monitor_state_save_failures_total{{{s}}}[{window}]) > 0\n"
                     "or\n"
-                    "  time() - (retrieval_monitor_last_state_save_timestamp_seconds"
-                    f'{{{s},monitor!=""}} > 0)\n'
+                    f"  time() - ({_held(c, last_save, per_monitor)} > 0)\n"
                     f"  > on ({MONITOR_KEY})\n"
-                    f"  {save_periods} * retrieval_monitor_schedule_interval_seconds{{{s}}}\n"
+                    f"  {save_periods} * {_held(c, interval)}\n"
                     "or\n"
-                    "  time() - (retrieval_monitor_last_state_save_timestamp_seconds"
-                    f'{{{s},monitor=""}} > 0)\n'
+                    f"  time() - ({_held(c, last_save, daemon_wide)} > 0)\n"
                     "  > on (job, instance) group_left ()\n"
-                    f"  {save_periods} * min by (job, instance) "
-                    f"(retrieval_monitor_schedule_interval_seconds{{{s}}})\n"
+                    f"  {save_periods} * min by (job, instance) ({_held(c, interval)})\n"
                 ),
                 for_=save.for_,
                 severity=save.severity,
@@ -413,8 +423,13 @@ def _health(c: MixinConfig) -> AlertGroup:
                 # the time of the latest reset, not the counter's increase: a reset at start-up
                 # is counted before the first scrape, and increase() saw no rise
                 expr=(
-                    "time() - retrieval_monitor_last_state_reset_timestamp_seconds"
-                    f'{{{s},reason!="config_changed"}} < {_seconds(reset)}'
+                    "time() - "
+                    + _held(
+                        c,
+                        "retrieval_monitor_last_state_reset_timestamp_seconds",
+                        'reason!="config_changed"',
+                    )
+                    + f" < {_seconds(reset)}"
                 ),
                 for_=a["RetrievalMonitorStateReset"].for_,
                 severity=a["RetrievalMonitorStateReset"].severity,

@@ -32,6 +32,8 @@ ALERT_PARAMS: dict[str, dict[str, str]] = {
 }
 
 _DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d|w|y))+")
+# a duration with at least one non-zero part: a range selector of 0s selects nothing
+_POSITIVE = re.compile(r"(?=.*[1-9])(?:[0-9]+(?:ms|s|m|h|d|w|y))+")
 _UID_PART = re.compile(r"[a-zA-Z0-9_-]+")
 _JOB = re.compile(r'[^"\\\n]+')
 _URL = re.compile(r"https?://[^#\s]+")
@@ -74,6 +76,7 @@ class MixinConfig:
     """Everything the generated rules, Grafana provisioning and dashboards take from one place."""
 
     job: str
+    hold: str
     runbook_base: str
     dashboard_uid_prefix: str
     alert_uid_prefix: str
@@ -151,7 +154,7 @@ def parse(doc: Mapping[str, Any], path: Path = CONFIG_PATH) -> MixinConfig:
     links = _table(doc, "links", problems)
     grafana = _table(doc, "grafana", problems)
     alerts = _table(doc, "alerts", problems)
-    _unknown(prom, "prometheus", {"job"}, problems)
+    _unknown(prom, "prometheus", {"job", "hold"}, problems)
     _unknown(links, "links", {"runbook_base"}, problems)
     grafana_keys = {
         "dashboard_uid_prefix",
@@ -162,12 +165,16 @@ def parse(doc: Mapping[str, Any], path: Path = CONFIG_PATH) -> MixinConfig:
     }
     _unknown(grafana, "grafana", grafana_keys, problems)
     job = _string(prom, "prometheus", "job", problems, _JOB, "a job name without quotes")
+    hold = _string(
+        prom, "prometheus", "hold", problems, _POSITIVE, "a duration above 0 such as '5m'"
+    )
     runbook = _string(
         links, "links", "runbook_base", problems, _URL, "an http(s) URL without a '#' fragment"
     )
     uid_what = "letters, digits, '-' or '_'"
     config = MixinConfig(
         job=job,
+        hold=hold,
         runbook_base=runbook,
         dashboard_uid_prefix=_string(
             grafana, "grafana", "dashboard_uid_prefix", problems, _UID_PART, uid_what

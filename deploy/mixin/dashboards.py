@@ -65,6 +65,28 @@ def _last_success(m: str) -> str:
     )
 
 
+def _data_age(m: str) -> str:
+    """Each source's newest row at the latest check as a share of its max_lag: the age the
+    daemon's staleness rule compares (``slot - newest > max_lag``: RetrievalMonitorSourceStale),
+    exported at the check's slot, not counted from now: between a daily check and the next,
+    ``now - newest`` of a healthy feed grows to a day, past its max_lag."""
+    return (
+        f"retrieval_monitor_source_age_seconds{{{m}}}\n"
+        "/ on (job, instance, monitor, source)\n"
+        f"retrieval_monitor_source_max_lag_seconds{{{m}}}"
+    )
+
+
+#: What the data-age panels show.
+_DATA_AGE_NOTE = (
+    "Age of each source's newest row (scores, outcomes) at the latest check's slot, as a share "
+    "of the source's max_lag: the age the daemon's staleness rule compares, so above 100 % the "
+    "check found the source stale (RetrievalMonitorSourceStale). Measured at the check, not "
+    "now: between two checks of a daily monitor a healthy feed's newest row ages a day, which "
+    "the next check judges."
+)
+
+
 def _thresholds(*steps: tuple[str, float | None]) -> dict[str, Any]:
     return {"mode": "absolute", "steps": [{"color": c, "value": v} for c, v in steps]}
 
@@ -498,17 +520,12 @@ def overview(config: MixinConfig) -> dict[str, Any]:
         lay.place(
             _stat(
                 "Data age / max_lag",
-                f"(time() - retrieval_monitor_data_latest_timestamp_seconds{{{m}}})\n"
-                f"  / on (job, instance, monitor, source)\n"
-                f"  retrieval_monitor_source_max_lag_seconds{{{m}}}",
+                _data_age(m),
                 "percentunit",
                 _thresholds(("green", None), ("orange", 0.75), ("red", 1)),
                 legend="{{source}}",
                 text_mode="value_and_name",
-                description="Age of the newest logged row per source (scores, outcomes) as a "
-                "share of the source's max_lag: at 100 % the source is stale "
-                "(RetrievalMonitorSourceStale). Outcomes land once a day by default, so a "
-                "healthy outcome feed is hours old; its max_lag is two days or so.",
+                description=_DATA_AGE_NOTE,
             ),
             5,
             3,
@@ -829,15 +846,9 @@ def drilldown(config: MixinConfig) -> dict[str, Any]:
         lay.place(
             _timeseries(
                 "Data age per source / max_lag",
-                [
-                    _target(
-                        f"(time() - retrieval_monitor_data_latest_timestamp_seconds{{{m}}})\n"
-                        f"  / on (job, instance, monitor, source)\n"
-                        f"  retrieval_monitor_source_max_lag_seconds{{{m}}}",
-                        "{{source}}",
-                    )
-                ],
+                [_target(_data_age(m), "{{source}}")],
                 "percentunit",
+                description=_DATA_AGE_NOTE,
                 thresholds=_thresholds(("green", None), ("orange", 0.75), ("red", 1)),
                 threshold_style="dashed",
             ),

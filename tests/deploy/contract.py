@@ -65,6 +65,7 @@ METRICS: dict[str, tuple[str, ...]] = {
     "retrieval_monitor_runs_total": ("monitor",),
     "retrieval_monitor_run_failures_total": ("monitor",),
     "retrieval_monitor_build_info": ("version",),
+    "retrieval_monitor_source_age_seconds": ("monitor", "source"),
     "retrieval_monitor_source_stale": ("monitor", "source"),
     "retrieval_monitor_source_max_lag_seconds": ("monitor", "source"),
     "retrieval_monitor_source_last_timestamp_seconds": ("monitor", "source"),

@@ -134,7 +134,7 @@ def test_overview_covers_the_issue_list() -> None:
         "retrieval_monitor_outcome_ci_upper",
         "retrieval_monitor_outcome_pairs",
         "retrieval_monitor_outcome_mde",
-        "retrieval_monitor_data_latest_timestamp_seconds",
+        "retrieval_monitor_source_age_seconds",
         "retrieval_monitor_run_failures_total",
         "retrieval_monitor_last_success_timestamp_seconds",
     ):
@@ -219,6 +219,75 @@ def test_time_since_last_success_reads_the_stale_alerts_clock(tmp_path: Path) ->
         ],
     }
     path = tmp_path / "panels_test.yml"
+    path.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run(
+        [binary("promtool"), "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_data_age_is_the_age_the_stale_rule_compares(tmp_path: Path) -> None:
+    """Both data-age panels divide the newest row's age at the latest check's slot by max_lag,
+    as the daemon's stale rule does (``slot - newest > max_lag``). With ``time() - newest`` a
+    healthy feed of a daily monitor (max_lag 6h) read past 100 % for the last 18 hours of each
+    day (and from the run's start, high after a restart whose first check was of an earlier
+    slot): promtool evaluates them 18 hours after the daily check on series the daemon
+    exports."""
+    labels = 'job="retrieval-monitor",instance="monitor:9464"'
+    exprs = [
+        (title, substitute(expr, monitor=monitor))  # title: for the assertion's message
+        for name in ("overview.json", "drilldown.json")
+        for title, expr in dashboard_exprs(DASHBOARDS[name])
+        if "Data age" in title
+        for monitor in ("daily", "late")
+    ]
+    assert len(exprs) == 4, exprs
+    check = 86400  # the daily check's slot, at 1d
+    lag = {"scores": 21600, "outcomes": 172800}
+    newest = {  # monitor -> source -> newest row before the slot
+        "daily": {"scores": check - 5400, "outcomes": check - 86400},  # fresh: 25 %, 50 %
+        "late": {"scores": check - 43200, "outcomes": check - 86400},  # scores stale: 200 %
+    }
+    series = []
+    for monitor, sources in newest.items():
+        own = f"{labels},monitor={monitor!r}".replace("'", '"')
+        for source, t in sources.items():
+            src = f'{own},source="{source}"'
+            series.append((f"retrieval_monitor_source_age_seconds{{{src}}}", f"{check - t}x50"))
+            series.append(
+                (f"retrieval_monitor_source_max_lag_seconds{{{src}}}", f"{lag[source]}x50")
+            )
+    tests = []
+    for _, expr in exprs:
+        monitor = "late" if re.search(r'monitor=~?"late"', expr) else "daily"
+        tests.append(
+            {
+                "expr": expr,
+                "eval_time": "42h",  # 18 hours after the check: now - newest is past max_lag
+                "exp_samples": [
+                    {
+                        "labels": f'{{{labels},monitor="{monitor}",source="{source}"}}',
+                        "value": (check - t) / lag[source],
+                    }
+                    for source, t in newest[monitor].items()
+                ],
+            }
+        )
+    doc = {
+        "rule_files": [],
+        "evaluation_interval": "1h",
+        "tests": [
+            {
+                "interval": "1h",
+                "input_series": [{"series": k, "values": v} for k, v in series],
+                "promql_expr_test": tests,
+            }
+        ],
+    }
+    path = tmp_path / "data_age_test.yml"
     path.write_text(yaml.safe_dump(doc))
     proc = subprocess.run(
         [binary("promtool"), "test", "rules", str(path)],

@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import filecmp
 import json
+import re
 import subprocess
 import sys
 import tomllib
@@ -154,7 +155,12 @@ def test_thresholds_come_from_the_config() -> None:
         )
     )
     alerts = {a.name: a for g in alert_groups(config) for a in g.alerts}
-    assert "3 * retrieval_monitor_schedule_interval_seconds" in alerts["RetrievalMonitorStale"].expr
+    # the schedule's period is read through last_over_time over the hold, as every gauge of the
+    # health alerts is (a missed scrape must not end the alert): see test_the_hold_*
+    assert (
+        "3 * last_over_time(retrieval_monitor_schedule_interval_seconds"
+        in alerts["RetrievalMonitorStale"].expr
+    )
     assert "more than three scheduled periods" in alerts["RetrievalMonitorStale"].description
     # the dashboards' stale marks follow the alert's periods
     files = outputs(config)
@@ -176,10 +182,53 @@ def test_thresholds_come_from_the_config() -> None:
     assert (save.severity, save.for_) == ("critical", "1m")
 
 
+#: The health alerts and the gauges each reads through last_over_time over the hold.
+HELD = {
+    "RetrievalMonitorInsufficientData": ["retrieval_monitor_state"],
+    "RetrievalMonitorStale": [
+        "retrieval_monitor_last_success_timestamp_seconds",
+        "retrieval_monitor_state_since_timestamp_seconds",
+        "retrieval_monitor_schedule_interval_seconds",
+    ],
+    "RetrievalMonitorRunFailures": ["retrieval_monitor_state"],
+    "RetrievalMonitorSourceStale": ["retrieval_monitor_source_stale"],
+    "RetrievalMonitorStateSaveFailing": [
+        "retrieval_monitor_state_save_failing",
+        "retrieval_monitor_last_state_save_timestamp_seconds",
+        "retrieval_monitor_schedule_interval_seconds",
+    ],
+    "RetrievalMonitorStateReset": ["retrieval_monitor_last_state_reset_timestamp_seconds"],
+}
+
+
+def test_the_hold_reaches_every_gauge_of_the_health_alerts() -> None:
+    """A failed scrape or a restart marks every series stale; a health alert that read a gauge as
+    an instant vector resolved and began its `for` again (alerts_test.yml holds the promtool
+    cases). Each gauge is read through last_over_time over [prometheus] hold; counters keep
+    increase(), the verdicts keep_firing_for, RetrievalMonitorDown reads `up`."""
+    config = parse(_variant(prometheus__hold="2m"))
+    alerts = {a.name: a for g in alert_groups(config) for a in g.alerts}
+    for name, gauges in HELD.items():
+        expr = alerts[name].expr
+        for gauge in gauges:
+            found = re.findall(rf"(last_over_time\()?{gauge}\{{[^}}]*\}}(\[[^\]]*\])?", expr)
+            assert found, (name, gauge, expr)
+            assert all(held and selected == "[2m]" for held, selected in found), (name, expr)
+        assert "[5m]" not in expr, (name, expr)
+    assert "increase(retrieval_monitor_state_save_failures_total" in (
+        alerts["RetrievalMonitorStateSaveFailing"].expr
+    )
+    unheld = {"RetrievalModelDecay", "RetrievalDataDrift", "RetrievalMonitorDown"}
+    assert set(HELD) | unheld == set(alerts)
+    for name in unheld:
+        assert "last_over_time" not in alerts[name].expr, name
+
+
 def test_config_iv() -> None:
     """Every problem is reported at once, each with its path, the constraint and the bad value."""
     doc = _variant(
         prometheus__job='bad"job',
+        prometheus__hold="0m",
         links__runbook_base="runbook.md",
         grafana__alert_uid_prefix="has space",
         grafana__colour="blue",
@@ -197,6 +246,7 @@ def test_config_iv() -> None:
     problems = info.value.problems
     expected = [
         "prometheus.job: must be a job name without quotes; got 'bad\"job'",
+        "prometheus.hold: must be a duration above 0 such as '5m'; got '0m'",
         "links.runbook_base: must be an http(s) URL without a '#' fragment; got 'runbook.md'",
         "grafana.colour: unknown key; allowed: ",
         "grafana.alert_uid_prefix: must be letters, digits, '-' or '_'; got 'has space'",

@@ -115,6 +115,9 @@ def _monitor(
         lines.append(f"retrieval_monitor_data_latest_timestamp_seconds{_labels(**src)} {now - 120}")
         stale = source == stale_source
         lines.append(f"retrieval_monitor_source_stale{_labels(**src)} {int(stale)}")
+        lines.append(
+            f"retrieval_monitor_source_age_seconds{_labels(**src)} {90_000 if stale else 120}"
+        )
         lag = 7_200 if source == "scores" else 180_000
         lines.append(f"retrieval_monitor_source_max_lag_seconds{_labels(**src)} {lag}")
         lines.append(
