@@ -394,3 +394,41 @@ def test_a_watch_used_on_a_walks_fast_path_is_not_idle(
     clock[0] += watch._IDLE_SECONDS + watch._SWEEP_SECONDS  # no walk since: all idle now
     watcher.watch(str(other), (st.st_dev, st.st_ino))
     assert watcher.watched == 1
+
+
+@pytest.mark.parametrize("how", ["a second path through a link", "a day renamed aside"])
+def test_one_directory_under_two_paths_keeps_every_change_in_sight(
+    tmp_path: Path, watcher: watch.Watcher, how: str
+) -> None:
+    """inotify gives one descriptor for one directory, whatever the path it was asked under.
+    Watched under a second path (a monitor reading the tree through a link; a day moved
+    aside, ``date=X`` to ``date=X.old``, then walked), the first path's entry was dropped
+    while the descriptor still named it: the next event in it raised a bare KeyError, the
+    rest of the event buffer was lost, and listings kept from before read as unchanged (rows
+    on disk never read, the check reported)."""
+    real = tmp_path / "scores"
+    _tree(real, days=2, hours=2)
+    window = Window(T0, T0 + 2 * DAY)
+    first, second = ScoreSpec(str(real)), ScoreSpec(str(tmp_path / "alias"))
+    if how == "a second path through a link":
+        (tmp_path / "alias").symlink_to(real)
+    for _ in range(3):
+        window_file_stats(first, window)
+    if how == "a day renamed aside":  # a backfill: the day moved aside, written anew, dropped
+        day = real / f"date={T0:%Y-%m-%d}"
+        aside = real / f"date={T0:%Y-%m-%d}.old"
+        day.rename(aside)
+        for _ in range(2):
+            window_file_stats(first, window)  # the aside day's hours, under their new paths
+        shutil.copytree(aside, day)
+        shutil.rmtree(aside)
+    else:
+        for _ in range(2):
+            window_file_stats(second, window)
+    for part in real.glob("date=*/hour=*"):  # a late file in each partition of the tree
+        if part.parent.suffix != ".old":
+            t = datetime.strptime(f"{part.parent.name} {part.name}", "date=%Y-%m-%d hour=%H")
+            _write(part / "part-late.parquet", t.replace(tzinfo=UTC) + HOUR / 2, 99.0)
+    for _ in range(3):
+        assert _values(first, window) == _truth(real, window)
+    assert _values(first, window).count(99.0) == 4  # every partition's late file

@@ -99,6 +99,15 @@ _clock = time.monotonic
 Token: TypeAlias = tuple[int, int, int]  # (epoch, watch descriptor, events seen)
 
 
+def _identity(directory: str) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of what ``directory`` leads to now (None: nothing)."""
+    try:
+        st = os.stat(directory)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
 class Watcher:
     """One inotify instance for the process's source directories (thread-safe)."""
 
@@ -107,6 +116,9 @@ class Watcher:
         self._fd = fd
         self._lock = threading.Lock()
         self._epoch = 0
+        # each registration's counts start at a base of their own: a path watched again under
+        # the same descriptor (the same directory) never hands out a token it handed before
+        self._registrations = 0
         # directory -> [wd, events seen for it, events seen for it or below it, st_dev, st_ino]
         self._by_dir: dict[str, list[int]] = {}
         self._by_wd: dict[int, str] = {}
@@ -140,11 +152,18 @@ class Watcher:
                 directory = self._by_wd.get(wd)
                 if directory is None:
                     continue
+                held = self._by_dir.get(directory)
+                if held is None or held[0] != wd:
+                    # the maps disagree (never expected): no token is trusted any more, and
+                    # the rest of the buffer is still read
+                    self._by_wd.pop(wd, None)
+                    self._epoch += 1
+                    continue
                 self._below(directory)
                 if mask & _GONE:  # deleted, moved or unmounted: the path is no longer this
                     self._forget(wd, directory, remove=not mask & _IN_IGNORED)
                 else:
-                    self._by_dir[directory][1] += 1
+                    held[1] += 1
 
     def _below(self, directory: str) -> None:
         """Count a change below each watched directory above ``directory`` (and in it)."""
@@ -271,17 +290,26 @@ class Watcher:
                     )
                 self._distrust(directory)
                 return None
-            stale = self._by_wd.get(wd)  # the same directory under another path (a link)
+            stale = self._by_wd.get(wd)  # the same directory, watched under another path
             if stale is not None and stale != directory:
+                if _identity(stale) == identity:
+                    # a link (or a bind mount): both paths lead to it; the first keeps the
+                    # watch, this one is looked up at every walk. Taken over, the first's
+                    # entry was dropped while its descriptor still named it: the next event
+                    # in it raised KeyError, and the events after it were lost
+                    self._distrust(directory)
+                    return None
+                # renamed (its parent moved, no event for it): the watch is this path's now
                 self._by_dir.pop(stale, None)
                 self._used.pop(stale, None)
-                self._distrust(directory)
-                return None
+                self._below(os.path.dirname(stale))
+            self._registrations += 1
+            base = self._registrations << 32
             self._by_wd[wd] = directory
-            self._by_dir[directory] = [wd, 0, 0, identity[0], identity[1]]
+            self._by_dir[directory] = [wd, base, base, identity[0], identity[1]]
             self._used[directory] = now
             self._below(os.path.dirname(directory))  # a subtree above gains a watch
-            return (self._epoch, wd, 0)
+            return (self._epoch, wd, base)
 
     def _distrust(self, directory: str) -> None:
         """Look ``directory`` up at every walk from now on (bounded: on a network file system
