@@ -9,6 +9,7 @@ check reads (its windows, the reader protocol and the small shapes of read data)
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import threading
 import time
@@ -147,7 +148,7 @@ class Runner:
         # a fixed reference's baseline and phase counts, by the monitor's whole settings (a
         # reload that changes them never meets an old entry), segment and reference bounds
         self._baselines: dict[
-            tuple[MonitorConfig, str, datetime, datetime], tuple[DriftBaseline, np.ndarray]
+            tuple[MonitorConfig, str, datetime, datetime, str], tuple[DriftBaseline, np.ndarray]
         ] = {}
         self._locks = {m.name: threading.Lock() for m in config.monitors}
         self._abandoned: set[int] = set()
@@ -383,7 +384,16 @@ class Runner:
                 fixed = False  # the frozen grid is the summaries' baseline
                 detail = False
             if fixed and ref_values.size >= monitor.drift.min_reference_samples:
-                key = (monitor, name, reference_w.start, reference_w.end)
+                # by what the window holds, not its bounds alone: a late or corrected file in
+                # a fixed reference (its last hour landing after reference_end) was read (its
+                # rows counted) but never tested, the first baseline kept until a restart
+                key = (
+                    monitor,
+                    name,
+                    reference_w.start,
+                    reference_w.end,
+                    _content(ref_values, ref_ts),
+                )
                 cached = self._baselines.get(key)
                 if cached is None:
                     baseline = build_baseline(ref_values, bins=monitor.drift.bins)
@@ -979,6 +989,16 @@ def _prints(config: Config) -> dict[str, str]:
 
 def _decay_prints(config: Config) -> dict[str, str]:
     return {m.name: decay_fingerprint(m) for m in config.monitors}
+
+
+def _content(values: np.ndarray, timestamps: np.ndarray | None) -> str:
+    """A digest of a window's scores and timestamps (blake2b-128 of their bytes): a frozen
+    baseline is reused while it is the same (a hash is linear, the sort it saves is not)."""
+    h = hashlib.blake2b(digest_size=16)
+    h.update(np.ascontiguousarray(values).data)
+    if timestamps is not None:
+        h.update(np.ascontiguousarray(timestamps).data)
+    return h.hexdigest()
 
 
 def _store_path(store: StateStore, name: str) -> str | None:

@@ -2181,3 +2181,33 @@ def test_late_scores_in_an_hour_emptied_for_good_are_counted(
         now[0] = AT + k * HOUR
         late.append(runner.run("demo", AT + k * HOUR).verdict.inputs["web"].late_scores)
     assert late == [0, 0, 0, 5, 0]
+
+
+def test_a_fixed_reference_rewritten_after_the_first_check_is_tested_as_it_is_now(
+    fixed_world: Path, tmp_path: Path
+) -> None:
+    """A fixed reference's baseline (arrays) and full grid (summaries) were kept by the
+    window's bounds and row count: a day of it re-scored with as many rows (a correction), or
+    a late file of it, after a long-lived runner's first check was read (its rows counted)
+    but never tested, until a restart (arrays: the first baseline; summaries: the persisted
+    grid, for good). Both now follow the files, and agree with a fresh process's numbers."""
+    root = tmp_path / "w"
+    shutil.copytree(fixed_world, root, ignore=shutil.ignore_patterns("state"))
+    arrays = Runner(load_config(root / "arrays.toml"))
+    summaries = Runner(load_config(root / "summaries.toml"))
+    for runner in (arrays, summaries):
+        runner.check("demo", AT)
+    target = root / "scores" / "date=2026-11-03" / "part-0.parquet"
+    _rewrite_in_place(target, None)
+    _rewrite_in_place(target, 0.8)  # as many rows, the scores moved
+    at = AT + HOUR
+    fresh = _inputs(Runner(load_config(root / "arrays.toml")), at)
+    for runner in (arrays, summaries, Runner(load_config(root / "summaries.toml"))):
+        got = _inputs(runner, at)
+        assert set(got) == set(fresh) == {"web", "app"}
+        for name in fresh:
+            a, b = dict(fresh[name]), dict(got[name])
+            assert b["ks_statistic_high"] is None  # the full grid holds every reference value
+            for key in ("grid_points", "ks_location"):
+                a.pop(key), b.pop(key)
+            assert a == b, name

@@ -29,6 +29,7 @@ from monitor.incremental.store import (
 from monitor.incremental.windows import (
     BucketPlan,
     SummaryRead,
+    _digest,
     _indices,
     _Rolling,
     _runs,
@@ -273,6 +274,7 @@ class SummaryChecks:
         want = _settings_key(monitor.scores, settings, monitor.drift.bins)
         if rows is None:
             rows = (_rows(monitor.scores, reference), _rows(monitor.scores, current))
+        identity = _reference_print(monitor, settings, reference)
         memo = self._grids.get(monitor.name)
         held = memo[1] if memo is not None and memo[0] == want else None
         # the grid a rebuild replaces: its cached buckets go with it
@@ -283,14 +285,17 @@ class SummaryChecks:
         keep_edges = [np.asarray(e, np.float64) for e in keep_edges]
         if (
             held is not None
-            and not _stale(held, monitor, settings, at, reference, rows[0])
+            and not _stale(held, monitor, settings, at, reference, rows[0], identity)
             # an anchor's edges are grid points, or its PSI cannot be summed: an anchor made
             # while the monitor read whole windows (its engine off a while) needs a new grid
             and all(held.grid.holds(e) for e in keep_edges)
         ):
             self._grids[monitor.name] = (want, held)
             return held
-        built = self._build(monitor, settings, at, reference, want, keep_edges, rows)
+        built = replace(
+            self._build(monitor, settings, at, reference, want, keep_edges, rows),
+            reference_print=identity,
+        )
         self._grids[monitor.name] = (want, built)
         self.cache.forget(monitor.name)
         if path is not None and self.persist_grids:
@@ -646,6 +651,16 @@ def _settings_key(spec: ScoreSpec, settings: EngineConfig, bins: int) -> str:
     )
 
 
+def _reference_print(monitor: MonitorConfig, settings: EngineConfig, reference: Window) -> str:
+    """The digest of a fixed reference's files (path, size, mtime, ctime, deletes) where the
+    grid is ``full`` (it must hold every reference value), else "": a rewrite that keeps the row
+    count (a re-scoring, a correction) changes it."""
+    if not (monitor.windows.fixed_reference and settings.grid == "full"):
+        return ""
+    files = window_file_stats(monitor.scores, reference)
+    return _digest(sorted(files, key=lambda f: f.path))
+
+
 def _stale(
     held: FrozenGrid,
     monitor: MonitorConfig,
@@ -653,16 +668,18 @@ def _stale(
     at: datetime,
     reference: Window,
     rows: int,
+    identity: str = "",
 ) -> bool:
     if not held.edges and rows > 0:
         return True  # built on an empty reference (one point): its rows have landed since
     if monitor.windows.fixed_reference:
         if (held.reference_start, held.reference_end) != (reference.start, reference.end):
             return True
-        # a fixed window's rows change only by late or removed files: a full grid must hold
-        # every value (its exact KS), an automatic one is rebuilt as a rolling one is
+        # a fixed window changes by late, removed or rewritten files: a full grid must hold
+        # every value (its exact KS), so any change of its files rebuilds it (a rewrite of as
+        # many rows kept the old grid for good); an automatic one is rebuilt as a rolling one is
         if settings.grid == "full":
-            return rows != held.reference_rows
+            return rows != held.reference_rows or identity != held.reference_print
         return not held.reference_rows / 2 <= rows <= 2 * max(held.reference_rows, 1)
     limit = settings.regrid or (reference.end - reference.start)
     if at - held.built_at >= limit or at < held.built_at:

@@ -71,7 +71,9 @@ MAX_GRID_BYTES = MAX_ENTRY_BYTES = 1 << 32
 class FrozenGrid:
     """A monitor's frozen grid: points, each segment's PSI edges (grid points), when and from
     which reference window and how many sampled rows it was built, and ``key``, the identity
-    its bucket summaries are cached under (points, score settings, bucket length)."""
+    its bucket summaries are cached under (points, score settings, bucket length).
+    ``reference_print``: the digest of a fixed reference's files a full grid was built from
+    ("" otherwise): a file rewritten with as many rows changes it, and the grid is rebuilt."""
 
     grid: Grid
     edges: Mapping[str, NDArray[np.float64]]
@@ -81,6 +83,7 @@ class FrozenGrid:
     sample_rows: int
     key: str
     reference_rows: int = 0
+    reference_print: str = ""
 
     def to_bytes(self) -> bytes:
         names = sorted(self.edges)
@@ -90,6 +93,7 @@ class FrozenGrid:
             "reference": [to_ns(self.reference_start), to_ns(self.reference_end)],
             "sample_rows": self.sample_rows,
             "reference_rows": self.reference_rows,
+            "reference_print": self.reference_print,
             "key": self.key,
             "segments": names,
         }
@@ -120,6 +124,7 @@ class FrozenGrid:
             sample_rows=int(meta["sample_rows"]),
             key=str(meta["key"]),
             reference_rows=int(meta["reference_rows"]),
+            reference_print=str(meta.get("reference_print", "")),
         )
 
 
