@@ -283,10 +283,37 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if config is None:
         return 3
     names = ", ".join(m.name for m in config.monitors)
+    if not _validate_plans(config):
+        return 3
     if args.sources and not _validate_sources(config):
         return 3
     print(f"{args.config}: valid ({len(config.monitors)} monitor(s): {names})")
     return 0
+
+
+def _validate_plans(config: Config) -> bool:
+    """Make each monitor's alarm plan, for one segment and for ``max_segments``: settings no
+    plan holds (a budget too small for any CUSUM threshold) made every check an ``error``
+    after ``validate`` said valid. Each problem printed (stderr)."""
+    from monitor.errors import StatsInputError
+    from monitor.verdict import alarm_plan
+
+    problems: list[str] = []
+    for i, m in enumerate(config.monitors):
+        for segments in sorted({1, m.max_segments}):
+            try:
+                alarm_plan(m, segments)
+            except (StatsInputError, ValueError, ArithmeticError) as exc:
+                problems.append(
+                    f"monitors[{i}].budget ({m.name}): no alarm plan holds these settings with "
+                    f"{segments} segment(s): {exc} (budget.drift, drift.cusum_share and the "
+                    "windows against the schedule set it)"
+                )
+                break
+    if problems:
+        lines = "\n".join(f"  - {p}" for p in problems)
+        print(f"{config.path}: {len(problems)} problem(s):\n{lines}", file=sys.stderr)
+    return not problems
 
 
 def _validate_sources(config: Config) -> bool:

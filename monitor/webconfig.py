@@ -371,6 +371,8 @@ def load_web_config(path: Path) -> tuple[WebConfig | None, list[str]]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         return None, [f"not valid YAML: {exc}"]
+    except RecursionError:  # sequences or mappings nested hundreds deep
+        return None, ["not valid YAML: nested too deeply"]
     p = _Problems()
     doc = p.mapping(data, "(document)")
     p.unknown(doc, "", {"tls_server_config", "http_server_config", "basic_auth_users"})

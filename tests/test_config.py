@@ -295,3 +295,57 @@ def test_a_final_newline_is_no_part_of_a_name_or_a_url(tmp_path: Path) -> None:
     text = "\n".join(info.value.problems)
     assert "monitors[0].name: must match" in text
     assert "report.runbook_url: must be an http:// or https:// URL" in text
+
+
+def _all_problems(path: Path) -> list[str]:
+    with pytest.raises(ConfigError) as info:
+        load_config(path)
+    return info.value.problems
+
+
+def test_every_problem_at_once_across_typos_duplicates_and_lists(tmp_path: Path) -> None:
+    """A typo beside the values (an unknown key) once hid every check across settings until
+    it was fixed; a duplicate of a monitor with problems of its own went unsaid; a list of
+    metric names stopped at its first bad one."""
+    problems = _all_problems(
+        _write(
+            tmp_path,
+            MINIMAL.replace('name = "web-search"', 'name = "web"')
+            + 'schedule = "3h"\nwindows.current = "1h"\ndecay.margn = 0.01\n'
+            + MINIMAL.replace('name = "web-search"', 'name = "web"')
+            + '[[monitors]]\nname = "judged"\nscores.path = "s"\noutcomes.kind = "judged_runs"\n'
+            + 'outcomes.runs = "r"\noutcomes.judgments = "j"\n'
+            + 'outcomes.report = ["foo", "ndcg@10", "bar@x"]\n',
+        )
+    )
+    assert any(p.startswith("monitors[0].decay.margn: unknown key") for p in problems)
+    assert any(p.startswith("monitors[0].windows.current: 1h is shorter") for p in problems)
+    assert any(p.startswith("monitors[1].name: duplicates monitors[0].name") for p in problems)
+    (report,) = [p for p in problems if p.startswith("monitors[2].outcomes.report")]
+    for part in ("[0]:", "'foo'", "[2] 'bar@x'"):
+        assert part in report, report
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        # `--monitor -web` reads as a flag: the name could never be checked by it
+        (MINIMAL.replace('"web-search"', '"-web"'), "monitors[0].name: must match"),
+        # arrays nested hundreds deep: once a traceback, no problem line
+        (MINIMAL + "x = " + "[" * 600 + "]" * 600 + "\n", "not valid TOML: nested too deeply"),
+    ],
+)
+def test_names_and_nesting_that_would_break_later_are_refused(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    assert any(p.startswith(expected) for p in _all_problems(_write(tmp_path, text)))
+
+
+def test_a_state_dir_that_is_a_file_is_refused(tmp_path: Path) -> None:
+    """The daemon ran with it, and never saved a state or a history."""
+    (tmp_path / "afile").write_text("")
+    for state_dir in ("afile", "afile/below"):
+        text = f'[server]\nstate_dir = "{state_dir}"\n' + MINIMAL
+        problems = _all_problems(_write(tmp_path, text))
+        assert problems == [f"server.state_dir: {tmp_path / 'afile'} exists and is not a directory"]
+    load_config(_write(tmp_path, '[server]\nstate_dir = "new/state"\n' + MINIMAL))  # not yet

@@ -180,6 +180,31 @@ def test_schedules_validate_no_longer_crashes_on_or_wrongly_rejects() -> None:
     assert all("never fires" in p for p in problems)
 
 
+def test_validate_makes_each_alarm_plan_and_refuses_settings_none_holds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A budget too small for any CUSUM threshold passed validate, and every check was then an
+    error; a reference of seconds against a daily schedule rounded rho to 1 (no plan), and is
+    now planned (rho kept below 1)."""
+
+    path = tmp_path / "monitor.toml"
+    path.write_text(
+        '[[monitors]]\nname = "tiny"\nscores.path = "s"\noutcomes.path = "o"\n'
+        "budget.drift = 1e-15\n"
+    )
+    assert main(["validate", "--config", str(path)]) == 3
+    err = capsys.readouterr().err
+    assert "monitors[0].budget (tiny): no alarm plan holds these settings" in err, err
+    (seconds,) = _parse(_monitor(schedule="1d", windows={"reference": "1s"})).monitors
+    plan = alarm_plan(seconds)
+    assert plan.rho < 1.0
+    path.write_text(
+        '[[monitors]]\nname = "ok"\nscores.path = "s"\noutcomes.path = "o"\n'
+        'schedule = "1d"\nwindows.reference = "1s"\n'
+    )
+    assert main(["validate", "--config", str(path)]) == 0
+
+
 # ------------------------------------------------------------------------------ inspect_source
 
 

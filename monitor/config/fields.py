@@ -30,6 +30,7 @@ class _Collector:
 
     def __init__(self) -> None:
         self.problems: list[str] = []
+        self._unknown: set[int] = set()  # the problems that are unknown keys (by position)
 
     def add(self, path: str, message: str) -> None:
         self.problems.append(f"{path}: {message}")
@@ -38,8 +39,13 @@ class _Collector:
         """Whether a problem was recorded (after the first ``since``) for one of ``paths`` or
         a key under it: a check across settings runs only on values that parsed (one bad
         value once added errors about defaults the user never wrote)."""
+        # an unknown key (a typo beside the values) leaves every value that parsed in force:
+        # counted, one typo hid every check across settings until it was fixed
         return any(
-            p.startswith((f"{path}:", f"{path}.")) for p in self.problems[since:] for path in paths
+            p.startswith((f"{path}:", f"{path}."))
+            for i, p in enumerate(self.problems[since:], since)
+            if i not in self._unknown
+            for path in paths
         )
 
     def table(self, data: Any, path: str) -> dict[str, Any]:
@@ -53,6 +59,7 @@ class _Collector:
     def unknown(self, data: dict[str, Any], path: str, known: set[str]) -> None:
         for key in sorted(set(data) - known):
             where = f"{path}.{key}" if path else key
+            self._unknown.add(len(self.problems))
             self.add(where, f"unknown key (known: {', '.join(sorted(known))})")
 
     def get(
@@ -304,9 +311,21 @@ def _decision_metric(value: Any) -> str:
 
 
 def _metrics(value: Any) -> tuple[str, ...]:
+    """A list of metric names; every bad one named with its index (one problem line)."""
     if not isinstance(value, list):
         raise ValueError(f"must be a list of metric names; got {value!r}")
-    return tuple(_metric(v) for v in value)
+    names: list[str] = []
+    bad: list[tuple[int, Any, ValueError]] = []
+    for i, v in enumerate(value):
+        try:
+            names.append(_metric(v))
+        except ValueError as exc:
+            bad.append((i, v, exc))
+    if bad:
+        (i, _, first), rest = bad[0], bad[1:]
+        also = ", ".join(f"[{j}] {v!r}" for j, v, _ in rest)
+        raise ValueError(f"[{i}]: {first}" + (f" Also not metric names: {also}." if also else ""))
+    return tuple(names)
 
 
 def _bool(value: Any) -> bool:

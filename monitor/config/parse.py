@@ -68,7 +68,20 @@ from monitor.webconfig import (
     unreadable,
 )
 
-_NAME = re.compile(r"^[A-Za-z0-9_.:-]{1,64}$")
+# not starting with "-": `--monitor -web` is read as a flag, and `-web-<time>.html` as options
+_NAME = re.compile(r"^[A-Za-z0-9_.:][A-Za-z0-9_.:-]{0,63}$")
+
+
+def _not_a_directory(path: Path) -> Path | None:
+    """The nearest existing path at or above ``path`` when it is not a directory (a regular
+    file where the state directory, or one above it, should be); None otherwise."""
+    for at in (path, *path.parents):
+        try:
+            if at.exists():
+                return None if at.is_dir() else at
+        except OSError:  # not searchable: the daemon's own start says so
+            return None
+    return None
 
 
 def _web_config(c: _Collector, where: str, path: Path) -> WebConfig | None:
@@ -97,6 +110,9 @@ def _parse_server(c: _Collector, data: Any, base: Path) -> ServerConfig:
     )
     host, port = c.get(t, "listen", "server", ("127.0.0.1", 9464), parse_listen)
     state_dir = Path(_resolve(base, c.get(t, "state_dir", "server", "state", _string)))
+    blocked = _not_a_directory(state_dir)
+    if blocked is not None:  # the daemon would run, and never save a state or a history
+        c.add("server.state_dir", f"{blocked} exists and is not a directory")
     cert = c.get(t, "tls_cert_file", "server", None, _optional_string)
     key = c.get(t, "tls_key_file", "server", None, _optional_string)
     cert_path = Path(_resolve(base, cert)) if cert else None
@@ -616,12 +632,14 @@ def parse_config(data: dict[str, Any], *, base: Path, source: str | None = None)
         seen: dict[str, int] = {}
         for i, item in enumerate(raw):
             m = _parse_monitor(c, item, f"monitors[{i}]", base, engine)
-            if m is None:
-                continue
-            if m.name in seen:
-                c.add(f"monitors[{i}].name", f"duplicates monitors[{seen[m.name]}].name {m.name!r}")
-            seen[m.name] = i
-            monitors.append(m)
+            # by the name as written: a duplicate of a monitor with other problems is one too
+            name = item.get("name") if isinstance(item, dict) else None
+            if isinstance(name, str):
+                if name in seen:
+                    c.add(f"monitors[{i}].name", f"duplicates monitors[{seen[name]}].name {name!r}")
+                seen.setdefault(name, i)
+            if m is not None:
+                monitors.append(m)
     if c.problems:
         raise ConfigError(c.problems, source=source)
     return Config(
@@ -644,4 +662,6 @@ def load_config(path: str | Path) -> Config:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError([f"not valid TOML: {exc}"], source=str(p)) from exc
+    except RecursionError as exc:  # arrays or tables nested hundreds deep
+        raise ConfigError(["not valid TOML: nested too deeply"], source=str(p)) from exc
     return parse_config(data, base=directory_of(p), source=str(p))

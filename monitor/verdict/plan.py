@@ -229,7 +229,8 @@ def _alarm_plan(monitor: MonitorConfig, segments: int) -> AlarmPlan:
         cycles = span / period
         phases = max(1, round(period / max(interval, timedelta(hours=1))))
         phases = min(phases, _phases(period))
-    rho = round(1.0 / (1.0 + max(cycles, 1e-9)), 4)
+    # below 1: a reference of seconds against a daily schedule rounded to 1 (no plan exists)
+    rho = min(round(1.0 / (1.0 + max(cycles, 1e-9)), 4), 0.9999)
     share = monitor.drift.cusum_share
     if share > 0:
         k = monitor.drift.cusum_k
