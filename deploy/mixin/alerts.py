@@ -450,6 +450,39 @@ def _health(c: MixinConfig) -> AlertGroup:
                 ),
                 runbook_url=c.runbook_url("RetrievalMonitorStateReset"),
             ),
+            Alert(
+                name="RetrievalMonitorLateScores",
+                note=(
+                    "The latest check found scores in drift evidence blocks it had tested "
+                    "before: a writer lands them later than drift.settle, and no drift test "
+                    "will see them (a drift they alone carry cannot alarm). A ticket: raise "
+                    "drift.settle to that writer's lateness."
+                ),
+                expr=_held(c, "retrieval_monitor_late_scores") + " > 0",
+                for_=a["RetrievalMonitorLateScores"].for_,
+                severity=a["RetrievalMonitorLateScores"].severity,
+                summary=(
+                    "Scores of monitor {{ $labels.monitor }}"
+                    + _SEGMENT
+                    + " landed after their drift evidence was tested."
+                ),
+                description=(
+                    '{{ $value | printf "%.0f" }} scores of monitor {{ $labels.monitor }}'
+                    + _SEGMENT
+                    + " on {{ $labels.instance }} landed after the evidence block holding their"
+                    " time had been tested: later than drift.settle, so no drift test sees them."
+                    " The check's reasons say how late (more than L, at most U); set"
+                    " drift.settle to that writer's lateness (blocks, and drift alarms, then lag"
+                    " by it)."
+                ),
+                grafana_description=(
+                    "Scores of monitor {{ $labels.monitor }} on {{ $labels.instance }} landed "
+                    "after the evidence block holding their time had been tested (later than "
+                    "drift.settle): no drift test sees them. Set drift.settle to the writer's "
+                    "lateness; the check's reasons say how late."
+                ),
+                runbook_url=c.runbook_url("RetrievalMonitorLateScores"),
+            ),
         ),
     )
 

@@ -29,6 +29,7 @@ ALERT_PARAMS: dict[str, dict[str, str]] = {
     "RetrievalMonitorSourceStale": {},
     "RetrievalMonitorStateSaveFailing": {"failure_window": "duration", "periods": "count"},
     "RetrievalMonitorStateReset": {"window": "duration"},
+    "RetrievalMonitorLateScores": {},
 }
 
 _DURATION = re.compile(r"(?:[0-9]+(?:ms|s|m|h|d|w|y))+")

@@ -198,6 +198,7 @@ HELD = {
         "retrieval_monitor_schedule_interval_seconds",
     ],
     "RetrievalMonitorStateReset": ["retrieval_monitor_last_state_reset_timestamp_seconds"],
+    "RetrievalMonitorLateScores": ["retrieval_monitor_late_scores"],
 }
 
 

@@ -128,7 +128,10 @@ def _monitor(
             lines.append(f"retrieval_monitor_window_samples{_labels(**src, window=window)} 500")
     for segment, (drift, decay) in segments.items():
         seg = {"monitor": name, "segment": segment}
-        lines += [f"{metric}{_labels(**seg)} {v}" for metric, v in PER_SEGMENT_STATS.items()]
+        stats = dict(PER_SEGMENT_STATS)
+        if drift:  # the drifting segment's writer also lands late (RetrievalMonitorLateScores)
+            stats["retrieval_monitor_late_scores"] = 250
+        lines += [f"{metric}{_labels(**seg)} {v}" for metric, v in stats.items()]
         lines += [
             f"retrieval_monitor_input_drift{_labels(**seg)} {drift}",
             f"retrieval_monitor_model_decay{_labels(**seg)} {decay}",
@@ -232,6 +235,7 @@ def test_every_grafana_rule_query_returns_data(stack: Stack) -> None:
         ("RetrievalMonitorSourceStale", {"monitor": "starved", "source": "outcomes"}),
         ("RetrievalMonitorStateSaveFailing", {"monitor": "broken"}),
         ("RetrievalMonitorStateReset", {"monitor": "broken", "reason": "syntax"}),
+        ("RetrievalMonitorLateScores", {"monitor": "drifting", "segment": "fr"}),
     ],
 )
 def test_each_alert_fires_on_its_world(stack: Stack, alert: str, labels: dict[str, str]) -> None:
