@@ -1385,3 +1385,30 @@ def test_a_segment_whose_floor_misses_alpha_over_k_is_undecidable_beside_able_on
     assert all(verdict.outcomes[f"s{i}"].decidable for i in range(9))  # the able ones stay
     alone, _ = evaluate(m, AT, check_data(AT, {"small": segs["small"]}), MonitorState())
     assert alone.state == "model_decay"  # alone, alpha / 1: 2^-12 reaches it
+
+
+def test_a_raised_decay_beyond_alpha_over_k_still_clears_on_its_interval() -> None:
+    """A segment raised while it was tested alone (alpha / 1), then looked at beside able
+    segments (its floor 2^-12 above alpha / 10): trimmed from the Holm family as any such
+    segment is, it read undecidable at every look and could never clear, the critical page
+    on for good although every pair had recovered. A raised segment stays in the family."""
+    from datetime import timedelta
+
+    m = make_monitor(decay={"min_pairs": 12}, max_segments=10)
+    rng = np.random.default_rng(1)
+    segs = {f"s{i}": segment(rng, AT, n_ref=2000, n_cur=300, n_pairs=0) for i in range(9)}
+    segs["small"] = segment(rng, AT, n_ref=2000, n_cur=300, decay=0.3, n_pairs=12)
+    first, state = evaluate(m, AT, check_data(AT, segs), MonitorState())
+    assert first.outcomes["small"].decay
+    at = AT + timedelta(days=1)
+    segs = {f"s{i}": segment(rng, at, n_ref=2000, n_cur=300, n_pairs=200) for i in range(9)}
+    segs["small"] = segment(rng, at, n_ref=2000, n_cur=300, decay=-0.05, n_pairs=12)
+    later, state = evaluate(m, at, check_data(at, segs), state)
+    small = later.outcomes["small"]
+    assert small.decidable
+    assert small.recovered
+    assert not small.decay
+    assert later.state == "ok"
+    at += timedelta(days=1)  # cleared: a segment that cannot reach alpha / k leaves again
+    again, _ = evaluate(m, at, check_data(at, segs), state)
+    assert not again.outcomes["small"].decidable

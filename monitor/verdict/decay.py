@@ -212,7 +212,7 @@ def _evaluate_outcomes(
                 )
             except StatsInputError as exc:
                 raise StatsInputError(_unusable(monitor, name, p, exc)) from exc
-    decidable = _reachable(base, results, alpha)
+    decidable = _reachable(base, results, alpha, keep=frozenset(decay.active))
     adjusted = dict(
         zip(
             decidable,
@@ -294,7 +294,11 @@ def _evaluate_outcomes(
 
 
 def _reachable(
-    base: dict[str, OutcomeReport], results: Mapping[str, PairedResult], alpha: float
+    base: dict[str, OutcomeReport],
+    results: Mapping[str, PairedResult],
+    alpha: float,
+    *,
+    keep: frozenset[str] = frozenset(),
 ) -> list[str]:
     """The segments of the look's Holm family, marking the others of ``base`` undecidable.
 
@@ -305,12 +309,16 @@ def _reachable(
     decidable and say "no evidence" (of a drop of any size, with an MDE it does not have): the
     test with the largest floor (then the fewest pairs, then the name) leaves the family until
     every floor reaches alpha / k of the rest. Data-independent, so the family-wise bound
-    holds."""
+    holds. A segment whose decay is raised (``keep``) stays: it was raised, and it clears on
+    its interval (trimmed, it read undecidable at every look and the page never resolved)."""
     floors = {n: r.permutation.min_pvalue for n, r in results.items() if base[n].decidable}
     family = sorted(floors)
-    while family and max(floors[n] for n in family) * len(family) > alpha:
+    while True:
         k = len(family)
-        weakest = max(family, key=lambda n: (floors[n], -base[n].n_pairs, n))
+        over = [n for n in family if n not in keep and floors[n] * k > alpha]
+        if not over:
+            break
+        weakest = max(over, key=lambda n: (floors[n], -base[n].n_pairs, n))
         family.remove(weakest)
         r = results[weakest].permutation
         design = (
