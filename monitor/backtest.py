@@ -342,6 +342,14 @@ class CachedReader:
             files_read=0,
         )
 
+    def identity(self, spec: ScoreSpec, window: Window) -> str:
+        """A window inside a span read once holds what that read held for the whole replay; any
+        other is read by ``fallback``, and its identity is the fallback's."""
+        span = self._span(spec, window)
+        if span is None or not span.exact:
+            return self.fallback.identity(spec, window)
+        return f"span {span.window.start.isoformat()} {span.window.end.isoformat()}"
+
     def positions(
         self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline
     ) -> BaselinePositions | None:

@@ -9,6 +9,7 @@ verdict.
 
 from __future__ import annotations
 
+import hashlib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -31,6 +32,7 @@ from monitor.sources import (
     read_outcomes,
     read_run_times,
     read_scores,
+    window_file_stats,
 )
 from monitor.stats import BaselinePositions, DriftBaseline
 from monitor.verdict import JudgedCheck, Pairs, Verdict
@@ -86,6 +88,12 @@ class DataReader(Protocol):
         precomputed (the backtest's cache); None makes the verdict locate the scores itself."""
         ...
 
+    def identity(self, spec: ScoreSpec, window: Window) -> str:
+        """What ``scores`` of ``window`` would hold, as a digest that changes with it (a late,
+        removed or rewritten file): a fixed reference's frozen baseline is kept while it
+        stays the same."""
+        ...
+
 
 class ParquetReader:
     """Reads every window from parquet through ``monitor.sources``."""
@@ -112,6 +120,14 @@ class ParquetReader:
         self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline
     ) -> BaselinePositions | None:
         return None
+
+    def identity(self, spec: ScoreSpec, window: Window) -> str:
+        """blake2b-128 of the window's files (path, size, mtime, ctime, deleted rows), in
+        path order, from the cached footers: no data read."""
+        h = hashlib.blake2b(digest_size=16)
+        for f in sorted(window_file_stats(spec, window), key=lambda f: f.path):
+            h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.deletes}\n".encode())
+        return h.hexdigest()
 
 
 def _no_scores(window: Window) -> ScoreWindow:

@@ -62,7 +62,7 @@ from monitor.board import Health, RunRecord
 from monitor.config import Config, MonitorConfig, ServerConfig, keep_flagged, load_config
 from monitor.epoch import rfc3339
 from monitor.errors import ConfigError
-from monitor.jobs import Runner
+from monitor.jobs import PUBLISHING, Runner
 from monitor.report import HistoryStore
 from monitor.schedule import Schedule
 from monitor.server import HttpServer
@@ -334,6 +334,7 @@ class Daemon:
             target=self._execute, args=(name, run), name=f"check:{name}", daemon=True
         )
         thread.start()
+        publishing = False
         if not run.done.wait(timeout=monitor.run_timeout.total_seconds()):
             try:
                 if run.orphaned or not self._configured(name):
@@ -345,17 +346,29 @@ class Daemon:
                         f"run exceeded run_timeout={monitor.run_timeout.total_seconds():g}s and "
                         f"was abandoned (a source may hang); its late result will be discarded"
                     )
-                    log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
                     ran = (self.runner.clock() - run.since).total_seconds()
                     # recorded before the run counts as abandoned: a reload lets an abandoned
                     # run go and runs the monitor at once, and this error must not land after
                     # that run (nothing is recorded once a reload discarded the run)
-                    self.runner.abandon(run.token, name, at, reason, duration_seconds=ran)
+                    got = self.runner.abandon(run.token, name, at, reason, duration_seconds=ran)
+                    publishing = got is PUBLISHING
+                    if not publishing:
+                        log.error("run abandoned", extra={"monitor": name, "at": at.isoformat()})
             finally:  # abandoned whatever the record did: a reload may let it go
-                with self._lock:
-                    run.abandoned = True
-                self._kick(name)
-            return
+                if not publishing:
+                    with self._lock:
+                        run.abandoned = True
+                    self._kick(name)
+            if not publishing:
+                return
+            # it ended as its limit passed and is saving its verdict: not abandoned (a reload
+            # letting it go would run the slot again beside its save), it finishes as any run
+            log.warning(
+                "run past run_timeout while publishing its verdict; it stands",
+                extra={"monitor": name, "at": at.isoformat()},
+            )
+            if not run.done.wait(timeout=monitor.run_timeout.total_seconds()):
+                return  # its save hangs: in flight, the next slot says so
         if run.error is not None:
             removed = run.orphaned or not self._configured(name)
             # a reload that removed the monitor as its run started: the run finds no settings

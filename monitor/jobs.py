@@ -9,7 +9,6 @@ check reads (its windows, the reader protocol and the small shapes of read data)
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import threading
 import time
@@ -108,6 +107,13 @@ __all__ = [
 
 log = logging.getLogger("monitor")
 PUBLISHED_KEPT = 1024  # the latest runs a late abandon of which finds publishing
+
+
+class Publishing:
+    """``Runner.abandon``'s answer for a run already publishing its verdict (``PUBLISHING``)."""
+
+
+PUBLISHING = Publishing()
 
 
 class Runner:
@@ -375,6 +381,7 @@ class Runner:
         )
         if no_scores and ref_out.query_ids.size == 0:
             names = []  # no data at all: the verdict reports it, with the window and freshness
+        identity: str | None = None  # the fixed reference's files (``DataReader.identity``)
         for name in names:
             ref_values, ref_ts = ref_split.get(name, (_EMPTY, None))
             cur_values, cur_ts = cur_split.get(name, (_EMPTY, _EMPTY_TS))
@@ -386,14 +393,13 @@ class Runner:
             if fixed and ref_values.size >= monitor.drift.min_reference_samples:
                 # by what the window holds, not its bounds alone: a late or corrected file in
                 # a fixed reference (its last hour landing after reference_end) was read (its
-                # rows counted) but never tested, the first baseline kept until a restart
-                key = (
-                    monitor,
-                    name,
-                    reference_w.start,
-                    reference_w.end,
-                    _content(ref_values, ref_ts),
-                )
+                # rows counted) but never tested, the first baseline kept until a restart. By
+                # its files, not its contents: hashing 7M rows at each check cost 150 ms
+                if identity is None:  # one look at the window's files for every segment
+                    # a reader written before ``identity``: by the bounds, as it was then
+                    ask = getattr(self.reader, "identity", None)
+                    identity = "" if ask is None else ask(monitor.scores, reference_w)
+                key = (monitor, name, reference_w.start, reference_w.end, identity)
                 cached = self._baselines.get(key)
                 if cached is None:
                     baseline = build_baseline(ref_values, bins=monitor.drift.bins)
@@ -849,22 +855,19 @@ class Runner:
 
     def abandon(
         self, token: int, name: str, at: datetime, reason: str, *, duration_seconds: float = 0.0
-    ) -> RunRecord | None:
+    ) -> RunRecord | Publishing | None:
         """Mark a run that exceeded its limit as abandoned and record an ``error`` verdict whose
         duration is how long the run had been going (``last_run_duration_seconds`` shows a
         hang, not 0); None, recording nothing, when the run was discarded already (a reload
         removed its monitor, or its state starts fresh: the old settings' slot is no failure
-        of the new ones, and a removed monitor has no board to record on), or when the run
-        is publishing its verdict already (it ended as its limit passed: the verdict stands)."""
+        of the new ones, and a removed monitor has no board to record on); ``PUBLISHING``,
+        recording nothing, when the run is publishing its verdict already (it ended as its
+        limit passed: the verdict stands, and the run is not abandoned)."""
         with self._discarding:
             if token in self._abandoned:
                 return None
             if token in self._published:
-                log.warning(
-                    "run ended as it was abandoned; its verdict stands",
-                    extra={"monitor": name, "at": at.isoformat()},
-                )
-                return None
+                return PUBLISHING
             self._abandoned.add(token)
             return self._fail(name, at, reason, duration_seconds)
 
@@ -989,16 +992,6 @@ def _prints(config: Config) -> dict[str, str]:
 
 def _decay_prints(config: Config) -> dict[str, str]:
     return {m.name: decay_fingerprint(m) for m in config.monitors}
-
-
-def _content(values: np.ndarray, timestamps: np.ndarray | None) -> str:
-    """A digest of a window's scores and timestamps (blake2b-128 of their bytes): a frozen
-    baseline is reused while it is the same (a hash is linear, the sort it saves is not)."""
-    h = hashlib.blake2b(digest_size=16)
-    h.update(np.ascontiguousarray(values).data)
-    if timestamps is not None:
-        h.update(np.ascontiguousarray(timestamps).data)
-    return h.hexdigest()
 
 
 def _store_path(store: StateStore, name: str) -> str | None:

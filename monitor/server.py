@@ -295,6 +295,14 @@ class _WebState:
             return held
         try:
             self._reload(stamps)
+        except Exception as exc:  # a reload must never fail the requests: the old one stays
+            self._give_up(
+                dict(stamps),  # type: ignore[arg-type]
+                (),
+                "web config reload failed unexpectedly; keeping the previous one",
+                file=str(self._server.web_config_file),
+                error=repr(exc),
+            )
         finally:
             with self._lock:
                 self._building = False

@@ -348,7 +348,7 @@ def named_files(path: Path) -> tuple[Path, ...]:
     it can be read (none when it cannot): a reload that failed on them watches them."""
     try:
         data = yaml.safe_load(read_config_text(path))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, RecursionError):
         return ()
     tls = data.get("tls_server_config") if isinstance(data, dict) else None
     if not isinstance(tls, dict):

@@ -1296,8 +1296,11 @@ def test_a_run_abandoned_while_it_saves_its_verdict_is_published_once(tmp_path: 
     daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
     try:
         runner.run("demo", end - timedelta(hours=1))
-        daemon.run_monitor("demo")  # returns once run_timeout passed: abandoned
+        daemon.run_monitor("demo")  # returns once run_timeout passed twice: publishing
         assert saving.is_set()
+        # not abandoned by the daemon either: a reload letting it go would run the slot again
+        # beside its save
+        assert not daemon._inflight["demo"].abandoned
         gate.set()
         assert daemon.wait_idle(30) == []
         snap = next(s for s in runner.board.snapshot() if s.monitor.name == "demo")

@@ -1075,3 +1075,19 @@ def test_a_certificate_fifo_is_an_error_not_a_hang(tmp_path: Path) -> None:
     with pytest.raises(OSError, match="not a regular file"):
         build_ssl_context(TlsConfig(cert_file=fifo, key_file=key))
     build_ssl_context(TlsConfig(cert_file=cert, key_file=key))  # a regular pair loads
+
+
+def test_a_web_config_nested_too_deeply_is_a_failed_reload(
+    tmp_path: Path, serve: list[HttpServer]
+) -> None:
+    """YAML nested hundreds deep raised RecursionError out of the reload (the files it names
+    were read first, unguarded): every request failed until the file was fixed."""
+    config = _web_config(tmp_path, "http_server_config:\n  headers:\n    X-Frame-Options: deny\n")
+    server = _start(serve, config)
+    url = f"http://127.0.0.1:{server.port}/healthz"
+    path = config.web_config_file
+    assert path is not None
+    path.write_text("x: " + "[" * 600 + "]" * 600 + "\n")
+    for _ in range(2):
+        status, headers, _ = _get(url)
+        assert (status, headers["X-Frame-Options"]) == (200, "deny")
