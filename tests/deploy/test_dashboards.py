@@ -207,26 +207,7 @@ def test_time_since_last_success_reads_the_stale_alerts_clock(tmp_path: Path) ->
         (f'retrieval_monitor_schedule_interval_seconds{{{labels},monitor="never"}}', "600x40"),
         (f'retrieval_monitor_schedule_interval_seconds{{{labels},monitor="search"}}', "600x40"),
     ]
-    doc = {
-        "rule_files": [],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [{"series": k, "values": v} for k, v in series],
-                "promql_expr_test": tests,
-            }
-        ],
-    }
-    path = tmp_path / "panels_test.yml"
-    path.write_text(yaml.safe_dump(doc))
-    proc = subprocess.run(
-        [binary("promtool"), "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _promtool_expr_tests(tmp_path / "panels_test.yml", "1m", series, tests)
 
 
 def test_data_age_is_the_age_the_stale_rule_compares(tmp_path: Path) -> None:
@@ -276,26 +257,7 @@ def test_data_age_is_the_age_the_stale_rule_compares(tmp_path: Path) -> None:
                 ],
             }
         )
-    doc = {
-        "rule_files": [],
-        "evaluation_interval": "1h",
-        "tests": [
-            {
-                "interval": "1h",
-                "input_series": [{"series": k, "values": v} for k, v in series],
-                "promql_expr_test": tests,
-            }
-        ],
-    }
-    path = tmp_path / "data_age_test.yml"
-    path.write_text(yaml.safe_dump(doc))
-    proc = subprocess.run(
-        [binary("promtool"), "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    _promtool_expr_tests(tmp_path / "data_age_test.yml", "1h", series, tests)
 
 
 @pytest.mark.parametrize("name", sorted(DASHBOARDS))
@@ -405,3 +367,29 @@ def test_ages_are_coloured_against_their_own_limits() -> None:
         steps = panel["fieldConfig"]["defaults"]["thresholds"]["steps"]
         red = next(s["value"] for s in steps if s["color"] == "red")
         assert red == (2 if "periods" in title else 1), title
+
+
+def _promtool_expr_tests(
+    path: Path, interval: str, series: list[tuple[str, str]], tests: list[dict[str, Any]]
+) -> None:
+    """``promtool test rules`` of PromQL expression ``tests`` on ``series`` (one sample every
+    ``interval``), written to ``path``: it must pass."""
+    doc = {
+        "rule_files": [],
+        "evaluation_interval": interval,
+        "tests": [
+            {
+                "interval": interval,
+                "input_series": [{"series": k, "values": v} for k, v in series],
+                "promql_expr_test": tests,
+            }
+        ],
+    }
+    path.write_text(yaml.safe_dump(doc))
+    proc = subprocess.run(
+        [binary("promtool"), "test", "rules", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
