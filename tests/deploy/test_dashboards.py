@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -166,14 +167,7 @@ def test_time_since_last_success_reads_the_stale_alerts_clock(tmp_path: Path) ->
     exported) from when its state began, as RetrievalMonitorStale does, and one that did from
     its last success: promtool evaluates them on series the daemon exports."""
     labels = 'job="retrieval-monitor",instance="monitor:9464"'
-    exprs = [
-        (title, substitute(expr, monitor=monitor))  # title: for the assertion's message
-        for name in ("overview.json", "drilldown.json")
-        for title, expr in dashboard_exprs(DASHBOARDS[name])
-        if "last_success" in expr
-        for monitor in ("never", "search")
-    ]
-    assert len(exprs) == 4, exprs
+    exprs = _panel_exprs(lambda title, expr: "last_success" in expr, ("never", "search"))
     at = 1860  # eval at 31m: "never" in error since 300 s, "search" last succeeded at 600 s
     expected = {
         ("never", True): (at - 300) / 600,
@@ -218,14 +212,7 @@ def test_data_age_is_the_age_the_stale_rule_compares(tmp_path: Path) -> None:
     slot): promtool evaluates them 18 hours after the daily check on series the daemon
     exports."""
     labels = 'job="retrieval-monitor",instance="monitor:9464"'
-    exprs = [
-        (title, substitute(expr, monitor=monitor))  # title: for the assertion's message
-        for name in ("overview.json", "drilldown.json")
-        for title, expr in dashboard_exprs(DASHBOARDS[name])
-        if "Data age" in title
-        for monitor in ("daily", "late")
-    ]
-    assert len(exprs) == 4, exprs
+    exprs = _panel_exprs(lambda title, expr: "Data age" in title, ("daily", "late"))
     check = 86400  # the daily check's slot, at 1d
     lag = {"scores": 21600, "outcomes": 172800}
     newest = {  # monitor -> source -> newest row before the slot
@@ -276,38 +263,18 @@ def test_a_monitor_named_with_a_dot_has_data(name: str, tmp_path: Path) -> None:
         if "'Current state'" in title or "'State over time'" in title
     ]
     labels = f'job="retrieval-monitor",instance="monitor:9464",monitor="{monitor}"'
-    doc = {
-        "rule_files": [],
-        "evaluation_interval": "1m",
-        "tests": [
-            {
-                "interval": "1m",
-                "input_series": [
-                    {
-                        "series": f'retrieval_monitor_state{{{labels},state="{state}"}}',
-                        "values": f"{int(state == 'model_decay')}x20",
-                    }
-                    for state in ("ok", "data_drift", "model_decay", "insufficient_data", "error")
-                ],
-                "promql_expr_test": [
-                    {
-                        "expr": substitute(expr, monitor=grafana_value(monitor, variable)),
-                        "eval_time": "10m",
-                        "exp_samples": [{"labels": f'{{monitor="{monitor}"}}', "value": 2}],
-                    }
-                ],
-            }
-        ],
-    }
-    path = tmp_path / "dotted_test.yml"
-    path.write_text(yaml.safe_dump(doc))
-    proc = subprocess.run(
-        [binary("promtool"), "test", "rules", str(path)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stdout + proc.stderr
+    series = [
+        (f'retrieval_monitor_state{{{labels},state="{s}"}}', f"{int(s == 'model_decay')}x20")
+        for s in ("ok", "data_drift", "model_decay", "insufficient_data", "error")
+    ]
+    tests = [
+        {
+            "expr": substitute(expr, monitor=grafana_value(monitor, variable)),
+            "eval_time": "10m",
+            "exp_samples": [{"labels": f'{{monitor="{monitor}"}}', "value": 2}],
+        }
+    ]
+    _promtool_expr_tests(tmp_path / "dotted_test.yml", "1m", series, tests)
 
 
 def test_a_broken_expression_is_caught(tmp_path: Path) -> None:
@@ -393,3 +360,19 @@ def _promtool_expr_tests(
         check=False,
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def _panel_exprs(
+    chosen: Callable[[str, str], bool], monitors: tuple[str, str]
+) -> list[tuple[str, str]]:
+    """(title, expression) of each panel of both dashboards that ``chosen`` picks, once for
+    each of ``monitors`` (the dashboard variable substituted): one panel a dashboard."""
+    exprs = [
+        (title, substitute(expr, monitor=monitor))  # title: for the assertion's message
+        for name in ("overview.json", "drilldown.json")
+        for title, expr in dashboard_exprs(DASHBOARDS[name])
+        if chosen(title, expr)
+        for monitor in monitors
+    ]
+    assert len(exprs) == 4, exprs
+    return exprs
