@@ -472,6 +472,48 @@ def test_a_cluster_master_after_a_local_one_keeps_its_executors_python(
         assert os.environ["PYSPARK_PYTHON"] == "/opt/py/bin/python3", master
 
 
+def test_a_failed_start_leaves_no_stopped_context_behind(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cluster master that never answers: pyspark made a SparkContext, the JVM stopped it,
+    and it stayed the process's active context, so every later start (the master back, or a
+    reload to local[2]) was handed the stopped context and failed until a restart. The
+    context a failed start leaves is stopped and forgotten; one active before it is kept."""
+    pytest.importorskip("pyspark", reason="the optional extra .[spark] is not installed")
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    class Left:
+        stopped = 0
+
+        def stop(self) -> None:
+            self.stopped += 1
+
+    monkeypatch.setattr(SparkContext, "_active_spark_context", None)
+    monkeypatch.setattr(SparkSession, "_instantiatedSession", None)
+    monkeypatch.setattr(SparkSession, "_activeSession", None)
+    left = Left()
+
+    def unresponsive(builder: SparkSession.Builder) -> None:
+        setattr(SparkContext, "_active_spark_context", left)  # as pyspark leaves it  # noqa: B010
+        raise RuntimeError("Cannot call methods on a stopped SparkContext")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", unresponsive)
+    with pytest.raises(EngineUnavailableError, match=r"spark://127\.0\.0\.1:7077"):
+        make_engine("spark", spark_master="spark://127.0.0.1:7077")
+    assert left.stopped == 1
+    assert SparkContext._active_spark_context is None
+    kept = Left()  # active before the call (another engine's): left alone
+    monkeypatch.setattr(SparkContext, "_active_spark_context", kept)
+
+    def refused(builder: SparkSession.Builder) -> None:
+        raise RuntimeError("no master reached")
+
+    monkeypatch.setattr(SparkSession.Builder, "getOrCreate", refused)
+    with pytest.raises(EngineUnavailableError):
+        make_engine("spark", spark_master="spark://127.0.0.1:7077")
+    assert kept.stopped == 0
+    assert getattr(SparkContext, "_active_spark_context") is kept  # noqa: B009
+
+
 @pytest.fixture(scope="module")
 def connect_server(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     """A real Spark Connect server (pyspark's own jar, local[2] behind it) on a free loopback

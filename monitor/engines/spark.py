@@ -87,9 +87,11 @@ class SparkEngine:
             )
         builder = builder.config("spark.sql.session.timeZone", "UTC")
         builder = builder.config("spark.ui.showConsoleProgress", "false")
+        before = _active_context()
         try:
             self._spark = builder.getOrCreate()
         except Exception as exc:  # py4j / JVM start-up errors have no common base class
+            _drop_failed_start(before)
             raise EngineUnavailableError(
                 "spark", self.address, f"{type(exc).__name__}: {exc}"
             ) from exc
@@ -231,6 +233,32 @@ def _gateway_dead() -> bool:
         return False
     proc = getattr(SparkContext._gateway, "proc", None)
     return proc is not None and proc.poll() is not None
+
+
+def _active_context() -> Any:
+    """pyspark's active SparkContext of this process (None: none)."""
+    from pyspark import SparkContext
+
+    return SparkContext._active_spark_context
+
+
+def _drop_failed_start(before: Any) -> None:
+    """Stop and forget the SparkContext a failed ``getOrCreate`` left behind (one whose
+    cluster master never answered is stopped by the JVM, yet kept as the process's active
+    context): every later ``getOrCreate`` of the process, a master come back or a reload to
+    ``local[2]`` alike, handed it back and failed on "a stopped SparkContext" until a
+    restart. ``before``: the context active before the call, left alone."""
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+
+    left = SparkContext._active_spark_context
+    if left is None or left is before:
+        return
+    with contextlib.suppress(Exception):  # stopped already, or its JVM gone
+        left.stop()
+    SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = None
+    SparkSession._activeSession = None
 
 
 def _forget_gateway() -> None:
