@@ -152,6 +152,7 @@ class _Span:
     cut_rows: npt.NDArray[np.intp] | None = None
     located: dict[str, _Located] = field(default_factory=dict)
     before: datetime | None = None  # the source's newest row, when it lies before the span
+    identity: str = ""  # its files' digest as they were when it was read (taken before)
 
 
 @dataclass(slots=True)
@@ -265,7 +266,10 @@ class CachedReader:
     def _load(self, spec: ScoreSpec, span: _Span) -> None:
         span.loaded = True
         self.span_reads += 1
-        try:  # the window's files only: the source's newest row is looked up below
+        try:
+            # before the read: a file changed during it changes the next load's identity
+            span.identity = self.fallback.identity(spec, span.window)
+            # the window's files only: the source's newest row is looked up below
             read = read_scores(
                 replace(spec, max_invalid_share=1.0),
                 span.window,
@@ -343,12 +347,13 @@ class CachedReader:
         )
 
     def identity(self, spec: ScoreSpec, window: Window) -> str:
-        """A window inside a span read once holds what that read held for the whole replay; any
-        other is read by ``fallback``, and its identity is the fallback's."""
+        """A window inside a span holds what the span's read held: the span's files' digest as
+        it was taken before that read (a span read again after ``clear`` takes it anew); any
+        other window is read by ``fallback``, and its identity is the fallback's."""
         span = self._span(spec, window)
         if span is None or not span.exact:
             return self.fallback.identity(spec, window)
-        return f"span {span.window.start.isoformat()} {span.window.end.isoformat()}"
+        return span.identity
 
     def positions(
         self, spec: ScoreSpec, window: Window, segment: str, baseline: DriftBaseline

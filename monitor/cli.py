@@ -153,6 +153,13 @@ def _parser() -> argparse.ArgumentParser:
         help="also open every source: list its files, read their parquet footers and check the "
         "configured columns and types (no data is read); every problem is reported",
     )
+    v.add_argument(
+        "--plans",
+        action="store_true",
+        help="also make each monitor's alarm plan (one segment, and max_segments with a segment "
+        "column): settings no CUSUM threshold holds are refused; seconds a monitor the first "
+        "time (the daemon's cached thresholds are used)",
+    )
 
     c = sub.add_parser("check", help="run every (or one) monitor once; read-only")
     c.add_argument("--config", required=True, type=Path)
@@ -283,7 +290,7 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     if config is None:
         return 3
     names = ", ".join(m.name for m in config.monitors)
-    if not _validate_plans(config):
+    if args.plans and not _validate_plans(config):
         return 3
     if args.sources and not _validate_sources(config):
         return 3
@@ -291,44 +298,30 @@ def _cmd_validate(args: argparse.Namespace) -> int:
     return 0
 
 
-# A CUSUM threshold exists for every per-test drift budget down to 1e-13 at any rho and for
-# cusum_k >= 0.01 down to 1e-6 (measured); the root search costs 0.2-4 s a plan, so validate
-# (a systemd ExecStartPre) makes only the plans of settings past these bounds
-_PLAN_CHECK_BELOW = 1e-10
-_PLAN_CHECK_K_BELOW = 0.05
-
-
 def _validate_plans(config: Config) -> bool:
-    """Make the alarm plan of each monitor whose drift settings are extreme (a per-test budget
-    below ``_PLAN_CHECK_BELOW``, a ``cusum_k`` below ``_PLAN_CHECK_K_BELOW``), for the segments
-    it may compare (``max_segments`` with a segment column, else one): settings no plan holds
-    (``budget.drift = 1e-15``) made every check an ``error`` after ``validate`` said valid.
-    Each problem printed (stderr)."""
+    """Make each monitor's alarm plan, for one segment and, with a segment column, for
+    ``max_segments`` (``validate --plans``): settings no plan holds (a budget too small for any
+    CUSUM threshold, a reference of one schedule interval at a small budget) made every check
+    an ``error`` after ``validate`` said valid. Each problem printed (stderr). Opt-in: a plan's
+    threshold search costs seconds (``validate`` is a systemd ExecStartPre)."""
     from monitor.errors import StatsInputError
     from monitor.thresholds import load_thresholds
     from monitor.verdict import alarm_plan
 
+    load_thresholds(config.server.state_dir)  # the daemon's: a plan it made costs nothing
     problems: list[str] = []
-    loaded = False
     for i, m in enumerate(config.monitors):
-        segments = m.max_segments if m.scores.segment_column is not None else 1
-        per_test = m.drift.cusum_share * m.budget.drift / (2 * segments)  # two tracks at most
-        extreme = 0.0 < per_test < _PLAN_CHECK_BELOW or (
-            m.drift.cusum_share > 0 and m.drift.cusum_k < _PLAN_CHECK_K_BELOW
-        )
-        if not extreme:
-            continue
-        if not loaded:  # the daemon's cached thresholds: a plan it made costs nothing here
-            load_thresholds(config.server.state_dir)
-            loaded = True
-        try:
-            alarm_plan(m, segments)
-        except (StatsInputError, ValueError, ArithmeticError) as exc:
-            problems.append(
-                f"monitors[{i}].budget ({m.name}): no alarm plan holds these settings with "
-                f"{segments} segment(s): {exc} (budget.drift, drift.cusum_share, drift.cusum_k "
-                "and the windows against the schedule set it)"
-            )
+        counts = [1] + ([m.max_segments] if m.scores.segment_column is not None else [])
+        for segments in sorted(set(counts)):
+            try:
+                alarm_plan(m, segments)
+            except (StatsInputError, ValueError, ArithmeticError) as exc:
+                problems.append(
+                    f"monitors[{i}].budget ({m.name}): no alarm plan holds these settings with "
+                    f"{segments} segment(s): {exc} (budget.drift, drift.cusum_share, "
+                    "drift.cusum_k and the windows against the schedule set it)"
+                )
+                break
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
         print(f"{config.path}: {len(problems)} problem(s):\n{lines}", file=sys.stderr)

@@ -112,6 +112,8 @@ class _Run:
     # its monitor was removed by a reload (its result discarded): a monitor added back under
     # the name waits for it without recording its slots or its timeout as failures
     orphaned: bool = False
+    # still saving its verdict when run_monitor stopped waiting: its thread's end kicks a rerun
+    unwatched: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -368,7 +370,12 @@ class Daemon:
                 extra={"monitor": name, "at": at.isoformat()},
             )
             if not run.done.wait(timeout=monitor.run_timeout.total_seconds()):
-                return  # its save hangs: in flight, the next slot says so
+                # its save hangs: in flight (the next slot says so); its end kicks a rerun
+                with self._lock:
+                    run.unwatched = True
+                if run.done.is_set():  # it ended as it was marked: kicked by neither side
+                    self._kick(name)
+                return
         if run.error is not None:
             removed = run.orphaned or not self._configured(name)
             # a reload that removed the monitor as its run started: the run finds no settings
@@ -461,7 +468,9 @@ class Daemon:
             run.error = exc
         finally:
             run.done.set()
-        if run.abandoned:  # a hung run kept past the let-go bound ends: a rerun may wait on it
+        if run.abandoned or run.unwatched:
+            # a rerun a reload asked for may wait on this run: a hung run kept past the let-go
+            # bound, or one still saving its verdict when run_monitor stopped waiting for it
             self._kick(name)
 
     def wait_idle(self, timeout: float, *, abandoned: bool = True) -> list[str]:

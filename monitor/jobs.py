@@ -293,6 +293,7 @@ class Runner:
         reference_w, current_w = check_windows(monitor, at)
         settings = self.config.engine_for(monitor)
         summarized: SummaryRead | None = None
+        identity = ""  # the fixed reference's files (``DataReader.identity``), before the read
         if settings is not None:
             keep = [
                 d.anchor_ref.edge_array for d in state.drift.values() if d.anchor_ref is not None
@@ -311,6 +312,12 @@ class Runner:
                 seasonal=seasonal,
                 settle=monitor.drift.settle,
             )
+            if monitor.windows.fixed_reference:
+                # before the read: a file changed during it changes the next check's identity
+                # (taken after, it vouched for files the values read did not hold: the stale
+                # baseline kept until a restart)
+                ask = getattr(self.reader, "identity", None)  # None: a reader written before
+                identity = "" if ask is None else ask(monitor.scores, reference_w)
             ref = self._scores(monitor, reference_w, with_timestamps=seasonal, cuts=ref_cuts)
             cur = self._scores(monitor, current_w, with_timestamps=True, cuts=cur_cuts)
         runs = self._runs(monitor, at, state)
@@ -381,7 +388,6 @@ class Runner:
         )
         if no_scores and ref_out.query_ids.size == 0:
             names = []  # no data at all: the verdict reports it, with the window and freshness
-        identity: str | None = None  # the fixed reference's files (``DataReader.identity``)
         for name in names:
             ref_values, ref_ts = ref_split.get(name, (_EMPTY, None))
             cur_values, cur_ts = cur_split.get(name, (_EMPTY, _EMPTY_TS))
@@ -395,10 +401,6 @@ class Runner:
                 # a fixed reference (its last hour landing after reference_end) was read (its
                 # rows counted) but never tested, the first baseline kept until a restart. By
                 # its files, not its contents: hashing 7M rows at each check cost 150 ms
-                if identity is None:  # one look at the window's files for every segment
-                    # a reader written before ``identity``: by the bounds, as it was then
-                    ask = getattr(self.reader, "identity", None)
-                    identity = "" if ask is None else ask(monitor.scores, reference_w)
                 key = (monitor, name, reference_w.start, reference_w.end, identity)
                 cached = self._baselines.get(key)
                 if cached is None:

@@ -613,6 +613,35 @@ def test_cached_reader_outside_cover_reads_parquet(tmp_path: Path) -> None:
     assert reader.fallback_reads == 2
 
 
+def test_cached_reader_identity_changes_when_a_span_is_read_again_over_changed_files(
+    tmp_path: Path,
+) -> None:
+    """A replay clears its spans at each chunk and reads them again: the identity was the
+    span's bounds, the same after a correction, so a fixed reference's first baseline was kept
+    (``check --at`` read the correction, decided on the old scores). It is the span's files'
+    digest as they were before its read, and within one read it stays the same."""
+    spec = _score_log(tmp_path)
+    reader = CachedReader()
+    window = Window(ORIGIN, ORIGIN + DAY)
+    reader.cover(spec, [window])
+    first = reader.identity(spec, window)
+    assert reader.identity(spec, window) == first  # one read: one identity
+    assert first == ParquetReader().identity(spec, window)
+    day = tmp_path / f"date={ORIGIN.date()}" / "part-0.parquet"
+    write_parquet(
+        day,
+        {
+            "timestamp": np.array([np.datetime64(ORIGIN.replace(tzinfo=None), "us")]),
+            "score": np.array([1.0]),
+            "segment": np.array(["a"]),
+        },
+    )
+    assert reader.identity(spec, window) == first  # the span read holds the old files still
+    reader.clear()
+    reader.cover(spec, [window])
+    assert reader.identity(spec, window) != first
+
+
 def test_cached_reader_memoises_outcomes(drift_and_decay: Config) -> None:
     calls: list[Window] = []
 

@@ -1313,3 +1313,49 @@ def test_a_run_abandoned_while_it_saves_its_verdict_is_published_once(tmp_path: 
     finally:
         gate.set()
         daemon.http.stop()
+
+
+def test_a_reload_while_a_publishing_run_outlasts_its_wait_still_gets_its_rerun(
+    tmp_path: Path,
+) -> None:
+    """A run whose save outlasts run_timeout twice is left in flight (publishing, not
+    abandoned). A reload that changed the monitor meanwhile asked for a run with the new
+    settings; nothing asked again once the save ended, and the new settings waited for the
+    next slot (a day, for a daily monitor). The run's end kicks it."""
+    from monitor.jobs import StateStore, _prints
+    from monitor.verdict import MonitorState
+
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    gate, saving, kicked = threading.Event(), threading.Event(), threading.Event()
+
+    class SlowStore(StateStore):
+        def save(self, name: str, state: MonitorState) -> None:
+            if threading.current_thread().name.startswith("check:"):
+                saving.set()
+                gate.wait(30)
+            super().save(name, state)
+
+    runner = Runner(config, store=SlowStore(config.server.state_dir, fingerprints=_prints(config)))
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    reruns: list[str] = []
+
+    def rerun(name: str) -> None:
+        reruns.append(name)
+        kicked.set()
+
+    daemon._schedule_rerun = rerun  # type: ignore[method-assign]
+    try:
+        runner.run("demo", end - timedelta(hours=1))
+        daemon.run_monitor("demo")  # returns after twice run_timeout, the save still hangs
+        assert saving.is_set()
+        assert not daemon._inflight["demo"].abandoned
+        path.write_text(path.read_text().replace('run_timeout = "1s"', 'run_timeout = "2s"', 1))
+        assert daemon.reload() is True
+        assert reruns == []  # busy: asked for once the run ends
+        gate.set()
+        assert kicked.wait(30)
+        assert reruns == ["demo"]
+    finally:
+        gate.set()
+        daemon.http.stop()

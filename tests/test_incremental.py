@@ -2211,3 +2211,39 @@ def test_a_fixed_reference_rewritten_after_the_first_check_is_tested_as_it_is_no
             for key in ("grid_points", "ks_location"):
                 a.pop(key), b.pop(key)
             assert a == b, name
+
+
+def test_a_reference_file_corrected_during_the_read_is_tested_at_the_next_check(
+    fixed_world: Path, tmp_path: Path
+) -> None:
+    """The fixed reference's identity was taken after its read: a correction landing while it
+    was read was in the identity, not in the values, and the old baseline was kept under the
+    new identity for good. Taken before the read, the next check sees the change."""
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from monitor.checkdata import ParquetReader
+
+    root = tmp_path / "w"
+    shutil.copytree(fixed_world, root, ignore=shutil.ignore_patterns("state"))
+    target = root / "scores" / "date=2026-11-03" / "part-0.parquet"
+
+    class Writer(ParquetReader):
+        fired = False
+
+        def scores(self, spec: Any, window: Window, **kw: Any) -> Any:
+            out = super().scores(spec, window, **kw)
+            if not Writer.fired and window.start == datetime(2026, 11, 2, tzinfo=UTC):
+                Writer.fired = True  # the writer's correction lands as the reference was read
+                t = pq.read_table(target)
+                i = t.schema.get_field_index("score")
+                t = t.set_column(i, "score", pc.add(t.column("score"), 0.3))
+                pq.write_table(t, target.with_name("x.tmp"))
+                target.with_name("x.tmp").replace(target)
+            return out
+
+    long_lived = Runner(load_config(root / "arrays.toml"), reader=Writer())
+    long_lived.check("demo", AT)
+    assert Writer.fired
+    at = AT + HOUR
+    assert _inputs(long_lived, at) == _inputs(Runner(load_config(root / "arrays.toml")), at)

@@ -192,7 +192,8 @@ def test_validate_makes_each_alarm_plan_and_refuses_settings_none_holds(
         '[[monitors]]\nname = "tiny"\nscores.path = "s"\noutcomes.path = "o"\n'
         "budget.drift = 1e-15\n"
     )
-    assert main(["validate", "--config", str(path)]) == 3
+    assert main(["validate", "--config", str(path)]) == 0  # opt-in: plans cost seconds
+    assert main(["validate", "--plans", "--config", str(path)]) == 3
     err = capsys.readouterr().err
     assert "monitors[0].budget (tiny): no alarm plan holds these settings" in err, err
     (seconds,) = _parse(_monitor(schedule="1d", windows={"reference": "1s"})).monitors
@@ -202,7 +203,7 @@ def test_validate_makes_each_alarm_plan_and_refuses_settings_none_holds(
         '[[monitors]]\nname = "ok"\nscores.path = "s"\noutcomes.path = "o"\n'
         'schedule = "1d"\nwindows.reference = "1s"\n'
     )
-    assert main(["validate", "--config", str(path)]) == 0
+    assert main(["validate", "--plans", "--config", str(path)]) == 0
 
 
 # ------------------------------------------------------------------------------ inspect_source
