@@ -9,7 +9,6 @@ verdict.
 
 from __future__ import annotations
 
-import hashlib
 import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
@@ -29,6 +28,7 @@ from monitor.sources import (
     ScoreSpec,
     ScoreWindow,
     Window,
+    files_digest,
     read_outcomes,
     read_run_times,
     read_scores,
@@ -124,10 +124,7 @@ class ParquetReader:
     def identity(self, spec: ScoreSpec, window: Window) -> str:
         """blake2b-128 of the window's files (path, size, mtime, ctime, deleted rows), in
         path order, from the cached footers: no data read."""
-        h = hashlib.blake2b(digest_size=16)
-        for f in sorted(window_file_stats(spec, window), key=lambda f: f.path):
-            h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}\0{f.deletes}\n".encode())
-        return h.hexdigest()
+        return files_digest(sorted(window_file_stats(spec, window), key=lambda f: f.path))
 
 
 def _no_scores(window: Window) -> ScoreWindow:

@@ -29,7 +29,6 @@ from monitor.incremental.store import (
 from monitor.incremental.windows import (
     BucketPlan,
     SummaryRead,
-    _digest,
     _indices,
     _Rolling,
     _runs,
@@ -39,6 +38,7 @@ from monitor.sources import (
     ScoreSpec,
     Window,
     check_summary_part,
+    files_digest,
     read_scores,
     window_file_stats,
 )
@@ -658,7 +658,7 @@ def _reference_print(monitor: MonitorConfig, settings: EngineConfig, reference: 
     if not (monitor.windows.fixed_reference and settings.grid == "full"):
         return ""
     files = window_file_stats(monitor.scores, reference)
-    return _digest(sorted(files, key=lambda f: f.path))
+    return files_digest(sorted(files, key=lambda f: f.path))
 
 
 def _stale(

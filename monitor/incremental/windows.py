@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,6 +14,7 @@ from monitor.sources import (
     FileStat,
     SummaryPart,
     Window,
+    files_digest,
 )
 from monitor.stats import (
     Cells,
@@ -327,7 +327,7 @@ def _fingerprints(
     step: int,
 ) -> list[str]:
     """Per bucket: a digest of the (path, size, mtime, deleted rows) of every file that may
-    hold its rows, ``files`` being in path order (see ``_digest``). A check digests only the
+    hold its rows, ``files`` being in path order (see ``files_digest``). A check digests only the
     buckets whose files changed (``BucketPlan``)."""
     table = files if isinstance(files, FileTable) else FileTable.of(files)
     n = int(starts.size)
@@ -347,7 +347,7 @@ def _fingerprints(
     held = table.files
     ordered = [held[j] for j in which[order].tolist()]  # each bucket's files, bucket by bucket
     bounds = np.searchsorted(bucket[order], np.arange(n + 1)).tolist()
-    return [_digest(ordered[bounds[i] : bounds[i + 1]]) for i in range(n)]
+    return [files_digest(ordered[bounds[i] : bounds[i + 1]]) for i in range(n)]
 
 
 class BucketPlan:
@@ -477,19 +477,7 @@ def _one_print(table: FileTable, start: int, step: int) -> str:
     """One bucket's digest as ``_fingerprints`` makes it: from the files that may hold its
     rows, in path order."""
     at = np.flatnonzero(table.touching(start, start + step)).tolist()
-    return _digest(sorted((table.files[j] for j in at), key=lambda f: f.path))
-
-
-def _digest(group: Iterable[FileStat]) -> str:
-    """The digest of a bucket's files (in path order): blake2b-128 of each file's path, size,
-    mtime, ctime (local files) and deleted rows. The ctime catches a rewrite of the same size
-    whose mtime was set back, which would otherwise keep its bucket on disk for good."""
-    h = hashlib.blake2b(digest_size=16)
-    for f in group:
-        # a file without deleted rows digests as it did before ``deletes`` existed
-        tail = f"\0{f.deletes}" if f.deletes else ""
-        h.update(f"{f.path}\0{f.size}\0{f.mtime_ns}\0{f.ctime_ns}{tail}\n".encode())
-    return h.hexdigest()
+    return files_digest(sorted((table.files[j] for j in at), key=lambda f: f.path))
 
 
 def _runs(lack: list[tuple[int, str]], step: int) -> list[list[tuple[int, str]]]:
