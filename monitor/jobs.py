@@ -802,9 +802,24 @@ class Runner:
                 verdict = replace(verdict, reasons=(*verdict.reasons, f"state not saved: {error}"))
                 record = replace(record, verdict=verdict)
                 new_state = replace(new_state, last_success=current.last_success)
-            if self.history is not None:
+            # a reload may discard this run while it saves (its monitor's state starts fresh,
+            # or the monitor is gone): its old-settings state must not land on the board after
+            # the reset, nor its verdict in the history. The check and the board's record are
+            # one step under the lock ``discard`` takes (the save and the append, which may
+            # wait on a disk, are not: a hung disk holds no reload). The file it saved carries
+            # the old settings' fingerprint, which a start reads as a state that starts fresh.
+            if self.history is not None and not self.discarded(token):
                 record = replace(record, history=self.history.append(name, verdict))
-            self.board.record(record, new_state, failed=error is not None)
+            with self._discarding:
+                dropped = self.discarded(token)
+                if not dropped:
+                    self.board.record(record, new_state, failed=error is not None)
+            if dropped:
+                log.warning(
+                    "result of a run discarded by a reload as it was saved; not published",
+                    extra={"monitor": name, "at": at.isoformat()},
+                )
+                return record
         fields = {
             "monitor": name,
             "at": at.isoformat(),
@@ -873,9 +888,10 @@ class Runner:
             self._abandoned.add(token)
             return self._fail(name, at, reason, duration_seconds)
 
-    def discarded(self, token: int) -> bool:
-        """Whether run ``token``'s result is dropped (abandoned, or discarded by a reload)."""
-        return token in self._abandoned
+    def discarded(self, token: int | None) -> bool:
+        """Whether run ``token``'s result is dropped (abandoned, or discarded by a reload);
+        False for a run without a token (``monitor check``, the backtest)."""
+        return token is not None and token in self._abandoned
 
     def discard(self, token: int, name: str | None = None) -> None:
         """Drop the late result of run ``token`` without recording anything (SIGHUP changed

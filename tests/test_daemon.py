@@ -1359,3 +1359,61 @@ def test_a_reload_while_a_publishing_run_outlasts_its_wait_still_gets_its_rerun(
     finally:
         gate.set()
         daemon.http.stop()
+
+
+def test_a_reload_that_resets_a_state_while_a_run_saves_keeps_the_fresh_state(
+    tmp_path: Path,
+) -> None:
+    """A reload whose settings start the state fresh (drift.tolerance changed), landing while a
+    run past run_timeout saves its verdict (publishing: neither abandoned nor let go): the
+    run's record then put the old settings' state on the board on top of the fresh one, until
+    the next run. A run discarded as it publishes records nothing; the file it saved carries
+    the old fingerprint, which a start sets aside (``config_changed``)."""
+    from monitor.jobs import StateStore, _prints
+    from monitor.report import HistoryStore
+    from monitor.store import state_fingerprint
+    from monitor.verdict import MonitorState
+
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    gate, saving = threading.Event(), threading.Event()
+
+    class SlowStore(StateStore):
+        def save(self, name: str, state: MonitorState) -> None:
+            if threading.current_thread().name.startswith("check:"):
+                saving.set()
+                gate.wait(30)
+            super().save(name, state)
+
+    history = HistoryStore(config.server.state_dir)
+    runner = Runner(
+        config,
+        store=SlowStore(config.server.state_dir, fingerprints=_prints(config)),
+        history=history,
+    )
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    daemon._schedule_rerun = lambda name: None  # type: ignore[method-assign]
+    try:
+        runner.run("demo", end - timedelta(hours=1))
+        before = len(history.entries("demo"))
+        daemon.run_monitor("demo")  # returns after twice run_timeout, the save still hangs
+        assert saving.is_set()
+        path.write_text(
+            path.read_text().replace(
+                'run_timeout = "1s"', 'run_timeout = "1s"\ndrift.tolerance = 0.03', 1
+            )
+        )
+        assert daemon.reload() is True
+        fresh = state_fingerprint(daemon.config.monitor("demo"))
+        assert runner.board.state("demo").fingerprint == fresh
+        gate.set()
+        assert daemon.wait_idle(30) == []
+        state = runner.board.state("demo")
+        assert (state.fingerprint, state.last_at) == (fresh, None)
+        assert len(history.entries("demo")) == before
+    finally:
+        gate.set()
+        daemon.http.stop()
+    restarted = Runner(daemon.config)
+    assert restarted.board.state("demo").fingerprint == fresh
+    assert restarted.board.state("demo").last_at is None
