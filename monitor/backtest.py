@@ -59,6 +59,7 @@ from monitor.sources import (
     ScoreSpec,
     ScoreWindow,
     Window,
+    judgments_version,
     latest_timestamp,
     read_scores,
 )
@@ -239,7 +240,9 @@ class CachedReader:
         self.fallback: DataReader = fallback or ParquetReader()
         self.outcome_cache_size = outcome_cache_size
         self._spans: dict[ScoreSpec, list[_Span]] = {}
-        self._outcomes: OrderedDict[tuple[OutcomeSpec, Window], OutcomeWindow] = OrderedDict()
+        self._outcomes: OrderedDict[tuple[OutcomeSpec, Window, str | None], OutcomeWindow] = (
+            OrderedDict()
+        )
         self._cuts: dict[ScoreSpec, set[int]] = {}
         self.span_reads = 0
         self.fallback_reads = 0
@@ -413,7 +416,12 @@ class CachedReader:
         return self.fallback.outcome_times(spec, window)
 
     def outcomes(self, spec: OutcomeSpec, window: Window) -> OutcomeWindow:
-        key = (spec, window)
+        """``fallback``'s outcomes of ``window``, memoised. Judged outcomes by the judgments
+        version in force too: a version published during a replay otherwise left the old
+        one's window in hand, and every later look an error ("the judgments changed while
+        this check read them", read again from the memo)."""
+        version = judgments_version(spec.judged) if spec.judged is not None else None
+        key = (spec, window, version)
         hit = self._outcomes.get(key)
         if hit is not None:
             self._outcomes.move_to_end(key)

@@ -451,7 +451,7 @@ class Runner:
             newest_score=self._newest_score(monitor, at, cur, ref, summarized),
             # none in the lookback: the source's newest, so a feed dead for longer still says
             # since when (it read "never", and its freshness series vanished)
-            newest_outcome=runs.newest or _before(at, ref_out.newest_timestamp),
+            newest_outcome=runs.newest or self._newest_outcome(monitor, at, ref_out, out_ref_w),
             reference_outcome_queries=int(ref_out.query_ids.size),
             current_outcome_queries=int(cur_out.query_ids.size) if runs.new else 0,
             runs=runs.count,
@@ -502,6 +502,22 @@ class Runner:
             path=monitor.outcomes.judged.judgments if monitor.outcomes.judged else "",
             hint="the next check reads both windows with one version",
         )
+
+    def _newest_outcome(
+        self, monitor: MonitorConfig, at: datetime, ref_out: OutcomeWindow, reference: Window
+    ) -> datetime | None:
+        """The newest outcome before ``at`` when the lookback holds none: the source's newest
+        (a feed dead for longer than the windows still says since when), or, when that is
+        after ``at`` (a replay: the source holds rows after its slot), the newest from the
+        outcome reference's start to ``at`` (a gap in a replayed feed said "before the windows
+        read" where the daemon had said when the feed stopped)."""
+        newest = ref_out.newest_timestamp
+        if newest is None or newest < at:
+            return newest
+        times = self.reader.outcome_times(
+            monitor.outcomes, Window(start=min(reference.start, at), end=at)
+        )
+        return _from_ns(int(times.max())) if times.size else None
 
     def _newest_score(
         self,

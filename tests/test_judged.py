@@ -773,3 +773,90 @@ def test_a_judged_runs_segment_with_a_nul_character_is_refused(tmp_path: Path) -
     with pytest.raises(SchemaError, match="segment with a NUL") as err:
         judged_outcomes(hive, Window(start=START, end=END))
     assert err.value.column == "locale"
+
+
+def test_a_pinned_version_of_judgments_in_one_file_is_refused(tmp_path: Path) -> None:
+    """``outcomes.judgments_version`` with judgments in one file: the pin was ignored without
+    a word, and whatever the file held graded both windows (a directory without versions
+    refuses the same pin)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from monitor.errors import SourceNotFoundError
+    from monitor.sources import clear_cache, judgments_version
+
+    path = tmp_path / "qrels.parquet"
+    pq.write_table(pa.table({"query_id": ["A"], "doc_id": ["d1"], "grade": [1.0]}), path)
+    clear_cache()
+    assert judgments_version(JudgedSpec(judgments=str(path)))  # unpinned: the file is read
+    with pytest.raises(SourceNotFoundError, match=r"one file.*version=2026-11"):
+        judgments_version(JudgedSpec(judgments=str(path), judgments_version="2026-11"))
+
+
+def test_a_judgments_version_published_during_a_backtest_is_read_at_the_next_look(
+    tmp_path: Path,
+) -> None:
+    """A judgments version published while ``backtest`` replays a fixed reference: the
+    replay's outcome memo (by spec and window) kept handing back the reference scored with
+    the old version, so the runner's second read found the versions still differing, and
+    every later look was an error. The daemon reads the new version at the next check."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from monitor.backtest import backtest
+
+    path = write_runs_world(
+        tmp_path,
+        RunsWorld(n_queries=60, judged=20, results=30, scores_per_hour=60),
+        start=START,
+        end=START + timedelta(days=14),
+        seed=3,
+        extra_monitor_toml='windows.reference_start = "2026-03-03T00:00:00Z"\n'
+        'windows.reference_end = "2026-03-10T00:00:00Z"\n',
+    )
+    config = load_config(path)
+
+    def publish(name: str, done: int, total: int) -> None:
+        if done != 3:
+            return
+        table = pq.read_table(tmp_path / "qrels" / "version=v1" / "qrels.parquet")
+        grades = table.column("grade").to_pylist()
+        grades[0] = 3.0 if grades[0] != 3.0 else 2.0
+        (tmp_path / "qrels" / "version=v2").mkdir()
+        pq.write_table(
+            table.set_column(2, "grade", pa.array(grades)),
+            tmp_path / "qrels" / "version=v2" / "qrels.parquet",
+        )
+
+    start = START + timedelta(days=10)
+    (result,) = backtest(config, start, start + timedelta(days=1), progress=publish)
+    assert (tmp_path / "qrels" / "version=v2").is_dir()
+    errors = [v.reasons for v in result.verdicts if v.state == "error"]
+    assert errors == []
+
+
+def test_a_replayed_gap_in_the_outcome_feed_says_since_when(tmp_path: Path) -> None:
+    """A replay inside a gap of the golden runs: the source's newest outcome is after the slot
+    (the runs resumed later), so the outcome feed's freshness read "stale since before the
+    windows read" and ``newest_outcome`` was null, where the daemon at that instant had said
+    when the feed stopped."""
+    import shutil
+
+    from monitor.backtest import backtest
+
+    path = write_runs_world(
+        tmp_path,
+        RunsWorld(n_queries=40, judged=10, results=20, scores_per_hour=60),
+        start=START,
+        end=START + timedelta(days=14),
+        seed=3,
+    )
+    for k in (7, 8, 9):
+        shutil.rmtree(tmp_path / "runs" / f"date={(START + timedelta(days=k)).date()}")
+    config = load_config(path)
+    start = START + timedelta(days=9, hours=12)
+    (result,) = backtest(config, start, start + timedelta(hours=2))
+    last = result.verdicts[-1]
+    stopped = START + timedelta(days=6, hours=2)  # the last run before the gap
+    assert last.newest_outcome == stopped
+    assert any("outcome feed stale since 2026-03-08T02:00:00Z" in r for r in last.reasons)

@@ -167,6 +167,13 @@ def _load_judgments(judged: JudgedSpec) -> _Judgments:
 def _version(source: _Source, judged: JudgedSpec) -> tuple[str | None, _Source]:
     """The ``version=<name>`` directory to use (pinned or the last), or the whole source."""
     if source.is_file:
+        if judged.judgments_version is not None:  # a pin that nothing would honour
+            raise SourceNotFoundError(
+                f"is one file, which has no version={judged.judgments_version} directory",
+                path=source.display,
+                hint="unset outcomes.judgments_version, or lay versions out as "
+                "version=<name>/ in a directory",
+            )
         return None, source
     entries = _list_dir(source, source.root)
     versions = sorted(
