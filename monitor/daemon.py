@@ -336,6 +336,14 @@ class Daemon:
             target=self._execute, args=(name, run), name=f"check:{name}", daemon=True
         )
         thread.start()
+        try:
+            self._watch(name, monitor, at, run)
+        finally:  # decided: no abandon of this run comes
+            self.runner.settle(run.token)
+
+    def _watch(self, name: str, monitor: MonitorConfig, at: datetime, run: _Run) -> None:
+        """Wait for ``run`` up to ``run_timeout``; abandon it past that (or let it finish when
+        it is publishing its verdict), then report how it ended."""
         publishing = False
         if not run.done.wait(timeout=monitor.run_timeout.total_seconds()):
             try:

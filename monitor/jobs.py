@@ -106,7 +106,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("monitor")
-PUBLISHED_KEPT = 1024  # the latest runs a late abandon of which finds publishing
 
 
 class Publishing:
@@ -160,8 +159,17 @@ class Runner:
         self._abandoned: set[int] = set()
         # runs past the abandoned test, publishing their verdict: an abandon that comes after
         # lets it stand (its error, recorded on top, flipped the verdict, and one written
-        # under the run's save put the state back a slot); the latest PUBLISHED_KEPT kept
-        self._published: dict[int, None] = {}
+        # under the run's save put the state back a slot). Kept until the daemon settles the
+        # run (``settle``: it ended in time, or its abandon was decided), not evicted by the
+        # count of later runs (1,024 publishes during one hung save evicted it: abandoned
+        # then, its error on the board and its verdict in the file)
+        self._published: set[int] = set()
+        # monitor -> (the settings object, its state and decay fingerprints): a run stamps
+        # its state with the prints of the settings it read (a reload between its discard
+        # test and its stamp once stamped the old settings' state with the new print)
+        self._printed: dict[str, tuple[MonitorConfig, str, str]] = _printed(
+            config, self._fingerprints, self._decay_prints
+        )
         # taken to discard a run, and to record its timeout unless it was discarded first (a
         # reload that removed its monitor or reset its state): never both
         self._discarding = threading.Lock()
@@ -220,6 +228,7 @@ class Runner:
         self.config = config
         self._fingerprints = prints
         self._decay_prints = decay_prints
+        self._printed = _printed(config, prints, decay_prints)
         if self._file_store:
             self.store.fingerprints = dict(prints)
             self.store.decay_prints = dict(decay_prints)
@@ -725,6 +734,11 @@ class Runner:
         non-finite CUSUM is reset (reason ``non_finite``) instead of failing every later run.
         """
         monitor = self.config.monitor(name)
+        printed = self._printed.get(name)
+        if printed is not None and printed[0] is monitor:
+            prints = printed[1:]
+        else:  # a reload between the two looks: the prints of the settings this run reads
+            prints = (state_fingerprint(monitor), decay_fingerprint(monitor))
         with self._locks[name]:
             started = self.clock()
             at = at or monitor.schedule.latest_slot(started)
@@ -777,9 +791,7 @@ class Runner:
                 with self._discarding:
                     abandoned = token in self._abandoned
                     if not abandoned:
-                        self._published[token] = None
-                        while len(self._published) > PUBLISHED_KEPT:
-                            del self._published[next(iter(self._published))]
+                        self._published.add(token)
                 if abandoned:
                     # before the stamp: a monitor removed by a reload meanwhile has no
                     # fingerprints (its discarded run once ended in "run failed unexpectedly:
@@ -790,14 +802,7 @@ class Runner:
                     )
                     return record
             new_state = self._finite(name, at, new_state)
-            new_state = self._stamp(
-                new_state,
-                current,
-                verdict,
-                started,
-                self._fingerprints[name],
-                self._decay_prints[name],
-            )
+            new_state = self._stamp(new_state, current, verdict, started, *prints)
             if not sequential and not clock_behind:
                 # a slot just before the one decided last (a restart with the clock a few
                 # minutes behind, within FUTURE_SKEW): decided without the alarms' history, so
@@ -824,15 +829,25 @@ class Runner:
             # one step under the lock ``discard`` takes (the save and the append, which may
             # wait on a disk, are not: a hung disk holds no reload). The file it saved carries
             # the old settings' fingerprint, which a start reads as a state that starts fresh.
-            if self.history is not None and not self.discarded(token):
+            appended = self.history is not None and not self.discarded(token)
+            if appended:
+                assert self.history is not None
                 record = replace(record, history=self.history.append(name, verdict))
             with self._discarding:
                 dropped = self.discarded(token)
                 if not dropped:
                     self.board.record(record, new_state, failed=error is not None)
             if dropped:
+                gone = all(m.name != name for m in self.config.monitors)
+                if appended and gone and self.history is not None:
+                    self.history.forget(name)  # removed: what the append read back goes
                 log.warning(
-                    "result of a run discarded by a reload as it was saved; not published",
+                    "result of a run discarded by a reload as it was saved; not on the board"
+                    + (
+                        " (its history entry was written first; the slot's rerun replaces it)"
+                        if appended and not gone
+                        else ""
+                    ),
                     extra={"monitor": name, "at": at.isoformat()},
                 )
                 return record
@@ -903,6 +918,12 @@ class Runner:
                 return PUBLISHING
             self._abandoned.add(token)
             return self._fail(name, at, reason, duration_seconds)
+
+    def settle(self, token: int) -> None:
+        """The daemon has decided run ``token``'s fate (it ended in time, or its ``abandon``
+        was answered): no abandon of it comes, and what was kept for that answer goes."""
+        with self._discarding:
+            self._published.discard(token)
 
     def discarded(self, token: int | None) -> bool:
         """Whether run ``token``'s result is dropped (abandoned, or discarded by a reload);
@@ -1026,6 +1047,17 @@ def _prints(config: Config) -> dict[str, str]:
 
 def _decay_prints(config: Config) -> dict[str, str]:
     return {m.name: decay_fingerprint(m) for m in config.monitors}
+
+
+def _printed(
+    config: Config,
+    prints: Mapping[str, str] | None = None,
+    decay_prints: Mapping[str, str] | None = None,
+) -> dict[str, tuple[MonitorConfig, str, str]]:
+    """Each monitor's settings object with its state and decay fingerprints."""
+    prints = _prints(config) if prints is None else prints
+    decay_prints = _decay_prints(config) if decay_prints is None else decay_prints
+    return {m.name: (m, prints[m.name], decay_prints[m.name]) for m in config.monitors}
 
 
 def _store_path(store: StateStore, name: str) -> str | None:

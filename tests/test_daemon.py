@@ -1417,3 +1417,73 @@ def test_a_reload_that_resets_a_state_while_a_run_saves_keeps_the_fresh_state(
     restarted = Runner(daemon.config)
     assert restarted.board.state("demo").fingerprint == fresh
     assert restarted.board.state("demo").last_at is None
+
+
+def test_a_reset_between_a_runs_discard_test_and_its_stamp_keeps_the_old_print(
+    tmp_path: Path,
+) -> None:
+    """A reload that starts the state fresh, landing after a run passed its discard test but
+    before it stamped its state: the stamp read the new settings' fingerprint, so the old
+    settings' state was saved under it and a restart resumed it. A run stamps the prints of
+    the settings it read: the file carries the old one, which a start sets aside."""
+    from monitor.jobs import StateStore, _prints
+    from monitor.store import state_fingerprint
+    from monitor.verdict import MonitorState
+
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    gate, stamping = threading.Event(), threading.Event()
+    runner = Runner(config, store=StateStore(config.server.state_dir, fingerprints=_prints(config)))
+    calls = 0
+    finite = runner._finite
+
+    def held(name: str, at: datetime, state: MonitorState) -> MonitorState:
+        nonlocal calls
+        if threading.current_thread().name.startswith("check:"):
+            calls += 1
+            if calls == 2:  # the call between the discard test and the stamp
+                stamping.set()
+                gate.wait(30)
+        return finite(name, at, state)
+
+    runner._finite = held  # type: ignore[method-assign]
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    daemon._schedule_rerun = lambda name: None  # type: ignore[method-assign]
+    try:
+        runner.run("demo", end - timedelta(hours=1))
+        daemon.run_monitor("demo")
+        assert stamping.is_set()
+        path.write_text(
+            path.read_text().replace(
+                'run_timeout = "1s"', 'run_timeout = "1s"\ndrift.tolerance = 0.03', 1
+            )
+        )
+        assert daemon.reload() is True
+        fresh = state_fingerprint(daemon.config.monitor("demo"))
+        gate.set()
+        assert daemon.wait_idle(30) == []
+        assert runner._published == set()  # settled: nothing kept for an abandon that never comes
+    finally:
+        gate.set()
+        daemon.http.stop()
+    restarted = Runner(daemon.config).board.state("demo")
+    assert (restarted.fingerprint, restarted.last_at) == (fresh, None)
+
+
+def test_runs_the_daemon_settled_leave_nothing_kept_for_an_abandon(tmp_path: Path) -> None:
+    """A run's publishing mark was kept for a late abandon and evicted by the count of later
+    runs (1,024): a save that hung through that many publishes was abandoned after all, its
+    error on the board and its verdict in the file. The mark now lasts until the daemon has
+    decided the run (in time, or its abandon answered): none is left once runs end."""
+    path, end = _two_monitor_world(tmp_path)
+    config = load_config(path)
+    runner = Runner(config)
+    daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
+    try:
+        for _ in range(3):
+            daemon.run_monitor("demo")
+        assert daemon.wait_idle(30) == []
+        assert runner.board.state("demo").last_at == end
+        assert runner._published == set()
+    finally:
+        daemon.http.stop()
