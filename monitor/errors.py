@@ -23,6 +23,8 @@ Each class builds its message from the data it carries.
 
 from __future__ import annotations
 
+from monitor.redact import redact
+
 __all__ = [
     "BadValuesError",
     "ConfigError",
@@ -94,7 +96,8 @@ class EngineUnavailableError(MonitorError):
         self.kind = kind
         self.address = address
         self.reason = reason
-        super().__init__(f"{kind} engine at {address!r} is unavailable: {reason}")
+        # an address may carry a password (``sc://host:15002/;token=``, ``user:secret@``)
+        super().__init__(redact(f"{kind} engine at {address!r} is unavailable: {reason}"))
 
 
 class ReplayRangeError(MonitorError, ValueError):
@@ -134,7 +137,8 @@ class SourceError(MonitorError):
         message = f"{prefix}: {problem}" if prefix else problem
         if hint:
             message += f" ({hint})"
-        super().__init__(message)
+        # the path may be a URI with a password in it (``s3://user:secret@bucket/``)
+        super().__init__(redact(message))
 
 
 class SourceNotFoundError(SourceError):

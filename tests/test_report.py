@@ -1567,3 +1567,43 @@ def test_a_bracketed_d_is_labelled_as_a_bracket_on_the_chart() -> None:
     bracketed = ecdf_chart(d, "", lo, ks_high=lo + 0.002)
     assert f"D = {lo:.3f}" not in bracketed
     assert f"{lo:.3f} ≤ D ≤ {lo + 0.002:.3f}" in bracketed
+
+
+def test_a_source_password_is_in_no_reason_page_or_status(
+    world: World, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A score source at an S3 URI with a password (``user:secret@``) that cannot be reached:
+    the page's settings redacted it, but the failed check's reason (the page's "Why", the
+    landing page's first reason, ``/status``, the log) printed it whole."""
+    from monitor.config import ServerConfig, load_config
+    from monitor.errors import SourceNotFoundError
+    from monitor.jobs import Runner, StateStore
+    from monitor.server import HttpServer
+
+    uri = "s3://svc:Sup3r-SECRET@bucket/scores?endpoint_override=127.0.0.1:9&scheme=http"
+    path = tmp_path / "secret.toml"
+    path.write_text(
+        world.config_path.read_text()
+        .replace('scores.path = "scores"', f'scores.path = "{uri}"')
+        .replace('state_dir = "state"', f'state_dir = "{tmp_path / "state"}"')
+    )
+    config = load_config(path)
+    runner = Runner(config, store=StateStore(tmp_path / "state"), detail=True)
+    with caplog.at_level(logging.INFO, logger="monitor"):
+        verdict = runner.run("demo", AT).verdict
+    assert verdict.state == "error"
+    assert "svc:<redacted>@bucket" in verdict.reasons[0]
+    assert all("SECRET" not in r.getMessage() + str(r.__dict__) for r in caplog.records)
+    server = HttpServer(ServerConfig(port=0), runner.board, lambda: True, report=ReportConfig())
+    server.start()
+    try:
+        for route in ("/monitors/demo", "/", "/status"):
+            code, body = _http(server, route)
+            assert code == 200
+            assert "SECRET" not in body, route
+    finally:
+        server.stop()
+    # at the origin, for whatever shows an error's text; a password as a query parameter too
+    err = SourceNotFoundError("no such key", path="postgresql://db/x?user=u&password=p-SECRET")
+    assert "SECRET" not in str(err)
+    assert "password=<redacted>" in str(err)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
@@ -20,6 +19,7 @@ from urllib.parse import quote, urlencode
 
 from monitor import __version__
 from monitor.config import MonitorConfig, ReportConfig
+from monitor.redact import redact
 from monitor.report import charts
 from monitor.report.svg import esc
 from monitor.stats import difference_signs, round_differences
@@ -304,7 +304,9 @@ def _since(verdict: Verdict, ctx: PageContext) -> datetime | None:
 def _header(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext, now: datetime) -> str:
     since = _since(verdict, ctx)
     state = verdict.state
-    reasons = "".join(f"<li>{esc(r)}</li>" for r in verdict.reasons) or "<li>none given</li>"
+    reasons = (
+        "".join(f"<li>{esc(redact(r))}</li>" for r in verdict.reasons) or "<li>none given</li>"
+    )
     links = [
         _link(_runbook(ctx.report, state), f"runbook: {_ALERTS.get(state, state)}"),
         _link(_grafana(ctx.report, monitor.name), "Grafana overview"),
@@ -902,12 +904,6 @@ def _config_section(monitor: MonitorConfig, verdict: Verdict, ctx: PageContext) 
 
 
 _CATALOG_SHOWN = {"name", "type", "uri", "warehouse"}
-# ``scheme://user:password@``: the password up to the last '@' of the token (it may hold
-# '/', ':' and '@'), the user possibly with an '@' of its own (Azure's ``user@server``); a
-# host:port/path with an '@' is redacted too
-_URL_PASSWORD = re.compile(r"(?<=://)([^/:\s]*):\S*@")
-# a password as a URL's query parameter (libpq and SQLAlchemy read ?password=)
-_QUERY_PASSWORD = re.compile(r"([?&;](?:password|passwd|pwd)=)[^&;\s]*", re.IGNORECASE)
 
 
 def _redacted(x: Any, key: str = "") -> Any:
@@ -924,7 +920,7 @@ def _redacted(x: Any, key: str = "") -> Any:
     if isinstance(x, list):
         return [_redacted(v) for v in x]
     if isinstance(x, str):
-        return _QUERY_PASSWORD.sub(r"\1<redacted>", _URL_PASSWORD.sub(r"\1:<redacted>@", x))
+        return redact(x)
     return x
 
 
@@ -1059,7 +1055,7 @@ def render_landing(
             f'<td><a href="/monitors/{quote(r.name, safe="")}">{esc(r.name)}</a></td>'
             f'<td><span class="state state-{esc(r.state)}">{esc(r.state)}</span></td>'
             f'<td>{esc(_iso(r.since))}<br><span class="mute">{esc(_ago(r.since, now))}</span></td>'
-            f"<td>{esc(r.reason or '–')}</td><td>{esc(ages)}</td><td>{links}</td></tr>"
+            f"<td>{esc(redact(r.reason or '–'))}</td><td>{esc(ages)}</td><td>{links}</td></tr>"
         )
     table = (
         '<div class="tw"><table id="monitors"><thead><tr><th>monitor</th><th>state</th>'

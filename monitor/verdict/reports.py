@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
+from monitor.redact import redact
 from monitor.verdict._common import _finite, _iso
 from monitor.verdict.plan import AlarmPlan
 
@@ -260,7 +261,9 @@ def _plan_dict(plan: AlarmPlan) -> dict[str, Any]:
 
 
 def error_verdict(monitor: str, at: datetime, message: str) -> Verdict:
-    """The verdict of a run that failed (unreadable source, bad schema, ...)."""
+    """The verdict of a run that failed (unreadable source, bad schema, ...); a password in
+    the message (a source's URI, in an exception from the filesystem) is redacted."""
+    message = redact(message)
     return Verdict(monitor=monitor, at=at, state="error", reasons=(message,), error=message)
 
 
