@@ -735,27 +735,44 @@ class Daemon:
         return code
 
     def _watch_clock(self) -> None:
-        """Plan every job again from the clock as it reads now when the wall clock steps back
-        (NTP, a VM restored, the RTC): the scheduler waits for each job's next time on the old
-        clock, so a step back of two hours made the daemon silent for two hours, no run, no
-        error, /healthz ok. Planned again, the runs come, and a run whose slot is more than
-        FUTURE_SKEW before the last one decided says "the clock is behind" (an ``error``)."""
+        """Plan every job again from the clock as it reads now when the wall clock steps (NTP,
+        a VM restored or resumed, the RTC). The scheduler waits for each job's next time on
+        the monotonic clock, for a wait it worked out on the old wall clock. A step back of two
+        hours made the daemon silent for two hours, no run, no error, /healthz ok: planned
+        again, the runs come, and a run whose slot is more than FUTURE_SKEW before the last one
+        decided says "the clock is behind" (an ``error``). A step forward woke the scheduler
+        the step late, past the slot and its misfire grace, and skipped it (a day, for a daily
+        monitor): a job whose slot the step passed runs now (its latest slot, as after a
+        restart), and the scheduler wakes to wait for the others on the new clock."""
         offset = time.time() - time.monotonic()
         while not self._stopping.wait(CLOCK_WATCH_SECONDS):
             now = time.time() - time.monotonic()
             step, offset = offset - now, now
-            if step <= CLOCK_STEP_SECONDS or not self.scheduler.running:
+            if abs(step) <= CLOCK_STEP_SECONDS or not self.scheduler.running:
                 continue
-            log.warning(
-                "the wall clock stepped back; the checks are planned again from it",
-                extra={"seconds": round(step, 3), "now": _iso(datetime.now(UTC))},
-            )
+            if step > 0:
+                log.warning(
+                    "the wall clock stepped back; the checks are planned again from it",
+                    extra={"seconds": round(step, 3), "now": _iso(datetime.now(UTC))},
+                )
+            else:
+                log.warning(
+                    "the wall clock stepped forward; checks whose slot it passed run now",
+                    extra={"seconds": round(-step, 3), "now": _iso(datetime.now(UTC))},
+                )
             with self._reload_lock:  # a reload re-adds a changed job under the same id
+                wall = datetime.now(UTC)
                 for job in self.scheduler.get_jobs():
                     current = self.scheduler.get_job(job.id)  # its trigger now, not the snapshot's
-                    if current is not None:
-                        with contextlib.suppress(JobLookupError):  # removed since
+                    if current is None:
+                        continue
+                    with contextlib.suppress(JobLookupError):  # removed since
+                        if step > 0:
                             self.scheduler.reschedule_job(current.id, trigger=current.trigger)
+                        elif current.next_run_time is not None and current.next_run_time <= wall:
+                            self.scheduler.modify_job(current.id, next_run_time=wall)
+            if step < 0:
+                self.scheduler.wakeup()
 
     def stop(self) -> None:
         """Ask a serving daemon to stop (from another thread)."""

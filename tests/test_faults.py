@@ -16,7 +16,7 @@ import signal
 import subprocess
 import sys
 import time
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 
@@ -829,6 +829,51 @@ def test_a_clock_stepped_back_is_an_error_not_silence(tmp_path: Path) -> None:
         assert 7100 < steps[0]["seconds"] < 7300, steps
         last_at = json.loads(saved)["last_at"]
         assert json.loads((state_dir / "t.json").read_text())["last_at"] == last_at
+    finally:
+        d.stop()
+
+
+def test_a_clock_stepped_forward_runs_the_slot_it_passed_or_nears(tmp_path: Path) -> None:
+    """The wall clock steps forward under a running daemon (NTP, a VM resumed). The scheduler
+    sleeps on the monotonic clock for a wait worked out on the old wall clock: it woke the
+    step late, past the slot and its misfire grace, and skipped the slot (a day for a daily
+    monitor; nothing said so but a log line). Now a step that lands just before a slot runs
+    it at the slot, and a step past a slot runs that slot at once. An hourly schedule: each
+    step moves the daemon's clock to seconds from an hour, which it would otherwise have
+    slept toward for up to an hour."""
+    shift = tmp_path / "faketime"
+    shift.write_text("+0\n")
+    env = {
+        "LD_PRELOAD": str(_libfaketime()),
+        "FAKETIME_TIMESTAMP_FILE": str(shift),
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    scores, outcomes = make_data(tmp_path / "world")
+    config = tmp_path / "monitor.toml"
+    monitor = monitor_toml("t", scores, outcomes, schedule="1h", extra=SLOW_OK)
+    config.write_text(config_text(free_address(), tmp_path / "state", [monitor]))
+    d = Daemon(config, tmp_path / "daemon.log", env=env)
+
+    def step_to(target: datetime) -> None:  # the daemon's wall clock reads ``target`` now
+        shift.write_text(f"{(target - datetime.now(UTC)).total_seconds():+.3f}\n")
+
+    def checked() -> list[str]:
+        return [r["at"] for r in d.records() if r.get("message") == "check"]
+
+    try:
+        wait_for(partial(_all_ran, d, ["t"], 1), timeout=90, what="the start-up run", log=d.log)
+        now = datetime.now(UTC)
+        if now.minute == 59 and now.second >= 50:  # too near the hour to step toward it
+            time.sleep(61 - now.second)
+        nearest = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        step_to(nearest - timedelta(seconds=4))  # 4 s before the next slot, passing none
+        wait_for(lambda: nearest.isoformat() in checked(), timeout=30, what="the slot", log=d.log)
+        passed = nearest + timedelta(hours=1)
+        step_to(passed + timedelta(seconds=20))  # 20 s past the slot after it
+        wait_for(lambda: passed.isoformat() in checked(), timeout=30, what="the slot", log=d.log)
+        steps = [r for r in d.records() if "clock stepped forward" in r.get("message", "")]
+        assert len(steps) == 2, d.log()[-3000:]
     finally:
         d.stop()
 
