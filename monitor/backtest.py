@@ -1022,7 +1022,7 @@ def run_backtest_cli(
             raise ValueError(
                 " ".join(problems).replace("`start`", "--from").replace("`end`", "--to")
             )
-        chosen = [config.monitor(monitor)] if monitor else list(config.monitors)
+        chosen = [config.monitor(monitor)] if monitor is not None else list(config.monitors)
         for m in chosen:
             if not m.schedule.slots(start, end):
                 raise ValueError(

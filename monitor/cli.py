@@ -7,7 +7,9 @@ command exits 3 on a usage error, never argparse's 2).
 
 ``check`` and ``report`` read the alarm thresholds the daemon cached
 (``<state_dir>/cache/thresholds.json``, ``monitor.thresholds``), so that a one-shot process does
-not search them again; they write nothing.
+not search them again; they write no state, history or thresholds (with an ``[engine]``, the
+bucket summaries they compute go to the daemon's cache, ``<state_dir>/summaries/``: a cache
+entry is no state, docs/engines.md).
 
 ``run`` exits 0 after SIGTERM/SIGINT when every monitor's state was saved, 1 when one could not be
 (one log line names them) or the daemon could not start (e.g. its listen address is taken), 3 when
@@ -359,7 +361,7 @@ def _config_and_names(args: argparse.Namespace) -> tuple[Config, list[str]] | No
     try:
         names = (
             [config.monitor(args.monitor).name]
-            if args.monitor
+            if args.monitor is not None
             else [m.name for m in config.monitors]
         )
     except KeyError as exc:

@@ -175,6 +175,13 @@ def test_one_monitor_and_table_output(
     assert "data_drift" in out
     assert "data drift" in out
     assert main(["check", "--config", str(config), "--monitor", "nope"]) == 3
+    # an empty name (``--monitor "$NAME"`` with NAME unset) is no name, not every monitor
+    capsys.readouterr()
+    assert main(["check", "--config", str(config), "--monitor", "", "--at", AT.isoformat()]) == 3
+    assert "no monitor named ''" in capsys.readouterr().err
+    span = ["--from", (AT - timedelta(hours=2)).isoformat(), "--to", AT.isoformat()]
+    assert main(["backtest", "--config", str(config), "--monitor", "", *span]) == 3
+    assert "no monitor named ''" in capsys.readouterr().err
 
 
 def test_check_never_writes_state_and_replays_what_the_daemon_saw(
