@@ -387,6 +387,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
     load_thresholds(config.server.state_dir)  # before anything computes an alarm plan
     runner = Runner(config, store=store)
     verdicts, hung = [], False
+    # the time asked about, whatever the monitors' slots (it was the first monitor's slot:
+    # another order of the same monitors gave another time)
+    asked = args.at or datetime.now(UTC)
     for name in names:
         monitor = config.monitor(name)
         at_, start = _check_plan(monitor, store, args.at, args.replay_from)
@@ -405,10 +408,9 @@ def _cmd_check(args: argparse.Namespace) -> int:
             verdict = _abandoned(name, at_, seconds)
             hung = True
         verdicts.append(verdict)
-    at = verdicts[0].at if verdicts else args.at or datetime.now(UTC)
     if args.json:
         doc = {
-            "at": rfc3339(at),
+            "at": rfc3339(asked),
             "monitors": [v.to_dict() for v in verdicts],
         }
         print(json.dumps(doc, indent=1))

@@ -112,7 +112,9 @@ def test_check_at_a_time_between_slots_decides_the_slot_before_it(
     between = (AT + timedelta(minutes=30)).isoformat()
     code = main(["check", "--config", str(config), "--json", "--at", between])
     captured = capsys.readouterr()
-    assert (code, json.loads(captured.out)) == (rc, on_slot)
+    doc = json.loads(captured.out)
+    assert (code, doc["monitors"]) == (rc, on_slot["monitors"])
+    assert doc["at"] == "2026-10-18T00:30:00Z"  # the time asked about; the slot is the monitor's
     (warning,) = [json.loads(x) for x in captured.err.splitlines() if "not a slot" in x]
     assert warning["message"].startswith("--at is not a slot of the monitor's schedule")
     assert warning["slot"] == "2026-10-18T00:00:00Z"
@@ -608,3 +610,26 @@ def test_an_outcome_too_large_to_test_is_an_error_naming_source_column_and_query
     assert f"query {query!r}" in m["error"]
     assert "outcomes" in m["error"]
     assert "1e+308 in the current window" in m["error"]
+
+
+def test_check_json_at_is_the_time_asked_whatever_the_monitors_order(
+    worlds: dict[str, World], capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """The top-level ``at`` of ``check --json`` was the first monitor's slot: an hourly and a
+    daily monitor gave 03:00 in one order and 00:00 in the other. It is the time asked about
+    (``--at``); each monitor's ``at`` is the slot it decided."""
+    text = worlds["stationary"].config_path.read_text()
+    table = text[text.index("[[monitors]]") :]
+    daily = table.replace('name = "demo"', 'name = "daily"').replace(
+        'schedule = "1h"', 'schedule = "1d"'
+    )
+    docs = []
+    for order in ((table, daily), (daily, table)):
+        path = worlds["stationary"].config_path.parent / f"at-order-{len(docs)}.toml"
+        path.write_text(text[: text.index("[[monitors]]")] + "\n".join(order))
+        asked = AT + timedelta(hours=3, minutes=30)
+        main(["check", "--config", str(path), "--json", "--at", asked.isoformat()])
+        docs.append(json.loads(capsys.readouterr().out))
+    assert [d["at"] for d in docs] == ["2026-10-18T03:30:00Z"] * 2
+    slots = [{m["name"]: m["at"] for m in d["monitors"]} for d in docs]
+    assert slots[0] == slots[1] == {"demo": "2026-10-18T03:00:00Z", "daily": "2026-10-18T00:00:00Z"}
