@@ -623,7 +623,7 @@ def test_check_json_at_is_the_time_asked_whatever_the_monitors_order(
     daily = table.replace('name = "demo"', 'name = "daily"').replace(
         'schedule = "1h"', 'schedule = "1d"'
     )
-    docs = []
+    docs: list[dict[str, Any]] = []
     for order in ((table, daily), (daily, table)):
         path = worlds["stationary"].config_path.parent / f"at-order-{len(docs)}.toml"
         path.write_text(text[: text.index("[[monitors]]")] + "\n".join(order))
