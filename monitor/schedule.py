@@ -358,8 +358,10 @@ def _cron_checks(schedule: Schedule, period: timedelta) -> int:
     (at most ``_COUNT_WALK``; a denser one is counted from its first slot). A schedule quiet in
     January (``0 * * 3-11 *``) checks hourly from March: its alarm budget is spread over 720
     checks a 30-day period, not 1."""
-    if schedule.cron_fields is not None and period % timedelta(days=1) == timedelta(0):
-        days = period // timedelta(days=1)
+    whole = period % timedelta(days=1) == timedelta(0)
+    span = -(-period // timedelta(days=1)) + 1  # the calendar days a period can touch
+    if schedule.cron_fields is not None and (whole or span <= _PATTERN_DAYS):
+        days = period // timedelta(days=1) if whole else span
         per_day = len(schedule.cron_fields[0]) * len(schedule.cron_fields[1])
         months = schedule.cron_fields[3]
         day = _WALK_START
@@ -369,6 +371,8 @@ def _cron_checks(schedule: Schedule, period: timedelta) -> int:
                 day.month in months and schedule._day_matches(day.year, day.month, day.day)
             )
             day += timedelta(days=1)
+        if not whole:
+            return max(1, _densest_days(schedule, period, fires, span))
         held = best = sum(fires[:days])
         for k in range(days, len(fires)):  # the window of days [k - days + 1, k]
             held += fires[k] - fires[k - days]
@@ -388,6 +392,34 @@ def _cron_checks(schedule: Schedule, period: timedelta) -> int:
         first = walk[0]
         best = len(schedule.slots(first, first + period - _MICROSECOND))
     return max(1, best)
+
+
+_PATTERN_DAYS = 32  # a period of other than whole days is counted by day patterns up to this
+
+
+def _densest_days(schedule: Schedule, period: timedelta, fires: list[bool], span: int) -> int:
+    """The most slots of a cron schedule in a half-open ``period`` that is not whole days: such
+    a period starting in a day touches that day and the next ``span - 1``, and the times of
+    day that fire are the same on every day that does, so the densest window is found on
+    each distinct run of ``span`` firing flags of the 28-year calendar (the leap years' 29
+    February included: walking 2026 alone missed ``0 */12 28,29 2 *``'s three slots in 36
+    hours), starting at a slot of its first day."""
+    assert schedule.cron_fields is not None
+    minute_of_day = sorted(
+        h * 60 + m for h in schedule.cron_fields[1] for m in schedule.cron_fields[0]
+    )
+    window = period // timedelta(minutes=1) + (period % timedelta(minutes=1) > timedelta(0))
+    best = 0
+    seen: set[tuple[bool, ...]] = set()
+    for k in range(len(fires) - span + 1):
+        pattern = tuple(fires[k : k + span])
+        if not pattern[0] or pattern in seen:
+            continue
+        seen.add(pattern)
+        times = [d * 1440 + m for d in range(span) if pattern[d] for m in minute_of_day]
+        for i, t in enumerate(times[: len(minute_of_day)]):  # a start in the first day
+            best = max(best, bisect.bisect_left(times, t + window, lo=i) - i)
+    return best
 
 
 def _never_fires(

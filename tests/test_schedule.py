@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from croniter import croniter
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from monitor.schedule import format_duration, parse_duration, parse_schedule
@@ -483,3 +484,34 @@ def test_cron_fields_take_ascii_digits_only(text: str) -> None:
 def test_durations_take_ascii_digits_only() -> None:
     with pytest.raises(ValueError, match="must be a duration"):
         parse_duration("\u0663h")
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    minutes=st.sets(st.sampled_from([0, 15, 30, 45]), min_size=1),
+    hours=st.sets(st.integers(0, 23), min_size=1, max_size=4),
+    doms=st.sets(st.integers(26, 31), min_size=1, max_size=3),
+    months=st.sets(st.integers(1, 12), min_size=1, max_size=2),
+    period_h=st.integers(13, 80),
+)
+def test_a_period_of_other_than_whole_days_is_counted_over_the_calendar(
+    minutes: set[int], hours: set[int], doms: set[int], months: set[int], period_h: int
+) -> None:
+    """A period that is not whole days (``budget.period = "36h"``) was counted over the slots
+    of 2026 alone: ``0 */12 28,29 2 *`` holds 3 slots in 36 hours only in a leap year, and
+    the budget was spread over 2. Against every slot of the 28-year calendar, walked."""
+    text = " ".join(",".join(map(str, sorted(f))) for f in (minutes, hours, doms, months)) + " *"
+    try:
+        cron = parse_schedule(text)
+    except ValueError:  # a day no month holds (31 February)
+        return
+    period = timedelta(hours=period_h, minutes=30)
+    walk = cron.slots(datetime(2026, 1, 1, tzinfo=UTC), datetime(2054, 3, 1, tzinfo=UTC))
+    best = max(
+        (bisect.bisect_left(walk, t + period, lo=i) - i for i, t in enumerate(walk)), default=0
+    )
+    assert cron.checks_per(period) == max(1, best), text
+
+
+def test_a_leap_day_counts_in_a_period_of_hours() -> None:
+    assert parse_schedule("0 */12 28,29 2 *").checks_per(timedelta(hours=36)) == 3
