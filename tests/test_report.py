@@ -356,6 +356,28 @@ def test_report_config_iv(tmp_path: Path) -> None:
         parse_config({**base, "report": {"runbook_url": "https://x/r.md#top"}}, base=tmp_path)
     with pytest.raises(ConfigError, match="report: must be a table"):
         parse_config({**base, "report": "yes"}, base=tmp_path)
+    # a path appended after a fragment is no path: every Grafana link was broken
+    with pytest.raises(ConfigError, match=r"report\.grafana_url: must be a URL without a #"):
+        parse_config({**base, "report": {"grafana_url": "https://g/grafana/#/"}}, base=tmp_path)
+
+
+def test_a_grafana_url_with_an_org_links_each_dashboard_in_that_org() -> None:
+    """``grafana_url = "https://grafana.example.com/?orgId=2"`` (Grafana's multi-org URL)
+    made links like ``.../?orgId=2/d/retrieval-monitor-overview/?var-monitor=m``: the path was
+    appended after the query. The base's query now goes in each link's own."""
+    docs = [{"name": "m", "scores": {"path": "s"}, "outcomes": {"path": "o"}}]
+    config = parse_config(
+        {"monitors": docs, "report": {"grafana_url": "https://grafana.example.com/g/?orgId=2"}},
+        base=Path("/tmp"),
+    )
+    assert config.report.grafana_url == "https://grafana.example.com/g?orgId=2"
+    (m,) = config.monitors
+    page = render_monitor_page(m, _verdict(AT), None, [], PageContext(config.report))
+    links = re.findall(r'href="(https://grafana\.example\.com[^"]*)"', page)
+    assert links
+    for link in links:
+        assert link.startswith("https://grafana.example.com/g/d/retrieval-monitor-"), link
+        assert html.unescape(link).split("?", 1)[1].startswith("orgId=2&var-monitor=m"), link
 
 
 def _verdict(at: datetime, state: str = "ok") -> Verdict:
@@ -1074,6 +1096,9 @@ def test_the_landing_page_says_pending_before_a_monitors_first_check() -> None:
     page = render_landing([row], ReportConfig())
     assert '<span class="state state-pending">pending</span>' in page
     assert "None" not in page
+    # nor that its feeds hold nothing (after a restart, beside the alarm its state file kept)
+    assert "not checked since start-up" in page
+    assert "newest scores: none" not in page
 
 
 def test_a_replayed_page_dates_its_state_from_its_history() -> None:
@@ -1607,3 +1632,28 @@ def test_a_source_password_is_in_no_reason_page_or_status(
     err = SourceNotFoundError("no such key", path="postgresql://db/x?user=u&password=p-SECRET")
     assert "SECRET" not in str(err)
     assert "password=<redacted>" in str(err)
+
+
+def test_an_interval_level_is_labelled_as_set(world: World, tmp_path: Path) -> None:
+    """``decay.confidence_level = 0.995`` was labelled "100 % interval" on the page and "100%
+    CI" in the reasons (0.975: "98 %"): the level is printed as set."""
+    from monitor.config import load_config
+    from monitor.jobs import Runner, StateStore
+
+    path = world.config_path.parent / "level.toml"  # the world's relative paths hold
+    path.write_text(
+        world.config_path.read_text()
+        .replace('state_dir = "state"', f'state_dir = "{tmp_path / "state"}"')
+        .replace('windows.current = "1d"', 'windows.current = "1d"\ndecay.confidence_level = 0.995')
+    )
+    config = load_config(path)
+    assert config.monitors[0].decay.confidence_level == 0.995
+    runner = Runner(config, store=StateStore(tmp_path / "state"), detail=True)
+    record = runner.run("demo", AT)
+    assert record.verdict.outcome is not None
+    assert any("99.5% CI" in r for r in record.verdict.reasons), record.verdict.reasons
+    page = render_monitor_page(
+        config.monitors[0], record.verdict, record.detail, [], PageContext(ReportConfig())
+    )
+    assert "99.5 % interval" in page
+    assert "100 % interval" not in page

@@ -11,6 +11,7 @@ import math
 import os
 import re
 import socket
+import urllib.parse
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -255,9 +256,14 @@ def _url(value: Any) -> str:
 
 
 def _base_url(value: Any) -> str:
-    """An http(s) URL that paths are appended to: without its trailing slashes."""
+    """An http(s) URL that paths are appended to: without its path's trailing slashes, its
+    query kept (Grafana's ``?orgId=2``: the pages put it in each link's own query), no
+    ``#fragment`` (a path appended after one is no path: every link was broken)."""
     text = _url(value)
-    return text.rstrip("/") if "#" not in text else text
+    parts = urllib.parse.urlsplit(text)
+    if parts.fragment or text.endswith("#"):
+        raise ValueError(f"must be a URL without a #fragment; got {text!r}")
+    return urllib.parse.urlunsplit(parts._replace(path=parts.path.rstrip("/")))
 
 
 def _engine_kind(value: Any) -> str:

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote, urlencode
+from urllib.parse import parse_qsl, quote, urlencode, urlsplit, urlunsplit
 
 from monitor import __version__
 from monitor.config import MonitorConfig, ReportConfig
@@ -23,7 +23,14 @@ from monitor.redact import redact
 from monitor.report import charts
 from monitor.report.svg import esc
 from monitor.stats import difference_signs, round_differences
-from monitor.verdict import CheckDetail, InputReport, OutcomeDetail, OutcomeReport, Verdict
+from monitor.verdict import (
+    CheckDetail,
+    InputReport,
+    OutcomeDetail,
+    OutcomeReport,
+    Verdict,
+    percent,
+)
 
 __all__ = ["LandingRow", "PageContext", "render_landing", "render_monitor_page", "runbook_anchor"]
 
@@ -153,13 +160,17 @@ def _grafana(
 ) -> str | None:
     if report.grafana_url is None:
         return None
-    params: dict[str, Any] = {"var-monitor": monitor}
+    # the base's own query (Grafana's ?orgId=2) goes in each link's query, before its own
+    base = urlsplit(report.grafana_url)
+    params: list[tuple[str, str]] = parse_qsl(base.query, keep_blank_values=True)
+    params.append(("var-monitor", monitor))
     if segment:
-        params["var-segment"] = segment
-    if panel is None:
-        return f"{report.grafana_url}/d/{_OVERVIEW}/?{urlencode(params)}"
-    params["viewPanel"] = _PANELS[panel]
-    return f"{report.grafana_url}/d/{_DRILLDOWN}/?{urlencode(params)}"
+        params.append(("var-segment", segment))
+    if panel is not None:
+        params.append(("viewPanel", str(_PANELS[panel])))
+    uid = _OVERVIEW if panel is None else _DRILLDOWN
+    root = urlunsplit(base._replace(query="", fragment=""))
+    return f"{root}/d/{uid}/?{urlencode(params)}"
 
 
 # --------------------------------------------------------------------------- formatting
@@ -629,7 +640,7 @@ def _outcome_section(
     seg = _segment_of(verdict.outcomes, o)
     if seg:
         out.append(f"<p>Segment <strong>{esc(seg)}</strong> (the one that decides decay).</p>")
-    level = f"{o.confidence_level * 100:.0f} %" if o.confidence_level else "–"
+    level = f"{percent(o.confidence_level)} %" if o.confidence_level else "–"
     adjusted, alpha = _p(o.pvalue_adjusted), _g(o.alpha, 3)
     if (
         o.pvalue_adjusted is not None
@@ -1036,10 +1047,14 @@ def render_landing(
     now = now or datetime.now(UTC)
     body_rows = []
     for r in rows:
-        ages = "; ".join(
-            f"newest {src}: {_ago(t, now) if t else 'none'}" for src, t in r.data_age.items()
-        )
-        if r.last_check is not None:
+        if r.last_check is None:
+            # no check has finished since start-up: the data's age is not known yet ("none"
+            # read as feeds that are empty or dead, beside the alarm the state file kept)
+            ages = "not checked since start-up"
+        else:
+            ages = "; ".join(
+                f"newest {src}: {_ago(t, now) if t else 'none'}" for src, t in r.data_age.items()
+            )
             ages += f"; last check: slot {_iso(r.last_check)}"
         links = " · ".join(
             x

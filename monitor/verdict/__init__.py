@@ -58,7 +58,7 @@ from datetime import datetime
 from typing import Any
 
 from monitor.config import MonitorConfig
-from monitor.verdict._common import STATES, TRACKS, _iso
+from monitor.verdict._common import STATES, TRACKS, _iso, percent
 from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData, check_coarse
 from monitor.verdict.decay import _evaluate_outcomes, calibration_summary
 from monitor.verdict.detail import CheckDetail, InputDetail, OutcomeDetail, describe
@@ -106,6 +106,7 @@ __all__ = [
     "describe",
     "error_verdict",
     "evaluate",
+    "percent",
     "phase_counts",
     "phase_of",
     "timestamp_cuts",

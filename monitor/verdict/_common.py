@@ -28,6 +28,12 @@ def _parse_iso(text: str | None) -> datetime | None:
     return datetime.fromisoformat(text.replace("Z", "+00:00")).astimezone(UTC)
 
 
+def percent(level: float) -> str:
+    """A level as a percentage, as exact as it was set: 0.95 -> ``95``, 0.995 -> ``99.5``,
+    0.975 -> ``97.5`` (rounded to whole percent they read "100 %" and "98 %")."""
+    return f"{round(level * 100, 6):g}"
+
+
 def _finite(x: float) -> float | None:
     """JSON has no NaN/inf: non-finite numbers become null."""
     return float(x) if math.isfinite(x) else None

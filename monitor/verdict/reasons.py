@@ -7,7 +7,7 @@ from datetime import datetime, timedelta
 
 from monitor.config import MonitorConfig
 from monitor.schedule import format_duration
-from monitor.verdict._common import _iso
+from monitor.verdict._common import _iso, percent
 from monitor.verdict.data import CheckData
 from monitor.verdict.plan import AlarmPlan
 from monitor.verdict.reports import InputReport, OutcomeReport
@@ -31,7 +31,7 @@ def _below(share: float, bound: float) -> tuple[str, str]:
 def _outcome_reason(monitor: MonitorConfig, name: str, r: OutcomeReport) -> str:
     where = f"segment {name!r}: " if name else ""
     ci = (
-        f"{r.confidence_level or 0:.0%} CI [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
+        f"{percent(r.confidence_level or 0)}% CI [{_fmt(r.ci_low)}, {_fmt(r.ci_high)}]"
         if r.ci_low is not None
         else "no interval"
     )
