@@ -29,7 +29,7 @@ from monitor.config import ReportConfig, parse_config
 from monitor.errors import ConfigError
 from monitor.report import HistoryStore, PageContext, render_monitor_page
 from monitor.report.charts import bins_chart, ecdf_chart
-from monitor.report.history import MemoryHistory, _parse_iso, _thin
+from monitor.report.history import MemoryHistory, _parse_iso, _thin, history_entry
 from monitor.report.svg import Svg, esc, num
 from monitor.simulate import SCENARIOS, World, write_world
 from monitor.stats import build_baseline, drift_tests
@@ -1274,6 +1274,102 @@ def test_the_cusum_chart_rings_each_alarm_where_s_was_reset() -> None:
     assert ys[1] > ys[0]  # the immediate one at its z of 6.5, below h (12.8) on the chart
     assert 'class="z-threshold"' in svg
     assert "2 alarm(s) ringed" in svg
+
+
+def test_an_alarm_on_the_anchor_track_is_drawn_on_the_anchor_track() -> None:
+    """A gradual drift raises on the anchor track: the chart drew the reference track's S
+    alone (5.8 against h 12.7 at the alarm), rang an immediate alarm round the reference
+    block's z, and the page showed no anchor number. The anchor's S is drawn, the alarm is
+    ringed on the z of the track that fired, the history keeps that track and its z, and the
+    page and the segments table show the anchor's block, z and S."""
+    from monitor.report.charts import cusum_chart
+    from monitor.verdict import InputReport
+
+    base = {"cusum_threshold": 12.8, "z_threshold": 4.34, "evidence": True}
+    rows = [
+        ("ok", 3.0, 9.0, 1.0, 2.0, None, None),
+        ("ok", 4.0, 11.5, 1.2, 2.2, None, None),
+        ("data_drift", 4.5, 13.1, 0.9, 5.2, "immediate", "anchor"),
+    ]
+    history = [
+        {**base, "at": f"2026-10-17T0{k}:00:00Z", "state": state, "cusum": c}
+        | {"anchor_cusum": ac, "z": z, "anchor_z": az, "alarm": a, "alarm_track": track}
+        for k, (state, c, ac, z, az, a, track) in enumerate(rows)
+    ]
+    svg = cusum_chart(history)
+    assert svg.count('class="line-anchor"') == 1
+    assert "anchor track" in svg
+    rings = re.search(r'<g class="alarm">(.*?)</g>', svg)
+    assert rings is not None
+    (ring,) = [float(y) for y in re.findall(r'cy="([-0-9.]+)"', rings.group(1))]
+    dots = [float(y) for y in re.findall(r'<circle cx="[-0-9.]+" cy="([-0-9.]+)"', svg)]
+    # ringed at the anchor's z of 5.2, above the threshold's 4.34: higher up than every
+    # reference block's dot (z at most 1.2)
+    assert ring < min(dots[:3]), (ring, dots)
+
+    inp = InputReport(
+        n_reference=100,
+        n_current=100,
+        decidable=True,
+        drift=True,
+        cusum=5.8,
+        anchor_cusum=13.5,
+        anchor_z=2.0,
+        anchor_psi=0.04,
+        anchor_pvalue=0.001,
+        anchor_pvalue_adjusted=0.002,
+        cusum_threshold=12.7,
+        z_threshold=4.3,
+        alarm="cusum",
+        alarm_track="anchor",
+    )
+    verdict = Verdict(
+        monitor="m",
+        at=AT,
+        state="data_drift",
+        reasons=(),
+        inputs={"en": inp, "fr": replace(inp, drift=False, anchor_cusum=1.0, alarm=None)},
+    )
+    entry = history_entry(verdict)
+    assert (entry["alarm_track"], entry["anchor_z"], entry["anchor_cusum"]) == ("anchor", 2.0, 13.5)
+    docs = [
+        {
+            "name": "m",
+            "scores": {"path": "s", "segment_column": "lang"},
+            "outcomes": {"path": "o", "segment_column": "lang"},
+        }
+    ]
+    (m,) = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
+    page = render_monitor_page(m, verdict, None, [entry], PageContext(ReportConfig()))
+    for key in ("input.anchor_cusum", "input.anchor_z", "input.anchor_pvalue_adjusted"):
+        assert f'data-key="{key}"' in page, key
+    assert 'data-key="segments[fr].input.anchor_cusum"' in page
+    assert ">anchor S</th>" in page
+
+
+@pytest.mark.parametrize(
+    ("every", "thinned"), [(timedelta(minutes=5), True), (timedelta(hours=1), False)]
+)
+def test_a_thinned_history_is_not_called_the_last_n_checks(every: timedelta, thinned: bool) -> None:
+    """Four days of 5-minute checks: the history keeps each check of the last 48 h and the
+    last of each hour before; the chart and its caption said "the last 626 checks" of 1,152.
+    They say the checks are kept so; an hourly schedule's history is every check."""
+    history = MemoryHistory()
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    checks = int(timedelta(days=4) / every)
+    for k in range(checks):
+        history.append("m", _verdict(t0 + k * every))
+    entries = history.entries("m")
+    assert (len(entries) < checks) == thinned
+    docs = [{"name": "m", "scores": {"path": "s"}, "outcomes": {"path": "o"}}]
+    (m,) = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
+    page = render_monitor_page(
+        m, _verdict(t0 + (checks - 1) * every), None, entries, PageContext(ReportConfig())
+    )
+    kept = "every check of the last 48 h, the last of each hour before"
+    assert (f"({len(entries)} checks kept: {kept}" in page) == thinned
+    assert (f"last {len(entries)} checks kept ({kept})" in page) == thinned
+    assert (f"last {len(entries)} checks:" in page) == (not thinned)
 
 
 def test_a_page_of_an_earlier_run_of_the_same_state_does_not_take_the_daemons_date() -> None:

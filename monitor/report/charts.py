@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from monitor.report.history import HISTORY_FULL_RESOLUTION
 from monitor.report.svg import Scale, Svg, nice_ticks
 from monitor.verdict import InputDetail, OutcomeDetail
 
@@ -300,33 +301,38 @@ def _runs_of(labels: Sequence[Any]) -> list[int]:
 
 
 def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
-    """The drift CUSUM S (reference track) at every check against its threshold h, the z of
-    every evidence block (one dot per check that had a new block) against the immediate
-    rule's z threshold, with the checks whose state changed marked, and each alarm: S is
-    recorded at the check (at an alarm the value that crossed h, which the alarm then resets
-    to 0; 0 there in history written before 2026-12-06), so a CUSUM alarm is drawn as a ring
-    on h and an immediate one as a ring round its block's z."""
+    """The drift CUSUM S at every check against its threshold h (the reference track's, and
+    the anchor track's beside it where the monitor has one), the z of every evidence block
+    (one dot per check that had a new block) against the immediate rule's z threshold, with
+    the checks whose state changed marked, and each alarm: S is recorded at the check (at an
+    alarm the value that crossed h, which the alarm then resets to 0; 0 there in history
+    written before 2026-12-06), so a CUSUM alarm is drawn as a ring on h and an immediate one
+    as a ring round the z of the track that fired (``alarm_track``; the anchor's z since
+    2026-12-07: an alarm on the anchor track was ringed on the reference's numbers)."""
     ts = _times(history)
     s = [e.get("cusum") for e in history]
+    anchor = [e.get("anchor_cusum") for e in history]
+    anchored = any(isinstance(v, (int, float)) for v in anchor)
     h = [e.get("cusum_threshold") for e in history]
     zh = [e.get("z_threshold") for e in history]
     alarms = [
-        (t, float(e["cusum_threshold"] if e["alarm"] == "cusum" else e["z"]))
+        (t, float(v))
         for t, e in zip(ts, history, strict=True)
         if e.get("alarm") in ("cusum", "immediate")
-        and isinstance(e.get("cusum_threshold" if e["alarm"] == "cusum" else "z"), (int, float))
+        and isinstance(v := e.get(_alarm_key(e)), (int, float))
     ]
     blocks = [
         (t, float(e["z"]))
         for t, e in zip(ts, history, strict=True)
         if e.get("evidence") and isinstance(e.get("z"), (int, float))
     ]
-    values = [v for v in (*s, *h, *zh) if isinstance(v, (int, float)) and math.isfinite(v)]
-    values += [z for _, z in blocks]
+    values = [v for v in (*s, *anchor, *h, *zh) if isinstance(v, (int, float)) and math.isfinite(v)]
+    values += [z for _, z in blocks] + [v for _, v in alarms]
     top = max(values, default=1.0) * 1.1 or 1.0
     t0, t1 = ts[0], ts[-1] if ts[-1] > ts[0] else ts[0] + 3600
     xs = Scale(t0, t1, _L, W - _R)
-    bottom = min(0.0, *(z for _, z in blocks)) if blocks else 0.0
+    low = [z for _, z in blocks] + [v for _, v in alarms]
+    bottom = min(0.0, *low) if low else 0.0
     ys = Scale(bottom, top, H - _B, _T)
     changes = sum(
         1 for k in range(1, len(history)) if history[k]["state"] != history[k - 1]["state"]
@@ -334,12 +340,20 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     # S is the deciding segment's: one line a run of checks with the same deciding segment,
     # broken where it changes (joined, another segment's reset read as this one's)
     breaks = _runs_of([e.get("input_segment") for e in history])
+    kept = (
+        "checks kept (every check of the last 48 h, the last of each hour before)"
+        if _thinned(ts)
+        else "checks"
+    )
     label = (
-        f"Drift evidence over the last {len(history)} checks: CUSUM S (blue, at each check; "
-        f"an alarm resets it to 0 after it) against the alarm threshold h (black dashed), "
+        f"Drift evidence over the last {len(history)} {kept}: CUSUM S (blue, at each check; "
+        "an alarm resets it to 0 after it) of the reference track"
+        + (" and the anchor track's S (purple, dashed)" if anchored else "")
+        + " against the alarm threshold h (black dashed), "
         f"the z of each of {len(blocks)} evidence blocks (orange dots) against the immediate "
         f"alarm's z threshold (orange dashed); {len(alarms)} alarm(s) ringed (on h for a "
-        f"CUSUM alarm); {changes} change(s) of state marked by grey lines"
+        "CUSUM alarm, on the z of the track that fired for an immediate one); "
+        f"{changes} change(s) of state marked by grey lines"
         + (
             f"; S is the deciding segment's, and its line breaks at each of {len(breaks) - 1} "
             "change(s) of that segment."
@@ -352,11 +366,14 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     _changes(svg, history, ts, xs)
     if bottom < 0:
         svg.line(_L, ys(0), W - _R, ys(0), cls="zero")
-    for series, cls, runs in (
+    series_drawn: list[tuple[list[Any], str, list[int]]] = [
         (h, "threshold", [0]),
         (zh, "z-threshold", [0]),
         (s, "line-ref", breaks),
-    ):
+    ]
+    if anchored:
+        series_drawn.append((anchor, "line-anchor", breaks))
+    for series, cls, runs in series_drawn:
         for lo, hi in itertools.pairwise([*runs, len(history)]):
             pts = [
                 (xs(t), ys(float(v)))
@@ -371,6 +388,7 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
         svg,
         [
             ("ref", "CUSUM S"),
+            *([("anchor", "anchor S")] if anchored else []),
             ("threshold", "h"),
             ("block", "block z"),
             ("alarm", "alarm"),
@@ -378,6 +396,29 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
         ],
     )
     return svg.render()
+
+
+def _alarm_key(entry: Mapping[str, Any]) -> str:
+    """The history key of the number an alarm is ringed on: h for a CUSUM alarm (both tracks
+    cross the same h), the block z of the track that fired for an immediate one."""
+    if entry.get("alarm") == "cusum":
+        return "cusum_threshold"
+    return "anchor_z" if entry.get("alarm_track") == "anchor" else "z"
+
+
+def thinned(history: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether ``history`` holds fewer entries than checks: the store keeps every check of the
+    newest ``HISTORY_FULL_RESOLUTION`` (48 h) and the last of each hour before it, so with
+    checks more often than hourly and entries older than that, it is not "the last N checks"."""
+    return _thinned(_times(history))
+
+
+def _thinned(ts: Sequence[float]) -> bool:
+    if len(ts) < 2:
+        return False
+    full_since = ts[-1] - HISTORY_FULL_RESOLUTION.total_seconds()
+    recent = [t for t in ts if t >= full_since]
+    return ts[0] < full_since and any(b - a < 3600 for a, b in itertools.pairwise(recent))
 
 
 def decay_chart(history: Sequence[Mapping[str, Any]]) -> str:

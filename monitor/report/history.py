@@ -72,6 +72,8 @@ _INPUT_KEYS = {
     "cusum": "cusum",
     "cusum_threshold": "cusum_threshold",
     "alarm": "alarm",
+    "alarm_track": "alarm_track",
+    "anchor_z": "anchor_z",
     "anchor_cusum": "anchor_cusum",
 }
 _OUTCOME_KEYS = {
@@ -481,8 +483,8 @@ def _parse(text: str) -> tuple[list[dict[str, Any]], int, bool]:
     return sorted(entries, key=_parse_at), lines, torn
 
 
-_NUMBERS = (*_INPUT_KEYS.keys() - {"alarm"}, *_OUTCOME_KEYS)  # numbers or null in an entry
-_TEXTS = ("alarm", "input_segment", "outcome_segment")  # text or null
+_TEXTS = ("alarm", "alarm_track", "input_segment", "outcome_segment")  # text or null
+_NUMBERS = (*_INPUT_KEYS.keys() - set(_TEXTS), *_OUTCOME_KEYS)  # numbers or null in an entry
 _FLAGS = ("evidence", "drift", "new_look", "decay")  # true, false or null
 
 

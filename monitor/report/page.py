@@ -81,6 +81,8 @@ svg .note{font-size:12px;fill:#222}
 svg .bar-ref,svg .key-ref{fill:var(--ref)}svg .bar-cur,svg .key-cur{fill:var(--cur)}
 svg .line-ref{fill:none;stroke:var(--ref);stroke-width:2}
 svg .line-cur{fill:none;stroke:var(--cur);stroke-width:2}
+svg .line-anchor{fill:none;stroke:#CC79A7;stroke-width:2;stroke-dasharray:5 2}
+svg .key-anchor{fill:#CC79A7}
 svg .ks-gap{stroke:var(--alarm);stroke-width:3}svg .key-ks{fill:var(--alarm)}
 svg .pair circle,svg .key-pair{fill:var(--ref)}svg .pair circle{fill-opacity:.8}
 svg .look circle{fill:var(--ref)}svg .ci{stroke:var(--ref);stroke-width:1.5}
@@ -450,7 +452,8 @@ def _input_section(
             + _cell("input.z_threshold", inp.z_threshold, _g(inp.z_threshold, zd)),
         ),
         (
-            "CUSUM S this check (alarm above h: the value that crossed it, then reset to 0)",
+            "CUSUM S this check, reference track (alarm above h: the value that crossed it, "
+            "then reset to 0)",
             _cell(
                 "input.cusum",
                 inp.cusum,
@@ -458,6 +461,42 @@ def _input_section(
             )
             + _cell("input.cusum_threshold", inp.cusum_threshold, _g(inp.cusum_threshold, sd)),
         ),
+    ]
+    if inp.anchor_cusum is not None or inp.anchor_z is not None:
+        # the anchor track (a gradual drift): its own block, z and S against the same
+        # thresholds; an alarm on it was shown beside the reference track's numbers only
+        rows += [
+            (
+                "anchor block PSI / p / adjusted p",
+                _cell("input.anchor_psi", inp.anchor_psi, _g(inp.anchor_psi))
+                + _cell("input.anchor_pvalue", inp.anchor_pvalue, _p(inp.anchor_pvalue))
+                + _cell(
+                    "input.anchor_pvalue_adjusted",
+                    inp.anchor_pvalue_adjusted,
+                    _p(inp.anchor_pvalue_adjusted),
+                ),
+            ),
+            (
+                "anchor evidence z (immediate alarm above)",
+                _cell(
+                    "input.anchor_z",
+                    inp.anchor_z,
+                    _g(inp.anchor_z, azd := _apart(inp.z_threshold, inp.anchor_z)),
+                )
+                + _td(_g(inp.z_threshold, azd), numeric=True),  # the same threshold
+            ),
+            (
+                "CUSUM S this check, anchor track (alarm above h: the value that crossed it, "
+                "then reset to 0)",
+                _cell(
+                    "input.anchor_cusum",
+                    inp.anchor_cusum,
+                    _g(inp.anchor_cusum, ad := _apart(inp.cusum_threshold, inp.anchor_cusum)),
+                )
+                + _td(_g(inp.cusum_threshold, ad), numeric=True),  # the same h
+            ),
+        ]
+    rows += [
         (
             "alarm",
             _td(
@@ -482,14 +521,6 @@ def _input_section(
                 f"threshold once {monitor.drift.clear_after} blocks in a row are in the band)",
                 "".join(_cell(key, now, _g(now, cd)) for _, key, now in raised)
                 + _cell("input.clear_threshold", inp.clear_threshold, _g(inp.clear_threshold, cd)),
-            )
-        )
-    if inp.anchor_cusum is not None:
-        rows.append(
-            (
-                "anchor track PSI / CUSUM",
-                _cell("input.anchor_psi", inp.anchor_psi, _g(inp.anchor_psi))
-                + _cell("input.anchor_cusum", inp.anchor_cusum, _g(inp.anchor_cusum, 3)),
             )
         )
     out.append(_rows(rows))
@@ -535,7 +566,13 @@ def _evidence_over_time(history: Sequence[Mapping[str, Any]]) -> str:
         out.append(
             f'<figure class="wide">{charts.cusum_chart(history)}<figcaption>From the check '
             "history "
-            f"({len(history)} checks, {_iso(_at(history[0]))} to {_iso(_at(history[-1]))}); "
+            f"({len(history)} checks"
+            + (
+                " kept: every check of the last 48 h, the last of each hour before"
+                if charts.thinned(history)
+                else ""
+            )
+            + f", {_iso(_at(history[0]))} to {_iso(_at(history[-1]))}); "
             f"state changes marked.</figcaption></figure>"
         )
         out.append(_history_table(history))
@@ -823,6 +860,8 @@ def _segments_section(monitor: MonitorConfig, verdict: Verdict) -> str:
             '<section id="segments"><h2>Segments</h2><p>This monitor has no segments.</p></section>'
         )
     names.sort(key=lambda n: _evidence_key(n, verdict))
+    # the anchor track's S and adjusted p beside the reference's (the order above counts it)
+    anchored = any(i.anchor_cusum is not None for i in verdict.inputs.values())
     rows = []
     for name in names:
         i: InputReport | None = verdict.inputs.get(name)
@@ -849,6 +888,22 @@ def _segments_section(monitor: MonitorConfig, verdict: Verdict) -> str:
                     i and i.block_pvalue_adjusted,
                     _p(i.block_pvalue_adjusted) if i else "–",
                 ),
+                *(
+                    [
+                        _cell(
+                            f"{key}.input.anchor_cusum",
+                            i and i.anchor_cusum,
+                            _g(i.anchor_cusum, 3) if i else "–",
+                        ),
+                        _cell(
+                            f"{key}.input.anchor_pvalue_adjusted",
+                            i and i.anchor_pvalue_adjusted,
+                            _p(i.anchor_pvalue_adjusted) if i else "–",
+                        ),
+                    ]
+                    if anchored
+                    else []
+                ),
                 _cell(f"{key}.outcome.n_pairs", o and o.n_pairs, f"{o.n_pairs:,}" if o else "–"),
                 _cell(
                     f"{key}.outcome.mean_difference",
@@ -864,8 +919,9 @@ def _segments_section(monitor: MonitorConfig, verdict: Verdict) -> str:
         )
     return (
         '<section id="segments"><h2>Segments</h2><p>Sorted by evidence: raised segments '
-        "first, then the smallest Holm-adjusted p-value (drift block or decay look), then the "
-        "largest PSI.</p>"
+        "first, then the smallest Holm-adjusted p-value (drift block"
+        + (", anchor block" if anchored else "")
+        + " or decay look), then the largest PSI.</p>"
         + _table(
             [
                 "segment",
@@ -874,12 +930,13 @@ def _segments_section(monitor: MonitorConfig, verdict: Verdict) -> str:
                 "KS D",
                 "CUSUM S",
                 "drift adj. p",
+                *(["anchor S", "anchor adj. p"] if anchored else []),
                 "pairs",
                 "mean diff",
                 "decay adj. p",
             ],
             rows,
-            numeric=[False, False, True, True, True, True, True, True, True],
+            numeric=[False, False, *[True] * (9 if anchored else 7)],
         )
         + "</section>"
     )
