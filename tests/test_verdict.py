@@ -13,6 +13,7 @@ import pytest
 
 from monitor.config import MonitorConfig, parse_config
 from monitor.errors import ConfigError
+from monitor.schedule import format_duration
 from monitor.stats import cusum_threshold_shared, shewhart_threshold_shared
 from monitor.verdict import (
     CheckData,
@@ -1133,6 +1134,9 @@ def test_a_stale_feed_heads_the_reasons_only_when_it_decided() -> None:
     )
     assert v.state == "insufficient_data"
     assert v.reasons[0].startswith("score feed stale since")
+    # the limit in the configuration's spelling, not a timedelta's "2:00:00"
+    assert v.reasons[0].endswith(f"(max_lag {format_duration(m.score_lag_limit)})"), v.reasons
+    assert ":00)" not in v.reasons[0]
 
 
 def test_a_raised_decay_on_a_look_without_an_interval_does_not_claim_one() -> None:

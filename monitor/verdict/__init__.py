@@ -58,6 +58,7 @@ from datetime import datetime
 from typing import Any
 
 from monitor.config import MonitorConfig
+from monitor.schedule import format_duration
 from monitor.verdict._common import STATES, TRACKS, _iso, percent
 from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData, check_coarse
 from monitor.verdict.decay import _evaluate_outcomes, calibration_summary
@@ -121,7 +122,8 @@ def _stale(monitor: MonitorConfig, at: datetime, data: CheckData) -> list[str]:
     ):
         if newest is None or at - newest > limit:
             since = _iso(newest) if newest is not None else "before the windows read"
-            out.append(f"{feed} feed stale since {since} (max_lag {limit})")
+            # in the configuration's spelling (a timedelta read "max_lag 2 days, 0:00:00")
+            out.append(f"{feed} feed stale since {since} (max_lag {format_duration(limit)})")
     return out
 
 
