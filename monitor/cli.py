@@ -392,7 +392,7 @@ def _cmd_check(args: argparse.Namespace) -> int:
     asked = args.at or datetime.now(UTC)
     for name in names:
         monitor = config.monitor(name)
-        at_, start = _check_plan(monitor, store, args.at, args.replay_from)
+        at_, start = _check_plan(monitor, store, args.at, args.replay_from, asked)
         # each check within its run_timeout, as the daemon's runs: a replay (many checks) is
         # abandoned when its read or one of its slots takes longer
         seconds = monitor.run_timeout.total_seconds()
@@ -477,7 +477,11 @@ def _within(seconds: float, work: Any) -> Any:
 
 
 def _check_plan(
-    monitor: Any, store: Any, at: datetime | None, replay_from: datetime | None
+    monitor: Any,
+    store: Any,
+    at: datetime | None,
+    replay_from: datetime | None,
+    now: datetime | None = None,
 ) -> tuple[datetime, datetime | None]:
     """The slot ``check`` decides for ``monitor``, and where its replay starts (None: none).
 
@@ -489,10 +493,12 @@ def _check_plan(
     days-old decay). An ``at`` between slots decides the slot before it, as the daemon would
     (a warning names both): the exact time once placed the windows where no daemon check ever
     does, and an alert's time pasted from Grafana got another verdict than the daemon's.
+    ``now``: the clock as the command read it once (every monitor's latest slot from one
+    reading: a slot boundary passing between monitors put one after the time asked about).
     """
     state = store.load(monitor.name)
     if at is None:
-        at = monitor.schedule.latest_slot(datetime.now(UTC))
+        at = monitor.schedule.latest_slot(now or datetime.now(UTC))
     elif (slot := monitor.schedule.latest_slot(at)) != at:
         logging.getLogger("monitor").warning(
             "--at is not a slot of the monitor's schedule; checking the slot before it",
@@ -580,8 +586,9 @@ def _cmd_report(args: argparse.Namespace) -> int:
     )
     digest = hashlib.sha256(args.config.read_bytes()).hexdigest()
     states, hung = [], False
+    now = datetime.now(UTC)  # one reading for every monitor's latest slot
     for name in names:
-        at, start = _check_plan(config.monitor(name), store, args.at, args.replay_from)
+        at, start = _check_plan(config.monitor(name), store, args.at, args.replay_from, now)
         # within the monitor's run_timeout, as check: a hung source once held report forever
         seconds = config.monitor(name).run_timeout.total_seconds()
         got = _within(

@@ -633,3 +633,27 @@ def test_check_json_at_is_the_time_asked_whatever_the_monitors_order(
     assert [d["at"] for d in docs] == ["2026-10-18T03:30:00Z"] * 2
     slots = [{m["name"]: m["at"] for m in d["monitors"]} for d in docs]
     assert slots[0] == slots[1] == {"demo": "2026-10-18T03:00:00Z", "daily": "2026-10-18T00:00:00Z"}
+
+
+def test_check_reads_the_clock_once_for_every_monitors_latest_slot(
+    worlds: dict[str, World], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without --at, the top-level ``at`` was one reading of the clock and each monitor's slot
+    another: an hour passing between them put a monitor's slot after the time asked about."""
+    import monitor.cli as cli
+
+    hour = AT + timedelta(hours=1)
+    ticks = iter([hour - timedelta(milliseconds=100)] + [hour + timedelta(milliseconds=100)] * 99)
+
+    class Clock(datetime):
+        @classmethod
+        def now(cls, tz: Any = None) -> Any:
+            return next(ticks)
+
+    monkeypatch.setattr(cli, "datetime", Clock)
+    config = worlds["stationary"].config_path
+    replay = (hour - timedelta(hours=3)).isoformat()
+    main(["check", "--config", str(config), "--json", "--replay-from", replay])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["at"] == "2026-10-18T00:59:59.900000Z"
+    assert [m["at"] for m in doc["monitors"]] == ["2026-10-18T00:00:00Z"]

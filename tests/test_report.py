@@ -1348,24 +1348,40 @@ def test_an_alarm_on_the_anchor_track_is_drawn_on_the_anchor_track() -> None:
 
 
 @pytest.mark.parametrize(
-    ("every", "thinned"), [(timedelta(minutes=5), True), (timedelta(hours=1), False)]
+    ("every", "outage", "thinned"),
+    [
+        (timedelta(minutes=5), False, True),
+        (timedelta(minutes=5), True, True),  # the newest 48 h hold one check
+        (timedelta(hours=1), False, False),
+    ],
 )
-def test_a_thinned_history_is_not_called_the_last_n_checks(every: timedelta, thinned: bool) -> None:
+def test_a_thinned_history_is_not_called_the_last_n_checks(
+    every: timedelta, outage: bool, thinned: bool
+) -> None:
     """Four days of 5-minute checks: the history keeps each check of the last 48 h and the
     last of each hour before; the chart and its caption said "the last 626 checks" of 1,152.
-    They say the checks are kept so; an hourly schedule's history is every check."""
+    They say the checks are kept so, also after an outage of 3 days (the newest 48 h then hold
+    one check: told from the entries' gaps, it read as unthinned); an hourly schedule's
+    history is every check."""
     history = MemoryHistory()
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
-    checks = int(timedelta(days=4) / every)
-    for k in range(checks):
-        history.append("m", _verdict(t0 + k * every))
+    times = [t0 + k * every for k in range(int(timedelta(days=4) / every))]
+    if outage:
+        times = [*times[: len(times) // 2], times[-1] + timedelta(days=3)]
+    for t in times:
+        history.append("m", _verdict(t))
     entries = history.entries("m")
-    assert (len(entries) < checks) == thinned
-    docs = [{"name": "m", "scores": {"path": "s"}, "outcomes": {"path": "o"}}]
+    assert (len(entries) < len(times)) == thinned
+    docs = [
+        {
+            "name": "m",
+            "schedule": f"{int(every.total_seconds() // 60)}m",
+            "scores": {"path": "s"},
+            "outcomes": {"path": "o"},
+        }
+    ]
     (m,) = parse_config({"monitors": docs}, base=Path("/tmp")).monitors
-    page = render_monitor_page(
-        m, _verdict(t0 + (checks - 1) * every), None, entries, PageContext(ReportConfig())
-    )
+    page = render_monitor_page(m, _verdict(times[-1]), None, entries, PageContext(ReportConfig()))
     kept = "every check of the last 48 h, the last of each hour before"
     assert (f"({len(entries)} checks kept: {kept}" in page) == thinned
     assert (f"last {len(entries)} checks kept ({kept})" in page) == thinned
@@ -1753,3 +1769,18 @@ def test_an_interval_level_is_labelled_as_set(world: World, tmp_path: Path) -> N
     )
     assert "99.5 % interval" in page
     assert "100 % interval" not in page
+
+
+@settings(max_examples=300)
+@given(digits=st.integers(1, 999_999_999), scale=st.integers(1, 9))
+def test_a_level_is_printed_as_its_decimal_spelling(digits: int, scale: int) -> None:
+    """``percent`` prints a level as the configuration spelled it: rounded to six significant
+    digits, 0.9999999 read "100"."""
+    from decimal import Decimal
+
+    from monitor.verdict import percent
+
+    text = f"0.{digits:0{scale}d}" if digits < 10**scale else "0.5"
+    want = format((Decimal(text) * 100).normalize(), "f")
+    assert percent(float(text)) == want
+    assert percent(0.9999999) == "99.99999"

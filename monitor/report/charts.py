@@ -16,7 +16,6 @@ from typing import Any
 
 import numpy as np
 
-from monitor.report.history import HISTORY_FULL_RESOLUTION
 from monitor.report.svg import Scale, Svg, nice_ticks
 from monitor.verdict import InputDetail, OutcomeDetail
 
@@ -300,7 +299,7 @@ def _runs_of(labels: Sequence[Any]) -> list[int]:
     return [k for k in range(len(labels)) if k == 0 or labels[k] != labels[k - 1]]
 
 
-def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
+def cusum_chart(history: Sequence[Mapping[str, Any]], *, thinned: bool = False) -> str:
     """The drift CUSUM S at every check against its threshold h (the reference track's, and
     the anchor track's beside it where the monitor has one), the z of every evidence block
     (one dot per check that had a new block) against the immediate rule's z threshold, with
@@ -342,7 +341,7 @@ def cusum_chart(history: Sequence[Mapping[str, Any]]) -> str:
     breaks = _runs_of([e.get("input_segment") for e in history])
     kept = (
         "checks kept (every check of the last 48 h, the last of each hour before)"
-        if _thinned(ts)
+        if thinned
         else "checks"
     )
     label = (
@@ -404,21 +403,6 @@ def _alarm_key(entry: Mapping[str, Any]) -> str:
     if entry.get("alarm") == "cusum":
         return "cusum_threshold"
     return "anchor_z" if entry.get("alarm_track") == "anchor" else "z"
-
-
-def thinned(history: Sequence[Mapping[str, Any]]) -> bool:
-    """Whether ``history`` holds fewer entries than checks: the store keeps every check of the
-    newest ``HISTORY_FULL_RESOLUTION`` (48 h) and the last of each hour before it, so with
-    checks more often than hourly and entries older than that, it is not "the last N checks"."""
-    return _thinned(_times(history))
-
-
-def _thinned(ts: Sequence[float]) -> bool:
-    if len(ts) < 2:
-        return False
-    full_since = ts[-1] - HISTORY_FULL_RESOLUTION.total_seconds()
-    recent = [t for t in ts if t >= full_since]
-    return ts[0] < full_since and any(b - a < 3600 for a, b in itertools.pairwise(recent))
 
 
 def decay_chart(history: Sequence[Mapping[str, Any]]) -> str:

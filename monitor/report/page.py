@@ -21,6 +21,7 @@ from monitor import __version__
 from monitor.config import MonitorConfig, ReportConfig
 from monitor.redact import redact
 from monitor.report import charts
+from monitor.report.history import HISTORY_FULL_RESOLUTION
 from monitor.report.svg import esc
 from monitor.stats import difference_signs, round_differences
 from monitor.verdict import (
@@ -373,7 +374,8 @@ def _input_section(
             if verdict.state == "error"
             else "<p>No score data in this check.</p>"
         )
-        out.append(_evidence_over_time(history))  # the timeline matters most when it fails
+        # the timeline matters most when it fails
+        out.append(_evidence_over_time(history, monitor))
         out.append("</section>")
         return "".join(out)
     seg = _segment_of(verdict.inputs, inp)
@@ -548,7 +550,7 @@ def _input_section(
             "</figcaption></figure></div>"
         )
         out.append(_bins_table(d, inp))
-    out.append(_evidence_over_time(history))
+    out.append(_evidence_over_time(history, monitor))
     out.append("</section>")
     return "".join(out)
 
@@ -560,16 +562,17 @@ _FAILED = (
 )
 
 
-def _evidence_over_time(history: Sequence[Mapping[str, Any]]) -> str:
+def _evidence_over_time(history: Sequence[Mapping[str, Any]], monitor: MonitorConfig) -> str:
     out = ["<h3>Evidence over time</h3>"]
     if len(history) >= 2:
+        thinned = _thinned(history, monitor)
         out.append(
-            f'<figure class="wide">{charts.cusum_chart(history)}<figcaption>From the check '
-            "history "
+            f'<figure class="wide">{charts.cusum_chart(history, thinned=thinned)}'
+            "<figcaption>From the check history "
             f"({len(history)} checks"
             + (
                 " kept: every check of the last 48 h, the last of each hour before"
-                if charts.thinned(history)
+                if thinned
                 else ""
             )
             + f", {_iso(_at(history[0]))} to {_iso(_at(history[-1]))}); "
@@ -630,6 +633,20 @@ def _bins_table(d: Any, inp: InputReport) -> str:
         + f'<p class="mute">Contribution (p - q) ln(p / q) with additive smoothing '
         f"{d.smoothing:g} on both windows; they add up to the PSI {_g(inp.psi)}.</p>"
     )
+
+
+def _thinned(history: Sequence[Mapping[str, Any]], monitor: MonitorConfig) -> bool:
+    """Whether the history holds fewer entries than the checks it spans: the store keeps every
+    check of its newest ``HISTORY_FULL_RESOLUTION`` (48 h) and the last of each hour before, so
+    with a schedule of two slots in some hour and entries older than that. From the schedule,
+    not the entries' gaps: after a weekend or an outage the newest 48 h held one check."""
+    schedule = monitor.schedule
+    if schedule.interval is not None:
+        sub_hourly = schedule.interval < timedelta(hours=1)
+    else:  # a cron fires each minute of its minute field in every hour it fires
+        sub_hourly = schedule.cron_fields is not None and len(schedule.cron_fields[0]) > 1
+    cutoff = _at(history[-1]) - HISTORY_FULL_RESOLUTION
+    return sub_hourly and _at(history[0]) < cutoff
 
 
 def _history_table(history: Sequence[Mapping[str, Any]]) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import zlib
 from datetime import UTC, datetime
+from decimal import Decimal
 
 import numpy as np
 
@@ -29,9 +30,10 @@ def _parse_iso(text: str | None) -> datetime | None:
 
 
 def percent(level: float) -> str:
-    """A level as a percentage, as exact as it was set: 0.95 -> ``95``, 0.995 -> ``99.5``,
-    0.975 -> ``97.5`` (rounded to whole percent they read "100 %" and "98 %")."""
-    return f"{round(level * 100, 6):g}"
+    """A level as a percentage, as exact as it was set (from the float's shortest repr, in
+    decimal): 0.95 -> ``95``, 0.995 -> ``99.5``, 0.9999999 -> ``99.99999`` (rounded to whole
+    percent, or to six significant digits, they read "100 %")."""
+    return format((Decimal(repr(float(level))) * 100).normalize(), "f")
 
 
 def _finite(x: float) -> float | None:
