@@ -332,6 +332,7 @@ def _validate_plans(config: Config) -> bool:
 
 def _validate_sources(config: Config) -> bool:
     """Open every source of every monitor; print each problem (stderr) and a line per source."""
+    from monitor.redact import redact
     from monitor.sources import display_path, inspect_source
 
     problems: list[str] = []
@@ -341,7 +342,8 @@ def _validate_sources(config: Config) -> bool:
             where = f"monitors[{i}].{role}"
             problems.extend(f"{where}: {p}" for p in report.problems)
             state = "ok" if report.ok else f"{len(report.problems)} problem(s)"
-            print(f"{where} ({m.name}): {report.files} file(s), {state}: {display_path(spec.path)}")
+            shown = redact(display_path(spec.path))  # a URI's password is no output
+            print(f"{where} ({m.name}): {report.files} file(s), {state}: {shown}")
     if problems:
         lines = "\n".join(f"  - {p}" for p in problems)
         print(f"{config.path}: {len(problems)} source problem(s):\n{lines}", file=sys.stderr)

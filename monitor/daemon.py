@@ -225,6 +225,11 @@ class Daemon:
         self._reloads = itertools.count(1)
         self._applied_reload = 0
         self._stopping = threading.Event()
+        # jobs the scheduler dropped as missed since the clock watcher's last look: after a
+        # forward step the scheduler may wake (for another job) before the watcher sees it,
+        # and drop a slot the step passed; the watcher runs those once it sees the step
+        self._missed: set[str] = set()
+        self._missed_lock = threading.Lock()
         self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # see _on_signal
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
 
@@ -242,6 +247,8 @@ class Daemon:
     def _on_event(self, event: JobExecutionEvent) -> None:
         if event.code == EVENT_JOB_MISSED:
             log.warning("run missed its misfire grace", extra={"job": event.job_id})
+            with self._missed_lock:
+                self._missed.add(event.job_id)
         elif event.code == EVENT_JOB_MAX_INSTANCES:
             self._skipped(event.job_id)
         else:
@@ -748,6 +755,8 @@ class Daemon:
         while not self._stopping.wait(CLOCK_WATCH_SECONDS):
             now = time.time() - time.monotonic()
             step, offset = offset - now, now
+            with self._missed_lock:  # dropped since the last look: a step's, or ordinary
+                missed, self._missed = self._missed, set()
             if abs(step) <= CLOCK_STEP_SECONDS or not self.scheduler.running:
                 continue
             if step > 0:
@@ -769,7 +778,11 @@ class Daemon:
                     with contextlib.suppress(JobLookupError):  # removed since
                         if step > 0:
                             self.scheduler.reschedule_job(current.id, trigger=current.trigger)
-                        elif current.next_run_time is not None and current.next_run_time <= wall:
+                        elif current.id in missed or (
+                            current.next_run_time is not None and current.next_run_time <= wall
+                        ):
+                            # the step passed its slot (the scheduler may have dropped it as
+                            # missed already, waking for another job first): its latest now
                             self.scheduler.modify_job(current.id, next_run_time=wall)
             if step < 0:
                 self.scheduler.wakeup()

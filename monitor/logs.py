@@ -12,6 +12,8 @@ import logging
 import sys
 from datetime import UTC, datetime
 
+from monitor.redact import redact
+
 __all__ = ["LOG_FORMATS", "LOG_LEVELS", "JsonFormatter", "LogfmtFormatter", "configure_logging"]
 
 LOG_LEVELS = {"debug": "DEBUG", "info": "INFO", "warn": "WARNING", "warning": "WARNING"}
@@ -29,13 +31,15 @@ class JsonFormatter(logging.Formatter):
             "time": datetime.fromtimestamp(record.created, UTC).isoformat().replace("+00:00", "Z"),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
+            "message": redact(record.getMessage()),
         }
+        # every text field without secrets: a source's path, an engine's address and an
+        # exception's message may hold a password or a token (``monitor.redact``)
         for key, value in vars(record).items():
             if key not in _STANDARD and not key.startswith("_"):
-                doc[key] = value
+                doc[key] = redact(value) if isinstance(value, str) else value
         if record.exc_info:
-            doc["exception"] = self.formatException(record.exc_info)
+            doc["exception"] = redact(self.formatException(record.exc_info))
         return json.dumps(doc, default=str)
 
 

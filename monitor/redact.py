@@ -1,6 +1,7 @@
 """Secrets out of text a person or a log sees: a URL's password (``scheme://user:secret@``)
-and a password given as a URL query parameter (``?password=``). Error messages, verdict
-reasons and the pages' settings pass through ``redact``: the pages need no login by default,
+and a password or token given as a URL parameter (``?password=``, ``;token=``). Error
+messages, verdict reasons, log lines' text fields and the pages' settings pass through
+``redact``: the pages need no login by default,
 and a source that cannot be reached names its URI in every reason, log line and report."""
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ __all__ = ["redact"]
 # '/', ':' and '@'), the user possibly with an '@' of its own (Azure's ``user@server``); a
 # host:port/path with an '@' is redacted too
 _URL_PASSWORD = re.compile(r"(?<=://)([^/:\s]*):\S*@")
-# a password as a URL's query parameter (libpq and SQLAlchemy read ?password=)
-_QUERY_PASSWORD = re.compile(r"([?&;](?:password|passwd|pwd)=)[^&;\s]*", re.IGNORECASE)
+# a secret as a URL's query or path parameter: libpq's and SQLAlchemy's ?password=, Spark
+# Connect's ``sc://host:15002/;token=``, an OAuth ``access_token``, an Azure SAS ``sig``
+_QUERY_PASSWORD = re.compile(
+    r"([?&;](?:password|passwd|pwd|token|access_token|refresh_token|client_secret|secret|sig)=)"
+    r"[^&;\s]*",
+    re.IGNORECASE,
+)
 
 
 def redact(text: str) -> str:

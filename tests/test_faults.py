@@ -878,6 +878,55 @@ def test_a_clock_stepped_forward_runs_the_slot_it_passed_or_nears(tmp_path: Path
         d.stop()
 
 
+def test_a_slot_dropped_as_missed_before_the_clock_watcher_sees_a_step_still_runs(
+    tmp_path: Path,
+) -> None:
+    """A forward step 10 minutes past an hourly slot (past its misfire grace), landing just
+    before a 5-second monitor's slot: the scheduler woke for the fast job before the clock
+    watcher (every 2 s) saw the step, dropped the hourly slot as missed and planned it an hour
+    on; the watcher then found no slot the step had passed. A job dropped as missed since the
+    watcher's last look runs once it sees the step."""
+    shift = tmp_path / "faketime"
+    shift.write_text("+0\n")
+    env = {
+        "LD_PRELOAD": str(_libfaketime()),
+        "FAKETIME_TIMESTAMP_FILE": str(shift),
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+    scores, outcomes = make_data(tmp_path / "world")
+    config = tmp_path / "monitor.toml"
+    monitors = [
+        monitor_toml("hourly", scores, outcomes, schedule="1h", extra=SLOW_OK),
+        monitor_toml("fast", scores, outcomes, schedule="5s", extra=SLOW_OK),
+    ]
+    config.write_text(config_text(free_address(), tmp_path / "state", monitors))
+    d = Daemon(config, tmp_path / "daemon.log", env=env)
+    try:
+        wait_for(partial(_all_ran, d, ["hourly", "fast"], 1), timeout=120, what="start", log=d.log)
+        hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) + timedelta(hours=1)
+        t = time.time()
+        boundary = (int(t) // 5 + 1) * 5  # the fast monitor's next slot, at least 1 s away
+        if boundary - t < 1.0:
+            boundary += 5
+        offset = (hour + timedelta(minutes=10)).timestamp() - boundary
+        time.sleep(max(0.0, boundary - 0.2 - time.time()))
+        shift.write_text(f"{offset:+.3f}\n")  # 0.2 s before the fast slot, on the old clock
+
+        def checked() -> list[str]:
+            return [
+                r["at"]
+                for r in d.records()
+                if r.get("message") == "check" and r.get("monitor") == "hourly"
+            ]
+
+        wait_for(
+            lambda: hour.isoformat() in checked(), timeout=30, what="the hourly slot", log=d.log
+        )
+    finally:
+        d.stop()
+
+
 # -------------------------------------------------------------------------------- summary cache
 
 

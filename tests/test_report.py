@@ -1784,3 +1784,37 @@ def test_a_level_is_printed_as_its_decimal_spelling(digits: int, scale: int) -> 
     want = format((Decimal(text) * 100).normalize(), "f")
     assert percent(float(text)) == want
     assert percent(0.9999999) == "99.99999"
+
+
+def test_no_token_or_password_in_a_log_line_an_engine_error_or_validate_sources(
+    world: World, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Spark Connect token (``sc://host:15002/;token=``) was printed whole in the engine's
+    error (check --json, /status, the pages) and its "engine started" log line; a source's
+    path with a password in the replay's log line and in ``validate --sources``' summary."""
+    from monitor.errors import EngineUnavailableError
+    from monitor.logs import JsonFormatter, LogfmtFormatter
+
+    err = EngineUnavailableError("spark", "sc://spark.example:15002/;token=Sp-SECRET", "refused")
+    assert "SECRET" not in str(err)
+    assert ";token=<redacted>" in str(err)
+    record = logging.makeLogRecord(
+        {
+            "msg": "could not read s3://u:Pw-SECRET@bucket/x",
+            "address": "sc://spark.example:15002/;token=Sp-SECRET",
+            "path": "https://acct.blob.core.windows.net/c/x?sv=2020&sig=Sig-SECRET",
+        }
+    )
+    for formatter in (JsonFormatter(), LogfmtFormatter()):
+        line = formatter.format(record)
+        assert "SECRET" not in line, line
+        assert "<redacted>" in line
+    path = world.config_path.parent / "secret-sources.toml"
+    uri = "s3://svc:Src-SECRET@bucket/scores?endpoint_override=127.0.0.1:9&scheme=http"
+    path.write_text(
+        world.config_path.read_text().replace('scores.path = "scores"', f'scores.path = "{uri}"')
+    )
+    assert main(["validate", "--config", str(path), "--sources"]) == 3
+    captured = capsys.readouterr()
+    assert "SECRET" not in captured.out + captured.err
+    assert "svc:<redacted>@bucket" in captured.out
