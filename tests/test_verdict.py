@@ -204,7 +204,13 @@ def test_golden_set_too_small_for_the_per_look_alpha() -> None:
     verdict, _ = evaluate(m, AT, check_data(AT, {"": segment(rng, AT, n_pairs=12)}), MonitorState())
     assert verdict.state == "insufficient_data"
     assert alarm_plan(m).min_pairs_for_alpha == math.ceil(math.log2(721 / 0.05))
-    assert "too few pairs" in verdict.reasons[0], verdict.reasons
+    # why, in the reasons and in the JSON (undecidable_reason was null for want of pairs)
+    need = math.ceil(math.log2(721 / 0.05))
+    assert "cannot reach this look's alpha" in verdict.reasons[0], verdict.reasons
+    assert f"needs 2^-n <= alpha: {need} pairs" in verdict.reasons[0], verdict.reasons
+    assert verdict.outcome is not None
+    assert verdict.outcome.undecidable_reason is not None
+    assert "12 pairs" in verdict.outcome.undecidable_reason
 
 
 def test_too_few_scores_names_the_window_and_freshness() -> None:
@@ -219,6 +225,10 @@ def test_too_few_scores_names_the_window_and_freshness() -> None:
     assert reason.startswith("undecidable drift"), verdict.reasons
     assert "2026-11-29T00:00:00Z" in reason
     assert "newest score at 2026-11-29T23:59:00Z" in reason
+    # and in the JSON (undecidable_reason was null for want of scores)
+    assert verdict.input is not None
+    assert verdict.input.undecidable_reason is not None
+    assert "50 scores in the current window" in verdict.input.undecidable_reason
 
 
 def test_an_undecided_checks_headline_is_the_side_that_left_it_undecided() -> None:

@@ -187,6 +187,9 @@ def _evaluate_outcomes(
         # description (None in the report); the paired test below refuses it by name
         with np.errstate(over="ignore", invalid="ignore"):
             described = _describe(p)
+        why = dict(judged[name])
+        if p.n < needed and not holes[name]:  # said in the JSON too, not only the reasons
+            why["undecidable_reason"] = _too_few_pairs(p, cfg.min_pairs, alpha)
         base[name] = OutcomeReport(
             n_pairs=p.n,
             only_reference=p.only_reference,
@@ -195,7 +198,7 @@ def _evaluate_outcomes(
             decidable=p.n >= needed and not holes[name],
             **look,  # type: ignore[arg-type]
             **described,
-            **judged[name],
+            **why,
         )
         if p.n >= 2 and not holes[name]:
             try:
@@ -336,6 +339,25 @@ def _reachable(
             ),
         )
     return family
+
+
+def _too_few_pairs(p: Pairs, least: int, alpha: float) -> str:
+    """Why a look of ``p`` is undecidable for want of pairs: none, fewer than
+    ``decay.min_pairs``, or too few for an exact sign-flip test to reach ``alpha`` (2^-n must
+    be at most alpha)."""
+    n, need = p.n, math.ceil(math.log2(1.0 / alpha)) if alpha > 0 else 0
+    if n == 0:
+        return (
+            f"no pairs: no query is in both windows ({p.only_reference:,} only in the "
+            f"reference, {p.only_current:,} only in the current runs)"
+        )
+    if n < least and least >= need:
+        return f"{n:,} pairs, fewer than the {least:,} a look needs (decay.min_pairs)"
+    return (
+        f"{n:,} pairs: a sign-flip test on them cannot reach this look's alpha {alpha:.3g} (it "
+        f"needs 2^-n <= alpha: {need:,} pairs"
+        + (f", and decay.min_pairs {least:,})" if n < least else ")")
+    )
 
 
 # --------------------------------------------------------------------------- reasons

@@ -406,6 +406,10 @@ def _evaluate_input(
                 n_reference=n_ref,
                 n_current=n_cur,
                 decidable=False,
+                undecidable_reason=(
+                    f"{n_cur} scores in the current window (need {cfg.min_current_samples}), "
+                    f"{n_ref} in the reference (need {cfg.min_reference_samples})"
+                ),
                 cusum=prior.reference.cusum,
                 drift=prior.active,
                 drift_since=_iso(_since(prior)),

@@ -98,7 +98,7 @@ def _input_reason(
         text = (
             f"undecidable drift: {ir.undecidable_reason}; descriptive: window PSI "
             f"{_fmt(ir.psi)}, KS D {_fmt(ir.ks_statistic)}"
-            if ir.undecidable_reason
+            if ir.undecidable_reason and ir.psi is not None
             else f"undecidable drift: {ir.n_current} scores in the current window "
             f"[{_iso(data.current_start)}, {_iso(data.current_end)}) (need "
             f"{cfg.min_current_samples}), {ir.n_reference} in the reference (need "
