@@ -491,8 +491,13 @@ def lock_state_dir(directory: Path) -> int | None:
 
 
 def _os_error(exc: BaseException) -> str:
+    """An OS error's text with the paths it names: both of a rename (the temp file and the
+    state file in the way: naming the temp file alone sent on-call to a file that does not
+    exist)."""
     if isinstance(exc, OSError) and exc.strerror:
         where = f": {exc.filename}" if exc.filename else ""
+        if exc.filename2:
+            where += f" -> {exc.filename2}"
         return f"{type(exc).__name__}: [Errno {exc.errno}] {exc.strerror}{where}"
     return f"{type(exc).__name__}: {exc}"
 

@@ -820,6 +820,22 @@ def test_failed_save_is_a_visible_failure_that_keeps_the_verdict(
     assert store.load("demo").fingerprint == state_fingerprint(world_config.monitors[0])
 
 
+def test_a_state_file_in_the_way_is_named_in_the_save_error(world_config: Config) -> None:
+    """A directory where ``NAME.json`` belongs: the save's error named only the temp file the
+    rename came from (``Is a directory: .../.demo.<pid>_<thread>.tmp``), a file that no longer
+    exists, not the path in the way the runbook tells on-call to move."""
+    at = datetime(2026, 11, 20, tzinfo=UTC)
+    state_dir = world_config.server.state_dir
+    runner = Runner(world_config, clock=lambda: at)
+    (state_dir / "demo.json").mkdir(parents=True)  # after the start, which sets one aside
+    record = runner.run("demo", at)
+    (snap,) = runner.board.snapshot()
+    assert snap.save_error is not None
+    assert snap.save_error.endswith(f"-> {state_dir / 'demo.json'}"), snap.save_error
+    assert str(state_dir / "demo.json") in runner.board.health(True).body
+    assert record.verdict.reasons[-1].startswith("state not saved: IsADirectoryError")
+
+
 def test_a_failed_check_logs_its_error(
     world_config: Config, caplog: pytest.LogCaptureFixture
 ) -> None:
