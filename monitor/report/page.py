@@ -31,6 +31,7 @@ from monitor.verdict import (
     OutcomeReport,
     Verdict,
     percent,
+    too_few_pairs,
 )
 
 __all__ = ["LandingRow", "PageContext", "render_landing", "render_monitor_page", "runbook_anchor"]
@@ -125,26 +126,12 @@ class PageContext:
 
 
 def _too_few_pairs(monitor: MonitorConfig, o: OutcomeReport) -> str:
-    """Why a look with no other reason is undecidable, from its numbers: no pairs, fewer than
-    ``decay.min_pairs``, or too few for an exact sign-flip test to reach its alpha (2^-n must
-    be at most alpha). Once always the last, for 10 pairs under min_pairs 20 and for none."""
-    n, least = o.n_pairs, monitor.decay.min_pairs
-    need = math.ceil(math.log2(1.0 / o.alpha)) if o.alpha is not None and o.alpha > 0 else 0
-    if n == 0:
-        return (
-            f"no pairs: no query is in both windows ({o.only_reference:,} only in the "
-            f"reference, {o.only_current:,} only in the current runs)"
-        )
-    if n < least and least >= need:
-        return f"{n:,} pairs, fewer than the {least:,} a look needs (decay.min_pairs)"
-    if need:
-        assert o.alpha is not None
-        return (
-            f"{n:,} pairs: a sign-flip test on them cannot reach this look's alpha "
-            f"{o.alpha:.3g} (it needs 2^-n <= alpha: {need:,} pairs"
-            + (f", and decay.min_pairs {least:,})" if n < least else ")")
-        )
-    return "too few pairs for this look's alpha"
+    """Why a look with no other reason is undecidable, from its numbers (a report saved
+    before the verdict said so itself): ``monitor.verdict.too_few_pairs``."""
+    alpha = o.alpha if o.alpha is not None else 0.0
+    return too_few_pairs(
+        o.n_pairs, o.only_reference, o.only_current, monitor.decay.min_pairs, alpha
+    )
 
 
 def runbook_anchor(state: str) -> str:

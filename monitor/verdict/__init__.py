@@ -61,7 +61,7 @@ from monitor.config import MonitorConfig
 from monitor.schedule import format_duration
 from monitor.verdict._common import STATES, TRACKS, _iso, percent
 from monitor.verdict.data import CheckData, JudgedCheck, Pairs, SegmentData, check_coarse
-from monitor.verdict.decay import _evaluate_outcomes, calibration_summary
+from monitor.verdict.decay import _evaluate_outcomes, calibration_summary, too_few_pairs
 from monitor.verdict.detail import CheckDetail, InputDetail, OutcomeDetail, describe
 from monitor.verdict.drift import _evaluate_input, _settle_drift, _since, timestamp_cuts
 from monitor.verdict.plan import AlarmPlan, alarm_plan, phase_counts, phase_of
@@ -111,6 +111,7 @@ __all__ = [
     "phase_counts",
     "phase_of",
     "timestamp_cuts",
+    "too_few_pairs",
 ]
 
 

@@ -189,7 +189,9 @@ def _evaluate_outcomes(
             described = _describe(p)
         why = dict(judged[name])
         if p.n < needed and not holes[name]:  # said in the JSON too, not only the reasons
-            why["undecidable_reason"] = _too_few_pairs(p, cfg.min_pairs, alpha)
+            why["undecidable_reason"] = too_few_pairs(
+                p.n, p.only_reference, p.only_current, cfg.min_pairs, alpha
+            )
         base[name] = OutcomeReport(
             n_pairs=p.n,
             only_reference=p.only_reference,
@@ -341,18 +343,20 @@ def _reachable(
     return family
 
 
-def _too_few_pairs(p: Pairs, least: int, alpha: float) -> str:
-    """Why a look of ``p`` is undecidable for want of pairs: none, fewer than
-    ``decay.min_pairs``, or too few for an exact sign-flip test to reach ``alpha`` (2^-n must
-    be at most alpha)."""
-    n, need = p.n, math.ceil(math.log2(1.0 / alpha)) if alpha > 0 else 0
+def too_few_pairs(n: int, only_reference: int, only_current: int, least: int, alpha: float) -> str:
+    """Why a look of ``n`` pairs is undecidable for want of pairs: none (with the queries in
+    one window only), fewer than ``decay.min_pairs`` (``least``), or too few for an exact
+    sign-flip test to reach ``alpha`` (2^-n must be at most alpha)."""
+    need = math.ceil(math.log2(1.0 / alpha)) if alpha > 0 else 0
     if n == 0:
         return (
-            f"no pairs: no query is in both windows ({p.only_reference:,} only in the "
-            f"reference, {p.only_current:,} only in the current runs)"
+            f"no pairs: no query is in both windows ({only_reference:,} only in the "
+            f"reference, {only_current:,} only in the current runs)"
         )
     if n < least and least >= need:
         return f"{n:,} pairs, fewer than the {least:,} a look needs (decay.min_pairs)"
+    if not need:
+        return "too few pairs for this look's alpha"
     return (
         f"{n:,} pairs: a sign-flip test on them cannot reach this look's alpha {alpha:.3g} (it "
         f"needs 2^-n <= alpha: {need:,} pairs"
