@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from monitor.config import load_config, with_server_flags
+from monitor.config import Config, load_config, with_server_flags
 from monitor.daemon import Daemon
 from monitor.errors import ConfigError
-from monitor.jobs import ParquetReader, Runner
+from monitor.jobs import ParquetReader, Runner, StateStore, _prints
 from monitor.simulate import SCENARIOS, write_world
 from monitor.sources import ScoreSpec, ScoreWindow, Window
 from tests.deploy.stack import Process, free_port, http_get, wait_for
@@ -1272,27 +1272,33 @@ def test_a_reload_whose_read_outlasted_a_later_one_is_not_applied_over_it(
         daemon.http.stop()
 
 
+def _slow_store(config: Config, gate: threading.Event, saving: threading.Event) -> StateStore:
+    """The daemon's state store whose saves from a check's thread hold until ``gate`` is set
+    (a slow fsync), setting ``saving`` when one begins."""
+    from monitor.verdict import MonitorState
+
+    class SlowStore(StateStore):
+        def save(self, name: str, state: MonitorState) -> None:
+            if threading.current_thread().name.startswith("check:"):
+                saving.set()
+                gate.wait(30)
+            super().save(name, state)
+
+    return SlowStore(config.server.state_dir, fingerprints=_prints(config))
+
+
 def test_a_run_abandoned_while_it_saves_its_verdict_is_published_once(tmp_path: Path) -> None:
     """A run past its abandoned test when run_timeout passed (its save in a slow fsync) was
     abandoned and published both: the abandon's error landed, then the late save's verdict
     on top (the verdict flipped, the slot counted twice); in the other order the error, made
     from the state before the slot, put the state back a slot. A run publishing its verdict
     lets it stand; one abandoned first is discarded (as before)."""
-    from monitor.jobs import StateStore, _prints
-    from monitor.verdict import MonitorState
 
     path, end = _two_monitor_world(tmp_path)
     config = load_config(path)
     gate, saving = threading.Event(), threading.Event()
 
-    class SlowStore(StateStore):
-        def save(self, name: str, state: MonitorState) -> None:
-            if threading.current_thread().name.startswith("check:"):
-                saving.set()
-                gate.wait(30)  # a slow fsync, until the run is abandoned
-            super().save(name, state)
-
-    runner = Runner(config, store=SlowStore(config.server.state_dir, fingerprints=_prints(config)))
+    runner = Runner(config, store=_slow_store(config, gate, saving))
     daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
     try:
         runner.run("demo", end - timedelta(hours=1))
@@ -1322,21 +1328,12 @@ def test_a_reload_while_a_publishing_run_outlasts_its_wait_still_gets_its_rerun(
     abandoned). A reload that changed the monitor meanwhile asked for a run with the new
     settings; nothing asked again once the save ended, and the new settings waited for the
     next slot (a day, for a daily monitor). The run's end kicks it."""
-    from monitor.jobs import StateStore, _prints
-    from monitor.verdict import MonitorState
 
     path, end = _two_monitor_world(tmp_path)
     config = load_config(path)
     gate, saving, kicked = threading.Event(), threading.Event(), threading.Event()
 
-    class SlowStore(StateStore):
-        def save(self, name: str, state: MonitorState) -> None:
-            if threading.current_thread().name.startswith("check:"):
-                saving.set()
-                gate.wait(30)
-            super().save(name, state)
-
-    runner = Runner(config, store=SlowStore(config.server.state_dir, fingerprints=_prints(config)))
+    runner = Runner(config, store=_slow_store(config, gate, saving))
     daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
     reruns: list[str] = []
 
@@ -1361,6 +1358,18 @@ def test_a_reload_while_a_publishing_run_outlasts_its_wait_still_gets_its_rerun(
         daemon.http.stop()
 
 
+def _reset_reload(daemon: Daemon, path: Path) -> str:
+    """Reload ``demo`` with a drift setting changed (its state starts fresh): the new print."""
+    from monitor.store import state_fingerprint
+
+    text = path.read_text()
+    path.write_text(
+        text.replace('run_timeout = "1s"', 'run_timeout = "1s"\ndrift.tolerance = 0.03', 1)
+    )
+    assert daemon.reload() is True
+    return state_fingerprint(daemon.config.monitor("demo"))
+
+
 def test_a_reload_that_resets_a_state_while_a_run_saves_keeps_the_fresh_state(
     tmp_path: Path,
 ) -> None:
@@ -1369,26 +1378,16 @@ def test_a_reload_that_resets_a_state_while_a_run_saves_keeps_the_fresh_state(
     run's record then put the old settings' state on the board on top of the fresh one, until
     the next run. A run discarded as it publishes records nothing; the file it saved carries
     the old fingerprint, which a start sets aside (``config_changed``)."""
-    from monitor.jobs import StateStore, _prints
     from monitor.report import HistoryStore
-    from monitor.store import state_fingerprint
-    from monitor.verdict import MonitorState
 
     path, end = _two_monitor_world(tmp_path)
     config = load_config(path)
     gate, saving = threading.Event(), threading.Event()
 
-    class SlowStore(StateStore):
-        def save(self, name: str, state: MonitorState) -> None:
-            if threading.current_thread().name.startswith("check:"):
-                saving.set()
-                gate.wait(30)
-            super().save(name, state)
-
     history = HistoryStore(config.server.state_dir)
     runner = Runner(
         config,
-        store=SlowStore(config.server.state_dir, fingerprints=_prints(config)),
+        store=_slow_store(config, gate, saving),
         history=history,
     )
     daemon = Daemon(config, runner=runner, slot_source=lambda m: end)
@@ -1398,13 +1397,7 @@ def test_a_reload_that_resets_a_state_while_a_run_saves_keeps_the_fresh_state(
         before = len(history.entries("demo"))
         daemon.run_monitor("demo")  # returns after twice run_timeout, the save still hangs
         assert saving.is_set()
-        path.write_text(
-            path.read_text().replace(
-                'run_timeout = "1s"', 'run_timeout = "1s"\ndrift.tolerance = 0.03', 1
-            )
-        )
-        assert daemon.reload() is True
-        fresh = state_fingerprint(daemon.config.monitor("demo"))
+        fresh = _reset_reload(daemon, path)
         assert runner.board.state("demo").fingerprint == fresh
         gate.set()
         assert daemon.wait_idle(30) == []
@@ -1427,7 +1420,6 @@ def test_a_reset_between_a_runs_discard_test_and_its_stamp_keeps_the_old_print(
     settings' state was saved under it and a restart resumed it. A run stamps the prints of
     the settings it read: the file carries the old one, which a start sets aside."""
     from monitor.jobs import StateStore, _prints
-    from monitor.store import state_fingerprint
     from monitor.verdict import MonitorState
 
     path, end = _two_monitor_world(tmp_path)
@@ -1453,13 +1445,7 @@ def test_a_reset_between_a_runs_discard_test_and_its_stamp_keeps_the_old_print(
         runner.run("demo", end - timedelta(hours=1))
         daemon.run_monitor("demo")
         assert stamping.is_set()
-        path.write_text(
-            path.read_text().replace(
-                'run_timeout = "1s"', 'run_timeout = "1s"\ndrift.tolerance = 0.03', 1
-            )
-        )
-        assert daemon.reload() is True
-        fresh = state_fingerprint(daemon.config.monitor("demo"))
+        fresh = _reset_reload(daemon, path)
         gate.set()
         assert daemon.wait_idle(30) == []
         assert runner._published == set()  # settled: nothing kept for an abandon that never comes

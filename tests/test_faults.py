@@ -788,20 +788,26 @@ def _libfaketime() -> Path:
     return found[0]
 
 
+def _faketime(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    """A file whose offset libfaketime reads at every call (write ``+3600`` to step the wall
+    clock), and the environment that preloads it; the monotonic clock is left alone."""
+    shift = tmp_path / "faketime"
+    shift.write_text("+0\n")
+    return shift, {
+        "LD_PRELOAD": str(_libfaketime()),
+        "FAKETIME_TIMESTAMP_FILE": str(shift),
+        "FAKETIME_NO_CACHE": "1",
+        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+    }
+
+
 def test_a_clock_stepped_back_is_an_error_not_silence(tmp_path: Path) -> None:
     """The wall clock steps back two hours under a running daemon (libfaketime, its offset
     read from a file at every call; the monotonic clock untouched). The scheduler waited for
     each job's next time on the old clock: no run, no error, /healthz ok, for two hours. Now
     the jobs are planned again from the clock, the next run says "the clock is behind", the
     state (and its alarms) stay as they were, and the runs go on."""
-    shift = tmp_path / "faketime"
-    shift.write_text("+0\n")
-    env = {
-        "LD_PRELOAD": str(_libfaketime()),
-        "FAKETIME_TIMESTAMP_FILE": str(shift),
-        "FAKETIME_NO_CACHE": "1",
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-    }
+    shift, env = _faketime(tmp_path)
     scores, outcomes = make_data(tmp_path / "world")
     state_dir = tmp_path / "state"
     config = tmp_path / "monitor.toml"
@@ -841,14 +847,7 @@ def test_a_clock_stepped_forward_runs_the_slot_it_passed_or_nears(tmp_path: Path
     it at the slot, and a step past a slot runs that slot at once. An hourly schedule: each
     step moves the daemon's clock to seconds from an hour, which it would otherwise have
     slept toward for up to an hour."""
-    shift = tmp_path / "faketime"
-    shift.write_text("+0\n")
-    env = {
-        "LD_PRELOAD": str(_libfaketime()),
-        "FAKETIME_TIMESTAMP_FILE": str(shift),
-        "FAKETIME_NO_CACHE": "1",
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-    }
+    shift, env = _faketime(tmp_path)
     scores, outcomes = make_data(tmp_path / "world")
     config = tmp_path / "monitor.toml"
     monitor = monitor_toml("t", scores, outcomes, schedule="1h", extra=SLOW_OK)
@@ -886,14 +885,7 @@ def test_a_slot_dropped_as_missed_before_the_clock_watcher_sees_a_step_still_run
     watcher (every 2 s) saw the step, dropped the hourly slot as missed and planned it an hour
     on; the watcher then found no slot the step had passed. A job dropped as missed since the
     watcher's last look runs once it sees the step."""
-    shift = tmp_path / "faketime"
-    shift.write_text("+0\n")
-    env = {
-        "LD_PRELOAD": str(_libfaketime()),
-        "FAKETIME_TIMESTAMP_FILE": str(shift),
-        "FAKETIME_NO_CACHE": "1",
-        "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-    }
+    shift, env = _faketime(tmp_path)
     scores, outcomes = make_data(tmp_path / "world")
     config = tmp_path / "monitor.toml"
     monitors = [

@@ -263,6 +263,30 @@ def _cell(key: str, value: Any, text: str, *, numeric: bool = True) -> str:
     return f'<td{cls} data-key="{esc(key)}" data-value="{esc(data)}">{esc(text)}</td>'
 
 
+def _psi_p_row(
+    label: str, track: str, psi: float | None, p: float | None, adjusted: float | None
+) -> tuple[str, str]:
+    """A track's block row: its PSI, p-value and adjusted p-value (``input.<track>_psi``...)."""
+    return (
+        label,
+        _cell(f"input.{track}_psi", psi, _g(psi))
+        + _cell(f"input.{track}_pvalue", p, _p(p))
+        + _cell(f"input.{track}_pvalue_adjusted", adjusted, _p(adjusted)),
+    )
+
+
+def _against_row(
+    label: str, key: str, value: float | None, bound_key: str | None, bound: float | None
+) -> tuple[str, str]:
+    """``value`` beside the threshold it is held against, each printed to the digits that
+    tell them apart; the threshold's cell carries its JSON key once (``bound_key``)."""
+    d = _apart(bound, value)
+    bound_cell = (
+        _cell(bound_key, bound, _g(bound, d)) if bound_key else _td(_g(bound, d), numeric=True)
+    )
+    return (label, _cell(key, value, _g(value, d)) + bound_cell)
+
+
 def _rows(rows: Sequence[tuple[str, str]]) -> str:
     body = "".join(f'<tr><th scope="row">{esc(k)}</th>{v}</tr>' for k, v in rows)
     return f'<div class="tw"><table>{body}</table></div>'
@@ -425,64 +449,55 @@ def _input_section(
             _td(f"{_when(inp.block_start)} to {_when(inp.block_end)}")
             + _cell("input.block_samples", inp.block_samples, f"{inp.block_samples:,} scores"),
         ),
-        (
+        _psi_p_row(
             "block PSI / p / adjusted p",
-            _cell("input.block_psi", inp.block_psi, _g(inp.block_psi))
-            + _cell("input.block_pvalue", inp.block_pvalue, _p(inp.block_pvalue))
-            + _cell(
-                "input.block_pvalue_adjusted",
-                inp.block_pvalue_adjusted,
-                _p(inp.block_pvalue_adjusted),
-            ),
+            "block",
+            inp.block_psi,
+            inp.block_pvalue,
+            inp.block_pvalue_adjusted,
         ),
-        (
+        _against_row(
             "evidence z (immediate alarm above)",
-            _cell("input.z", inp.z, _g(inp.z, zd := _apart(inp.z_threshold, inp.z)))
-            + _cell("input.z_threshold", inp.z_threshold, _g(inp.z_threshold, zd)),
+            "input.z",
+            inp.z,
+            "input.z_threshold",
+            inp.z_threshold,
         ),
-        (
+        _against_row(
             "CUSUM S this check, reference track (alarm above h: the value that crossed it, "
             "then reset to 0)",
-            _cell(
-                "input.cusum",
-                inp.cusum,
-                _g(inp.cusum, sd := _apart(inp.cusum_threshold, inp.cusum)),
-            )
-            + _cell("input.cusum_threshold", inp.cusum_threshold, _g(inp.cusum_threshold, sd)),
+            "input.cusum",
+            inp.cusum,
+            "input.cusum_threshold",
+            inp.cusum_threshold,
         ),
     ]
     if inp.anchor_cusum is not None or inp.anchor_z is not None:
         # the anchor track (a gradual drift): its own block, z and S against the same
-        # thresholds; an alarm on it was shown beside the reference track's numbers only
+        # thresholds (shown again, without their JSON keys); an alarm on it was shown beside
+        # the reference track's numbers only
         rows += [
-            (
+            _psi_p_row(
                 "anchor block PSI / p / adjusted p",
-                _cell("input.anchor_psi", inp.anchor_psi, _g(inp.anchor_psi))
-                + _cell("input.anchor_pvalue", inp.anchor_pvalue, _p(inp.anchor_pvalue))
-                + _cell(
-                    "input.anchor_pvalue_adjusted",
-                    inp.anchor_pvalue_adjusted,
-                    _p(inp.anchor_pvalue_adjusted),
-                ),
+                "anchor",
+                inp.anchor_psi,
+                inp.anchor_pvalue,
+                inp.anchor_pvalue_adjusted,
             ),
-            (
+            _against_row(
                 "anchor evidence z (immediate alarm above)",
-                _cell(
-                    "input.anchor_z",
-                    inp.anchor_z,
-                    _g(inp.anchor_z, azd := _apart(inp.z_threshold, inp.anchor_z)),
-                )
-                + _td(_g(inp.z_threshold, azd), numeric=True),  # the same threshold
+                "input.anchor_z",
+                inp.anchor_z,
+                None,
+                inp.z_threshold,
             ),
-            (
+            _against_row(
                 "CUSUM S this check, anchor track (alarm above h: the value that crossed it, "
                 "then reset to 0)",
-                _cell(
-                    "input.anchor_cusum",
-                    inp.anchor_cusum,
-                    _g(inp.anchor_cusum, ad := _apart(inp.cusum_threshold, inp.anchor_cusum)),
-                )
-                + _td(_g(inp.cusum_threshold, ad), numeric=True),  # the same h
+                "input.anchor_cusum",
+                inp.anchor_cusum,
+                None,
+                inp.cusum_threshold,
             ),
         ]
     rows += [
