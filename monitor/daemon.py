@@ -778,14 +778,26 @@ class Daemon:
                     with contextlib.suppress(JobLookupError):  # removed since
                         if step > 0:
                             self.scheduler.reschedule_job(current.id, trigger=current.trigger)
-                        elif current.id in missed or (
+                        elif (
                             current.next_run_time is not None and current.next_run_time <= wall
-                        ):
+                        ) or (current.id in missed and not self._ran_latest(current.id, wall)):
                             # the step passed its slot (the scheduler may have dropped it as
-                            # missed already, waking for another job first): its latest now
+                            # missed already, waking for another job first): its latest now,
+                            # unless a run of it has begun since (the slot after the one
+                            # dropped, on time: run again, it once read its sources twice)
                             self.scheduler.modify_job(current.id, next_run_time=wall)
             if step < 0:
                 self.scheduler.wakeup()
+
+    def _ran_latest(self, name: str, wall: datetime) -> bool:
+        """Whether the latest run of monitor ``name`` began for its latest slot as of ``wall``
+        (or later): a slot dropped as missed before it needs no run now."""
+        with self._lock:
+            run = self._inflight.get(name)
+        monitor = next((m for m in self.config.monitors if m.name == name), None)
+        if run is None or monitor is None:
+            return False
+        return run.at >= monitor.schedule.latest_slot(wall)
 
     def stop(self) -> None:
         """Ask a serving daemon to stop (from another thread)."""

@@ -919,6 +919,50 @@ def test_a_slot_dropped_as_missed_before_the_clock_watcher_sees_a_step_still_run
         d.stop()
 
 
+def test_a_step_landing_just_before_a_slot_runs_that_slot_once(tmp_path: Path) -> None:
+    """A forward step past a slot (and its misfire grace) that lands a moment before the
+    monitor's next slot: the scheduler drops the passed slot as missed and runs the next on
+    time; the clock watcher then ran the monitor again for that same slot (its sources read
+    twice). A job dropped as missed is run by the watcher only when no run has begun since
+    for its latest slot."""
+    shift, env = _faketime(tmp_path)
+    scores, outcomes = make_data(tmp_path / "world")
+    config = tmp_path / "monitor.toml"
+    extra = "run_timeout = '20s'\nmisfire_grace = '1s'\n"
+    monitor = monitor_toml("fast", scores, outcomes, schedule="10s", extra=extra)
+    config.write_text(config_text(free_address(), tmp_path / "state", [monitor]))
+    d = Daemon(config, tmp_path / "daemon.log", env=env)
+
+    def checked() -> list[str]:
+        return [r["at"] for r in d.records() if r.get("message") == "check"]
+
+    try:
+        wait_for(lambda: len(checked()) >= 2, timeout=120, what="two runs", log=d.log)
+        t = time.time()
+        wake = (int(t) // 10 + 1) * 10  # the scheduler's next wake, on the old clock
+        if wake - t < 1.0:
+            wake += 10
+        # the new clock at that wake: 0.1 s before a slot, 9.9 s past the slot before it
+        target = datetime.now(UTC).replace(microsecond=0) + timedelta(hours=1)
+        target = target.replace(second=target.second // 10 * 10) + timedelta(seconds=9.9)
+        time.sleep(max(0.0, wake - 0.2 - time.time()))
+        shift.write_text(f"{target.timestamp() - wake:+.3f}\n")
+        slot = (target + timedelta(seconds=0.1)).replace(microsecond=0).isoformat()
+        wait_for(lambda: slot in checked(), timeout=30, what="the slot", log=d.log)
+        wait_for(
+            lambda: any("stepped forward" in r.get("message", "") for r in d.records()),
+            timeout=30,
+            what="the watcher's look",
+            log=d.log,
+        )
+        # a second run of the slot came at the watcher's look, before the slot after it
+        after = (datetime.fromisoformat(slot) + timedelta(seconds=10)).isoformat()
+        wait_for(lambda: after in checked(), timeout=30, what="the next slot", log=d.log)
+        assert checked().count(slot) == 1, checked()
+    finally:
+        d.stop()
+
+
 # -------------------------------------------------------------------------------- summary cache
 
 
