@@ -230,6 +230,7 @@ class Daemon:
         # and drop a slot the step passed; the watcher runs those once it sees the step
         self._missed: set[str] = set()
         self._missed_lock = threading.Lock()
+        self._handled: dict[str, datetime] = {}  # monitor -> the latest slot run_monitor took
         self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # see _on_signal
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
 
@@ -299,6 +300,8 @@ class Daemon:
             if rerun and name not in self._due:
                 log.debug("a run with the new settings started already", extra={"monitor": name})
                 return
+            # the latest slot handled: run, or recorded as skipped behind a run in flight
+            self._handled[name] = max(at, self._handled.get(name, at))
             previous = self._inflight.get(name)
             busy = previous is not None and not previous.done.is_set()
             if not busy:
@@ -633,6 +636,7 @@ class Daemon:
                     self._due[n] = replace(due, settings=fresh[n])
             for n in removed:  # a removed monitor's finished run; a run asked for: none now
                 self._due.pop(n, None)
+                self._handled.pop(n, None)
                 if n not in busy:
                     self._inflight.pop(n, None)
         self.runner.reconfigure(new, reset=reset)
@@ -790,14 +794,16 @@ class Daemon:
                 self.scheduler.wakeup()
 
     def _ran_latest(self, name: str, wall: datetime) -> bool:
-        """Whether the latest run of monitor ``name`` began for its latest slot as of ``wall``
-        (or later): a slot dropped as missed before it needs no run now."""
+        """Whether monitor ``name``'s latest slot as of ``wall`` (or a later one) was handled
+        already: a run began for it, or it was recorded as skipped behind a run still in
+        flight (a hung one: handled again, the slot's error was recorded twice). A slot
+        dropped as missed before it needs no run now."""
         with self._lock:
-            run = self._inflight.get(name)
+            handled = self._handled.get(name)
         monitor = next((m for m in self.config.monitors if m.name == name), None)
-        if run is None or monitor is None:
+        if handled is None or monitor is None:
             return False
-        return run.at >= monitor.schedule.latest_slot(wall)
+        return handled >= monitor.schedule.latest_slot(wall)
 
     def stop(self) -> None:
         """Ask a serving daemon to stop (from another thread)."""
