@@ -132,6 +132,9 @@ _MAX_LET_GO = 3  # hung runs of one monitor let go by reloads, still hanging
 #: seconds) that makes the scheduler plan its jobs again from the clock as it reads now
 CLOCK_WATCH_SECONDS = 2.0
 CLOCK_STEP_SECONDS = 1.0
+#: looks after a forward step in which a job the scheduler reports dropped as missed still
+#: runs its latest slot (the report can come just after the look that saw the step)
+STEP_LOOKS = 2
 
 
 def _iso(t: datetime) -> str:
@@ -231,6 +234,7 @@ class Daemon:
         self._missed: set[str] = set()
         self._missed_lock = threading.Lock()
         self._handled: dict[str, datetime] = {}  # monitor -> the latest slot run_monitor took
+        self._step_looks = 0  # clock watcher looks left that still run a step's missed jobs
         self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # see _on_signal
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
 
@@ -759,39 +763,73 @@ class Daemon:
         while not self._stopping.wait(CLOCK_WATCH_SECONDS):
             now = time.time() - time.monotonic()
             step, offset = offset - now, now
-            with self._missed_lock:  # dropped since the last look: a step's, or ordinary
-                missed, self._missed = self._missed, set()
-            if abs(step) <= CLOCK_STEP_SECONDS or not self.scheduler.running:
-                continue
-            if step > 0:
+            if self.scheduler.running:
+                self._clock_look(step, datetime.now(UTC))
+
+    def _clock_look(self, step: float, wall: datetime) -> None:
+        """One look of ``_watch_clock``: ``step`` seconds the wall clock moved against the
+        monotonic one since the last look (negative: forward), ``wall`` the clock now.
+
+        The scheduler can wake for another job just before the watcher sees a forward step
+        and drop a slot the step passed as missed; it reports the miss a moment after (its
+        event comes once it has planned the job's next slot). Seen before the step, the
+        miss is handled with it; seen after, in the looks that follow the step
+        (``STEP_LOOKS``): a job dropped as missed then runs its latest slot unless a run of
+        it has begun since. Outside those looks a miss is only logged (``_on_event``)."""
+        with self._missed_lock:  # dropped since the last look: a step's, or ordinary
+            missed, self._missed = self._missed, set()
+        if abs(step) <= CLOCK_STEP_SECONDS:
+            if self._step_looks > 0:
+                self._step_looks -= 1
+                self._run_missed(missed, wall)
+            return
+        if step > 0:
+            log.warning(
+                "the wall clock stepped back; the checks are planned again from it",
+                extra={"seconds": round(step, 3), "now": _iso(wall)},
+            )
+        else:
+            log.warning(
+                "the wall clock stepped forward; checks whose slot it passed run now",
+                extra={"seconds": round(-step, 3), "now": _iso(wall)},
+            )
+            self._step_looks = STEP_LOOKS
+        with self._reload_lock:  # a reload re-adds a changed job under the same id
+            for job in self.scheduler.get_jobs():
+                current = self.scheduler.get_job(job.id)  # its trigger now, not the snapshot's
+                if current is None:
+                    continue
+                with contextlib.suppress(JobLookupError):  # removed since
+                    if step > 0:
+                        self.scheduler.reschedule_job(current.id, trigger=current.trigger)
+                    elif (current.next_run_time is not None and current.next_run_time <= wall) or (
+                        current.id in missed and not self._ran_latest(current.id, wall)
+                    ):
+                        # the step passed its slot (the scheduler may have dropped it as
+                        # missed already, waking for another job first): its latest now,
+                        # unless a run of it has begun since (the slot after the one
+                        # dropped, on time: run again, it once read its sources twice)
+                        self.scheduler.modify_job(current.id, next_run_time=wall)
+        if step < 0:
+            self.scheduler.wakeup()
+
+    def _run_missed(self, missed: set[str], wall: datetime) -> None:
+        """Run now each job in ``missed`` (dropped by the scheduler just after a forward
+        step) whose latest slot as of ``wall`` no run has taken."""
+        if not missed:
+            return
+        with self._reload_lock:
+            for name in sorted(missed):
+                if self.scheduler.get_job(name) is None or self._ran_latest(name, wall):
+                    continue
                 log.warning(
-                    "the wall clock stepped back; the checks are planned again from it",
-                    extra={"seconds": round(step, 3), "now": _iso(datetime.now(UTC))},
+                    "a slot the wall clock's forward step passed was dropped as missed; "
+                    "it runs now",
+                    extra={"monitor": name, "now": _iso(wall)},
                 )
-            else:
-                log.warning(
-                    "the wall clock stepped forward; checks whose slot it passed run now",
-                    extra={"seconds": round(-step, 3), "now": _iso(datetime.now(UTC))},
-                )
-            with self._reload_lock:  # a reload re-adds a changed job under the same id
-                wall = datetime.now(UTC)
-                for job in self.scheduler.get_jobs():
-                    current = self.scheduler.get_job(job.id)  # its trigger now, not the snapshot's
-                    if current is None:
-                        continue
-                    with contextlib.suppress(JobLookupError):  # removed since
-                        if step > 0:
-                            self.scheduler.reschedule_job(current.id, trigger=current.trigger)
-                        elif (
-                            current.next_run_time is not None and current.next_run_time <= wall
-                        ) or (current.id in missed and not self._ran_latest(current.id, wall)):
-                            # the step passed its slot (the scheduler may have dropped it as
-                            # missed already, waking for another job first): its latest now,
-                            # unless a run of it has begun since (the slot after the one
-                            # dropped, on time: run again, it once read its sources twice)
-                            self.scheduler.modify_job(current.id, next_run_time=wall)
-            if step < 0:
-                self.scheduler.wakeup()
+                with contextlib.suppress(JobLookupError):  # removed since
+                    self.scheduler.modify_job(name, next_run_time=wall)
+        self.scheduler.wakeup()
 
     def _ran_latest(self, name: str, wall: datetime) -> bool:
         """Whether monitor ``name``'s latest slot as of ``wall`` (or a later one) was handled

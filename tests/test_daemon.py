@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Config, load_config, with_server_flags
@@ -1472,4 +1473,61 @@ def test_runs_the_daemon_settled_leave_nothing_kept_for_an_abandon(tmp_path: Pat
         assert runner.board.state("demo").last_at == end
         assert runner._published == set()
     finally:
+        daemon.http.stop()
+
+
+def test_a_slot_dropped_as_missed_just_after_the_watcher_saw_a_forward_step_still_runs(
+    tmp_path: Path,
+) -> None:
+    """A forward step past a slot and its misfire grace: the scheduler woke for another job,
+    planned this one's next slot and reported the miss a moment after the clock watcher's look
+    that saw the step (CI: the look swapped an empty set, the report landed 28 ms later, the
+    next look saw no step and dropped it; the hourly slot never ran). A miss reported in the
+    looks after a forward step runs the job's latest slot, once; not one reported later, nor
+    one whose latest slot a run took."""
+    path, end = _two_monitor_world(tmp_path)
+    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    daemon._add_jobs()
+    thread = threading.Thread(
+        target=partial(daemon.scheduler.start, paused=True), daemon=True
+    )  # no job runs; the jobs can be planned and looked at
+    thread.start()
+    try:
+        wait_for(lambda: daemon.scheduler.running, timeout=30, what="the scheduler")
+        schedule = daemon.config.monitor("demo").schedule
+        before = schedule.latest_slot(datetime.now(UTC))
+        wall = before + timedelta(hours=1, minutes=10)  # the clock after the step
+        passed = schedule.latest_slot(wall)
+        planned = schedule.next_slot(passed)  # the scheduler dropped `passed`, planned this
+
+        def next_run() -> datetime | None:
+            job = daemon.scheduler.get_job("demo")
+            assert job is not None
+            return job.next_run_time  # type: ignore[no-any-return]
+
+        def missed() -> None:
+            daemon._on_event(JobExecutionEvent(EVENT_JOB_MISSED, "demo", "default", passed))
+
+        for name in ("demo", "hung"):
+            daemon._handled[name] = before
+            daemon.scheduler.modify_job(name, next_run_time=planned)
+        daemon._clock_look(-4200.0, wall)  # the look that sees the step: no miss reported yet
+        assert next_run() == planned
+        missed()
+        daemon._clock_look(0.0, wall + timedelta(seconds=2))
+        assert next_run() == wall + timedelta(seconds=2)  # the passed slot runs now
+
+        daemon.scheduler.modify_job("demo", next_run_time=planned)
+        missed()  # reported after its latest slot was taken: no second run
+        daemon._handled["demo"] = passed
+        daemon._clock_look(0.0, wall + timedelta(seconds=4))
+        assert next_run() == planned
+
+        daemon._handled["demo"] = before
+        missed()  # the looks after the step are spent: an ordinary miss, only logged
+        daemon._clock_look(0.0, wall + timedelta(seconds=6))
+        assert next_run() == planned
+    finally:
+        daemon.scheduler.shutdown(wait=False)
+        thread.join(30)
         daemon.http.stop()
