@@ -46,7 +46,7 @@ __all__ = ["load_thresholds", "save_thresholds"]
 #: the largest threshold cache read (a few thousand entries are a few hundred KiB)
 _MAX_BYTES = 8 << 20
 
-FORMAT = 2  # 2: CUSUM thresholds from the chain's exact T-step absorption (1's are stale)
+FORMAT = 3  # 3: shared-reference thresholds integrated over U finely (2: up to 25 % low)
 log = logging.getLogger("monitor")
 
 
