@@ -1,6 +1,6 @@
 """A persistent cache of the alarm plan's thresholds, for one-shot ``monitor check`` processes.
 
-A monitor's CUSUM threshold is a Markov-chain root search over its budget (0.07-0.8 s, by the
+A monitor's CUSUM threshold is a Markov-chain root search over its budget (0.1-1 s a plan, by the
 schedule and the shared-reference terms; ``verdict.plan``), and a cron or Nagios caller starts a
 fresh process for every check. The daemon (``monitor run``), which owns ``state_dir``, keeps the
 thresholds it knows in ``<state_dir>/cache/thresholds.json`` (a directory, so the name can never
