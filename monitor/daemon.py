@@ -132,9 +132,9 @@ _MAX_LET_GO = 3  # hung runs of one monitor let go by reloads, still hanging
 #: seconds) that makes the scheduler plan its jobs again from the clock as it reads now
 CLOCK_WATCH_SECONDS = 2.0
 CLOCK_STEP_SECONDS = 1.0
-#: looks after a forward step in which a job the scheduler reports dropped as missed still
-#: runs its latest slot (the report can come just after the look that saw the step)
-STEP_LOOKS = 2
+#: times the clock watcher starts a slot a forward step passed before it gives up on it (a
+#: start that no run takes: the job paused, or the monitor's executor stuck)
+OWED_TRIES = 3
 
 
 def _iso(t: datetime) -> str:
@@ -228,13 +228,10 @@ class Daemon:
         self._reloads = itertools.count(1)
         self._applied_reload = 0
         self._stopping = threading.Event()
-        # jobs the scheduler dropped as missed since the clock watcher's last look: after a
-        # forward step the scheduler may wake (for another job) before the watcher sees it,
-        # and drop a slot the step passed; the watcher runs those once it sees the step
-        self._missed: set[str] = set()
-        self._missed_lock = threading.Lock()
         self._handled: dict[str, datetime] = {}  # monitor -> the latest slot run_monitor took
-        self._step_looks = 0  # clock watcher looks left that still run a step's missed jobs
+        # monitor -> the slot a forward wall-clock step passed, no run has taken yet, and the
+        # times the watcher started it (the clock watcher's thread only; see _clock_look)
+        self._owed: dict[str, tuple[datetime, int]] = {}
         self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # see _on_signal
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
 
@@ -252,8 +249,6 @@ class Daemon:
     def _on_event(self, event: JobExecutionEvent) -> None:
         if event.code == EVENT_JOB_MISSED:
             log.warning("run missed its misfire grace", extra={"job": event.job_id})
-            with self._missed_lock:
-                self._missed.add(event.job_id)
         elif event.code == EVENT_JOB_MAX_INSTANCES:
             self._skipped(event.job_id)
         else:
@@ -770,78 +765,84 @@ class Daemon:
         """One look of ``_watch_clock``: ``step`` seconds the wall clock moved against the
         monotonic one since the last look (negative: forward), ``wall`` the clock now.
 
-        The scheduler can wake for another job just before the watcher sees a forward step
-        and drop a slot the step passed as missed; it reports the miss a moment after (its
-        event comes once it has planned the job's next slot). Seen before the step, the
-        miss is handled with it; seen after, in the looks that follow the step
-        (``STEP_LOOKS``): a job dropped as missed then runs its latest slot unless a run of
-        it has begun since. Outside those looks a miss is only logged (``_on_event``)."""
-        with self._missed_lock:  # dropped since the last look: a step's, or ordinary
-            missed, self._missed = self._missed, set()
-        if abs(step) <= CLOCK_STEP_SECONDS:
-            if self._step_looks > 0:
-                self._step_looks -= 1
-                self._run_missed(missed, wall)
-            return
-        if step > 0:
-            log.warning(
-                "the wall clock stepped back; the checks are planned again from it",
-                extra={"seconds": round(step, 3), "now": _iso(wall)},
-            )
-        else:
+        A forward step makes each monitor whose latest slot it passed owe that slot
+        (``_owed``), and every look runs an owed slot until a run has taken it or a later one
+        (``_handled``): at once, or once the monitor's check in flight ends (started beside it,
+        the scheduler drops it as a run over its instances). Watching the scheduler's reports
+        instead lost slots: a miss reported after the look that saw the step (the scheduler
+        had woken for another job first), a slot dropped behind a check still running, or a
+        report consumed by a step back right after. A backward step plans every job again and
+        drops owed slots the clock has not reached again."""
+        if step < -CLOCK_STEP_SECONDS:
             log.warning(
                 "the wall clock stepped forward; checks whose slot it passed run now",
                 extra={"seconds": round(-step, 3), "now": _iso(wall)},
             )
-            self._step_looks = STEP_LOOKS
-        with self._reload_lock:  # a reload re-adds a changed job under the same id
-            for job in self.scheduler.get_jobs():
-                current = self.scheduler.get_job(job.id)  # its trigger now, not the snapshot's
-                if current is None:
+            before = wall + timedelta(seconds=step)
+            for m in self.config.monitors:
+                passed = m.schedule.latest_slot(wall)
+                if self.slot_source is None and self.tick is None:
+                    if passed > m.schedule.latest_slot(before):
+                        owed = self._owed.get(m.name)
+                        self._owed[m.name] = (max(passed, owed[0]) if owed else passed, 0)
                     continue
-                with contextlib.suppress(JobLookupError):  # removed since
-                    if step > 0:
-                        self.scheduler.reschedule_job(current.id, trigger=current.trigger)
-                    elif (current.next_run_time is not None and current.next_run_time <= wall) or (
-                        current.id in missed and not self._ran_latest(current.id, wall)
-                    ):
-                        # the step passed its slot (the scheduler may have dropped it as
-                        # missed already, waking for another job first): its latest now,
-                        # unless a run of it has begun since (the slot after the one
-                        # dropped, on time: run again, it once read its sources twice)
-                        self.scheduler.modify_job(current.id, next_run_time=wall)
-        if step < 0:
+                # a demo's own clock: its next slot, if the step passed it, runs now
+                with self._reload_lock, contextlib.suppress(JobLookupError):
+                    job = self.scheduler.get_job(m.name)
+                    if job is not None and job.next_run_time and job.next_run_time <= wall:
+                        self.scheduler.modify_job(m.name, next_run_time=wall)
             self.scheduler.wakeup()
+        elif step > CLOCK_STEP_SECONDS:
+            log.warning(
+                "the wall clock stepped back; the checks are planned again from it",
+                extra={"seconds": round(step, 3), "now": _iso(wall)},
+            )
+            with self._reload_lock:  # a reload re-adds a changed job under the same id
+                for job in self.scheduler.get_jobs():
+                    current = self.scheduler.get_job(job.id)  # its trigger now, not the snapshot's
+                    if current is not None:
+                        with contextlib.suppress(JobLookupError):  # removed since
+                            self.scheduler.reschedule_job(current.id, trigger=current.trigger)
+            schedules = {m.name: m.schedule for m in self.config.monitors}
+            for name, (slot, _) in list(self._owed.items()):
+                schedule = schedules.get(name)
+                if schedule is None or slot > schedule.latest_slot(wall):
+                    del self._owed[name]
+            self.scheduler.wakeup()
+        self._run_owed(wall)
 
-    def _run_missed(self, missed: set[str], wall: datetime) -> None:
-        """Run now each job in ``missed`` (dropped by the scheduler just after a forward
-        step) whose latest slot as of ``wall`` no run has taken."""
-        if not missed:
-            return
-        with self._reload_lock:
-            for name in sorted(missed):
-                if self.scheduler.get_job(name) is None or self._ran_latest(name, wall):
+    def _run_owed(self, wall: datetime) -> None:
+        """Start each owed slot no run has taken whose monitor has no check running (one over
+        its run_timeout, abandoned, does not count: the start records the slot as skipped
+        behind it); forget the ones taken, removed, or started ``OWED_TRIES`` times."""
+        started = False
+        with self._reload_lock:  # a reload re-adds a changed job under the same id
+            for name, (slot, tries) in list(self._owed.items()):
+                with self._lock:
+                    handled = self._handled.get(name)
+                    run = self._inflight.get(name)
+                if self.scheduler.get_job(name) is None or (handled and handled >= slot):
+                    del self._owed[name]
+                    continue
+                if run is not None and not (run.done.is_set() or run.abandoned or run.unwatched):
+                    continue  # its check still runs: the slot starts once it ends
+                if tries >= OWED_TRIES:
+                    log.error(
+                        "a slot the wall clock's forward step passed never started; given up",
+                        extra={"monitor": name, "at": slot.isoformat(), "tries": tries},
+                    )
+                    del self._owed[name]
                     continue
                 log.warning(
-                    "a slot the wall clock's forward step passed was dropped as missed; "
-                    "it runs now",
-                    extra={"monitor": name, "now": _iso(wall)},
+                    "a slot the wall clock's forward step passed runs now",
+                    extra={"monitor": name, "at": slot.isoformat()},
                 )
                 with contextlib.suppress(JobLookupError):  # removed since
                     self.scheduler.modify_job(name, next_run_time=wall)
-        self.scheduler.wakeup()
-
-    def _ran_latest(self, name: str, wall: datetime) -> bool:
-        """Whether monitor ``name``'s latest slot as of ``wall`` (or a later one) was handled
-        already: a run began for it, or it was recorded as skipped behind a run still in
-        flight (a hung one: handled again, the slot's error was recorded twice). A slot
-        dropped as missed before it needs no run now."""
-        with self._lock:
-            handled = self._handled.get(name)
-        monitor = next((m for m in self.config.monitors if m.name == name), None)
-        if handled is None or monitor is None:
-            return False
-        return handled >= monitor.schedule.latest_slot(wall)
+                self._owed[name] = (slot, tries + 1)
+                started = True
+        if started:
+            self.scheduler.wakeup()
 
     def stop(self) -> None:
         """Ask a serving daemon to stop (from another thread)."""

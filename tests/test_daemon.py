@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from apscheduler.events import EVENT_JOB_MISSED, JobExecutionEvent
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Config, load_config, with_server_flags
-from monitor.daemon import Daemon
+from monitor.daemon import Daemon, _Run
 from monitor.errors import ConfigError
 from monitor.jobs import ParquetReader, Runner, StateStore, _prints
 from monitor.simulate import SCENARIOS, write_world
@@ -1476,17 +1475,18 @@ def test_runs_the_daemon_settled_leave_nothing_kept_for_an_abandon(tmp_path: Pat
         daemon.http.stop()
 
 
-def test_a_slot_dropped_as_missed_just_after_the_watcher_saw_a_forward_step_still_runs(
+def test_a_slot_a_forward_step_passed_runs_once_whatever_the_scheduler_reported(
     tmp_path: Path,
 ) -> None:
-    """A forward step past a slot and its misfire grace: the scheduler woke for another job,
-    planned this one's next slot and reported the miss a moment after the clock watcher's look
-    that saw the step (CI: the look swapped an empty set, the report landed 28 ms later, the
-    next look saw no step and dropped it; the hourly slot never ran). A miss reported in the
-    looks after a forward step runs the job's latest slot, once; not one reported later, nor
-    one whose latest slot a run took."""
-    path, end = _two_monitor_world(tmp_path)
-    daemon = Daemon(load_config(path), slot_source=lambda m: end)
+    """A forward step past a slot and its misfire grace. The watcher ran a job the scheduler
+    reported missed only when the report came before, or within two looks after, the look that
+    saw the step: CI lost an hourly slot whose report came 28 ms after that look; a review lost
+    slots dropped behind a check still running (reported as a run over its instances, not a
+    miss), reports that came later, and a report a step back right after consumed. The step
+    now makes the slot owed: it runs (once) when the monitor has no check running, until a
+    run has taken it; a step back to before it drops it."""
+    path, _ = _two_monitor_world(tmp_path)
+    daemon = Daemon(load_config(path), slot_source=None)
     daemon._add_jobs()
     thread = threading.Thread(
         target=partial(daemon.scheduler.start, paused=True), daemon=True
@@ -1500,33 +1500,45 @@ def test_a_slot_dropped_as_missed_just_after_the_watcher_saw_a_forward_step_stil
         passed = schedule.latest_slot(wall)
         planned = schedule.next_slot(passed)  # the scheduler dropped `passed`, planned this
 
-        def next_run() -> datetime | None:
-            job = daemon.scheduler.get_job("demo")
+        def next_run(name: str = "demo") -> datetime | None:
+            job = daemon.scheduler.get_job(name)
             assert job is not None
             return job.next_run_time  # type: ignore[no-any-return]
 
-        def missed() -> None:
-            daemon._on_event(JobExecutionEvent(EVENT_JOB_MISSED, "demo", "default", passed))
+        def plan(*names: str) -> None:
+            for name in names:
+                daemon.scheduler.modify_job(name, next_run_time=planned)
 
         for name in ("demo", "hung"):
             daemon._handled[name] = before
-            daemon.scheduler.modify_job(name, next_run_time=planned)
-        daemon._clock_look(-4200.0, wall)  # the look that sees the step: no miss reported yet
-        assert next_run() == planned
-        missed()
+        plan("demo", "hung")
+        # "demo" has a check running (within its run_timeout) as the step lands
+        running = _Run(token=1, at=before, since=wall)
+        daemon._inflight["demo"] = running
+        daemon._clock_look(-4200.0, wall)  # no report from the scheduler at all
+        assert next_run("hung") == wall  # its passed slot starts now
+        assert next_run() == planned  # behind the running check: not started beside it
         daemon._clock_look(0.0, wall + timedelta(seconds=2))
-        assert next_run() == wall + timedelta(seconds=2)  # the passed slot runs now
+        assert next_run() == planned
+        daemon._clock_look(3.0, wall + timedelta(seconds=1))  # a small step back: still owed
+        assert daemon._owed["demo"] == (passed, 0)  # and not started
+        running.done.set()  # the check ends: the owed slot starts at the next look
+        daemon._clock_look(0.0, wall + timedelta(seconds=3))
+        assert next_run() == wall + timedelta(seconds=3)
 
-        daemon.scheduler.modify_job("demo", next_run_time=planned)
-        missed()  # reported after its latest slot was taken: no second run
+        plan("demo", "hung")
+        daemon._handled["demo"] = passed  # its run took the slot (and "hung" a later one)
+        daemon._handled["hung"] = planned
+        daemon._clock_look(0.0, wall + timedelta(seconds=5))
+        assert (next_run(), next_run("hung")) == (planned, planned)  # nothing runs twice
+        assert daemon._owed == {}
+
         daemon._handled["demo"] = passed
-        daemon._clock_look(0.0, wall + timedelta(seconds=4))
-        assert next_run() == planned
-
-        daemon._handled["demo"] = before
-        missed()  # the looks after the step are spent: an ordinary miss, only logged
-        daemon._clock_look(0.0, wall + timedelta(seconds=6))
-        assert next_run() == planned
+        daemon._clock_look(-3600.0, wall + timedelta(hours=1))  # another step: owes the next
+        assert daemon._owed["demo"][0] == planned
+        plan("demo")
+        daemon._clock_look(7200.0, wall - timedelta(minutes=50))  # back before that slot
+        assert "demo" not in daemon._owed
     finally:
         daemon.scheduler.shutdown(wait=False)
         thread.join(30)
