@@ -132,9 +132,6 @@ _MAX_LET_GO = 3  # hung runs of one monitor let go by reloads, still hanging
 #: seconds) that makes the scheduler plan its jobs again from the clock as it reads now
 CLOCK_WATCH_SECONDS = 2.0
 CLOCK_STEP_SECONDS = 1.0
-#: times the clock watcher starts a slot a forward step passed before it gives up on it (a
-#: start that no run takes: the job paused, or the monitor's executor stuck)
-OWED_TRIES = 3
 
 
 def _iso(t: datetime) -> str:
@@ -229,9 +226,6 @@ class Daemon:
         self._applied_reload = 0
         self._stopping = threading.Event()
         self._handled: dict[str, datetime] = {}  # monitor -> the latest slot run_monitor took
-        # monitor -> the slot a forward wall-clock step passed, no run has taken yet, and the
-        # times the watcher started it (the clock watcher's thread only; see _clock_look)
-        self._owed: dict[str, tuple[datetime, int]] = {}
         self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # see _on_signal
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
 
@@ -278,12 +272,15 @@ class Daemon:
             run = self._inflight.get(name)
             return run is not None and not run.done.is_set()
 
-    def run_monitor(self, name: str, rerun: bool = False) -> None:
+    def run_monitor(self, name: str, rerun: bool = False, owed: datetime | None = None) -> None:
         """One time-limited run (the scheduler's job function, in the monitor's own executor).
 
         Starts the run in a thread of its own unless the monitor's previous run is still in
         flight; then the slot is recorded as ``error`` without starting another. ``rerun``: the
         run a reload asked for (``_kick``); nothing to do when a run has started since.
+        ``owed``: a slot a forward clock step passed (``_clock_look``); nothing to do when a run
+        has taken it or a later one. A slot already taken is not taken again (an owed run and
+        the scheduler's own fire of the same slot: whichever comes second returns).
         """
         if self._stopping.is_set():
             return
@@ -298,6 +295,18 @@ class Daemon:
         with self._lock:
             if rerun and name not in self._due:
                 log.debug("a run with the new settings started already", extra={"monitor": name})
+                return
+            taken = self._handled.get(name)
+            if (
+                taken is not None
+                and not rerun
+                and self.slot_source is None
+                and ((owed is not None and taken >= owed) or taken == at)
+            ):
+                log.info(
+                    "slot already taken",
+                    extra={"monitor": name, "at": at.isoformat(), "owed": owed is not None},
+                )
                 return
             # the latest slot handled: run, or recorded as skipped behind a run in flight
             self._handled[name] = max(at, self._handled.get(name, at))
@@ -646,6 +655,8 @@ class Daemon:
             self._remove_job(n)
             self._remove_job(f"{n}:rerun")
             self._remove_executor(n)
+        for n in removed + changed + added:  # the reload's own run takes the latest slot
+            self._remove_job(f"{n}:owed")
         for n in changed:
             self._remove_job(n)
         for n in changed + added:
@@ -765,32 +776,32 @@ class Daemon:
         """One look of ``_watch_clock``: ``step`` seconds the wall clock moved against the
         monotonic one since the last look (negative: forward), ``wall`` the clock now.
 
-        A forward step makes each monitor whose latest slot it passed owe that slot
-        (``_owed``), and every look runs an owed slot until a run has taken it or a later one
-        (``_handled``): at once, or once the monitor's check in flight ends (started beside it,
-        the scheduler drops it as a run over its instances). Watching the scheduler's reports
-        instead lost slots: a miss reported after the look that saw the step (the scheduler
-        had woken for another job first), a slot dropped behind a check still running, or a
-        report consumed by a step back right after. A backward step plans every job again and
-        drops owed slots the clock has not reached again."""
+        A forward step makes each monitor whose latest slot it passed owe that slot: a run of
+        it queued on the monitor's one worker (``_owe``), which ``run_monitor`` skips once a
+        run has taken the slot or a later one. Watching the scheduler's reports instead lost
+        slots: a miss reported after the look that saw the step (the scheduler had woken for
+        another job first), a slot dropped behind a check still running, or a report consumed
+        by a step back right after. A backward step plans every job again and drops owed
+        slots the clock has not reached again.
+        """
         if step < -CLOCK_STEP_SECONDS:
             log.warning(
                 "the wall clock stepped forward; checks whose slot it passed run now",
                 extra={"seconds": round(-step, 3), "now": _iso(wall)},
             )
             before = wall + timedelta(seconds=step)
-            for m in self.config.monitors:
-                passed = m.schedule.latest_slot(wall)
-                if self.slot_source is None and self.tick is None:
-                    if passed > m.schedule.latest_slot(before):
-                        owed = self._owed.get(m.name)
-                        self._owed[m.name] = (max(passed, owed[0]) if owed else passed, 0)
-                    continue
-                # a demo's own clock: its next slot, if the step passed it, runs now
-                with self._reload_lock, contextlib.suppress(JobLookupError):
-                    job = self.scheduler.get_job(m.name)
-                    if job is not None and job.next_run_time and job.next_run_time <= wall:
-                        self.scheduler.modify_job(m.name, next_run_time=wall)
+            with self._reload_lock:  # a reload re-adds a changed job under the same id
+                for m in self.config.monitors:
+                    if self.slot_source is None and self.tick is None:
+                        passed = m.schedule.latest_slot(wall)
+                        if passed > m.schedule.latest_slot(before):
+                            self._owe(m, passed)
+                        continue
+                    # a demo's own clock: its next slot, if the step passed it, runs now
+                    with contextlib.suppress(JobLookupError):
+                        job = self.scheduler.get_job(m.name)
+                        if job is not None and job.next_run_time and job.next_run_time <= wall:
+                            self.scheduler.modify_job(m.name, next_run_time=wall)
             self.scheduler.wakeup()
         elif step > CLOCK_STEP_SECONDS:
             log.warning(
@@ -798,51 +809,41 @@ class Daemon:
                 extra={"seconds": round(step, 3), "now": _iso(wall)},
             )
             with self._reload_lock:  # a reload re-adds a changed job under the same id
+                schedules = {m.name: m.schedule for m in self.config.monitors}
                 for job in self.scheduler.get_jobs():
                     current = self.scheduler.get_job(job.id)  # its trigger now, not the snapshot's
-                    if current is not None:
-                        with contextlib.suppress(JobLookupError):  # removed since
+                    if current is None:
+                        continue
+                    with contextlib.suppress(JobLookupError):  # removed since
+                        if current.id.endswith(":owed"):
+                            # an owed slot the clock has not reached again: dropped
+                            name, slot = current.args[0], current.args[2]
+                            schedule = schedules.get(name)
+                            if schedule is None or slot > schedule.latest_slot(wall):
+                                self.scheduler.remove_job(current.id)
+                        else:
                             self.scheduler.reschedule_job(current.id, trigger=current.trigger)
-            schedules = {m.name: m.schedule for m in self.config.monitors}
-            for name, (slot, _) in list(self._owed.items()):
-                schedule = schedules.get(name)
-                if schedule is None or slot > schedule.latest_slot(wall):
-                    del self._owed[name]
             self.scheduler.wakeup()
-        self._run_owed(wall)
 
-    def _run_owed(self, wall: datetime) -> None:
-        """Start each owed slot no run has taken whose monitor has no check running (one over
-        its run_timeout, abandoned, does not count: the start records the slot as skipped
-        behind it); forget the ones taken, removed, or started ``OWED_TRIES`` times."""
-        started = False
-        with self._reload_lock:  # a reload re-adds a changed job under the same id
-            for name, (slot, tries) in list(self._owed.items()):
-                with self._lock:
-                    handled = self._handled.get(name)
-                    run = self._inflight.get(name)
-                if self.scheduler.get_job(name) is None or (handled and handled >= slot):
-                    del self._owed[name]
-                    continue
-                if run is not None and not (run.done.is_set() or run.abandoned or run.unwatched):
-                    continue  # its check still runs: the slot starts once it ends
-                if tries >= OWED_TRIES:
-                    log.error(
-                        "a slot the wall clock's forward step passed never started; given up",
-                        extra={"monitor": name, "at": slot.isoformat(), "tries": tries},
-                    )
-                    del self._owed[name]
-                    continue
-                log.warning(
-                    "a slot the wall clock's forward step passed runs now",
-                    extra={"monitor": name, "at": slot.isoformat()},
-                )
-                with contextlib.suppress(JobLookupError):  # removed since
-                    self.scheduler.modify_job(name, next_run_time=wall)
-                self._owed[name] = (slot, tries + 1)
-                started = True
-        if started:
-            self.scheduler.wakeup()
+    def _owe(self, monitor: MonitorConfig, slot: datetime) -> None:
+        """A run of ``monitor``'s ``slot``, which a forward clock step passed (a job of its own
+        on the monitor's one worker: behind a check still running, after the scheduler's own
+        fire of the slot if it made one; ``run_monitor`` skips it once a run took the slot)."""
+        log.warning(
+            "a slot the wall clock's forward step passed runs now",
+            extra={"monitor": monitor.name, "at": slot.isoformat()},
+        )
+        self.scheduler.add_job(
+            self.run_monitor,
+            args=[monitor.name, False, slot],
+            id=f"{monitor.name}:owed",
+            name=f"check {monitor.name}, a slot a clock step passed",
+            executor=_executor(monitor.name),
+            next_run_time=datetime.now(UTC),
+            replace_existing=True,
+            misfire_grace_time=None,
+            max_instances=2,
+        )
 
     def stop(self) -> None:
         """Ask a serving daemon to stop (from another thread)."""

@@ -21,7 +21,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from monitor.config import Config, load_config, with_server_flags
-from monitor.daemon import Daemon, _Run
+from monitor.daemon import Daemon
 from monitor.errors import ConfigError
 from monitor.jobs import ParquetReader, Runner, StateStore, _prints
 from monitor.simulate import SCENARIOS, write_world
@@ -1483,8 +1483,10 @@ def test_a_slot_a_forward_step_passed_runs_once_whatever_the_scheduler_reported(
     saw the step: CI lost an hourly slot whose report came 28 ms after that look; a review lost
     slots dropped behind a check still running (reported as a run over its instances, not a
     miss), reports that came later, and a report a step back right after consumed. The step
-    now makes the slot owed: it runs (once) when the monitor has no check running, until a
-    run has taken it; a step back to before it drops it."""
+    now queues a run of the slot on the monitor's worker, whatever the scheduler reported; a
+    run of a slot already taken returns (an owed run beside the scheduler's own fire of a
+    slot a small step passed ran it twice, and so did a reload changing the schedule while the
+    slot was owed, three times); a step back before the slot or a reload drops it."""
     path, _ = _two_monitor_world(tmp_path)
     daemon = Daemon(load_config(path), slot_source=None)
     daemon._add_jobs()
@@ -1495,50 +1497,43 @@ def test_a_slot_a_forward_step_passed_runs_once_whatever_the_scheduler_reported(
     try:
         wait_for(lambda: daemon.scheduler.running, timeout=30, what="the scheduler")
         schedule = daemon.config.monitor("demo").schedule
-        before = schedule.latest_slot(datetime.now(UTC))
+        now = datetime.now(UTC)
+        before = schedule.latest_slot(now)
         wall = before + timedelta(hours=1, minutes=10)  # the clock after the step
         passed = schedule.latest_slot(wall)
-        planned = schedule.next_slot(passed)  # the scheduler dropped `passed`, planned this
 
-        def next_run(name: str = "demo") -> datetime | None:
-            job = daemon.scheduler.get_job(name)
-            assert job is not None
-            return job.next_run_time  # type: ignore[no-any-return]
+        def owed(name: str) -> list[Any] | None:
+            job = daemon.scheduler.get_job(f"{name}:owed")
+            return None if job is None else list(job.args)
 
-        def plan(*names: str) -> None:
-            for name in names:
-                daemon.scheduler.modify_job(name, next_run_time=planned)
-
-        for name in ("demo", "hung"):
-            daemon._handled[name] = before
-        plan("demo", "hung")
-        # "demo" has a check running (within its run_timeout) as the step lands
-        running = _Run(token=1, at=before, since=wall)
-        daemon._inflight["demo"] = running
         daemon._clock_look(-4200.0, wall)  # no report from the scheduler at all
-        assert next_run("hung") == wall  # its passed slot starts now
-        assert next_run() == planned  # behind the running check: not started beside it
-        daemon._clock_look(0.0, wall + timedelta(seconds=2))
-        assert next_run() == planned
+        assert owed("demo") == ["demo", False, passed]
+        assert owed("hung") == ["hung", False, passed]
         daemon._clock_look(3.0, wall + timedelta(seconds=1))  # a small step back: still owed
-        assert daemon._owed["demo"] == (passed, 0)  # and not started
-        running.done.set()  # the check ends: the owed slot starts at the next look
-        daemon._clock_look(0.0, wall + timedelta(seconds=3))
-        assert next_run() == wall + timedelta(seconds=3)
+        assert owed("demo") == ["demo", False, passed]
+        daemon._clock_look(7200.0, wall - timedelta(minutes=50))  # back before the slot
+        assert owed("demo") is None
 
-        plan("demo", "hung")
-        daemon._handled["demo"] = passed  # its run took the slot (and "hung" a later one)
-        daemon._handled["hung"] = planned
-        daemon._clock_look(0.0, wall + timedelta(seconds=5))
-        assert (next_run(), next_run("hung")) == (planned, planned)  # nothing runs twice
-        assert daemon._owed == {}
+        daemon._clock_look(-7200.0, wall)
+        assert owed("demo") is not None
+        assert owed("hung") is not None
+        text = path.read_text()
+        table = text.index('name = "demo"')
+        path.write_text(
+            text[:table] + text[table:].replace('schedule = "1h"', 'schedule = "2h"', 1)
+        )
+        assert daemon.reload() is True  # "demo" changed: its reload run takes the latest slot
+        assert owed("demo") is None
+        assert owed("hung") is not None
 
-        daemon._handled["demo"] = passed
-        daemon._clock_look(-3600.0, wall + timedelta(hours=1))  # another step: owes the next
-        assert daemon._owed["demo"][0] == planned
-        plan("demo")
-        daemon._clock_look(7200.0, wall - timedelta(minutes=50))  # back before that slot
-        assert "demo" not in daemon._owed
+        # a run of a slot already taken returns without a run: an owed one, and the
+        # scheduler's own fire of a slot an owed run took first
+        daemon._handled["hung"] = passed
+        daemon.run_monitor("hung", owed=passed)
+        assert "hung" not in daemon._inflight
+        daemon._handled["hung"] = schedule.latest_slot(datetime.now(UTC))
+        daemon.run_monitor("hung")
+        assert "hung" not in daemon._inflight
     finally:
         daemon.scheduler.shutdown(wait=False)
         thread.join(30)
