@@ -225,7 +225,7 @@ class Daemon:
         self._reloads = itertools.count(1)
         self._applied_reload = 0
         self._stopping = threading.Event()
-        self._handled: dict[str, datetime] = {}  # monitor -> the latest slot run_monitor took
+        self._handled: dict[str, datetime] = {}  # monitor -> the slot its last run took
         self._signals: queue.SimpleQueue[int] = queue.SimpleQueue()  # see _on_signal
         self.http = HttpServer(config.server, self.runner.board, self.healthy, report=config.report)
 
@@ -244,7 +244,7 @@ class Daemon:
         if event.code == EVENT_JOB_MISSED:
             log.warning("run missed its misfire grace", extra={"job": event.job_id})
         elif event.code == EVENT_JOB_MAX_INSTANCES:
-            self._skipped(event.job_id)
+            self._skipped(event.job_id.split("/")[0])  # a monitor's job, rerun or owed run
         else:
             log.error("job raised", extra={"job": event.job_id, "error": repr(event.exception)})
 
@@ -308,8 +308,10 @@ class Daemon:
                     extra={"monitor": name, "at": at.isoformat(), "owed": owed is not None},
                 )
                 return
-            # the latest slot handled: run, or recorded as skipped behind a run in flight
-            self._handled[name] = max(at, self._handled.get(name, at))
+            # the slot this run takes: run, or recorded as skipped behind a run in flight (an
+            # earlier one than the last after a clock step back: its slots are decided again as
+            # the clock passes them, the one that says "the clock is behind" cleared)
+            self._handled[name] = at
             previous = self._inflight.get(name)
             busy = previous is not None and not previous.done.is_set()
             if not busy:
@@ -467,7 +469,7 @@ class Daemon:
         self.scheduler.add_job(
             self.run_monitor,
             args=[name, True],
-            id=f"{name}:rerun",
+            id=f"{name}/rerun",
             name=f"check {name} after a reload",
             executor=_executor(name),
             next_run_time=datetime.now(UTC),
@@ -653,10 +655,10 @@ class Daemon:
             self._let_go = [(n, r) for n, r in self._let_go if not r.done.is_set()]
         for n in removed:
             self._remove_job(n)
-            self._remove_job(f"{n}:rerun")
+            self._remove_job(f"{n}/rerun")
             self._remove_executor(n)
         for n in removed + changed + added:  # the reload's own run takes the latest slot
-            self._remove_job(f"{n}:owed")
+            self._remove_job(f"{n}/owed")
         for n in changed:
             self._remove_job(n)
         for n in changed + added:
@@ -770,7 +772,10 @@ class Daemon:
             now = time.time() - time.monotonic()
             step, offset = offset - now, now
             if self.scheduler.running:
-                self._clock_look(step, datetime.now(UTC))
+                try:
+                    self._clock_look(step, datetime.now(UTC))
+                except Exception:  # the watcher must outlive a look that fails
+                    log.exception("the clock watcher's look failed")
 
     def _clock_look(self, step: float, wall: datetime) -> None:
         """One look of ``_watch_clock``: ``step`` seconds the wall clock moved against the
@@ -815,7 +820,7 @@ class Daemon:
                     if current is None:
                         continue
                     with contextlib.suppress(JobLookupError):  # removed since
-                        if current.id.endswith(":owed"):
+                        if current.id.endswith("/owed"):
                             # an owed slot the clock has not reached again: dropped
                             name, slot = current.args[0], current.args[2]
                             schedule = schedules.get(name)
@@ -836,7 +841,7 @@ class Daemon:
         self.scheduler.add_job(
             self.run_monitor,
             args=[monitor.name, False, slot],
-            id=f"{monitor.name}:owed",
+            id=f"{monitor.name}/owed",
             name=f"check {monitor.name}, a slot a clock step passed",
             executor=_executor(monitor.name),
             next_run_time=datetime.now(UTC),

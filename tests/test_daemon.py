@@ -400,7 +400,7 @@ def test_reload_applies_a_valid_file_and_keeps_the_old_one_on_errors(
         assert daemon.reload() is True
         assert [m.name for m in daemon.config.monitors] == ["demo", "added"]
         # the added monitor's slots, and its run at once
-        assert sorted(j.id for j in daemon.scheduler.get_jobs()) == ["added", "added:rerun", "demo"]
+        assert sorted(j.id for j in daemon.scheduler.get_jobs()) == ["added", "added/rerun", "demo"]
         snaps = {s.monitor.name: s for s in daemon.runner.board.snapshot()}
         assert sorted(snaps) == ["added", "demo"]
         assert snaps["demo"].runs_total == 1  # unchanged: counters and state kept
@@ -617,9 +617,9 @@ def test_a_reload_while_a_run_is_in_flight_runs_the_monitor_again_once_it_ends(
         first = _hung_run(daemon)
         path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
-        assert daemon.scheduler.get_job("hung:rerun") is None  # not before the run ends
+        assert daemon.scheduler.get_job("hung/rerun") is None  # not before the run ends
         first.join(30)  # abandoned at run_timeout
-        job = daemon.scheduler.get_job("hung:rerun")
+        job = daemon.scheduler.get_job("hung/rerun")
         assert job is not None, "no run after the abandoned one"
         job.func(*job.args)  # what the scheduler runs at once
         _ran_clean(runner, failures=None)
@@ -690,7 +690,7 @@ def test_a_run_of_a_monitor_removed_meanwhile_ends_quietly(
         assert daemon.reload() is True
         assert "hung" not in daemon._due
         _end_quietly(runner, first, caplog)
-        assert daemon.scheduler.get_job("hung:rerun") is None
+        assert daemon.scheduler.get_job("hung/rerun") is None
 
 
 def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
@@ -705,12 +705,12 @@ def test_a_monitor_removed_mid_run_and_added_back_runs_once_the_old_run_ends(
         first = _hung_run(daemon)
         _remove_and_add_back(path, daemon)
         assert "hung" in daemon._due
-        assert daemon.scheduler.get_job("hung:rerun") is None  # not before the old run ends
+        assert daemon.scheduler.get_job("hung/rerun") is None  # not before the old run ends
         daemon.run_monitor("hung")  # a slot while the old run is still in flight
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.failures_total == 0  # the old run's slots are no failure of this one
         _end_quietly(runner, first, caplog)
-        job = daemon.scheduler.get_job("hung:rerun")
+        job = daemon.scheduler.get_job("hung/rerun")
         assert job is not None, "no run after the old one ended"
         job.func(*job.args)
         _ran_clean(runner)
@@ -732,7 +732,7 @@ def test_a_removed_monitors_run_abandoned_while_it_is_added_back_lets_it_run(
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
         assert not first.is_alive()
-        assert _run_due(daemon) == ["hung:rerun"], dict(daemon._due)
+        assert _run_due(daemon) == ["hung/rerun"], dict(daemon._due)
         _ran_clean(runner, failures=None)
 
 
@@ -755,7 +755,7 @@ def _run_due(daemon: Daemon) -> list[str]:
     now = datetime.now(UTC)
     due = [j for j in daemon.scheduler.get_jobs() if j.next_run_time and j.next_run_time <= now]
     for job in due:
-        if job.id.endswith(":rerun"):
+        if job.id.endswith("/rerun"):
             job.remove()
         job.func(*job.args)
     return sorted({j.id for j in due})
@@ -774,7 +774,7 @@ def test_a_removed_monitors_run_abandoned_after_it_was_added_back_is_no_failure(
         assert not first.is_alive()
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.failures_total == 0
-        job = daemon.scheduler.get_job("hung:rerun")
+        job = daemon.scheduler.get_job("hung/rerun")
         assert job is not None, "the added monitor never ran"
         job.func(*job.args)
         _ran_clean(runner, failures=None)
@@ -799,7 +799,7 @@ def test_a_run_that_ends_during_the_reload_still_gets_its_rerun(tmp_path: Path) 
         path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
         assert not first.is_alive()
-        assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == ["hung/rerun"]
         assert daemon._due == {}
 
 
@@ -820,7 +820,7 @@ def test_a_changed_monitors_run_abandoned_during_the_reload_lets_it_run(tmp_path
         path.write_text(path.read_text().replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
         runner.reconfigure = original  # type: ignore[method-assign]
-        assert _run_due(daemon) == ["hung:rerun"], dict(daemon._due)
+        assert _run_due(daemon) == ["hung/rerun"], dict(daemon._due)
         _ran_clean(runner, failures=None)
 
 
@@ -841,13 +841,13 @@ def test_a_hung_run_kept_past_the_let_go_bound_runs_the_monitor_once_it_ends(
             )
             assert daemon.reload() is True
             if i < _MAX_LET_GO:  # let go: the monitor runs at once (and hangs again)
-                assert _run_due(daemon) == ["hung:rerun"]
+                assert _run_due(daemon) == ["hung/rerun"]
         assert _run_due(daemon) == []  # the run past the bound is kept: it still hangs
         reader = runner.reader
         assert isinstance(reader, HangOne)
         reader.release.set()
         assert daemon.wait_idle(30) == []
-        assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == ["hung/rerun"]
         runs = {s.monitor.name: s for s in runner.board.snapshot()}["hung"].runs_total
         daemon.run_monitor("hung")  # its next slot
         assert _run_due(daemon) == []
@@ -877,7 +877,7 @@ def test_a_run_that_ends_inside_a_second_reload_is_followed_by_one_run(tmp_path:
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True  # B
         runner.reconfigure = original  # type: ignore[method-assign]
-        assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == ["hung/rerun"]
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.runs_total == 2  # the first run, then one with B's settings
         assert snap.latest is not None
@@ -909,7 +909,7 @@ def test_a_timeout_recorded_during_a_reload_lands_before_the_new_settings_run(
         first.join(30)
         runner.abandon = original  # type: ignore[method-assign]
         assert ran_before == []  # not before the timeout is recorded
-        assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == ["hung/rerun"]
         _ran_clean(runner, failures=None)
 
 
@@ -936,7 +936,7 @@ def test_a_monitor_removed_while_its_timeout_is_recorded_runs_once_added_back(
         daemon.run_monitor("hung")  # times out at 2s: raises nothing
         path.write_text(text.replace('"scores_hung"', '"scores"'))
         assert daemon.reload() is True
-        assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == ["hung/rerun"]
         _ran_clean(runner)
 
 
@@ -977,7 +977,7 @@ def test_a_slot_that_read_the_settings_before_a_reload_is_not_the_run_it_asked_f
         assert daemon.reload() is True
         reloaded.set()
         slot.join(30)  # abandoned at the old 1s
-        assert "hung:rerun" in _run_due(daemon)
+        assert "hung/rerun" in _run_due(daemon)
         assert daemon.wait_idle(30) == []
         _ran_clean(runner, failures=None)
     finally:
@@ -1034,7 +1034,7 @@ def test_a_timeout_recorded_after_a_reload_removed_a_run_that_just_ended_is_drop
             assert daemon.reload() is True
             path.write_text(text.replace('"scores_hung"', '"scores"'))
             assert daemon.reload() is True
-            assert _run_due(daemon) == ["hung:rerun"]
+            assert _run_due(daemon) == ["hung/rerun"]
             return original(*args, **kwargs)
 
         runner.abandon = abandon  # type: ignore[method-assign]
@@ -1063,7 +1063,7 @@ def test_a_slot_skipped_behind_a_removed_monitors_run_is_no_failure_of_one_added
         assert isinstance(reader, HangOne)
         reader.release.set()
         first.join(30)
-        assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == ["hung/rerun"]
         _ran_clean(runner)
 
 
@@ -1081,7 +1081,7 @@ def test_a_rerun_asked_for_while_a_rerun_executes_is_queued_not_dropped(tmp_path
         asked = threading.Event()
 
         def seen(event: JobEvent) -> None:
-            if event.job_id == "hung:rerun" and asked.is_set():
+            if event.job_id == "hung/rerun" and asked.is_set():
                 taken.set()
 
         daemon.scheduler.add_listener(seen, EVENT_JOB_SUBMITTED | EVENT_JOB_MAX_INSTANCES)
@@ -1144,7 +1144,7 @@ def test_a_run_started_while_the_reload_reconfigures_leaves_the_rerun_due(
         edit = "drift.min_current_samples = 100000000" if reset else 'misfire_grace = "7s"'
         path.write_text(path.read_text().replace('name = "hung"', f'name = "hung"\n{edit}'))
         assert daemon.reload() is True
-        assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == ["hung/rerun"]
         assert used[-1] == (100000000 if reset else 200)  # the rerun ran the new settings
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
         assert snap.latest is not None
@@ -1174,7 +1174,7 @@ def test_a_failed_runs_error_is_no_failure_of_the_monitor_added_back(tmp_path: P
         def removed_and_added_back(name: str) -> bool:
             daemon._configured = configured  # type: ignore[method-assign]
             _remove_and_add_back(path, daemon)
-            assert _run_due(daemon) == ["hung:rerun"]
+            assert _run_due(daemon) == ["hung/rerun"]
             return configured(name)
 
         runner.run = broken  # type: ignore[method-assign]
@@ -1202,7 +1202,7 @@ def test_a_second_reload_that_leaves_a_due_monitor_unchanged_keeps_one_rerun(
         assert isinstance(reader, HangOne)
         reader.release.set()
         first.join(30)
-        assert _run_due(daemon) == ["hung:rerun"]
+        assert _run_due(daemon) == ["hung/rerun"]
         assert "hung" not in daemon._due
         assert _run_due(daemon) == []  # no other
         snap = {s.monitor.name: s for s in runner.board.snapshot()}["hung"]
@@ -1503,7 +1503,7 @@ def test_a_slot_a_forward_step_passed_runs_once_whatever_the_scheduler_reported(
         passed = schedule.latest_slot(wall)
 
         def owed(name: str) -> list[Any] | None:
-            job = daemon.scheduler.get_job(f"{name}:owed")
+            job = daemon.scheduler.get_job(f"{name}/owed")
             return None if job is None else list(job.args)
 
         daemon._clock_look(-4200.0, wall)  # no report from the scheduler at all
@@ -1531,9 +1531,17 @@ def test_a_slot_a_forward_step_passed_runs_once_whatever_the_scheduler_reported(
         daemon._handled["hung"] = passed
         daemon.run_monitor("hung", owed=passed)
         assert "hung" not in daemon._inflight
-        daemon._handled["hung"] = schedule.latest_slot(datetime.now(UTC))
+        current = schedule.latest_slot(datetime.now(UTC))
+        daemon._handled["hung"] = current
         daemon.run_monitor("hung")
         assert "hung" not in daemon._inflight
+        # after a step back a run takes an earlier slot than the last: the later one is run
+        # again as the clock passes it (kept as taken, "the clock is behind" stood a whole
+        # interval after the clock caught up)
+        daemon._handled["hung"] = current + timedelta(hours=1)
+        daemon.run_monitor("hung")
+        assert daemon._handled["hung"] == current
+        assert "hung" in daemon._inflight
     finally:
         daemon.scheduler.shutdown(wait=False)
         thread.join(30)
