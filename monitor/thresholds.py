@@ -4,7 +4,7 @@ A monitor's CUSUM threshold is a Markov-chain root search over its budget (0.1-1
 schedule and the shared-reference terms; ``verdict.plan``), and a cron or Nagios caller starts a
 fresh process for every check. The daemon (``monitor run``), which owns ``state_dir``, keeps the
 thresholds it knows in ``<state_dir>/cache/thresholds.json`` (a directory, so the name can never
-be a monitor's state file): ``{"format": 2, "versions": {...}, "thresholds": {key: hex}}``, keys
+be a monitor's state file): ``{"format": 3, "versions": {...}, "thresholds": {key: hex}}``, keys
 by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``float.hex``),
 values exact. ``check`` and ``report`` only read it (they write nothing).
 

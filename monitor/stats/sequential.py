@@ -46,8 +46,11 @@ _STATES = 400
 #: the shared-reference CUSUM's integral over U is computed to this share of the budget (h to
 #: about 1e-3 relative: 7e-4 at T = 720, rho = 0.077, h = 64.5)
 _SHARED_TOL = 1e-3
-#: the least budget the shared-reference CUSUM threshold is solved for
-_SHARED_MIN_P = 1e-9
+#: below this budget the integral is computed to 1 % of it (0.1 % there took 15 s a search)
+_SHARED_SMALL_P = 1e-6
+#: the least budget the shared-reference CUSUM threshold is solved for (at 1e-11 the solved h
+#: held 1.013 p, at 1e-12 1.06 p: the chain's chance is exact to about 1e-13)
+_SHARED_MIN_P = 1e-10
 
 
 def _brentq(f: Any, low: float, high: float, **tolerances: float) -> float:
@@ -240,6 +243,9 @@ def _normal_expectation(
 _U_GRID = np.linspace(-_U_SPAN, _U_SPAN, 1601)
 _U_WEIGHTS = np.exp(-0.5 * _U_GRID**2) * (_U_GRID[1] - _U_GRID[0]) / math.sqrt(2 * math.pi)
 _U_WEIGHTS[[0, -1]] /= 2
+# summing to 1 exactly: 2e-14 short, log E_U[...] could never reach a budget under that, and
+# the search for c doubled its bracket for ever (a budget of 1e-12 over 168 phases)
+_U_WEIGHTS /= _U_WEIGHTS.sum()
 
 
 def _check_shared(looks: int, p: float, rho: float, phases: int) -> tuple[int, float, float, int]:
@@ -297,7 +303,8 @@ def cusum_threshold_shared(
 
         # the chain's chance is exact to about 1e-13 (1 minus the mass kept): a tolerance
         # under that could never be met, and halved every interval to the last level
-        fa = _normal_expectation(chance, max(_SHARED_TOL * p, 1e-12))
+        share = _SHARED_TOL if p >= _SHARED_SMALL_P else 10 * _SHARED_TOL
+        fa = _normal_expectation(chance, max(share * p, 1e-12))
         return math.log(max(fa, 1e-300)) - math.log(p)
 
     low = cusum_threshold(arl_for_budget(looks, p), k=k, states=states)
@@ -351,6 +358,10 @@ def shewhart_threshold_shared(
         return log_no_alarm(c) - target
 
     low, high = 0.0, 10.0
-    while gap(high) < 0:  # pragma: no cover - z is clipped at 8 anyway
+    while gap(high) < 0:
         high *= 2.0
+        if high > 80.0:  # P(z > 40) is 0 in floats: no c holds a budget this small
+            raise StatsInputError(
+                f"no immediate threshold holds the budget `false_alarm_probability` {p!r}."
+            )
     return float(_brentq(gap, low, high, xtol=1e-9))

@@ -159,8 +159,11 @@ def test_shared_iv() -> None:
         shewhart_threshold_shared(10, 0.05, rho=0.1, phases=0)
     with pytest.raises(StatsInputError, match="`false_alarm_probability`"):
         cusum_threshold_shared(10, 0.0)
+    # the grid's weights fell 2e-14 short of 1: the search for c never ended under that
+    assert 7.0 < shewhart_threshold_shared(720, 1e-12, rho=0.5, phases=168) < 8.5
+    assert shewhart_threshold_shared(720, 1e-15, rho=0.5) > 7.0
     # below what the chain resolves the integral over U is rounding: h = 693 "held" 1e-15
-    with pytest.raises(StatsInputError, match="is below 1e-09"):
+    with pytest.raises(StatsInputError, match="is below 1e-10"):
         cusum_threshold_shared(720, 1e-15, rho=0.5, phases=20, states=100)
 
 
