@@ -13,6 +13,9 @@ import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import integrate
+from scipy.special import log_ndtr
+from scipy.stats import norm
 
 from monitor.errors import StatsInputError
 from monitor.stats import (
@@ -39,7 +42,6 @@ def test_rho_zero_is_the_independent_design() -> None:
         cusum_threshold(arl_for_budget(720, 0.04))
     )
     exact = -math.expm1(math.log1p(-0.01) / 720)  # per-window level for 1 % over 720
-    from scipy.stats import norm
 
     assert shewhart_threshold_shared(720, 0.01) == pytest.approx(float(norm.isf(exact)), rel=1e-6)
 
@@ -161,7 +163,37 @@ def test_shared_iv() -> None:
         cusum_threshold_shared(10, 0.0)
     # the grid's weights fell 2e-14 short of 1: the search for c never ended under that
     assert 7.0 < shewhart_threshold_shared(720, 1e-12, rho=0.5, phases=168) < 8.5
-    assert shewhart_threshold_shared(720, 1e-15, rho=0.5) > 7.0
+
+
+@pytest.mark.parametrize(
+    ("looks", "budget", "rho", "phases"),
+    [
+        (86_400, 5e-13, 0.0, 1),
+        (720, 1e-13, 0.0, 1),
+        (720, 5e-16, 0.5, 168),
+        (720, 1e-13, 0.09, 168),
+    ],
+)
+def test_a_shewhart_threshold_for_a_tiny_budget_holds_it(
+    looks: int, budget: float, rho: float, phases: int
+) -> None:
+    """With Phi near 1 the chance of a window's alarm 1 - Phi was kept only to 1.1e-16, so
+    below a budget of about 1e-11 c came out anywhere: 9.6 p at a 30-second schedule's 86,400
+    looks and a budget of 5e-13, 1e-9 p (no alarm ever) at 5e-16 over 168 phases. Checked
+    against the closed form at rho = 0 and an adaptive integral (scipy's quad) otherwise."""
+    c = shewhart_threshold_shared(looks, budget, rho=rho, phases=phases)
+    groups = min(phases, looks)
+    per = looks / groups
+    if rho == 0.0:
+        assert c == pytest.approx(float(norm.isf(-math.expm1(math.log1p(-budget) / looks))))
+        return
+    s, r = math.sqrt(1 - rho), math.sqrt(rho)
+
+    def chance(u: float) -> float:
+        return float(-math.expm1(per * log_ndtr((c - r * u) / s)) * norm.pdf(u))
+
+    q = integrate.quad(chance, -12.0, 12.0, limit=500, epsabs=0.0, epsrel=1e-10)[0]
+    assert -math.expm1(groups * math.log1p(-q)) == pytest.approx(budget, rel=2e-3)
     # below what the chain resolves the integral over U is rounding: h = 693 "held" 1e-15
     with pytest.raises(StatsInputError, match="is below 1e-10"):
         cusum_threshold_shared(720, 1e-15, rho=0.5, phases=20, states=100)
@@ -205,7 +237,6 @@ def _no_alarm_by_quadrature(c: float, looks: int, rho: float, phases: int) -> fl
     """P(no alarm) of the shared-reference model, integrated by scipy's adaptive quadrature
     (the function under test uses Gauss-Hermite nodes): min(P, T) phases hold the windows."""
     from scipy import integrate
-    from scipy.stats import norm
 
     groups = min(phases, looks)
     per = looks / groups
