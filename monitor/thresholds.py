@@ -4,7 +4,7 @@ A monitor's CUSUM threshold is a Markov-chain root search over its budget (0.1-1
 schedule and the shared-reference terms; ``verdict.plan``), and a cron or Nagios caller starts a
 fresh process for every check. The daemon (``monitor run``), which owns ``state_dir``, keeps the
 thresholds it knows in ``<state_dir>/cache/thresholds.json`` (a directory, so the name can never
-be a monitor's state file): ``{"format": 3, "versions": {...}, "thresholds": {key: hex}}``, keys
+be a monitor's state file): ``{"format": 4, "versions": {...}, "thresholds": {key: hex}}``, keys
 by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``float.hex``),
 values exact. ``check`` and ``report`` only read it (they write nothing).
 
@@ -46,7 +46,7 @@ __all__ = ["load_thresholds", "save_thresholds"]
 #: the largest threshold cache read (a few thousand entries are a few hundred KiB)
 _MAX_BYTES = 8 << 20
 
-FORMAT = 3  # 3: shared-reference thresholds integrated over U finely (2: up to 25 % low)
+FORMAT = 4  # 4: Shewhart in the upper tail (3: wrong below ~1e-11; 2: CUSUM up to 25 % low)
 log = logging.getLogger("monitor")
 
 

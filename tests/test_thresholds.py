@@ -31,7 +31,7 @@ def test_saved_thresholds_are_the_searched_ones(fresh: None, tmp_path: Path) -> 
     searched = _search()
     assert save_thresholds(tmp_path, known=0) == 2
     doc = json.loads((tmp_path / "cache" / "thresholds.json").read_text())
-    assert doc["format"] == 3
+    assert doc["format"] == 4
     assert set(doc["versions"]) == {
         "monitor",
         "numpy",

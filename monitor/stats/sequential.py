@@ -358,6 +358,8 @@ def shewhart_threshold_shared(
         return math.log(max(alarm, 1e-300)) - log_p
 
     low, high = 0.0, 10.0
+    if gap(low) <= 0:
+        return 0.0  # even c = 0 holds the budget (one look at p >= 1/2, a few at more)
     while gap(high) > 0:
         high *= 2.0
         if high > 80.0:  # pragma: no cover - P(z > 40) is 0 in floats

@@ -161,6 +161,10 @@ def test_shared_iv() -> None:
         shewhart_threshold_shared(10, 0.05, rho=0.1, phases=0)
     with pytest.raises(StatsInputError, match="`false_alarm_probability`"):
         cusum_threshold_shared(10, 0.0)
+    # even c = 0 holds the budget: 0, as the CUSUM's h (brentq's ValueError on an unsigned
+    # bracket before; validate --plans refused such a plan)
+    assert shewhart_threshold_shared(1, 0.7) == 0.0
+    assert shewhart_threshold_shared(1, 0.5, rho=0.9999) == 0.0
     # the grid's weights fell 2e-14 short of 1: the search for c never ended under that
     assert 7.0 < shewhart_threshold_shared(720, 1e-12, rho=0.5, phases=168) < 8.5
 
