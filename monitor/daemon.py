@@ -466,18 +466,24 @@ class Daemon:
     def _schedule_rerun(self, name: str) -> None:
         """One run of ``name`` at once (a job of its own; the same id, so never two pending)."""
         log.info("running a reloaded monitor with its new settings", extra={"monitor": name})
+        self._run_once(name, "rerun", [name, True], f"check {name} after a reload")
+
+    def _run_once(self, name: str, kind: str, args: list[object], title: str) -> None:
+        """A one-shot job ``<name>/<kind>`` of ``run_monitor(*args)`` at once, on the monitor's
+        one worker (``replace_existing``: never two pending of one kind)."""
         self.scheduler.add_job(
             self.run_monitor,
-            args=[name, True],
-            id=f"{name}/rerun",
-            name=f"check {name} after a reload",
+            args=args,
+            id=f"{name}/{kind}",
+            name=title,
             executor=_executor(name),
             next_run_time=datetime.now(UTC),
             replace_existing=True,
             misfire_grace_time=None,
-            # a rerun asked for by the end of a rerun still executing: queued behind it on the
-            # monitor's one worker (a no-op if that run had the newest settings), never
-            # dropped as a second instance, which left the monitor to its next slot
+            # one asked for while a run of the same kind still executes (a rerun at the end of
+            # a rerun, an owed slot behind a check): queued behind it on the monitor's one
+            # worker, never dropped as a second instance, which left the monitor to its next
+            # slot
             max_instances=2,
         )
 
@@ -838,16 +844,11 @@ class Daemon:
             "a slot the wall clock's forward step passed runs now",
             extra={"monitor": monitor.name, "at": slot.isoformat()},
         )
-        self.scheduler.add_job(
-            self.run_monitor,
-            args=[monitor.name, False, slot],
-            id=f"{monitor.name}/owed",
-            name=f"check {monitor.name}, a slot a clock step passed",
-            executor=_executor(monitor.name),
-            next_run_time=datetime.now(UTC),
-            replace_existing=True,
-            misfire_grace_time=None,
-            max_instances=2,
+        self._run_once(
+            monitor.name,
+            "owed",
+            [monitor.name, False, slot],
+            f"check {monitor.name}, a slot a clock step passed",
         )
 
     def stop(self) -> None:
