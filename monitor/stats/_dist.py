@@ -60,6 +60,11 @@ def norm_cdf(x: float) -> float:
     return float(special.ndtr(x))
 
 
+def norm_pdf(x: np.ndarray) -> np.ndarray:
+    """phi(x) = exp(-x^2 / 2) / sqrt(2 pi), elementwise."""
+    return np.asarray(np.exp(-0.5 * x * x) / _SQRT2PI)
+
+
 def norm_isf(q: float) -> float:
     """Phi^-1(1 - q) = -ndtri(q) (+ 0.0, so that q = 0.5 gives +0.0 as scipy does)."""
     return float(-special.ndtri(q) * 1.0 + 0.0)

@@ -220,7 +220,7 @@ def _normal_expectation(
         fl, fr = quarter[: a.size], quarter[a.size :]
         length = b - a
         ga, gl, gm, gr, gb = (
-            f * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+            f * _dist.norm_pdf(x)
             for f, x in ((fa, a), (fl, (a + m) / 2), (fm, m), (fr, (m + b) / 2), (fb, b))
         )
         s1 = length / 6 * (ga + 4 * gm + gb)
@@ -241,7 +241,7 @@ def _normal_expectation(
 #: the shared-reference Shewhart's grid over u (trapezoid weights times phi(u)), fine enough
 #: for its near-step integrand Phi((c - sqrt(rho) u) / sqrt(1 - rho))^(T / P)
 _U_GRID = np.linspace(-10.0, 10.0, 2001)  # past +-10: 1.5e-23 of the mass
-_U_WEIGHTS = np.exp(-0.5 * _U_GRID**2) * (_U_GRID[1] - _U_GRID[0]) / math.sqrt(2 * math.pi)
+_U_WEIGHTS = _dist.norm_pdf(_U_GRID) * (_U_GRID[1] - _U_GRID[0])
 _U_WEIGHTS[[0, -1]] /= 2
 # summing to 1 exactly: 2e-14 short, log E_U[...] could never reach a budget under that, and
 # the search for c doubled its bracket for ever (a budget of 1e-12 over 168 phases)
