@@ -8,7 +8,8 @@ be a monitor's state file): ``{"format": 4, "versions": {...}, "thresholds": {ke
 by ``verdict.plan.threshold_key`` (the exact inputs of the search, floats as ``float.hex``),
 values exact. ``check`` and ``report`` only read it (they write nothing).
 
-The file is used only when it was written by the same monitor, numpy and scipy versions on the
+The file is used only when it was written by the same monitor, numpy and scipy versions (and the
+same source of the modules the thresholds come from, ``code_digest``) on the
 same processor (vendor, family, model and feature numbers from the kernel's CPU modalias, which
 systemd's ``ProcSubset=pid`` leaves readable; else ``/proc/cpuinfo``) with the same BLAS thread
 settings, CPU count and numpy kernel variables (``NPY_DISABLE_CPU_FEATURES``, which
@@ -25,6 +26,9 @@ it held) and never fails a run.
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import importlib
 import json
 import logging
 import math
@@ -67,13 +71,37 @@ _THREAD_VARIABLES = (
 _NUMPY_VARIABLES = (VARIABLE, ENABLE)
 
 
+#: the modules a threshold's value comes from (the searches and the budget's split)
+_CODE = ("monitor.stats.sequential", "monitor.stats._dist", "monitor.verdict.plan")
+
+
+@functools.cache
+def code_digest() -> str:
+    """SHA-256 over the source of the modules in ``_CODE``: a change to how a threshold is
+    computed, down to the order of a product (1 ulp: 475d88b), invalidates every cached value
+    without anyone remembering to bump ``FORMAT`` (``__version__`` is not bumped per commit).
+    A module without a readable source file counts as its name and ``__version__``."""
+    digest = hashlib.sha256()
+    for name in _CODE:
+        origin = getattr(importlib.import_module(name), "__file__", None)
+        try:
+            if origin is None:
+                raise OSError(f"{name} has no file")
+            digest.update(Path(origin).read_bytes())
+        except OSError:
+            digest.update(f"{name} {__version__}".encode())
+        digest.update(b"\0")
+    return digest.hexdigest()
+
+
 def _versions() -> dict[str, Any]:
-    """What a threshold's last bits depend on: the code, the processor (the BLAS kernels), the
-    BLAS threads its linear solves run on (the thread variables and the CPUs this process may
-    use) and numpy's SIMD loops (the variables that choose them)."""
+    """What a threshold's last bits depend on: the code (``code_digest``), the processor (the
+    BLAS kernels), the BLAS threads its linear solves run on (the thread variables and the CPUs
+    this process may use) and numpy's SIMD loops (the variables that choose them)."""
     cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     return {
         "monitor": __version__,
+        "code": code_digest(),
         "numpy": np.__version__,
         "scipy": scipy.__version__,
         "cpu": processor_key(),

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from monitor import thresholds
+from monitor.stats import _dist, sequential
 from monitor.thresholds import load_thresholds, save_thresholds
 from monitor.verdict import plan
 
@@ -34,6 +37,7 @@ def test_saved_thresholds_are_the_searched_ones(fresh: None, tmp_path: Path) -> 
     assert doc["format"] == 4
     assert set(doc["versions"]) == {
         "monitor",
+        "code",
         "numpy",
         "scipy",
         "cpu",
@@ -135,6 +139,32 @@ def test_other_blas_threads_do_not_use_the_file(
     monkeypatch.setenv("OMP_NUM_THREADS", "3")
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     assert load_thresholds(tmp_path) == 0
+
+
+def test_a_change_to_the_thresholds_code_does_not_use_the_file(
+    fresh: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A threshold's last bits follow the code that computes it (475d88b moved some by an ulp
+    with the version unchanged): a file written by other code searches again."""
+    _search()
+    save_thresholds(tmp_path, known=0)
+    assert load_thresholds(tmp_path) > 0
+    source = Path(sequential.__file__).read_bytes()
+    assert thresholds.code_digest() == _digest_of(source)
+    monkeypatch.setattr(thresholds, "code_digest", lambda: _digest_of(source + b"# changed"))
+    assert load_thresholds(tmp_path) == 0
+
+
+def _digest_of(sequential_source: bytes) -> str:
+    """``code_digest`` as computed, with ``sequential_source`` for monitor/stats/sequential.py."""
+    digest = hashlib.sha256()
+    for source in (
+        sequential_source,
+        Path(_dist.__file__).read_bytes(),
+        Path(plan.__file__).read_bytes(),
+    ):
+        digest.update(source + b"\0")
+    return digest.hexdigest()
 
 
 @pytest.mark.parametrize(
