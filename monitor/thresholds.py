@@ -26,7 +26,6 @@ it held) and never fails a run.
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import importlib
 import json
@@ -75,23 +74,35 @@ _NUMPY_VARIABLES = (VARIABLE, ENABLE)
 _CODE = ("monitor.stats.sequential", "monitor.stats._dist", "monitor.verdict.plan")
 
 
-@functools.cache
-def code_digest() -> str:
-    """SHA-256 over the source of the modules in ``_CODE``: a change to how a threshold is
-    computed, down to the order of a product (1 ulp: 475d88b), invalidates every cached value
-    without anyone remembering to bump ``FORMAT`` (``__version__`` is not bumped per commit).
-    A module without a readable source file counts as its name and ``__version__``."""
+def _code_digest() -> str:
+    """SHA-256 over the source of the modules in ``_CODE`` (read through their loaders, so a
+    zip import counts its code too): a change to how a threshold is computed, down to the order
+    of a product (1 ulp: 475d88b), invalidates every cached value without anyone remembering
+    to bump ``FORMAT`` (``__version__`` is not bumped per commit). A module without a file or
+    a readable source counts as its name and ``__version__``."""
     digest = hashlib.sha256()
     for name in _CODE:
-        origin = getattr(importlib.import_module(name), "__file__", None)
+        module = importlib.import_module(name)
+        origin = getattr(module, "__file__", None)
+        get_data = getattr(getattr(module.__spec__, "loader", None), "get_data", None)
         try:
-            if origin is None:
-                raise OSError(f"{name} has no file")
-            digest.update(Path(origin).read_bytes())
+            if origin is None or get_data is None:
+                raise OSError(f"{name}: no source to read")
+            digest.update(get_data(origin))
         except OSError:
             digest.update(f"{name} {__version__}".encode())
         digest.update(b"\0")
     return digest.hexdigest()
+
+
+#: at import, from the code this process runs: read later (at a daemon's first save, hours on),
+#: an upgrade on disk meanwhile stamped the old code's thresholds with the new code's digest
+_CODE_DIGEST = _code_digest()
+
+
+def code_digest() -> str:
+    """The digest of the code this process computes thresholds with (``_code_digest``)."""
+    return _CODE_DIGEST
 
 
 def _versions() -> dict[str, Any]:

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -153,6 +158,43 @@ def test_a_change_to_the_thresholds_code_does_not_use_the_file(
     assert thresholds.code_digest() == _digest_of(source)
     monkeypatch.setattr(thresholds, "code_digest", lambda: _digest_of(source + b"# changed"))
     assert load_thresholds(tmp_path) == 0
+
+
+@pytest.mark.parametrize("packed", [False, True], ids=["files", "zip"])
+def test_the_code_digest_is_the_imported_codes(tmp_path: Path, packed: bool) -> None:
+    """Taken at import: a process whose package is upgraded on disk before its first save
+    stamps its thresholds with the code it ran, not the new files'. In a zip import too (read
+    through the loader; the files' paths cannot be opened there)."""
+    package = Path(thresholds.__file__).parent
+    shutil.copytree(package, tmp_path / "monitor", ignore=shutil.ignore_patterns("__pycache__"))
+    path = tmp_path
+    if packed:
+        path = tmp_path / "monitor.zip"
+        with zipfile.ZipFile(path, "w") as z:
+            for f in sorted((tmp_path / "monitor").rglob("*.py")):
+                z.write(f, f.relative_to(tmp_path).as_posix())
+    code = (
+        "import sys; from pathlib import Path\n"
+        "from monitor import thresholds as t\n"
+        "print(t.__file__, t.code_digest())\n"
+        "s = Path(sys.argv[1]); s.write_bytes(s.read_bytes() + b'# upgraded')\n"
+        "print(t.code_digest(), t._code_digest())\n"
+    )
+    out = subprocess.run(
+        # -P: not the working directory's package first (the repository's, under pytest)
+        [sys.executable, "-P", "-c", code, str(tmp_path / "monitor" / "stats" / "sequential.py")],
+        env={**os.environ, "PYTHONPATH": str(path)},
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.split()
+    assert out[0].startswith(str(path))  # the copy's code ran
+    source = (tmp_path / "monitor" / "stats" / "sequential.py").read_bytes()
+    before = _digest_of(source.removesuffix(b"# upgraded"))
+    assert out[1] == out[2] == before  # the imported code's, kept
+    # read again, the files' (a zip holds what it held: the digest of the code inside it)
+    assert out[3] == (before if packed else _digest_of(source))
 
 
 def _digest_of(sequential_source: bytes) -> str:
