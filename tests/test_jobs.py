@@ -385,6 +385,19 @@ def test_untrusted_state_is_set_aside_with_its_reason(
     assert record.__dict__["reason"] == reason
 
 
+def test_an_unknown_top_level_key_is_ignored_as_documented(tmp_path: Path) -> None:
+    """operations.md: unknown keys of a drift segment, track or the decay track set a file
+    aside (``shape``, above); an unknown top-level key, such as a newer version's beside
+    them, is ignored and the state loads as written."""
+    store = StateStore(tmp_path, clock=lambda: NOW)
+    store.path("m").write_bytes(
+        json.dumps(_good(fingerprint="mine", newer_field={"x": 1})).encode()
+    )
+    loaded = store.read("m", fingerprint="mine")
+    assert loaded.reason is None, loaded.detail
+    assert loaded.state.to_dict() == _good(fingerprint="mine")
+
+
 def test_a_complete_outcome_report_is_resumed(tmp_path: Path) -> None:
     """Every field of a saved report, each of its type, loads: the checks above refuse only
     what is wrong."""
