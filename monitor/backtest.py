@@ -116,6 +116,8 @@ def _iso(t: datetime | None) -> str | None:
 class MemoryStore(StateStore):
     """A ``StateStore`` that keeps states in memory: loads start empty, saves never touch disk."""
 
+    durable = False
+
     def __init__(self) -> None:  # no state_dir on purpose: nothing here may reach the disk
         self.states: dict[str, MonitorState] = {}
 

@@ -857,8 +857,9 @@ class Runner:
             "state": verdict.state,
             "duration_seconds": round(duration, 3),
             "rows_read": rows,
-            "state_saved": error is None,
         }
+        if self.store.durable:  # a replay's states stay in memory: it says nothing of saving
+            fields["state_saved"] = error is None
         if verdict.state == "error":  # the file, column and hint, as /status has them
             log.warning("check", extra={**fields, "error": "; ".join(verdict.reasons)})
         else:

@@ -196,6 +196,9 @@ class StateStore:
     and ``clock`` are the defaults ``load`` checks a file against.
     """
 
+    #: its saves reach the disk (a replay's in-memory store: not, so no log line says saved)
+    durable = True
+
     def __init__(
         self,
         directory: Path,

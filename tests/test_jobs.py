@@ -799,6 +799,22 @@ def world_config(tmp_path: Path) -> Config:
     return load_config(w.config_path)
 
 
+def test_a_replay_in_memory_says_nothing_of_saving(
+    world_config: Config, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``monitor check`` and ``backtest`` replay into a ``MemoryStore``: their check lines
+    leave ``state_saved`` out (on-call reads it as the daemon's state reaching the disk)."""
+    from monitor.backtest import MemoryStore
+
+    caplog.set_level(logging.INFO, logger="monitor")
+    at = datetime(2026, 11, 20, tzinfo=UTC)
+    Runner(world_config, store=MemoryStore(), clock=lambda: at).run("demo", at)
+    Runner(world_config, clock=lambda: at).run("demo", at)
+    replay, daemon = (r.__dict__ for r in caplog.records if r.getMessage() == "check")
+    assert "state_saved" not in replay
+    assert daemon["state_saved"] is True
+
+
 def test_failed_save_is_a_visible_failure_that_keeps_the_verdict(
     world_config: Config, caplog: pytest.LogCaptureFixture
 ) -> None:
