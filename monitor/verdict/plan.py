@@ -248,19 +248,20 @@ def _alarm_plan(monitor: MonitorConfig, segments: int) -> AlarmPlan:
         # the phases those blocks fall in (b blocks to a phase), not of all of them.
         span_blocks = math.ceil((_cusum_h(checks, p_cusum, k, 0.0, 1) + 1.166) / k) if k else 1
         seen = math.ceil(span_blocks / per_phase)
-        h = _cusum_h(checks, p_cusum, k, rho, max(1, min(phases, seen)))
-        if per_phase > 1.0 and per_phase >= 0.7 * span_blocks:
-            # The chain takes one shared term for the whole budget period. When a phase-hour
-            # holds most of the blocks an alarm builds over (b >= 0.7 span: schedules of 3
-            # minutes and less), the month visits T / b phase-hours, each with its term, and
-            # one of them large is likelier than one term alone says (simulated, the CUSUM
-            # alone: 6.8 % for its 4 % at 3 minutes, b = 0.8 span; 2.6 % at 4, b = 0.62 span).
-            # h is at least the threshold of one visit (its b blocks and the ~span_blocks a
-            # CUSUM carries into it) with the share split over the visits (conservative: a
-            # fixed reference's visits to one phase share its term).
-            visits = max(1, round(checks / per_phase))
-            own = -math.expm1(math.log1p(-p_cusum) / visits)
-            h = max(h, _cusum_h(math.ceil(per_phase) + span_blocks, own, k, rho, 1))
+        if per_phase == 1.0:
+            h = _cusum_h(checks, p_cusum, k, rho, max(1, min(phases, seen)))
+        else:
+            # A sub-hour schedule: the chain's one shared term for the whole period stands for
+            # a month that visits T / b phase-hours, each with its term (one term over 43,200
+            # looks at 1 minute asked h = 55-341 of some budgets, or spent 6.8 % of 4 % at 3
+            # minutes). So the period is cut into windows of the `seen` phase-hours an alarm
+            # builds over (seen b blocks, and the span a CUSUM carries into them), each under
+            # one term averaged over its `seen` phases, the share split over the windows
+            # (conservative: a fixed reference's visits to one phase share its term).
+            window = math.ceil(seen * per_phase)
+            windows = max(1, round(checks / window))
+            own = -math.expm1(math.log1p(-p_cusum) / windows)
+            h = _cusum_h(window + span_blocks, own, k, rho, max(1, min(phases, seen)))
     else:
         h = math.inf
     if share < 1:
