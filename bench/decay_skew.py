@@ -1,0 +1,104 @@
+"""The decay test's false alarms when per-query outcomes vary from run to run with a skew
+(docs/statistics.md, "When the sign flips are valid, and a known gap"; not fixed).
+
+A golden set of ``--queries`` queries is evaluated once a day; each look pairs the new run's
+per-query outcome with the query's mean over the reference window's 7 runs, as the outcome
+reader builds it, and decides with ``paired_test`` at a look's settings under the default
+budget (one-sided 'less', margin 0.005, alpha = 0.05 / 31, R = max(9999, ceil(20 / alpha))).
+Outcomes are reciprocal ranks (rank ~ Geometric(1/2), a fifth of the queries never answered);
+a share ``--hard`` of the queries finds its relevant document only in a share ``--find`` of the
+runs (RR 0 otherwise), the rest are the same in every run. Nothing changes (or the new runs
+drop by ``--drop``). Per month, a fixed reference of 7 runs and 30 daily looks; the share of
+months with a false decay against the 5 % budget (Wilson 95 %), and beside it the same noise
+against a one-run reference, where the pair's two sides are exchangeable and d is symmetric.
+
+Usage: ``python bench/decay_skew.py [--months 100] [--hard 0.3] [--find 0.1] [--drop 0]``;
+about a minute per 100 months. Not in ``make bench``: it measures an open defect (measured on
+2026-12-07: 17 % of months, per look 0.0066 for an alpha of 0.0016).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+import numpy as np
+
+from monitor.stats import paired_test
+
+LOOKS = 30  # daily looks in the 30-day budget period
+REFERENCE_RUNS = 7  # a 7-day rolling reference of daily runs
+BUDGET = 0.05
+ALPHA = BUDGET * 1 / 31  # a look one daily cadence after the previous: budget / (30 + 1)
+RESAMPLES = max(9999, math.ceil(20 / ALPHA))
+MARGIN = 0.005
+
+
+def _wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return c - h, c + h
+
+
+def _run(rng: np.random.Generator, rr: np.ndarray, hard: np.ndarray, find: float) -> np.ndarray:
+    """One evaluation run: each hard query finds its document (its RR) with chance ``find``."""
+    return np.where(hard & (rng.random(rr.size) >= find), 0.0, rr)
+
+
+def _months(args: argparse.Namespace, reference_runs: int) -> tuple[int, int, int]:
+    """(months with a false decay, looks that raised one, looks)."""
+    rng = np.random.default_rng(args.seed)
+    n = args.queries
+    hard = np.arange(n) < round(args.hard * n)
+    raised = raised_looks = looks = 0
+    for _ in range(args.months):
+        rr = 1.0 / rng.geometric(0.5, n)
+        rr[rng.random(n) < 0.2] = 0.0
+
+        reference = np.mean([_run(rng, rr, hard, args.find) for _ in range(reference_runs)], axis=0)
+        month = False
+        for _ in range(LOOKS):
+            result = paired_test(
+                reference,
+                _run(rng, rr, hard, args.find) - args.drop,
+                alternative="less",
+                margin=MARGIN,
+                n_resamples=RESAMPLES,
+                alpha=ALPHA,
+                rng=np.random.default_rng(0),
+                n_bootstrap=200,
+            )
+            looks += 1
+            if result.pvalue <= ALPHA:
+                raised_looks += 1
+                month = True
+        raised += month
+    return raised, raised_looks, looks
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--months", type=int, default=100)
+    parser.add_argument("--queries", type=int, default=300)
+    parser.add_argument("--hard", type=float, default=0.3)
+    parser.add_argument("--find", type=float, default=0.1)
+    parser.add_argument("--drop", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=21)
+    args = parser.parse_args()
+    for runs, label in ((REFERENCE_RUNS, "7-run mean (as the monitor pairs)"), (1, "one run")):
+        months, raised_looks, looks = _months(args, runs)
+        lo, hi = _wilson(months, args.months)
+        verdict = "over budget" if lo > BUDGET else "within" if hi <= BUDGET else "undecided"
+        print(
+            f"reference {label}: false decay in {months} of {args.months} months "
+            f"({months / args.months:.1%}, Wilson 95 % [{lo:.1%}, {hi:.1%}]; budget "
+            f"{BUDGET:.0%}: {verdict}); per look {raised_looks / looks:.4f} for an alpha of "
+            f"{ALPHA:.4f}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
