@@ -142,6 +142,17 @@ def _executor(name: str) -> str:
     return f"monitor:{name}"
 
 
+def _job_id(name: str, kind: str) -> str:
+    """A monitor's one-shot job (``rerun``, ``owed``): ``<name>/<kind>`` (names hold no '/')."""
+    return f"{name}/{kind}"
+
+
+def _job_monitor(job_id: str) -> tuple[str, str]:
+    """(monitor, kind) of a job id: its schedule's job is the name alone (kind '')."""
+    name, _, kind = job_id.partition("/")
+    return name, kind
+
+
 def notify_systemd(message: str) -> None:
     """Send ``message`` (``READY=1``, ``STOPPING=1``) to systemd's ``$NOTIFY_SOCKET`` (a
     ``Type=notify`` unit; unset elsewhere: nothing is sent). A failure is logged, never
@@ -244,7 +255,7 @@ class Daemon:
         if event.code == EVENT_JOB_MISSED:
             log.warning("run missed its misfire grace", extra={"job": event.job_id})
         elif event.code == EVENT_JOB_MAX_INSTANCES:
-            self._skipped(event.job_id.split("/")[0])  # a monitor's job, rerun or owed run
+            self._skipped(_job_monitor(event.job_id)[0])  # its schedule, rerun or owed run
         else:
             log.error("job raised", extra={"job": event.job_id, "error": repr(event.exception)})
 
@@ -474,7 +485,7 @@ class Daemon:
         self.scheduler.add_job(
             self.run_monitor,
             args=args,
-            id=f"{name}/{kind}",
+            id=_job_id(name, kind),
             name=title,
             executor=_executor(name),
             next_run_time=datetime.now(UTC),
@@ -661,10 +672,10 @@ class Daemon:
             self._let_go = [(n, r) for n, r in self._let_go if not r.done.is_set()]
         for n in removed:
             self._remove_job(n)
-            self._remove_job(f"{n}/rerun")
+            self._remove_job(_job_id(n, "rerun"))
             self._remove_executor(n)
         for n in removed + changed + added:  # the reload's own run takes the latest slot
-            self._remove_job(f"{n}/owed")
+            self._remove_job(_job_id(n, "owed"))
         for n in changed:
             self._remove_job(n)
         for n in changed + added:
@@ -826,7 +837,7 @@ class Daemon:
                     if current is None:
                         continue
                     with contextlib.suppress(JobLookupError):  # removed since
-                        if current.id.endswith("/owed"):
+                        if _job_monitor(current.id)[1] == "owed":
                             # an owed slot the clock has not reached again: dropped
                             name, slot = current.args[0], current.args[2]
                             schedule = schedules.get(name)
