@@ -48,6 +48,7 @@ from monitor.stats.ranking import (
     placed_metrics,
     ranking_metrics,
 )
+from monitor.stats.runs import Runs, run_label_test
 from monitor.stats.sequential import (
     arl_for_budget,
     cusum_arl,
@@ -88,6 +89,7 @@ __all__ = [
     "PermutationResult",
     "ProportionResult",
     "RankingMetrics",
+    "Runs",
     "ScoreSummary",
     "TTestResult",
     "adjust_pvalues",
@@ -120,6 +122,7 @@ __all__ = [
     "ranking_metrics",
     "required_sample_size",
     "round_differences",
+    "run_label_test",
     "shewhart_threshold_shared",
     "sign_flip_test",
     "summarize",

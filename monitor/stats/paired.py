@@ -8,7 +8,9 @@ Conventions (see ``docs/statistics.md``):
   H1: mean(d) < -margin (tests run on d + margin); 'greater' tests H1: mean(d) > margin (on
   d - margin); 'two-sided' needs margin == 0.
 * The deciding test is the sign-flip permutation test of the mean (exact enumeration when
-  2**n <= n_resamples, else Monte Carlo with p = (b + 1)/(R + 1)); null statistics are compared
+  2**n <= n_resamples, else Monte Carlo with p = (b + 1)/(R + 1)), or, given each key's runs
+  and some key with more than one, the run-label test (``monitor.stats.runs``: d of a mean of
+  skewed runs is not symmetric); null statistics are compared
   with a tolerance 100 * eps * sum|d| (scipy's 100 * eps * |observed| is 0 at an observed sum
   of 0 and missed the tied sums); two-sided p = 2 min(p_less, p_greater).
 * Degenerate data (all d equal) never warns or returns NaN: the interval is (d, d), the t-test
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -27,6 +30,9 @@ from scipy import special
 from monitor.errors import InsufficientDataError, StatsInputError
 from monitor.stats import _dist
 from monitor.stats import _validation as v
+
+if TYPE_CHECKING:
+    from monitor.stats.runs import Runs
 
 __all__ = [
     "TIE_TOLERANCE",
@@ -68,7 +74,8 @@ class PermutationResult:
 
     ``n_resamples`` is 2**n when ``exact``; ``min_pvalue`` the smallest p this design can return
     (exact: 2**-n one-sided, doubled and clipped two-sided; Monte Carlo: 1/(R + 1), doubled
-    two-sided).
+    two-sided). ``method``: "sign-flip", or "run-label" (``monitor.stats.runs``: exact counts
+    are then the product of the keys' run counts, its inverse the floor).
     """
 
     statistic: float
@@ -76,6 +83,7 @@ class PermutationResult:
     exact: bool
     n_resamples: int
     min_pvalue: float
+    method: str = "sign-flip"
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,11 +162,16 @@ def paired_test(
     tie_tolerance: float = TIE_TOLERANCE,
     rng: np.random.Generator | int | None = None,
     n_bootstrap: int = 9999,
+    reference_runs: Runs | None = None,
+    current_runs: Runs | None = None,
 ) -> PairedResult:
     """Paired test of per-query outcomes (same query ids, same order).
 
-    Decides with :func:`sign_flip_test` on the margin-shifted d; adds the paired t-test, a BCa
-    interval of mean(d) (:func:`bca_interval`, ``n_bootstrap`` resamples, drawn first from
+    Decides with :func:`sign_flip_test` on the margin-shifted d, or, given each key's runs
+    (``reference_runs`` and ``current_runs``, whose means are ``reference`` and ``current``)
+    and some key with more than one, with :func:`~monitor.stats.runs.run_label_test` (the
+    sign flips assume d symmetric, which a mean of skewed runs is not); adds the paired t-test,
+    a BCa interval of mean(d) (:func:`bca_interval`, ``n_bootstrap`` resamples, drawn first from
     ``rng`` so that an integer seed gives the same interval as ``bca_interval(d, rng=seed)``), the
     sign test and Wilcoxon signed-rank p-values (``scipy.stats.wilcoxon(method='auto')``, zeros
     dropped) as diagnostics, and the z-based minimum detectable effect at (alpha, power).
@@ -199,8 +212,21 @@ def paired_test(
     shift = {"less": margin, "greater": -margin}.get(alternative, 0.0)
     d_test = round_differences(d + shift) if shift else d
 
+    runs = _runs(reference_runs, current_runs, ref, cur)
     interval = _bca(d, confidence_level, n_bootstrap, gen)
-    perm = _sign_flip(d_test, alternative, n_resamples, gen, None)
+    if runs is None:
+        perm = _sign_flip(d_test, alternative, n_resamples, gen, None)
+    else:
+        from monitor.stats.runs import run_label_test  # runs imports this module's results
+
+        perm = run_label_test(
+            runs[0],
+            runs[1],
+            alternative=alternative,
+            margin=margin,
+            n_resamples=n_resamples,
+            rng=gen,
+        )
     signs = difference_signs(d, tie_tolerance)
     return PairedResult(
         n=n,
@@ -225,6 +251,43 @@ def paired_test(
         alpha=alpha,
         power=power,
     )
+
+
+def _runs(
+    reference_runs: Runs | None,
+    current_runs: Runs | None,
+    ref: NDArray[np.float64],
+    cur: NDArray[np.float64],
+) -> tuple[Runs, Runs] | None:
+    """Both sides' runs when the run-label test decides: given, consistent with the means
+    (relative 1e-9: the readers sum in another order), and some key with more than one run
+    (one run a side everywhere: the rotations are the sign flips, which decide as before)."""
+    if reference_runs is None and current_runs is None:
+        return None
+    if reference_runs is None or current_runs is None:
+        raise StatsInputError(
+            "`reference_runs` and `current_runs` must be given together; got only "
+            f"{'reference_runs' if current_runs is None else 'current_runs'}."
+        )
+    for name, runs, means in (
+        ("reference_runs", reference_runs, ref),
+        ("current_runs", current_runs, cur),
+    ):
+        if runs.keys != means.size:
+            raise StatsInputError(
+                f"`{name}` must hold one key a pair; got {runs.keys} keys for {means.size} pairs."
+            )
+        got = runs.means()
+        off = ~np.isclose(got, means, rtol=1e-9, atol=1e-12)
+        if off.any():
+            i = int(np.argmax(off))
+            raise StatsInputError(
+                f"`{name}` must average to the paired outcomes; key {i} averages "
+                f"{float(got[i])!r} against {float(means[i])!r}."
+            )
+    if int(reference_runs.counts.max()) == 1 and int(current_runs.counts.max()) == 1:
+        return None
+    return reference_runs, current_runs
 
 
 def _mean_sd(d: NDArray[np.float64]) -> tuple[float, float]:
