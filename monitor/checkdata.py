@@ -195,6 +195,8 @@ def _pairs(p: PairedOutcomes) -> Pairs:
         only_current=p.only_current,
         query_ids=p.query_ids,
         extras={k: (v, p.current_extras[k]) for k, v in p.reference_extras.items()},
+        reference_runs=p.reference_runs,
+        current_runs=p.current_runs,
     )
 
 
@@ -243,6 +245,7 @@ def _empty_outcomes(like: OutcomeWindow, window: Window) -> OutcomeWindow:
         segments=None if like.segments is None else like.segments[:0],
         outcomes=like.outcomes[:0],
         counts=like.counts[:0],
+        runs=None if like.runs is None else like.runs[:0],
         rows=0,
         dropped_nan=0,
         dropped_inf=0,

@@ -97,7 +97,8 @@ _OUTCOME_GAUGES: tuple[tuple[str, str, str], ...] = (
     ),
     (
         "outcome_pvalue",
-        "One-sided sign-flip p-value of decay beyond the margin, Holm-adjusted over segments.",
+        "One-sided permutation p-value of decay beyond the margin (sign flips, or run labels "
+        "when a query has several runs), Holm-adjusted over segments.",
         "pvalue_adjusted",
     ),
     (

@@ -204,7 +204,16 @@ def _judged_outcomes(spec: OutcomeSpec, judged: JudgedSpec, window: Window) -> O
         dropped_null=jr.dropped_null,
         extras=extras,
         judged=info,
+        runs=_runs_by_key(decision, key_of_list),
     )
+
+
+def _runs_by_key(decision: FloatArray, key_of_list: IntArray) -> FloatArray:
+    """The lists' finite decision values key by key (a key's in list order): the runs the
+    window's means average (keys without one have none, as they leave the window)."""
+    ok = np.isfinite(decision)
+    order = np.argsort(key_of_list[ok], kind="stable")
+    return np.asarray(decision[ok][order], dtype=np.float64)
 
 
 _SUMMARIES: OrderedDict[tuple[object, ...], JudgmentSummary] = OrderedDict()

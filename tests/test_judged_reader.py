@@ -613,6 +613,8 @@ def test_two_runs_of_a_query_in_adjacent_rows_are_two_lists(tmp_path: Path) -> N
     w = judged_outcomes(spec, WINDOW)
     assert w.outcomes.tolist() == [0.75]
     assert w.counts.tolist() == [2]
+    assert w.runs is not None
+    assert w.runs.tolist() == [1.0, 0.5]  # the two runs' RR, the decay test's run labels
 
 
 def test_infinite_scores_in_parquet_runs_are_values_not_invalid_rows(tmp_path: Path) -> None:

@@ -699,6 +699,15 @@ def test_outcomes_average_repeats_and_pair_by_query(tmp_path: Path) -> None:
     np.testing.assert_allclose(paired.current, [0.2, 0.4])
     assert paired.reference_counts.tolist() == [2, 1]
     assert paired.current_counts.tolist() == [1, 2]
+    # each pair's runs, key by key in read order: the decay test's run labels
+    assert ref.runs is not None
+    assert ref.runs.tolist() == [0.5, 0.7, 0.4, 0.9]
+    assert paired.reference_runs is not None
+    assert paired.current_runs is not None
+    assert paired.reference_runs.values.tolist() == [0.5, 0.7, 0.4]
+    assert paired.reference_runs.counts.tolist() == [2, 1]
+    assert paired.current_runs.values.tolist() == [0.2, 0.3, 0.5]
+    assert paired.current_runs.counts.tolist() == [1, 2]
     assert (paired.only_reference, paired.only_current) == (1, 1)
     assert paired.only_reference_ids.tolist() == ["3"]
     assert paired.only_current_ids.tolist() == ["4"]
@@ -838,6 +847,12 @@ def test_outcome_pairing_by_segment_and_string_ids(tmp_path: Path) -> None:
     np.testing.assert_allclose(paired.current - paired.reference, [0.1, -0.2])
     parts = paired.by_segment()
     assert sorted(parts) == ["de", "en"]
+    en_runs = parts["en"].reference_runs
+    assert en_runs is not None
+    assert en_runs.values.tolist() == [0.1, 0.3]  # en q1's two runs, not de's
+    de_runs = parts["de"].current_runs
+    assert de_runs is not None
+    assert de_runs.values.tolist() == [1.0]
     assert (parts["de"].only_reference, parts["de"].only_current, parts["de"].coverage) == (
         0,
         1,
@@ -853,6 +868,27 @@ def test_outcome_pairing_by_segment_and_string_ids(tmp_path: Path) -> None:
         pair_outcomes(plain, cur)
     with pytest.raises(ValueError, match=r"by_segment\(\) needs a `segment_column`"):
         pair_outcomes(plain, plain).by_segment()
+
+
+def test_a_reference_emptied_of_its_runs_pairs_as_empty(tmp_path: Path) -> None:
+    """A frozen reference whose every run was looked at is emptied (``_empty_outcomes``): its
+    runs go with its means (kept, they no longer matched the empty counts and the pairing
+    failed the check)."""
+    from monitor.checkdata import _empty_outcomes
+
+    _outcomes(tmp_path / "r.parquet", [(T0, "q1", 0.1), (T0 + HOUR, "q1", 0.3)])
+    _outcomes(tmp_path / "c.parquet", [(T0 + DAY, "q1", 0.2)])
+    spec = OutcomeSpec(str(tmp_path))
+    ref = read_outcomes(spec, Window(T0, T0 + DAY))
+    assert ref.runs is not None
+    assert ref.runs.size == 2
+    emptied = _empty_outcomes(ref, Window(T0, T0 + DAY))
+    assert emptied.runs is not None
+    assert emptied.runs.size == 0
+    paired = pair_outcomes(emptied, read_outcomes(spec, Window(T0 + DAY, T0 + 2 * DAY)))
+    assert (paired.pairs, paired.only_current) == (0, 1)
+    assert paired.reference_runs is not None
+    assert paired.reference_runs.keys == 0
 
 
 def test_pairing_empty_windows_has_zero_coverage(tmp_path: Path) -> None:

@@ -128,9 +128,9 @@ def _check_windows(
         )
 
 
-# The most sign-flip resamples one decay test may draw: about 1.3 s per segment at 2,000 pairs on
-# one core (docs/configuration.md). Without it, `budget.decay = 1e-6` asks for 6e8 and a check
-# runs for minutes.
+# The most resamples one decay test may draw: about 1.3 s per segment at 2,000 pairs on one core
+# with sign flips, about 12x that with run labels (docs/configuration.md). Without it,
+# `budget.decay = 1e-6` asks for 6e8 and a check runs for minutes.
 MAX_RESAMPLES = 1_000_000
 _MAX_BUDGET_DECAY = 0.5  # budget.decay's own upper limit (parse.py)
 _MAX_RESAMPLES = MAX_RESAMPLES

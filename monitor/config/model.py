@@ -151,7 +151,8 @@ class DriftConfig:
 
 @dataclass(frozen=True, slots=True)
 class DecayConfig:
-    """Model decay on paired outcomes (one-sided sign-flip test of current < reference - margin)."""
+    """Model decay on paired outcomes (one-sided permutation test of current < reference - margin:
+    sign flips, or run labels when a query has several runs in a window)."""
 
     margin: float = 0.005
     min_pairs: int = 20

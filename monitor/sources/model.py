@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from monitor.epoch import to_ns as _to_ns
+from monitor.stats import Runs
 
 TimeUnit: TypeAlias = Literal["s", "ms", "us", "ns"]
 
@@ -327,7 +328,9 @@ class OutcomeWindow:
     null query id are counted in ``dropped_null_query``, then a null outcome or segment in
     ``dropped_null``, then NaN and infinite outcomes in ``dropped_nan`` / ``dropped_inf``.
     ``extras`` (judged runs): per-key means of the metrics reported beside the decision metric,
-    aligned with ``query_ids`` (NaN where a key's metric is undefined).
+    aligned with ``query_ids`` (NaN where a key's metric is undefined). ``runs``: the outcomes
+    those means average, key by key (``counts[k]`` of key k, in read order), for the decay
+    test's run labels (``monitor.stats.runs``); None from a reader that keeps only the means.
     """
 
     window: Window
@@ -344,6 +347,7 @@ class OutcomeWindow:
     dropped_null: int = 0
     extras: Mapping[str, FloatArray] = field(default_factory=dict)
     judged: Any = None  # monitor.judged.JudgedInfo for judged runs (kept free of its imports)
+    runs: FloatArray | None = None
 
     @property
     def dropped(self) -> int:
@@ -352,7 +356,8 @@ class OutcomeWindow:
 
     def frozen(self) -> OutcomeWindow:
         """This window with its arrays read-only (a result kept and handed out again)."""
-        for a in (self.query_ids, self.segments, self.outcomes, self.counts, *self.extras.values()):
+        arrays = (self.query_ids, self.segments, self.outcomes, self.counts, self.runs)
+        for a in (*arrays, *self.extras.values()):
             if a is not None:
                 a.flags.writeable = False
         return self
@@ -387,6 +392,8 @@ class PairedOutcomes:
     only_current_segments: npt.NDArray[np.str_] | None = None
     reference_extras: Mapping[str, FloatArray] = field(default_factory=dict)
     current_extras: Mapping[str, FloatArray] = field(default_factory=dict)
+    reference_runs: Runs | None = None
+    current_runs: Runs | None = None
 
     @property
     def pairs(self) -> int:
@@ -425,8 +432,14 @@ class PairedOutcomes:
                 only_current_segments=cur_seg[cur_sel],
                 reference_extras={k: v[sel] for k, v in self.reference_extras.items()},
                 current_extras={k: v[sel] for k, v in self.current_extras.items()},
+                reference_runs=_take(self.reference_runs, sel),
+                current_runs=_take(self.current_runs, sel),
             )
         return result
+
+
+def _take(runs: Runs | None, sel: npt.NDArray[np.bool_]) -> Runs | None:
+    return None if runs is None else runs.take(np.flatnonzero(sel))
 
 
 def _or_empty(arr: npt.NDArray[np.str_] | None) -> npt.NDArray[np.str_]:

@@ -37,6 +37,7 @@ from monitor.sources.model import (
 )
 from monitor.sources.partitions import _newest_checked, _Plan, _plan
 from monitor.sources.paths import _open_source, _Source
+from monitor.stats import Runs
 
 log = logging.getLogger(__name__)
 
@@ -217,6 +218,7 @@ def _read_outcomes(
         newest_timestamp=None if newest is None else _from_ns(newest),
         files_read=len(plans),
         dropped_null=n_null,
+        runs=all_v[np.argsort(inv, kind="stable")],  # key by key, in read order
     )
 
 
@@ -251,7 +253,8 @@ def pair_outcomes(reference: OutcomeWindow, current: OutcomeWindow) -> PairedOut
     """Pair two outcome windows by key (``(segment, query_id)`` when both have segments).
 
     The result is sorted by key; ``coverage = pairs / keys in the reference`` (0.0 if it has none).
-    ``extras`` both windows have (judged runs' reported metrics) are paired the same way.
+    ``extras`` both windows have (judged runs' reported metrics) are paired the same way, and
+    the windows' runs (``OutcomeWindow.runs``) when both have them.
     Raises ``ValueError`` if one window has segments and the other does not.
     """
     if (reference.segments is None) != (current.segments is None):
@@ -279,6 +282,10 @@ def pair_outcomes(reference: OutcomeWindow, current: OutcomeWindow) -> PairedOut
     del common
     n_ref = k_ref.size
 
+    runs = None
+    if reference.runs is not None and current.runs is not None:
+        runs = (Runs(reference.runs, reference.counts), Runs(current.runs, current.counts))
+
     def seg(w: OutcomeWindow, idx: npt.NDArray[np.intp]) -> npt.NDArray[np.str_] | None:
         return None if w.segments is None else w.segments[idx]
 
@@ -298,4 +305,6 @@ def pair_outcomes(reference: OutcomeWindow, current: OutcomeWindow) -> PairedOut
         only_current_segments=seg(current, only_cur),
         reference_extras={k: v[i_ref] for k, v in reference.extras.items() if k in current.extras},
         current_extras={k: v[i_cur] for k, v in current.extras.items() if k in reference.extras},
+        reference_runs=None if runs is None else runs[0].take(i_ref),
+        current_runs=None if runs is None else runs[1].take(i_cur),
     )

@@ -30,8 +30,10 @@ README's "How a check decides":
   show a PSI below 0. The anchor is refreshed after
   ``anchor_refresh`` only while no alarm is raised and the rolling reference is within half the
   tolerance of it.
-* **Model decay** (per segment). A one-sided sign-flip test of ``mean(current - reference) <
-  -margin`` on per-query pairs decides. The current side is the complete evaluation runs that
+* **Model decay** (per segment). A one-sided permutation test of ``mean(current - reference) <
+  -margin`` on per-query pairs decides: sign flips of the pairs' differences, or, when a query
+  has several runs in a window, the run-label test (``monitor.stats.runs``: a mean of skewed
+  runs against one new run is not symmetric). The current side is the complete evaluation runs that
   landed since the last look (pooled), the reference side the reference period's runs; a look
   happens at the first check after new complete runs land. Budget: each look spends
   ``alpha = budget * min(dt, cadence) / (period + cadence)`` with ``dt`` the time since the

@@ -14,6 +14,7 @@ from monitor.stats import (
     BaselinePositions,
     DriftBaseline,
     Grid,
+    Runs,
     ScoreSummary,
 )
 from monitor.verdict._common import _HOUR_NS
@@ -46,7 +47,8 @@ class Pairs:
     """Per-query outcomes of one segment, paired by query id (same order).
 
     ``extras`` (judged runs): each reported metric's (reference, current) per-query values on
-    the same pairs."""
+    the same pairs. ``reference_runs`` / ``current_runs``: each pair's runs, for the decay
+    test's run labels (None: the sign flips decide on the means)."""
 
     reference: np.ndarray
     current: np.ndarray
@@ -54,6 +56,8 @@ class Pairs:
     only_current: int = 0
     query_ids: np.ndarray | None = None
     extras: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None
+    reference_runs: Runs | None = None
+    current_runs: Runs | None = None
 
     @property
     def n(self) -> int:

@@ -214,6 +214,8 @@ def _evaluate_outcomes(
                     alpha=alpha / tested,  # the MDE at Holm's first step: what the look can find
                     power=cfg.power,
                     rng=np.random.default_rng(_rng_seed(monitor.seed, name)),
+                    reference_runs=p.reference_runs,
+                    current_runs=p.current_runs,
                 )
             except StatsInputError as exc:
                 raise StatsInputError(_unusable(monitor, name, p, exc)) from exc
@@ -262,6 +264,7 @@ def _evaluate_outcomes(
             wilcoxon_pvalue=r.wilcoxon_pvalue,
             n_resamples=r.permutation.n_resamples,
             exact=r.permutation.exact,
+            test=r.permutation.method,
             flat=bool(ci.low >= -cfg.margin and ci.high <= cfg.margin),
         )
     for name in list(out):
@@ -326,11 +329,12 @@ def _reachable(
         weakest = max(over, key=lambda n: (floors[n], -base[n].n_pairs, n))
         family.remove(weakest)
         r = results[weakest].permutation
-        design = (
-            f"2^-n of {base[weakest].n_pairs} pairs"
-            if r.exact
-            else f"1/(R+1) of R={r.n_resamples:,} resamples"
-        )
+        if not r.exact:
+            design = f"1/(R+1) of R={r.n_resamples:,} resamples"
+        elif r.method == "run-label":
+            design = f"1 / {r.n_resamples:,} run labellings of {base[weakest].n_pairs} pairs"
+        else:
+            design = f"2^-n of {base[weakest].n_pairs} pairs"
         base[weakest] = replace(
             base[weakest],
             decidable=False,

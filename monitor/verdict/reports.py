@@ -101,7 +101,8 @@ class OutcomeReport:
     ``metrics`` each reported metric's paired means (``reference``, ``current``,
     ``mean_difference``), ``judged_*`` the mean judged@k of both sides.
     ``decay`` is the raised state (it stays until ``recovered``); ``significant`` says whether
-    this look's test rejected.
+    this look's test rejected; ``test`` which permutation test decided ("sign-flip", or
+    "run-label" when a key had several runs in a window).
     """
 
     n_pairs: int
@@ -133,6 +134,7 @@ class OutcomeReport:
     wilcoxon_pvalue: float | None = None
     n_resamples: int | None = None
     exact: bool | None = None
+    test: str | None = None
     flat: bool = False
     looked_at: str | None = None
     new_look: bool = False

@@ -545,7 +545,7 @@ _REPORT_FLAGS = {"decidable", "decay", "significant", "recovered", "flat", "new_
 _REPORT_FLAGS |= {"judgment_holes"}
 _REPORT_TIMES = {"decay_since", "looked_at", "runs_start", "runs_end"}
 _REPORT_TIMES |= {"reference_start", "reference_end"}
-_REPORT_TEXTS = {"metric", "judged_metric", "undecidable_reason"}
+_REPORT_TEXTS = {"metric", "judged_metric", "undecidable_reason", "test"}
 _REPORT_OBJECTS = {"metrics", "calibration"}
 
 
