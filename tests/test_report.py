@@ -138,6 +138,9 @@ def test_page_numbers_equal_check_json(
     assert cells.text["outcome.n_pairs"] == f"{doc['outcome']['n_pairs']:,}"
     for key in ("input.psi", "input.ks_statistic", "outcome.pvalue_adjusted", "outcome.mde"):
         assert key in cells.values
+    # the world's reference holds 7 daily runs of each query: the run labels decide
+    assert cells.values["outcome.test"] == "run-label"
+    assert cells.text["outcome.test"].startswith("run labels permuted within each query")
 
 
 def test_page_draws_every_bin_and_pair(

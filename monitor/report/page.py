@@ -677,6 +677,12 @@ def _history_table(history: Sequence[Mapping[str, Any]]) -> str:
     )
 
 
+_TESTS = {  # outcome.test, as a person reads it (docs/statistics.md, "Decay")
+    "sign-flip": "sign flips of the pairs' differences",
+    "run-label": "run labels permuted within each query (several runs a window)",
+}
+
+
 def _outcome_section(
     monitor: MonitorConfig,
     verdict: Verdict,
@@ -742,6 +748,10 @@ def _outcome_section(
             _cell("outcome.wins", o.wins, f"{o.wins:,}")
             + _cell("outcome.losses", o.losses, f"{o.losses:,}")
             + _cell("outcome.ties", o.ties, f"{o.ties:,}"),
+        ),
+        (
+            "deciding test",
+            _cell("outcome.test", o.test, _TESTS.get(o.test or "", "–"), numeric=False),
         ),
         ("minimum detectable effect", _cell("outcome.mde", o.mde, _g(o.mde, 3))),
         (
