@@ -88,7 +88,7 @@ def test_budget_implying_too_many_resamples_is_refused_with_the_number() -> None
     # a look one cadence (1 d) after the previous spends budget * 1 / (30 + 1)
     expected = math.ceil(20 / (1e-6 * (1 / 31)))
     assert problem.startswith("monitors[0].budget.decay: implies ")
-    assert f"{expected:,} sign-flip resamples" in problem
+    assert f"{expected:,} permutation resamples" in problem
     assert f"cap of {_MAX_RESAMPLES:,}" in problem
     # the bound is 20 / cap * 31 = 0.00062, but at it 20 / alpha rounds to 1,000,000.0000001:
     # the smallest two-digit budget that fits is 0.00063, and the message says so

@@ -554,6 +554,41 @@ def test_a_reference_of_skewed_runs_is_decided_by_their_labels() -> None:
     assert states == {"sign-flip": "model_decay", "run-label": "ok"}
 
 
+def test_a_small_golden_set_of_many_runs_is_decided_on_the_run_labels_floor() -> None:
+    """8 queries of 7 reference runs and one new run, decay.min_pairs 5: 2^-8 is above the
+    look's alpha (0.0016), so the sign flips could never decide, but the run labels number
+    8^8 and reach it; a drop of 0.3 on every query is raised (it read insufficient_data,
+    "a sign-flip test on them cannot reach this look's alpha", while the run labels decided
+    with p 8e-5). 3 such queries (8^3 = 512 labellings) cannot, and the reason says so."""
+    rng = np.random.default_rng(4)
+    m = make_monitor(decay={"min_pairs": 2})
+    base = segment(np.random.default_rng(0), AT)
+
+    def look(queries: int, drop: float) -> Any:
+        quality = rng.uniform(0.4, 0.9, queries)
+        ref = Runs(
+            np.repeat(quality, 7) + rng.normal(0, 0.01, queries * 7),
+            np.full(queries, 7, dtype=np.int64),
+        )
+        new = quality - drop + rng.normal(0, 0.01, queries)
+        cur = Runs(new, np.ones(queries, dtype=np.int64))
+        pairs = Pairs(ref.means(), new, reference_runs=ref, current_runs=cur)
+        v, _ = evaluate(m, AT, check_data(AT, {"": replace(base, pairs=pairs)}), MonitorState())
+        return v
+
+    v = look(8, 0.3)
+    assert v.outcome is not None
+    assert v.outcome.decidable
+    assert v.outcome.test == "run-label"
+    assert v.state == "model_decay"
+    few = look(3, 0.3)
+    assert few.outcome is not None
+    assert not few.outcome.decidable
+    assert few.outcome.undecidable_reason is not None
+    assert "run-label test on them cannot reach" in few.outcome.undecidable_reason
+    assert "512 labellings" in few.outcome.undecidable_reason
+
+
 def test_a_raised_decay_freezes_the_outcome_reference() -> None:
     m = make_monitor()
     seg = segment(np.random.default_rng(17), AT, decay=0.05)

@@ -1,6 +1,6 @@
 """Checks across the settings of one monitor: values valid one by one that cannot work together
 (a window shorter than the schedule interval, a bucket a cron time falls inside, a false-alarm
-budget whose decay test needs more sign-flip resamples than ``MAX_RESAMPLES``).
+budget whose decay test needs more permutation resamples than ``MAX_RESAMPLES``).
 """
 
 from __future__ import annotations
@@ -137,7 +137,7 @@ _MAX_RESAMPLES = MAX_RESAMPLES
 
 
 def _implied_resamples(schedule: Schedule, decay: DecayConfig, budget: BudgetConfig) -> int:
-    """The sign-flip resample count a monitor's decay test will use.
+    """The permutation resample count a monitor's decay test will use.
 
     ``decay.n_resamples`` or ``max(9999, ceil(20 / alpha))`` with the alpha of a look one cadence
     after the previous, ``alpha = budget.decay * cadence / (period + cadence)`` (``cadence =
@@ -186,7 +186,7 @@ def _check_resamples(
     )
     c.add(
         f"{path}.budget.decay",
-        f"implies {n:,} sign-flip resamples per check (ceil(20 / alpha), alpha = "
+        f"implies {n:,} permutation resamples per check (ceil(20 / alpha), alpha = "
         f"{alpha:.3g} per look one decay cadence after the previous), above the cap of "
         f"{_MAX_RESAMPLES:,}; {remedy}; got {budget.decay!r}",
     )

@@ -17,10 +17,11 @@ Conventions (see ``docs/statistics.md``, "Decay"):
   the rotated current sum S, rounded to 12 decimals as ``round_differences``.
 * T = sum_q d_q(m); null statistics T* = sum_q d_q(c_q), c_q drawn uniformly and
   independently. The rotations of each key form a group (a subgroup of its k! relabellings),
-  so the test is exact under within-key exchangeability of the runs (a randomization test over
-  a group; Hemerik & Goeman 2018), and it costs at most one draw a key a resample whatever
-  the run counts (keys are drawn in groups of at most 1,024 joint rotations). With n = 1 (one
-  new run a look) the rotations are every labelling; with m = n = 1 they are the sign flips.
+  so the test is exact when the runs are exchangeable within each key and independent across
+  keys (a randomization test over a group; Hemerik & Goeman 2018), and it costs at most one
+  draw a key a resample whatever the run counts (keys are drawn in groups of at most 1,024
+  joint rotations). With n = 1 (one new run a look) the rotations are every labelling; with
+  m = n = 1 they are the sign flips.
 * Exact enumeration when prod k_q <= ``n_resamples`` (p = count / prod k_q, floor 1 / prod k_q),
   otherwise Monte Carlo with p = (b + 1)/(R + 1); ties within K 1e-12 (the rounding of K keys'
   d_q: equal means of different run counts round apart) + 100 eps sum_q max_c |d_q(c)|;

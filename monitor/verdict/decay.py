@@ -154,7 +154,9 @@ def _evaluate_outcomes(
         return carried, decay
     since = None if decay.last_look_at is None else at - decay.last_look_at
     alpha = plan.look_alpha(monitor, since)
-    needed = max(cfg.min_pairs, math.ceil(math.log2(1.0 / alpha)))
+    enough = {
+        name: _enough_pairs(seg.pairs, cfg.min_pairs, alpha) for name, seg in data.segments.items()
+    }
     judged = {name: _judged_numbers(data, seg.pairs) for name, seg in data.segments.items()}
     holes = {name: j.get("undecidable_reason") is not None for name, j in judged.items()}
     # Holm's first step asks p <= alpha / k of the k segments tested (those with the pairs
@@ -164,7 +166,7 @@ def _evaluate_outcomes(
     # R = ceil(20 / alpha), no decay could ever be raised)
     tested = max(
         1,
-        sum(seg.pairs.n >= needed and not holes[n] for n, seg in data.segments.items()),
+        sum(enough[n] and not holes[n] for n in data.segments),
     )
     n_resamples = cfg.n_resamples or min(MAX_RESAMPLES, max(9999, math.ceil(20.0 * tested / alpha)))
     look = {
@@ -188,16 +190,16 @@ def _evaluate_outcomes(
         with np.errstate(over="ignore", invalid="ignore"):
             described = _describe(p)
         why = dict(judged[name])
-        if p.n < needed and not holes[name]:  # said in the JSON too, not only the reasons
+        if not enough[name] and not holes[name]:  # said in the JSON too, not only the reasons
             why["undecidable_reason"] = too_few_pairs(
-                p.n, p.only_reference, p.only_current, cfg.min_pairs, alpha
+                p.n, p.only_reference, p.only_current, cfg.min_pairs, alpha, runs=_runs_of(p)
             )
         base[name] = OutcomeReport(
             n_pairs=p.n,
             only_reference=p.only_reference,
             only_current=p.only_current,
             coverage=p.coverage,
-            decidable=p.n >= needed and not holes[name],
+            decidable=enough[name] and not holes[name],
             **look,  # type: ignore[arg-type]
             **described,
             **why,
@@ -347,11 +349,50 @@ def _reachable(
     return family
 
 
-def too_few_pairs(n: int, only_reference: int, only_current: int, least: int, alpha: float) -> str:
+def _runs_of(p: Pairs) -> np.ndarray | None:
+    """Each pair's run count k = m + n when the run labels decide these pairs (some query
+    with more than one run in a window), else None (the sign flips decide)."""
+    ref, cur = p.reference_runs, p.current_runs
+    if ref is None or cur is None or not ref.keys:
+        return None
+    if int(ref.counts.max()) == 1 and int(cur.counts.max()) == 1:
+        return None
+    return np.asarray(ref.counts + cur.counts)
+
+
+def _enough_pairs(p: Pairs, least: int, alpha: float) -> bool:
+    """Whether a look can decide ``p``: at least ``least`` pairs (``decay.min_pairs``) and a
+    design whose smallest p can reach ``alpha`` whatever the outcomes: 2^-n for the sign flips,
+    1 / prod k_q for the run labels (sum log2 k_q >= log2(1 / alpha); the Monte Carlo floor
+    1 / (R + 1) is trimmed later, ``_reachable``)."""
+    if p.n < least:
+        return False
+    ks = _runs_of(p)
+    if ks is None:
+        return p.n >= math.ceil(math.log2(1.0 / alpha))
+    return float(np.log2(ks).sum()) >= math.log2(1.0 / alpha)
+
+
+def too_few_pairs(
+    n: int,
+    only_reference: int,
+    only_current: int,
+    least: int,
+    alpha: float,
+    *,
+    runs: np.ndarray | None = None,
+) -> str:
     """Why a look of ``n`` pairs is undecidable for want of pairs: none (with the queries in
     one window only), fewer than ``decay.min_pairs`` (``least``), or too few for an exact
-    sign-flip test to reach ``alpha`` (2^-n must be at most alpha)."""
+    test to reach ``alpha``: the sign flips' 2^-n, or, given the pairs' run counts ``runs``
+    (k = m + n a pair), the run labels' 1 / prod k (at most alpha)."""
     need = math.ceil(math.log2(1.0 / alpha)) if alpha > 0 else 0
+    if runs is not None and n > 0 and n >= least:
+        return (
+            f"{n:,} pairs of {int(runs.sum()):,} runs: a run-label test on them cannot reach "
+            f"this look's alpha {alpha:.3g} (its {_count(runs)} labellings: 1 / labellings "
+            "must be at most alpha)"
+        )
     if n == 0:
         return (
             f"no pairs: no query is in both windows ({only_reference:,} only in the "
@@ -366,6 +407,12 @@ def too_few_pairs(n: int, only_reference: int, only_current: int, least: int, al
         f"needs 2^-n <= alpha: {need:,} pairs"
         + (f", and decay.min_pairs {least:,})" if n < least else ")")
     )
+
+
+def _count(runs: np.ndarray) -> str:
+    """prod k as a person reads it: exact up to 1e6, else as a power of ten."""
+    log10 = float(np.log10(runs).sum())
+    return f"{math.prod(int(k) for k in runs):,}" if log10 < 6 else f"10^{log10:.1f}"
 
 
 # --------------------------------------------------------------------------- reasons
