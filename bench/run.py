@@ -24,6 +24,7 @@ SCRIPTS = [
     "bench_check.py",
     "bench_summary.py",
     "detection.py",
+    "decay_skew.py",
     "clearing.py",
     "realworld.py",
 ]

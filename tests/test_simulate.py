@@ -164,6 +164,8 @@ def stationary_scores() -> ScoreLog:
         ),
         ({"zero_share": 0.8, "zero_daily_amplitude": 0.1}, "range [0.65, 1.05]"),
         ({"scores_stop": -DAY}, "`scores_stop` must be a non-negative timedelta or None"),
+        ({"flaky_share": 1.5}, "`flaky_share` must be in [0, 1]"),
+        ({"flaky_find": 0.0}, "`flaky_find` must be in (0, 1]"),
         (
             {"outcomes_stop": 3.0},
             "`outcomes_stop` must be a non-negative timedelta or None; got 3.0.",
@@ -674,6 +676,19 @@ def test_outcomes_vary_between_queries_more_than_between_evaluations() -> None:
     assert 0.18 < np.std(y1) < 0.26  # between queries: quality_sd = 0.22
     assert np.std(d) < 0.04  # between evaluations: sqrt(2) * 0.02 = 0.028
     assert abs(np.mean(d)) < 4 * np.std(d, ddof=1) / np.sqrt(d.size)
+
+
+def test_flaky_queries_score_zero_in_most_runs_and_leave_the_others_alone() -> None:
+    base = SCENARIOS["stationary"]
+    flaky = dataclasses.replace(base, flaky_share=0.3, flaky_find=0.1)
+    steady = generate_outcomes(base, START, START + 20 * DAY, rng=4)
+    log = generate_outcomes(flaky, START, START + 20 * DAY, rng=4)
+    np.testing.assert_array_equal(log.query_ids, steady.query_ids)  # same runs, same rows
+    hard = np.isin(log.query_ids, [f"q{i:04d}" for i in range(1, 91)])  # the first 30 %
+    np.testing.assert_array_equal(log.outcomes[~hard], steady.outcomes[~hard])
+    found = log.outcomes[hard] == steady.outcomes[hard]
+    assert 0.07 < found.mean() < 0.13  # found in a tenth of the runs
+    assert np.all(log.outcomes[hard][~found] == 0.0)
 
 
 def test_covariate_shift_leaves_outcomes_alone() -> None:

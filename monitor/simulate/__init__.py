@@ -37,7 +37,11 @@ Two logs come out of a world, as the daemon reads them:
 
   ``clip(theta_q - drop_q * decay_level(t) + eps, 0, 1)``, ``theta_q ~ Beta`` with mean
   ``quality_mean`` and sd ``quality_sd`` (between queries), ``eps ~ N(0, evaluation_noise_sd²)``
-  (between evaluations), ``drop_q ~ N(decay_size, (decay_spread * decay_size)²)``.
+  (between evaluations), ``drop_q ~ N(decay_size, (decay_spread * decay_size)²)``. The first
+  ``round(flaky_share * golden_set_size)`` queries are *flaky*: a run finds their relevant
+  document with chance ``flaky_find`` (both evaluations of a run alike) and scores 0 otherwise,
+  a right-skewed run-to-run variation (an ANN index that finds a hard query's document now
+  and then).
 
   Every query of a run uses the level at the run's *start* (``evaluation_hour`` + k * 24 h /
   ``evaluations_per_day``), so a decay whose onset falls at any hour or minute takes effect from

@@ -254,6 +254,7 @@ def generate_outcomes(
     ss = _seed_sequence(rng)
     theta, drop, codes = golden_qualities(scenario, rng=ss)
     n, runs = scenario.golden_set_size, scenario.evaluations_per_day
+    flaky = round(scenario.flaky_share * n)
     run_offsets = (
         scenario.evaluation_hour * _US_PER_HOUR
         + np.arange(runs, dtype=np.int64) * _US_PER_DAY // runs
@@ -272,6 +273,10 @@ def generate_outcomes(
         repeated = g.random((runs, n)) < scenario.repeat_share
         again_at = run_us + g.integers(0, repeat_us, size=(runs, n), dtype=np.int64)
         again_eps = g.standard_normal((runs, n))
+        # drawn last, and only for flaky worlds: every other world's streams are unchanged
+        missed = np.zeros((runs, n), dtype=bool)
+        if flaky:
+            missed[:, :flaky] = g.random((runs, flaky)) >= scenario.flaky_find
         starts = day * _US_PER_DAY + run_offsets  # (runs,)
         level = _level(scenario.decay_start, scenario.decay_ramp, starts - origin_us)
         quality = theta[None, :] - level[:, None] * drop[None, :]
@@ -280,12 +285,9 @@ def generate_outcomes(
             [(starts[:, None] + first_at).ravel(), (starts[:, None] + again_at)[repeated]]
         )
         q = np.concatenate([query.ravel(), query[repeated]])
-        y = np.concatenate(
-            [
-                (quality + scenario.evaluation_noise_sd * first_eps).ravel(),
-                (quality + scenario.evaluation_noise_sd * again_eps)[repeated],
-            ]
-        )
+        first_y = np.where(missed, 0.0, quality + scenario.evaluation_noise_sd * first_eps)
+        again_y = np.where(missed, 0.0, quality + scenario.evaluation_noise_sd * again_eps)
+        y = np.concatenate([first_y.ravel(), again_y[repeated]])
         order = np.argsort(us, kind="stable")
         us, q, y = us[order], q[order], y[order]
         keep = (us >= lo) & (us < hi)

@@ -71,6 +71,10 @@ class Scenario:
     evaluations_per_day: int = 1
     evaluation_hour: int = 2
     repeat_share: float = 0.02
+    # flaky queries: the first round(flaky_share * golden_set_size) find their relevant
+    # document only in a share flaky_find of the runs (outcome 0 otherwise): skewed run noise
+    flaky_share: float = 0.0
+    flaky_find: float = 0.1
     # traffic and score distribution
     scores_per_hour: float = 2000.0
     zero_share: float = 0.20
@@ -242,6 +246,9 @@ def _scenario_problems(s: Scenario) -> list[str]:
     if not (isinstance(s.evaluation_hour, int) and 0 <= s.evaluation_hour <= 23):
         bad("evaluation_hour", "an integer in [0, 23]", s.evaluation_hour)
     unit("repeat_share", s.repeat_share, closed_high=True)
+    unit("flaky_share", s.flaky_share, closed_high=True)
+    if not (0.0 < s.flaky_find <= 1.0):
+        bad("flaky_find", "in (0, 1]", s.flaky_find)
     if not (math.isfinite(s.scores_per_hour) and s.scores_per_hour > 0):
         bad("scores_per_hour", "a finite number > 0", s.scores_per_hour)
     unit("hard_share", s.hard_share)
