@@ -75,7 +75,8 @@ class PermutationResult:
     ``n_resamples`` is 2**n when ``exact``; ``min_pvalue`` the smallest p this design can return
     (exact: 2**-n one-sided, doubled and clipped two-sided; Monte Carlo: 1/(R + 1), doubled
     two-sided). ``method``: "sign-flip", or "run-label" (``monitor.stats.runs``: exact counts
-    are then the product of the keys' run counts, its inverse the floor).
+    are then the product of the keys' run counts, its inverse the floor; a one-sided Monte Carlo
+    run may stop early, ``n_resamples`` then the L drawn and p = 100 / L).
     """
 
     statistic: float

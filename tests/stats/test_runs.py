@@ -115,17 +115,46 @@ def test_monte_carlo_agrees_with_the_enumeration() -> None:
     keys = 8
     ref = Runs(rng.random(keys * 3), np.full(keys, 3, dtype=np.int64))
     cur = Runs(rng.random(keys) - 0.1, np.ones(keys, dtype=np.int64))
-    exact = run_label_test(ref, cur, alternative="less", n_resamples=4**keys)
-    assert exact.exact
-    assert exact.n_resamples == 4**keys
     r = 20_000
-    mc = run_label_test(ref, cur, alternative="less", n_resamples=r, rng=1)
-    assert not mc.exact
-    assert mc.n_resamples == r
-    p = exact.pvalue
-    assert abs(mc.pvalue - p) <= 4 * np.sqrt(p * (1 - p) / r) + 1 / (r + 1)
-    again = run_label_test(ref, cur, alternative="less", n_resamples=r, rng=1)
-    assert again.pvalue == mc.pvalue  # a seed gives the same p
+    for alternative in ("two-sided", "greater"):
+        exact = run_label_test(ref, cur, alternative=alternative, n_resamples=4**keys)
+        assert exact.exact
+        assert exact.n_resamples == 4**keys
+        mc = run_label_test(ref, cur, alternative=alternative, n_resamples=r, rng=1)
+        assert not mc.exact
+        p = exact.pvalue
+        if mc.n_resamples == r:  # two-sided draws all R
+            assert alternative == "two-sided"
+            assert abs(mc.pvalue - p) <= 4 * np.sqrt(p * (1 - p) / r) + 1 / (r + 1)
+        else:  # one-sided: stopped at the 100th as extreme, p = 100 / L, sd ~ p sqrt(1/100)
+            assert mc.pvalue == pytest.approx(100 / mc.n_resamples)
+            assert abs(mc.pvalue - p) <= 4 * p * np.sqrt((1 - p) / 100)
+        again = run_label_test(ref, cur, alternative=alternative, n_resamples=r, rng=1)
+        assert again == mc  # a seed gives the same p
+
+
+def test_a_look_without_evidence_stops_early_and_one_near_alpha_draws_all() -> None:
+    """Besag & Clifford: one-sided, the run stops at the resample L that brings the 100th
+    null statistic as extreme as T (p = 100 / L); a p near or below alpha draws all R."""
+    rng = np.random.default_rng(8)
+    keys, r = 300, 300_000
+    quality = rng.random(keys)
+    ref = Runs(np.repeat(quality, 7) + rng.normal(0, 0.05, keys * 7), np.full(keys, 7))
+    ones = np.ones(keys, dtype=np.int64)
+    flat = run_label_test(
+        ref, Runs(quality + rng.normal(0, 0.05, keys), ones), alternative="less", n_resamples=r
+    )
+    assert flat.n_resamples < 2_000  # p is large: ~100 / p resamples
+    assert flat.pvalue == pytest.approx(100 / flat.n_resamples)
+    assert flat.min_pvalue == 1 / (r + 1)  # the design's floor, whatever was drawn
+    drop = run_label_test(
+        ref,
+        Runs(quality - 0.03 + rng.normal(0, 0.05, keys), ones),
+        alternative="less",
+        n_resamples=r,
+    )
+    assert drop.n_resamples == r
+    assert drop.pvalue < 100 / r
 
 
 def test_its_null_holds_where_the_sign_flips_do_not() -> None:
