@@ -587,6 +587,14 @@ def test_a_small_golden_set_of_many_runs_is_decided_on_the_run_labels_floor() ->
     assert few.outcome.undecidable_reason is not None
     assert "run-label test on them cannot reach" in few.outcome.undecidable_reason
     assert "512 labellings" in few.outcome.undecidable_reason
+    # below decay.min_pairs, the reason names min_pairs, never the sign flips' 2^-n
+    m = make_monitor(decay={"min_pairs": 5})
+    below = look(4, 0.3)
+    assert below.outcome is not None
+    assert not below.outcome.decidable
+    assert below.outcome.undecidable_reason == (
+        "4 pairs, fewer than the 5 a look needs (decay.min_pairs)"
+    )
 
 
 def test_a_raised_decay_freezes_the_outcome_reference() -> None:

@@ -387,12 +387,16 @@ def too_few_pairs(
     test to reach ``alpha``: the sign flips' 2^-n, or, given the pairs' run counts ``runs``
     (k = m + n a pair), the run labels' 1 / prod k (at most alpha)."""
     need = math.ceil(math.log2(1.0 / alpha)) if alpha > 0 else 0
-    if runs is not None and n > 0 and n >= least:
-        return (
-            f"{n:,} pairs of {int(runs.sum()):,} runs: a run-label test on them cannot reach "
-            f"this look's alpha {alpha:.3g} (its {_count(runs)} labellings: 1 / labellings "
-            "must be at most alpha)"
+    if runs is not None and n > 0:  # the run labels decide: never the sign flips' 2^-n
+        short = alpha > 0 and float(np.log2(runs).sum()) < math.log2(1.0 / alpha)
+        floor = (
+            f"a run-label test on them cannot reach this look's alpha {alpha:.3g} (its "
+            f"{_count(runs)} labellings: 1 / labellings must be at most alpha)"
         )
+        if n < least:
+            also = f"; and {floor}" if short else ""
+            return f"{n:,} pairs, fewer than the {least:,} a look needs (decay.min_pairs){also}"
+        return f"{n:,} pairs of {int(runs.sum()):,} runs: {floor}"
     if n == 0:
         return (
             f"no pairs: no query is in both windows ({only_reference:,} only in the "
