@@ -597,6 +597,33 @@ def test_a_small_golden_set_of_many_runs_is_decided_on_the_run_labels_floor() ->
     )
 
 
+def test_a_trimmed_run_label_segment_that_stopped_early_names_the_designs_r() -> None:
+    """Two run-labelled segments without a decay, decay.n_resamples 1,000: the floor 1/1,001
+    cannot reach alpha / 2, so one segment leaves Holm's family; its test stopped early (p =
+    100 / L), and the reason once printed that L as R ("R=112"), telling the user to raise
+    an n_resamples already at 1,000."""
+    m = make_monitor(decay={"n_resamples": 1000}, max_segments=5)
+    base = segment(np.random.default_rng(0), AT)
+
+    def seg(seed: int) -> SegmentData:
+        r = np.random.default_rng(seed)
+        quality = r.uniform(0.4, 0.9, 40)
+        ref = Runs(np.repeat(quality, 7) + r.normal(0, 0.05, 280), np.full(40, 7, dtype=np.int64))
+        new = quality + r.normal(0, 0.05, 40)
+        cur = Runs(new, np.ones(40, dtype=np.int64))
+        return replace(base, pairs=Pairs(ref.means(), new, reference_runs=ref, current_runs=cur))
+
+    v, _ = evaluate(m, AT, check_data(AT, {"a": seg(1), "b": seg(2)}), MonitorState())
+    trimmed = [o for o in v.outcomes.values() if not o.decidable]
+    assert len(trimmed) == 1
+    (o,) = trimmed
+    assert o.test == "run-label"
+    assert o.n_resamples is not None
+    assert o.n_resamples < 1000  # it stopped early
+    assert o.undecidable_reason is not None
+    assert "(1/(R+1) of R=1,000 resamples)" in o.undecidable_reason
+
+
 def test_a_raised_decay_freezes_the_outcome_reference() -> None:
     m = make_monitor()
     seg = segment(np.random.default_rng(17), AT, decay=0.05)

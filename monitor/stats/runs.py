@@ -25,8 +25,8 @@ Conventions (see ``docs/statistics.md``, "Decay"):
 * Exact enumeration when prod k_q <= ``n_resamples`` (p = count / prod k_q, floor 1 / prod k_q),
   otherwise Monte Carlo with p = (b + 1)/(R + 1), one-sided stopped early at the resample L
   that brings the 100th null statistic as extreme as T, p = 100 / L (Besag & Clifford 1991: a
-  valid p-value; a look with no evidence draws ~100 / p resamples, one near alpha all R; the
-  floor stays 1 / (R + 1)); ties within K 1e-12 (the rounding of K keys'
+  valid p-value; a look with no evidence draws ~100 / p resamples, one with p < 100 / R all
+  R; the floor stays 1 / (R + 1)); ties within K 1e-12 (the rounding of K keys'
   d_q: equal means of different run counts round apart) + 100 eps sum_q max_c |d_q(c)|;
   two-sided p = min(2 min(p_less, p_greater), 1). The result is a ``PermutationResult`` with
   ``method = "run-label"`` and ``statistic`` = T / (number of keys), the mean shifted d.
@@ -198,7 +198,8 @@ def _monte_carlo(
     rotations, in chunks that start small and double. One-sided, it stops at the resample L
     that brings the ``_STOP``-th null statistic as extreme as T: p = _STOP / L is then a valid
     p-value (Besag & Clifford 1991), a look with no evidence costs ~_STOP / p resamples, not
-    R, and a p near alpha still draws all R."""
+    R, and a p below _STOP / R draws all R (at the monitor's R = 20 k / alpha: every p near
+    Holm's first step alpha / k)."""
     rows = max(1, _CHUNK_ELEMENTS // sizes.size)
     size = min(rows, _FIRST_ROWS)
     n_greater = n_less = drawn = 0

@@ -331,8 +331,8 @@ def _reachable(
         weakest = max(over, key=lambda n: (floors[n], -base[n].n_pairs, n))
         family.remove(weakest)
         r = results[weakest].permutation
-        if not r.exact:
-            design = f"1/(R+1) of R={r.n_resamples:,} resamples"
+        if not r.exact:  # R of the design: a run-label test that stopped early drew fewer
+            design = f"1/(R+1) of R={round(1.0 / r.min_pvalue) - 1:,} resamples"
         elif r.method == "run-label":
             design = f"1 / {r.n_resamples:,} run labellings of {base[weakest].n_pairs} pairs"
         else:
