@@ -240,16 +240,23 @@ def _rotations(
     pooled[~ref_slot] = current.values + shift if shift else current.values
     k_rep = np.repeat(ks, ks)
     n_rep = np.repeat(n, ks)
-    sums = np.zeros(total_runs, dtype=np.float64)
-    # sum of pooled[key, (c + j) mod k] for j < n; a loop over j up to max n, vectorised over
-    # the keys' cycles (n is the runs of one look: small)
-    for j in range(int(n.max())):
-        active = j < n_rep
-        src = np.repeat(offsets, ks) + (pos + j) % k_rep
-        sums[active] += pooled[src[active]]
-    totals = np.bincount(key, weights=pooled, minlength=ks.size)
-    m_rep = np.repeat(m, ks).astype(np.float64)
-    d = sums / n_rep - (np.repeat(totals, ks) - sums) / m_rep
+    m_rep = np.repeat(m, ks)
+    totals = np.repeat(np.bincount(key, weights=pooled, minlength=ks.size), ks)
+    # the smaller side's window of a rotation c, summed run by run: the current runs c, ...,
+    # c + n - 1 (mod k) when n <= m, else the reference runs c + n, ..., c + n + m - 1 and
+    # S = total - that; a loop over j up to max min(m, n), vectorised over the keys' cycles
+    # (a look after an outage pools 720 hourly runs against 168: 168 steps, not 720)
+    by_current = n_rep <= m_rep
+    width = np.where(by_current, n_rep, m_rep)
+    first = np.where(by_current, pos, pos + n_rep)
+    base = np.repeat(offsets, ks)
+    part = np.zeros(total_runs, dtype=np.float64)
+    for j in range(int(np.minimum(m, n).max())):
+        active = j < width
+        src = base + (first + j) % k_rep
+        part[active] += pooled[src[active]]
+    sums = np.where(by_current, part, totals - part)
+    d = sums / n_rep - (totals - sums) / m_rep.astype(np.float64)
     return d.round(_DECIMALS), offsets, ks
 
 
