@@ -452,17 +452,23 @@ def _sign_flip(
     else:
         p_greater, p_less = (n_greater + 1) / (count + 1), (n_less + 1) / (count + 1)
         floor = 1.0 / (count + 1)
-    if alternative == "greater":
-        p = p_greater
-    elif alternative == "less":
-        p = p_less
-    else:
-        p = min(2.0 * min(p_greater, p_less), 1.0)
-        floor = min(2.0 * floor, 1.0)
+    p, floor = tail_pvalue(p_greater, p_less, floor, alternative)
     mean, _ = _mean_sd(d)
     return PermutationResult(
         statistic=mean, pvalue=p, exact=exact, n_resamples=count, min_pvalue=floor
     )
+
+
+def tail_pvalue(
+    p_greater: float, p_less: float, floor: float, alternative: str
+) -> tuple[float, float]:
+    """(p, floor) of ``alternative`` from both one-sided p-values and the one-sided floor of a
+    permutation design: two-sided p = min(2 min(p_less, p_greater), 1), its floor doubled."""
+    if alternative == "greater":
+        return p_greater, floor
+    if alternative == "less":
+        return p_less, floor
+    return min(2.0 * min(p_greater, p_less), 1.0), min(2.0 * floor, 1.0)
 
 
 # --------------------------------------------------------------------------------------------

@@ -42,7 +42,7 @@ from numpy.typing import NDArray
 
 from monitor.errors import InsufficientDataError, StatsInputError
 from monitor.stats import _validation as v
-from monitor.stats.paired import PermutationResult
+from monitor.stats.paired import PermutationResult, tail_pvalue
 
 __all__ = ["Runs", "run_label_test"]
 
@@ -167,13 +167,7 @@ def run_label_test(
             p_greater = (n_greater + 1) / (n_resamples + 1)
             p_less = (n_less + 1) / (n_resamples + 1)
         floor = 1.0 / (n_resamples + 1)
-    if alternative == "greater":
-        p = p_greater
-    elif alternative == "less":
-        p = p_less
-    else:
-        p = min(2.0 * min(p_greater, p_less), 1.0)
-        floor = min(2.0 * floor, 1.0)
+    p, floor = tail_pvalue(p_greater, p_less, floor, alternative)
     return PermutationResult(
         statistic=total / reference.keys,
         pvalue=p,
