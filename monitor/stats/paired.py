@@ -177,13 +177,7 @@ def paired_test(
     sign test and Wilcoxon signed-rank p-values (``scipy.stats.wilcoxon(method='auto')``, zeros
     dropped) as diagnostics, and the z-based minimum detectable effect at (alpha, power).
     """
-    alternative = v.alternative(alternative)
-    margin = v.real(margin, "margin", low=0.0)
-    if alternative == "two-sided" and margin != 0.0:
-        raise StatsInputError(
-            f"`margin` must be 0 when `alternative` is 'two-sided'; got {margin!r} "
-            "(use 'less' or 'greater' for a test against a tolerated difference)."
-        )
+    alternative, margin, shift = margin_shift(alternative, margin)
     n_resamples = v.integer(n_resamples, "n_resamples", minimum=1)
     n_bootstrap = v.integer(n_bootstrap, "n_bootstrap", minimum=1)
     confidence_level = v.real(
@@ -210,7 +204,6 @@ def paired_test(
     d = round_differences(_summable(raw, "current - reference"))
     n = d.size
     mean, sd = _mean_sd(d)
-    shift = {"less": margin, "greater": -margin}.get(alternative, 0.0)
     d_test = round_differences(d + shift) if shift else d
 
     runs = _runs(reference_runs, current_runs, ref, cur)
@@ -254,6 +247,19 @@ def paired_test(
     )
 
 
+def margin_shift(alternative: object, margin: object) -> tuple[str, float, float]:
+    """(alternative, margin, shift), validated: the tests run on d + shift, shift = +margin
+    for 'less', -margin for 'greater'; 'two-sided' needs margin 0."""
+    alt = v.alternative(alternative)
+    m = v.real(margin, "margin", low=0.0)
+    if alt == "two-sided" and m != 0.0:
+        raise StatsInputError(
+            f"`margin` must be 0 when `alternative` is 'two-sided'; got {m!r} "
+            "(use 'less' or 'greater' for a test against a tolerated difference)."
+        )
+    return alt, m, {"less": m, "greater": -m}.get(alt, 0.0)
+
+
 def _runs(
     reference_runs: Runs | None,
     current_runs: Runs | None,
@@ -286,9 +292,9 @@ def _runs(
                 f"`{name}` must average to the paired outcomes; key {i} averages "
                 f"{float(got[i])!r} against {float(means[i])!r}."
             )
-    if int(reference_runs.counts.max()) == 1 and int(current_runs.counts.max()) == 1:
-        return None
-    return reference_runs, current_runs
+    from monitor.stats.runs import several_runs  # runs imports this module's results
+
+    return (reference_runs, current_runs) if several_runs(reference_runs, current_runs) else None
 
 
 def _mean_sd(d: NDArray[np.float64]) -> tuple[float, float]:

@@ -42,9 +42,9 @@ from numpy.typing import NDArray
 
 from monitor.errors import InsufficientDataError, StatsInputError
 from monitor.stats import _validation as v
-from monitor.stats.paired import PermutationResult, tail_pvalue
+from monitor.stats.paired import PermutationResult, margin_shift, tail_pvalue
 
-__all__ = ["Runs", "run_label_test"]
+__all__ = ["Runs", "run_label_test", "several_runs"]
 
 _DECIMALS = 12  # as paired.round_differences
 _CHUNK_ELEMENTS = 1 << 20  # groups x resamples per chunk of draws (8 MB of indices)
@@ -104,6 +104,12 @@ class Runs:
         return Runs(values=self.values[first + np.arange(first.size)], counts=counts)
 
 
+def several_runs(reference: Runs, current: Runs) -> bool:
+    """Whether some key has more than one run on either side: the run labels decide then
+    (one run a side everywhere: the rotations are the sign flips)."""
+    return any(r.keys and int(r.counts.max()) > 1 for r in (reference, current))
+
+
 def run_label_test(
     reference: Runs,
     current: Runs,
@@ -119,12 +125,7 @@ def run_label_test(
     current runs as ``paired_test`` shifts d ('less': + margin, 'greater': - margin; 0 for
     'two-sided'). See the module docstring for the rotations, the p-value and its floor.
     """
-    alternative = v.alternative(alternative)
-    margin = v.real(margin, "margin", low=0.0)
-    if alternative == "two-sided" and margin != 0.0:
-        raise StatsInputError(
-            f"`margin` must be 0 when `alternative` is 'two-sided'; got {margin!r}."
-        )
+    alternative, margin, shift = margin_shift(alternative, margin)
     n_resamples = v.integer(n_resamples, "n_resamples", minimum=1)
     gen = v.generator(rng)
     if not isinstance(reference, Runs) or not isinstance(current, Runs):
@@ -138,7 +139,6 @@ def run_label_test(
         raise InsufficientDataError(
             "a run-label test needs at least 1 key; got 0.", needed=1, got=0
         )
-    shift = {"less": margin, "greater": -margin}.get(alternative, 0.0)
     table, offsets, ks = _rotations(reference, current, shift)
     observed_index = offsets + reference.counts
     total = float(np.asarray(table[observed_index[None, :]].sum(axis=1))[0])

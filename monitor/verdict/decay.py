@@ -19,6 +19,7 @@ from monitor.stats import (
     paired_test,
     round_differences,
 )
+from monitor.stats.runs import several_runs
 from monitor.verdict._common import _MAX_LOOKS_KEPT, _iso, _rng_seed
 from monitor.verdict.data import CheckData, Pairs
 from monitor.verdict.plan import AlarmPlan
@@ -353,9 +354,7 @@ def _runs_of(p: Pairs) -> np.ndarray | None:
     """Each pair's run count k = m + n when the run labels decide these pairs (some query
     with more than one run in a window), else None (the sign flips decide)."""
     ref, cur = p.reference_runs, p.current_runs
-    if ref is None or cur is None or not ref.keys:
-        return None
-    if int(ref.counts.max()) == 1 and int(cur.counts.max()) == 1:
+    if ref is None or cur is None or not ref.keys or not several_runs(ref, cur):
         return None
     return np.asarray(ref.counts + cur.counts)
 
