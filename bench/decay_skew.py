@@ -66,9 +66,6 @@ def _months(args: argparse.Namespace, reference_runs: int, by_runs: bool) -> tup
         month = False
         for _ in range(LOOKS):
             new = _run(rng, rr, hard, args.find) - args.drop
-            kw = {}
-            if by_runs:
-                kw = {"reference_runs": ref_runs, "current_runs": Runs(new, np.ones(n, np.int64))}
             result = paired_test(
                 reference,
                 new,
@@ -78,7 +75,8 @@ def _months(args: argparse.Namespace, reference_runs: int, by_runs: bool) -> tup
                 alpha=ALPHA,
                 rng=np.random.default_rng(0),
                 n_bootstrap=200,
-                **kw,  # type: ignore[arg-type]
+                reference_runs=ref_runs if by_runs else None,
+                current_runs=Runs(new, np.ones(n, np.int64)) if by_runs else None,
             )
             looks += 1
             if result.pvalue <= ALPHA:
